@@ -1,0 +1,128 @@
+"""What a .gpuobs file holds, once read: plain numpy arrays and small records."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from . import schema
+
+
+@dataclass
+class FunctionInfo:
+    device_index: int
+    function_slot: int
+    module_id: int
+    mangled: str
+    demangled: str
+
+    @property
+    def name(self) -> str:
+        return self.demangled or self.mangled or f"function#{self.function_slot}"
+
+
+@dataclass
+class RunInfo:
+    pid: int
+    mode: int
+    sample_shift: int
+    callback_scope: int
+    capacity: int
+    start_realtime_ns: int
+    start_monotonic_ns: int
+    argv: list[str]
+
+    @property
+    def mode_name(self) -> str:
+        try:
+            return schema.Mode(self.mode).name.lower()
+        except ValueError:
+            return f"mode{self.mode}"
+
+
+@dataclass
+class Damage:
+    """Where a salvaged read stopped, and what was lost."""
+
+    offset: int
+    reason: str
+    bytes_lost: int
+
+
+def _empty(struct_name: str) -> np.ndarray:
+    return np.zeros(0, schema.dtype(struct_name))
+
+
+@dataclass
+class Recording:
+    path: str
+    format_version: int
+    schema_hash: int
+    tool_version: str
+    run: Optional[RunInfo] = None
+    devices: np.ndarray = field(default_factory=lambda: _empty("gpuobs_device_info"))
+    functions: dict = field(default_factory=dict)  # (device_index, slot) -> FunctionInfo
+    modules: np.ndarray = field(default_factory=lambda: _empty("gpuobs_module_info"))
+    launches: np.ndarray = field(default_factory=lambda: _empty("gpuobs_launch"))
+    clock_samples: np.ndarray = field(default_factory=lambda: _empty("gpuobs_clock_sample"))
+    flushes: np.ndarray = field(default_factory=lambda: _empty("gpuobs_flush_info"))
+    launch_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, LAUNCH_COUNT_ROW))
+    event_chunks: list = field(default_factory=list)  # zero-copy views, one per EVENTS chunk
+    event_chunk_devices: list = field(default_factory=list)  # device index of each chunk
+    end: Optional[np.void] = None
+    damage: Optional[Damage] = None
+    unknown_chunks: int = 0
+
+    @property
+    def complete(self) -> bool:
+        """True when the run closed cleanly (an END chunk was written)."""
+        return self.end is not None
+
+    @property
+    def events(self) -> np.ndarray:
+        """All events: a zero-copy view when the file holds one events chunk."""
+        if len(self.event_chunks) == 1:
+            return self.event_chunks[0]
+        if not self.event_chunks:
+            return np.zeros(0, schema.EVENT_DTYPE)
+        return np.concatenate(self.event_chunks)
+
+    @property
+    def event_devices(self) -> np.ndarray:
+        """The device index of every event in `events`, in the same order."""
+        if not self.event_chunks:
+            return np.zeros(0, np.uint32)
+        return np.concatenate(
+            [np.full(len(c), d, np.uint32) for c, d in zip(self.event_chunks, self.event_chunk_devices)]
+        )
+
+    @property
+    def totals(self) -> dict:
+        f = self.flushes
+        return {
+            "attempted": int(f["attempted"].sum()),
+            "recorded": int(f["recorded"].sum()),
+            "dropped": int(f["dropped"].sum()),
+            "lost_counts": int(f["lost_counts"].sum()),
+            "lost_block_ends": int(f["lost_block_ends"].sum()),
+            "incomplete": int(f["incomplete"].sum()),
+            "events_in_file": int(sum(len(c) for c in self.event_chunks)),
+        }
+
+    def function(self, device_index: int, slot: int) -> FunctionInfo:
+        found = self.functions.get((int(device_index), int(slot)))
+        if found is None:
+            return FunctionInfo(int(device_index), int(slot), 0, "", f"function#{int(slot)}")
+        return found
+
+    def device_name(self, device_index: int) -> str:
+        rows = self.devices[self.devices["device_index"] == device_index]
+        if len(rows) == 0:
+            return "unknown GPU"
+        return rows[0]["name"].decode(errors="replace")
+
+
+LAUNCH_COUNT_ROW = np.dtype(
+    [("device_index", "<u4"), ("flush_seq", "<u4"), ("grid_id", "<u8"), ("count", "<u8")]
+)

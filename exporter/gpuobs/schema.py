@@ -1,0 +1,138 @@
+"""The record layouts, read from the one C header through cffi.
+
+numpy dtypes are derived from cffi's sizeof/offsetof, so C, CUDA and Python
+cannot drift apart silently: tests/test_schema.py compiles the same header
+with the host compiler and compares every field."""
+from __future__ import annotations
+
+import enum
+import re
+from functools import lru_cache
+
+import numpy as np
+from cffi import FFI
+
+from .native_sources import schema_header
+
+CDEF_BEGIN = "/* gpuobs:cdef-begin */"
+CDEF_END = "/* gpuobs:cdef-end */"
+
+_NUMPY_SCALARS = {
+    "uint8_t": "u1",
+    "int8_t": "i1",
+    "uint16_t": "<u2",
+    "int16_t": "<i2",
+    "uint32_t": "<u4",
+    "int32_t": "<i4",
+    "uint64_t": "<u8",
+    "int64_t": "<i8",
+}
+
+
+def cdef_text(header_text: str) -> str:
+    """The part of the header that cffi reads (plain declarations only)."""
+    try:
+        start = header_text.index(CDEF_BEGIN) + len(CDEF_BEGIN)
+        end = header_text.index(CDEF_END, start)
+    except ValueError as exc:
+        raise ValueError(f"schema header lacks the markers {CDEF_BEGIN} / {CDEF_END}") from exc
+    return header_text[start:end]
+
+
+@lru_cache(maxsize=1)
+def _ffi_and_lib():
+    ffi = FFI()
+    ffi.cdef(cdef_text(schema_header().read_text()))
+    return ffi, ffi.dlopen(None)
+
+
+def ffi() -> FFI:
+    return _ffi_and_lib()[0]
+
+
+def constant(name: str) -> int:
+    return getattr(_ffi_and_lib()[1], name)
+
+
+def struct_names() -> list[str]:
+    typedefs, _structs, _unions = ffi().list_types()
+    return sorted(n for n in typedefs if ffi().typeof(n).kind == "struct")
+
+
+def _field_format(ctype):
+    if ctype.kind == "primitive":
+        return _NUMPY_SCALARS[ctype.cname]
+    if ctype.kind == "array":
+        if ctype.item.cname == "char":
+            return f"S{ctype.length}"
+        return (_field_format(ctype.item), (ctype.length,))
+    if ctype.kind == "struct":
+        return dtype(ctype.cname.replace("struct ", ""))
+    raise TypeError(f"schema field type {ctype.cname} has no numpy equivalent")
+
+
+@lru_cache(maxsize=None)
+def dtype(struct_name: str) -> np.dtype:
+    """The little-endian numpy dtype of a schema struct, from cffi's layout."""
+    f = ffi()
+    ctype = f.typeof(struct_name)
+    names, formats, offsets = [], [], []
+    for name, field in ctype.fields:
+        names.append(name)
+        formats.append(_field_format(field.type))
+        offsets.append(field.offset)
+    return np.dtype(
+        {"names": names, "formats": formats, "offsets": offsets, "itemsize": f.sizeof(ctype)}
+    )
+
+
+def layout_text() -> str:
+    """Canonical text of every struct layout and enum value: what the schema hash covers."""
+    f = ffi()
+    parts = []
+    for name in struct_names():
+        ctype = f.typeof(name)
+        fields = ";".join(
+            f"{fname}:{field.type.cname}@{field.offset}" for fname, field in ctype.fields
+        )
+        parts.append(f"{name}[{f.sizeof(ctype)}]{{{fields}}}")
+    _typedefs, structs, _unions = f.list_types()
+    for enum_name in sorted(_enum_names()):
+        etype = f.typeof(f"enum {enum_name}")
+        values = ",".join(f"{k}={v}" for v, k in sorted(etype.elements.items()))
+        parts.append(f"enum {enum_name}{{{values}}}")
+    return "\n".join(parts)
+
+
+def _enum_names() -> list[str]:
+    text = cdef_text(schema_header().read_text())
+    return re.findall(r"\benum\s+(\w+)\s*\{", text)
+
+
+def fnv1a64(data: bytes) -> int:
+    h = 0xCBF29CE484222325
+    for byte in data:
+        h ^= byte
+        h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def computed_schema_hash() -> int:
+    return fnv1a64(layout_text().encode())
+
+
+def _enum(name: str, prefix: str) -> type[enum.IntEnum]:
+    elements = ffi().typeof(f"enum {name}").elements
+    members = {k[len(prefix):]: v for v, k in sorted(elements.items())}
+    return enum.IntEnum(name, members)
+
+
+FORMAT_VERSION = constant("GPUOBS_FORMAT_VERSION")
+SCHEMA_HASH = constant("GPUOBS_SCHEMA_HASH")
+EVENT_DTYPE = dtype("gpuobs_event")
+Mode = _enum("gpuobs_mode", "GPUOBS_MODE_")
+EventKind = _enum("gpuobs_event_kind", "GPUOBS_EVENT_")
+ChunkType = _enum("gpuobs_chunk_type", "GPUOBS_CHUNK_")
+BLOCK_END_UNKNOWN = constant("GPUOBS_BLOCK_END_UNKNOWN")
+
+MODE_NAMES = {m: m.name.lower() for m in Mode}

@@ -1,0 +1,107 @@
+"""A Python writer for .gpuobs files: the same framing the C++ tool writes.
+
+Tests, fixtures and synthetic benchmarks use it; the reader and this writer
+share gpuobs.fileformat, so they cannot disagree about framing."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from . import __version__, schema
+from .fileformat import EVENTS_HEADER, events_padding, pack_chunk, pack_file_header
+
+ChunkType = schema.ChunkType
+
+
+def _one(struct_name: str, **fields) -> np.ndarray:
+    row = np.zeros(1, schema.dtype(struct_name))
+    for key, value in fields.items():
+        row[key] = value
+    return row
+
+
+class RecordingWriter:
+    def __init__(self, path, tool_version: str = f"gpuobs-py {__version__}"):
+        self.path = Path(path)
+        self._fh = open(self.path, "wb")
+        self._fh.write(pack_file_header(tool_version))
+
+    # context manager -------------------------------------------------------
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if not self._fh.closed:
+            self._fh.close()
+
+    def _chunk(self, chunk_type: int, payload: bytes) -> None:
+        self._fh.write(pack_chunk(chunk_type, payload))
+
+    # chunks ----------------------------------------------------------------
+    def run(self, *, pid=0, mode=schema.Mode.BLOCK_TRACE, sample_shift=10, callback_scope=0,
+            capacity=1 << 20, start_realtime_ns=0, start_monotonic_ns=0, argv=()):
+        argv_bytes = b"".join(a.encode() + b"\0" for a in argv)
+        info = _one("gpuobs_run_info", pid=pid, mode=int(mode), sample_shift=sample_shift,
+                    callback_scope=callback_scope, capacity=capacity,
+                    start_realtime_ns=start_realtime_ns, start_monotonic_ns=start_monotonic_ns,
+                    argv_len=len(argv_bytes))
+        self._chunk(ChunkType.RUN, info.tobytes() + argv_bytes)
+
+    def device(self, *, device_index=0, name="NVIDIA H200", sm_count=132, cc=(9, 0),
+               uuid=bytes(16), context_id=1):
+        info = _one("gpuobs_device_info", device_index=device_index, sm_count=sm_count,
+                    cc_major=cc[0], cc_minor=cc[1], context_id=context_id, name=name.encode()[:255])
+        info["uuid"][0] = np.frombuffer(uuid.ljust(16, b"\0")[:16], np.uint8)
+        self._chunk(ChunkType.DEVICE, info.tobytes())
+
+    def function(self, *, function_slot, mangled, demangled="", device_index=0, module_id=1):
+        m, d = mangled.encode(), demangled.encode()
+        info = _one("gpuobs_function_info", function_slot=function_slot, device_index=device_index,
+                    module_id=module_id, mangled_len=len(m), demangled_len=len(d))
+        self._chunk(ChunkType.FUNCTION, info.tobytes() + m + d)
+
+    def module(self, *, module_id, device_index=0, status=1, patch_count=1, cubin_size=0,
+               load_monotonic_ns=0):
+        info = _one("gpuobs_module_info", module_id=module_id, device_index=device_index,
+                    status=status, patch_count=patch_count, cubin_size=cubin_size,
+                    load_monotonic_ns=load_monotonic_ns)
+        self._chunk(ChunkType.MODULE, info.tobytes())
+
+    def launches(self, launches: np.ndarray):
+        self._chunk(ChunkType.LAUNCHES, np.ascontiguousarray(launches, schema.dtype("gpuobs_launch")).tobytes())
+
+    def clock_samples(self, samples: np.ndarray):
+        self._chunk(ChunkType.CLOCK, np.ascontiguousarray(samples, schema.dtype("gpuobs_clock_sample")).tobytes())
+
+    def flush(self, *, device_index=0, flush_seq=0, attempted, recorded, dropped, host_time_ns=0,
+              launch_counts=None, lost_counts=0, lost_block_ends=0, incomplete=0):
+        counts = np.zeros(0, schema.dtype("gpuobs_launch_count")) if launch_counts is None else \
+            np.ascontiguousarray(launch_counts, schema.dtype("gpuobs_launch_count"))
+        info = _one("gpuobs_flush_info", device_index=device_index, flush_seq=flush_seq,
+                    attempted=attempted, recorded=recorded, dropped=dropped,
+                    host_time_ns=host_time_ns, lost_counts=lost_counts,
+                    lost_block_ends=lost_block_ends, launch_count_len=len(counts),
+                    incomplete=incomplete)
+        self._chunk(ChunkType.FLUSH, info.tobytes() + counts.tobytes())
+
+    def events(self, events: np.ndarray, *, device_index=0, flush_seq=0):
+        events = np.ascontiguousarray(events, schema.EVENT_DTYPE)
+        padding = events_padding(self._fh.tell())
+        head = np.zeros(1, EVENTS_HEADER)
+        head["device_index"] = device_index
+        head["flush_seq"] = flush_seq
+        head["count"] = len(events)
+        head["padding"] = padding
+        self._chunk(ChunkType.EVENTS, head.tobytes() + bytes(padding) + events.tobytes())
+
+    def end(self, *, end_monotonic_ns=0, flushes=0, launches=0, events=0):
+        info = _one("gpuobs_end_info", end_monotonic_ns=end_monotonic_ns, flushes=flushes,
+                    launches=launches, events=events)
+        self._chunk(ChunkType.END, info.tobytes())
+
+    def close(self):
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._fh.close()

@@ -1,0 +1,264 @@
+/*
+ * gpuobs schema: the one source of truth for every binary layout gpuobs uses.
+ *
+ * Read by the device patches (nvcc), the host tool (g++), and Python (cffi's
+ * cdef reads the part between the cdef markers; numpy dtypes are derived from
+ * cffi's sizeof/offsetof). Change a layout here and nowhere else; then bump
+ * GPUOBS_SCHEMA_HASH to the value tests/test_schema.py prints.
+ *
+ * The file format that carries these structs is described in recording-format.md.
+ */
+#ifndef GPUOBS_SCHEMA_H
+#define GPUOBS_SCHEMA_H
+
+#include <stdint.h>
+
+/* gpuobs:cdef-begin */
+#define GPUOBS_FORMAT_VERSION 1
+/* FNV-1a 64 of the canonical layout text (see gpuobs/schema.py: layout_text). */
+#define GPUOBS_SCHEMA_HASH 0x7e2d3b31ad289ff5
+#define GPUOBS_EVENT_SIZE 64
+#define GPUOBS_MAX_STRIPES 256
+#define GPUOBS_DEFAULT_CAPACITY 1048576
+#define GPUOBS_DEFAULT_SAMPLE_SHIFT 10
+#define GPUOBS_LAUNCH_TABLE_SIZE 4096
+#define GPUOBS_LAUNCH_COUNTER_STRIPES 15
+#define GPUOBS_BLOCK_TABLE_WAYS 64
+#define GPUOBS_FUNCTION_TABLE_SIZE 65536
+#define GPUOBS_NAME_LEN 256
+#define GPUOBS_CONTROL_MAGIC 0x5342424f
+
+/* What the patches do; each rung adds one cost to the one before it. */
+enum gpuobs_mode {
+    GPUOBS_MODE_OFF = 0,           /* tool loaded, nothing patched */
+    GPUOBS_MODE_BLOCK_NOOP = 1,    /* empty call at block entry */
+    GPUOBS_MODE_BLOCK_COUNTER = 2, /* leader counts its block: one atomic per block */
+    GPUOBS_MODE_BLOCK_TRACE = 3,   /* one record per block: start, end, SM */
+    GPUOBS_MODE_MEM_NOOP = 4,      /* empty call before every global access */
+    GPUOBS_MODE_MEM_SAMPLED = 5,   /* every access counted, 1 in 2^shift captured */
+    GPUOBS_MODE_MEM_FULL = 6       /* every access counted and captured */
+};
+
+enum gpuobs_event_kind {
+    GPUOBS_EVENT_EMPTY = 0,        /* slot claimed but never completed */
+    GPUOBS_EVENT_BLOCK = 1,
+    GPUOBS_EVENT_MEMORY = 2
+};
+
+/* gpuobs_event.flags bits for block events; memory events carry the
+ * sanitizer's SANITIZER_MEMORY_DEVICE_FLAG_* bits instead. */
+enum gpuobs_block_flags {
+    GPUOBS_BLOCK_END_UNKNOWN = 1   /* no block-table slot: end time not measured */
+};
+
+/* One event: exactly one 64-byte cache line. */
+typedef struct gpuobs_event {
+    uint64_t time_start;     /* %globaltimer ns: block start, or the access */
+    uint64_t time_end;       /* %globaltimer ns: block end (last thread's exit); 0 for memory */
+    uint64_t grid_id;        /* %gridid of the launch; matched to gpuobs_launch.grid_id */
+    uint64_t address;        /* memory: generic address accessed */
+    uint64_t pc;             /* memory: pc of the access as the sanitizer reports it */
+    uint32_t function_slot;  /* per-context function slot (gpuobs_function_info) */
+    uint32_t block_x;
+    uint16_t block_y;
+    uint16_t block_z;
+    uint16_t thread_index;   /* memory: flat thread index within the block */
+    uint16_t sm_id;          /* %smid at block start, or at the access */
+    uint16_t sm_id_end;      /* %smid of the thread that ended the block */
+    uint8_t kind;            /* enum gpuobs_event_kind; written last (commit) */
+    uint8_t access_size;     /* memory: bytes */
+    uint16_t flags;
+    uint16_t reserved;
+} gpuobs_event;
+
+/* One claim pointer and drop counter per stripe (per SM), on its own line,
+ * so that no single address serialises the GPU. */
+typedef struct gpuobs_stripe {
+    uint64_t claimed;        /* attempts; the atomic add that counts also claims */
+    uint64_t dropped;        /* attempts that found the stripe full */
+    uint64_t pad[6];
+} gpuobs_stripe;
+
+/* Per-context control block in device memory. */
+typedef struct gpuobs_control {
+    uint32_t magic;
+    uint32_t mode;              /* enum gpuobs_mode */
+    uint32_t sample_shift;      /* capture when the low sample_shift hash bits are 0 */
+    uint32_t stripe_count;      /* stripes in use (SM count), <= GPUOBS_MAX_STRIPES */
+    uint64_t stripe_capacity;   /* records per stripe */
+    uint64_t events;            /* device address of gpuobs_event[stripe_count * stripe_capacity] */
+    uint64_t launch_counters;   /* device address of gpuobs_launch_counter[GPUOBS_LAUNCH_TABLE_SIZE] */
+    uint64_t block_table;       /* device address of gpuobs_block_slot[stripe_count * WAYS] */
+    uint64_t lost_counts;       /* counts that found no launch-counter slot (never silently lost) */
+    uint64_t lost_block_ends;   /* block_trace: blocks whose end could not be tracked */
+    uint64_t pad[1];
+    gpuobs_stripe stripes[GPUOBS_MAX_STRIPES];
+} gpuobs_control;
+
+/* Exact per-launch counts, keyed by grid id, spread over stripes. */
+typedef struct gpuobs_launch_counter {
+    uint64_t grid_id;           /* 0 = free */
+    uint64_t count[GPUOBS_LAUNCH_COUNTER_STRIPES]; /* blocks (block modes) or accesses (memory modes) */
+} gpuobs_launch_counter;
+
+/* block_trace: one slot per resident block, so that the last thread to exit
+ * can find its block's record. */
+typedef struct gpuobs_block_slot {
+    uint64_t key;               /* 0 = free */
+    uint64_t event_index;       /* claimed event, or ~0 when dropped */
+    uint32_t exited_threads;
+    uint32_t entered;
+    uint64_t pad;
+} gpuobs_block_slot;
+
+/* What each patched function's callback data points to (device memory). */
+typedef struct gpuobs_function_entry {
+    uint64_t control;           /* device address of gpuobs_control */
+    uint32_t function_slot;
+    uint32_t pad;
+} gpuobs_function_entry;
+
+/* ---- Recording file (.gpuobs) ---- */
+
+enum gpuobs_chunk_type {
+    GPUOBS_CHUNK_RUN = 1,        /* gpuobs_run_info + argv text */
+    GPUOBS_CHUNK_DEVICE = 2,     /* gpuobs_device_info */
+    GPUOBS_CHUNK_FUNCTION = 3,   /* gpuobs_function_info + names */
+    GPUOBS_CHUNK_LAUNCHES = 4,   /* gpuobs_launch[] */
+    GPUOBS_CHUNK_CLOCK = 5,      /* gpuobs_clock_sample[] */
+    GPUOBS_CHUNK_FLUSH = 6,      /* gpuobs_flush_info + gpuobs_launch_count[] */
+    GPUOBS_CHUNK_EVENTS = 7,     /* gpuobs_events_header + padding + gpuobs_event[] */
+    GPUOBS_CHUNK_MODULE = 8,     /* gpuobs_module_info */
+    GPUOBS_CHUNK_END = 9         /* gpuobs_end_info: the run closed cleanly */
+};
+
+typedef struct gpuobs_file_header {
+    char magic[8];              /* "GPUOBS\r\n" */
+    uint32_t format_version;
+    uint32_t header_size;
+    uint64_t schema_hash;
+    char tool_version[32];
+} gpuobs_file_header;
+
+typedef struct gpuobs_chunk_header {
+    uint32_t type;              /* enum gpuobs_chunk_type */
+    uint32_t flags;
+    uint64_t length;            /* payload bytes after this header */
+    uint32_t crc32;             /* CRC-32 of type, flags, length, then the payload */
+    uint32_t reserved;
+} gpuobs_chunk_header;
+
+typedef struct gpuobs_run_info {
+    uint32_t pid;
+    uint32_t mode;
+    uint32_t sample_shift;
+    uint32_t callback_scope;    /* 0 function, 1 launch */
+    uint64_t capacity;          /* records per context */
+    uint64_t start_realtime_ns;
+    uint64_t start_monotonic_ns;
+    uint32_t argv_len;          /* bytes of NUL-separated argv after this struct */
+    uint32_t pad;
+} gpuobs_run_info;
+
+typedef struct gpuobs_device_info {
+    uint32_t device_index;      /* CUDA ordinal in this process */
+    uint32_t sm_count;
+    uint32_t cc_major;
+    uint32_t cc_minor;
+    uint64_t context_id;
+    uint8_t uuid[16];
+    char name[GPUOBS_NAME_LEN];
+} gpuobs_device_info;
+
+typedef struct gpuobs_function_info {
+    uint32_t function_slot;
+    uint32_t device_index;
+    uint64_t module_id;
+    uint32_t mangled_len;       /* bytes of mangled name after this struct */
+    uint32_t demangled_len;     /* then bytes of demangled name */
+} gpuobs_function_info;
+
+typedef struct gpuobs_module_info {
+    uint64_t module_id;
+    uint32_t device_index;
+    uint32_t status;            /* 1 patched, 2 patch failed, 3 not patched (mode off) */
+    uint32_t patch_count;       /* times the tool committed a patch for it: must be 1 */
+    uint32_t cubin_size;
+    uint64_t load_monotonic_ns;
+} gpuobs_module_info;
+
+typedef struct gpuobs_launch {
+    uint64_t launch_id;         /* process-wide, in launch order */
+    uint64_t grid_id;           /* the sanitizer's gridId (== device %gridid) */
+    uint64_t stream_id;
+    uint64_t host_begin_ns;     /* CLOCK_MONOTONIC at the launch callback */
+    uint32_t function_slot;
+    uint32_t device_index;
+    uint32_t grid[3];
+    uint32_t block[3];
+    uint32_t graph_launch_id;   /* graph replays: the replay's launch id, else 0 */
+    uint32_t flags;             /* 1 = graph node */
+} gpuobs_launch;
+
+/* The device %globaltimer read between two readings of each host clock. */
+typedef struct gpuobs_clock_sample {
+    uint32_t device_index;
+    uint32_t method;            /* 1 = probe kernel between host readings */
+    uint64_t device_ns;
+    uint64_t monotonic_before;
+    uint64_t monotonic_after;
+    uint64_t boottime_before;
+    uint64_t boottime_after;
+    uint64_t realtime_before;
+    uint64_t realtime_after;
+} gpuobs_clock_sample;
+
+typedef struct gpuobs_flush_info {
+    uint32_t device_index;
+    uint32_t flush_seq;
+    uint64_t attempted;         /* sum of stripe claims */
+    uint64_t recorded;          /* events written to the file by this flush */
+    uint64_t dropped;           /* attempted - recorded: counted, never silent */
+    uint64_t host_time_ns;      /* CLOCK_MONOTONIC at the flush */
+    uint64_t lost_counts;
+    uint64_t lost_block_ends;
+    uint32_t launch_count_len;  /* gpuobs_launch_count entries after this struct */
+    uint32_t incomplete;        /* claimed slots never committed (kernel aborted) */
+} gpuobs_flush_info;
+
+typedef struct gpuobs_launch_count {
+    uint64_t grid_id;
+    uint64_t count;             /* exact blocks or accesses for that grid in this flush */
+} gpuobs_launch_count;
+
+typedef struct gpuobs_events_header {
+    uint32_t device_index;
+    uint32_t flush_seq;
+    uint32_t count;             /* events after the padding */
+    uint32_t padding;           /* bytes of zeros so the events start 64-byte aligned */
+} gpuobs_events_header;
+
+typedef struct gpuobs_end_info {
+    uint64_t end_monotonic_ns;
+    uint64_t flushes;
+    uint64_t launches;
+    uint64_t events;
+} gpuobs_end_info;
+/* gpuobs:cdef-end */
+
+#define GPUOBS_FILE_MAGIC "GPUOBS\r\n"
+
+#if defined(__cplusplus)
+#define GPUOBS_STATIC_ASSERT(c, m) static_assert(c, m)
+#else
+#define GPUOBS_STATIC_ASSERT(c, m) _Static_assert(c, m)
+#endif
+GPUOBS_STATIC_ASSERT(sizeof(gpuobs_event) == GPUOBS_EVENT_SIZE, "an event fills one 64-byte cache line");
+GPUOBS_STATIC_ASSERT(sizeof(gpuobs_stripe) == 64, "one stripe per cache line");
+GPUOBS_STATIC_ASSERT(sizeof(gpuobs_chunk_header) == 24, "chunk header is 24 bytes");
+GPUOBS_STATIC_ASSERT(sizeof(gpuobs_file_header) == 56, "file header is 56 bytes");
+GPUOBS_STATIC_ASSERT(sizeof(gpuobs_events_header) == 16, "events header is 16 bytes");
+GPUOBS_STATIC_ASSERT(sizeof(gpuobs_launch_counter) == 128, "launch counter is two lines");
+GPUOBS_STATIC_ASSERT(sizeof(gpuobs_block_slot) == 32, "block slot is 32 bytes");
+
+#endif /* GPUOBS_SCHEMA_H */
