@@ -16,13 +16,13 @@
 /* gpuobs:cdef-begin */
 #define GPUOBS_FORMAT_VERSION 1
 /* FNV-1a 64 of the canonical layout text (see gpuobs/schema.py: layout_text). */
-#define GPUOBS_SCHEMA_HASH 0x7e2d3b31ad289ff5
+#define GPUOBS_SCHEMA_HASH 0xed2790e6691018dc
 #define GPUOBS_EVENT_SIZE 64
 #define GPUOBS_MAX_STRIPES 256
 #define GPUOBS_DEFAULT_CAPACITY 1048576
 #define GPUOBS_DEFAULT_SAMPLE_SHIFT 10
 #define GPUOBS_LAUNCH_TABLE_SIZE 4096
-#define GPUOBS_LAUNCH_COUNTER_STRIPES 15
+#define GPUOBS_LAUNCH_COUNTER_STRIPES 15 /* +1: 16 counters, two cache lines */
 #define GPUOBS_BLOCK_TABLE_WAYS 64
 #define GPUOBS_FUNCTION_TABLE_SIZE 65536
 #define GPUOBS_NAME_LEN 256
@@ -48,7 +48,8 @@ enum gpuobs_event_kind {
 /* gpuobs_event.flags bits for block events; memory events carry the
  * sanitizer's SANITIZER_MEMORY_DEVICE_FLAG_* bits instead. */
 enum gpuobs_block_flags {
-    GPUOBS_BLOCK_END_UNKNOWN = 1   /* no block-table slot: end time not measured */
+    GPUOBS_BLOCK_END_LEADER = 1    /* time_end is the leader thread's exit: the last
+                                      thread's exit could not be tracked */
 };
 
 /* One event: exactly one 64-byte cache line. */
@@ -88,34 +89,43 @@ typedef struct gpuobs_control {
     uint64_t stripe_capacity;   /* records per stripe */
     uint64_t events;            /* device address of gpuobs_event[stripe_count * stripe_capacity] */
     uint64_t launch_counters;   /* device address of gpuobs_launch_counter[GPUOBS_LAUNCH_TABLE_SIZE] */
-    uint64_t block_table;       /* device address of gpuobs_block_slot[stripe_count * WAYS] */
-    uint64_t lost_counts;       /* counts that found no launch-counter slot (never silently lost) */
-    uint64_t lost_block_ends;   /* block_trace: blocks whose end could not be tracked */
+    uint64_t block_table;       /* device address of the block table (see gpuobs_function_entry) */
+    uint64_t lost_counts;       /* reserved: counts that could not be attributed */
+    uint64_t lost_block_ends;   /* block_trace: blocks whose last exit could not be tracked */
     uint64_t pad[1];
     gpuobs_stripe stripes[GPUOBS_MAX_STRIPES];
 } gpuobs_control;
 
-/* Exact per-launch counts, keyed by grid id, spread over stripes. */
+/* Exact per-launch counts. The slot is a hash of the grid id, so the hot path
+ * does no loads; the host resolves slots to the launches it saw (a slot shared
+ * by two launches of one flush window is reported as shared, never split). */
 typedef struct gpuobs_launch_counter {
-    uint64_t grid_id;           /* 0 = free */
-    uint64_t count[GPUOBS_LAUNCH_COUNTER_STRIPES]; /* blocks (block modes) or accesses (memory modes) */
+    uint64_t count[GPUOBS_LAUNCH_COUNTER_STRIPES + 1]; /* blocks (block modes) or accesses (memory modes) */
 } gpuobs_launch_counter;
 
-/* block_trace: one slot per resident block, so that the last thread to exit
- * can find its block's record. */
+/* block_trace: one slot per (SM, hardware warp slot of the block's first warp),
+ * so that the last thread to exit finds its block's record in O(1). */
 typedef struct gpuobs_block_slot {
-    uint64_t key;               /* 0 = free */
+    uint64_t key;               /* identifies (grid, block); stale keys are ignored */
     uint64_t event_index;       /* claimed event, or ~0 when dropped */
     uint32_t exited_threads;
-    uint32_t entered;
-    uint64_t pad;
+    uint32_t pad0;
+    uint64_t pad1;
 } gpuobs_block_slot;
 
-/* What each patched function's callback data points to (device memory). */
+/* What each patched function's callback data points to (device memory): every
+ * constant the patches need, in one cache line, so a patch does one load. */
 typedef struct gpuobs_function_entry {
     uint64_t control;           /* device address of gpuobs_control */
+    uint64_t events;
+    uint64_t launch_counters;
+    uint64_t block_table;       /* gpuobs_block_slot[GPUOBS_MAX_STRIPES][GPUOBS_BLOCK_TABLE_WAYS], by %smid */
+    uint64_t stripe_capacity;
+    uint32_t stripe_count;
+    uint32_t sample_shift;
     uint32_t function_slot;
-    uint32_t pad;
+    uint32_t mode;
+    uint64_t pad;
 } gpuobs_function_entry;
 
 /* ---- Recording file (.gpuobs) ---- */
@@ -217,18 +227,21 @@ typedef struct gpuobs_flush_info {
     uint32_t device_index;
     uint32_t flush_seq;
     uint64_t attempted;         /* sum of stripe claims */
-    uint64_t recorded;          /* events written to the file by this flush */
-    uint64_t dropped;           /* attempted - recorded: counted, never silent */
+    uint64_t recorded;          /* claims that got a slot: attempted - dropped */
+    uint64_t dropped;           /* claims that found the stripe full: counted, never silent */
+    uint64_t filtered;          /* recorded events left out by the host kernel filter */
     uint64_t host_time_ns;      /* CLOCK_MONOTONIC at the flush */
-    uint64_t lost_counts;
+    uint64_t unattributed;      /* counts in launch-counter slots of no known launch */
     uint64_t lost_block_ends;
     uint32_t launch_count_len;  /* gpuobs_launch_count entries after this struct */
-    uint32_t incomplete;        /* claimed slots never committed (kernel aborted) */
+    uint32_t incomplete;        /* slots claimed but never committed (kernel aborted) */
 } gpuobs_flush_info;
 
 typedef struct gpuobs_launch_count {
     uint64_t grid_id;
-    uint64_t count;             /* exact blocks or accesses for that grid in this flush */
+    uint64_t count;             /* exact blocks or accesses counted in this flush window */
+    uint32_t launches_sharing;  /* launches of this window whose counts share the slot (1 = exact) */
+    uint32_t pad;
 } gpuobs_launch_count;
 
 typedef struct gpuobs_events_header {

@@ -197,6 +197,7 @@ class _Parser:
         rows["flush_seq"] = info[0]["flush_seq"]
         rows["grid_id"] = counts["grid_id"]
         rows["count"] = counts["count"]
+        rows["launches_sharing"] = counts["launches_sharing"]
         self.flush_parts.append(info)
         self.count_parts.append(rows)
 

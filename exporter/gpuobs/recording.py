@@ -104,7 +104,8 @@ class Recording:
             "attempted": int(f["attempted"].sum()),
             "recorded": int(f["recorded"].sum()),
             "dropped": int(f["dropped"].sum()),
-            "lost_counts": int(f["lost_counts"].sum()),
+            "filtered": int(f["filtered"].sum()),
+            "unattributed": int(f["unattributed"].sum()),
             "lost_block_ends": int(f["lost_block_ends"].sum()),
             "incomplete": int(f["incomplete"].sum()),
             "events_in_file": int(sum(len(c) for c in self.event_chunks)),
@@ -124,5 +125,6 @@ class Recording:
 
 
 LAUNCH_COUNT_ROW = np.dtype(
-    [("device_index", "<u4"), ("flush_seq", "<u4"), ("grid_id", "<u8"), ("count", "<u8")]
+    [("device_index", "<u4"), ("flush_seq", "<u4"), ("grid_id", "<u8"), ("count", "<u8"),
+     ("launches_sharing", "<u4")]
 )

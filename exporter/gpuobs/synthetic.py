@@ -77,6 +77,7 @@ def write_block_trace_recording(path, n_launches: int = 12, blocks_per_launch: i
         counts = np.zeros(n_launches, schema.dtype("gpuobs_launch_count"))
         counts["grid_id"] = launches["grid_id"]
         counts["count"] = blocks_per_launch
+        counts["launches_sharing"] = 1
         w.flush(attempted=len(ev) + dropped, recorded=len(ev), dropped=dropped, launch_counts=counts)
         w.events(ev)
         w.end(flushes=1, launches=n_launches, events=len(ev))

@@ -76,12 +76,12 @@ class RecordingWriter:
         self._chunk(ChunkType.CLOCK, np.ascontiguousarray(samples, schema.dtype("gpuobs_clock_sample")).tobytes())
 
     def flush(self, *, device_index=0, flush_seq=0, attempted, recorded, dropped, host_time_ns=0,
-              launch_counts=None, lost_counts=0, lost_block_ends=0, incomplete=0):
+              launch_counts=None, filtered=0, unattributed=0, lost_block_ends=0, incomplete=0):
         counts = np.zeros(0, schema.dtype("gpuobs_launch_count")) if launch_counts is None else \
             np.ascontiguousarray(launch_counts, schema.dtype("gpuobs_launch_count"))
         info = _one("gpuobs_flush_info", device_index=device_index, flush_seq=flush_seq,
                     attempted=attempted, recorded=recorded, dropped=dropped,
-                    host_time_ns=host_time_ns, lost_counts=lost_counts,
+                    host_time_ns=host_time_ns, filtered=filtered, unattributed=unattributed,
                     lost_block_ends=lost_block_ends, launch_count_len=len(counts),
                     incomplete=incomplete)
         self._chunk(ChunkType.FLUSH, info.tobytes() + counts.tobytes())
