@@ -54,6 +54,7 @@ class _Parser:
         self.view = memoryview(buf)
         self.salvage = salvage
         self.launch_parts: list[np.ndarray] = []
+        self.launch_flush_parts: list[np.ndarray] = []
         self.clock_parts: list[np.ndarray] = []
         self.flush_parts: list[np.ndarray] = []
         self.count_parts: list[np.ndarray] = []
@@ -145,7 +146,10 @@ class _Parser:
         if ctype == ChunkType.EVENTS:
             self._events(rec, start, length)
         elif ctype == ChunkType.LAUNCHES:
-            self.launch_parts.append(self._array("gpuobs_launch", start, length))
+            launches = self._array("gpuobs_launch", start, length)
+            self.launch_parts.append(launches)
+            # Launches belong to the next FLUSH of their device (written right after them).
+            self.launch_flush_parts.append(np.full(len(launches), 0xFFFFFFFF, np.uint32))
         elif ctype == ChunkType.CLOCK:
             self.clock_parts.append(self._array("gpuobs_clock_sample", start, length))
         elif ctype == ChunkType.FLUSH:
@@ -184,6 +188,7 @@ class _Parser:
             raise _PayloadError(f"header promises {count} events after {padding} padding bytes ({need} bytes), payload has {length}")
         rec.event_chunks.append(np.frombuffer(self.buf, schema.EVENT_DTYPE, count, first))
         rec.event_chunk_devices.append(int(head["device_index"]))
+        rec.event_chunk_flushes.append(int(head["flush_seq"]))
 
     def _flush(self, start: int, length: int) -> None:
         info = self._struct("gpuobs_flush_info", start, length)
@@ -200,6 +205,10 @@ class _Parser:
         rows["launches_sharing"] = counts["launches_sharing"]
         self.flush_parts.append(info)
         self.count_parts.append(rows)
+        device, seq = int(info[0]["device_index"]), int(info[0]["flush_seq"])
+        for launches, flushes in zip(self.launch_parts, self.launch_flush_parts):
+            unassigned = (flushes == 0xFFFFFFFF) & (launches["device_index"] == device)
+            flushes[unassigned] = seq
 
     def _function(self, rec: Recording, start: int, length: int) -> None:
         info = self._struct("gpuobs_function_info", start, length)[0]
@@ -233,6 +242,7 @@ class _Parser:
             return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
         rec.launches = cat(self.launch_parts, "gpuobs_launch")
+        rec.launch_flushes = np.concatenate(self.launch_flush_parts) if self.launch_flush_parts else np.zeros(0, np.uint32)
         rec.clock_samples = cat(self.clock_parts, "gpuobs_clock_sample")
         rec.flushes = cat(self.flush_parts, "gpuobs_flush_info")
         rec.devices = cat(self.device_parts, "gpuobs_device_info")

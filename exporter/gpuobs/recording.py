@@ -70,6 +70,8 @@ class Recording:
     launch_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, LAUNCH_COUNT_ROW))
     event_chunks: list = field(default_factory=list)  # zero-copy views, one per EVENTS chunk
     event_chunk_devices: list = field(default_factory=list)  # device index of each chunk
+    event_chunk_flushes: list = field(default_factory=list)  # flush_seq of each chunk
+    launch_flushes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint32))  # flush_seq of each launch
     end: Optional[np.void] = None
     damage: Optional[Damage] = None
     unknown_chunks: int = 0
@@ -95,6 +97,15 @@ class Recording:
             return np.zeros(0, np.uint32)
         return np.concatenate(
             [np.full(len(c), d, np.uint32) for c, d in zip(self.event_chunks, self.event_chunk_devices)]
+        )
+
+    @property
+    def event_flushes(self) -> np.ndarray:
+        """The flush_seq of every event in `events`, in the same order."""
+        if not self.event_chunks:
+            return np.zeros(0, np.uint32)
+        return np.concatenate(
+            [np.full(len(c), f, np.uint32) for c, f in zip(self.event_chunks, self.event_chunk_flushes)]
         )
 
     @property

@@ -1,0 +1,146 @@
+"""From a Recording to per-launch facts: which launch each event belongs to, and
+per launch its span, blocks, SMs, exact counts and drops. The exporter, `stats`
+and `record`'s summary all read these, so they agree."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import schema
+from .recording import Recording
+
+UNRESOLVED = -1
+
+
+def _key(device, flush, grid) -> np.ndarray:
+    k = np.zeros(len(grid), dtype=[("d", "<u4"), ("f", "<u4"), ("g", "<u8")])
+    k["d"], k["f"], k["g"] = device, flush, grid
+    return k
+
+
+def launch_index_of_events(rec: Recording) -> np.ndarray:
+    """Index into rec.launches for every event (UNRESOLVED where no launch matches).
+
+    Events carry the device %gridid; the launch table carries the sanitizer's grid
+    id for the same launch. Graph replays may reuse a grid id within one flush
+    window: their events are split in time where every earlier block has ended
+    (replays on one stream never overlap), and handed out in launch order."""
+    ev = rec.events
+    out = np.full(len(ev), UNRESOLVED, np.int64)
+    if len(ev) == 0 or len(rec.launches) == 0:
+        return out
+    lk = _key(rec.launches["device_index"], rec.launch_flushes, rec.launches["grid_id"])
+    order = np.argsort(lk, kind="stable")
+    lk_sorted = lk[order]
+    ek = _key(rec.event_devices, rec.event_flushes, ev["grid_id"])
+    left = np.searchsorted(lk_sorted, ek, side="left")
+    right = np.searchsorted(lk_sorted, ek, side="right")
+    found = right > left
+    unique = found & (right - left == 1)
+    out[unique] = order[left[unique]]
+    shared = np.flatnonzero(found & (right - left > 1))
+    if len(shared):
+        _split_replays(ev, shared, left, right, order, out)
+    return out
+
+
+def _split_replays(ev, shared, left, right, order, out) -> None:
+    groups = {}
+    for i in shared:
+        groups.setdefault((int(left[i]), int(right[i])), []).append(i)
+    for (lo, hi), members in groups.items():
+        members = np.asarray(members)
+        candidates = np.sort(order[lo:hi])  # launch order
+        starts = ev["time_start"][members].astype(np.int64)
+        ends = np.maximum(ev["time_end"][members].astype(np.int64), starts)
+        by_time = np.argsort(starts, kind="stable")
+        s, e = starts[by_time], ends[by_time]
+        running_end = np.maximum.accumulate(e)
+        gaps = np.zeros(len(s), np.int64)
+        gaps[1:] = s[1:] - running_end[:-1]
+        cut_candidates = np.flatnonzero(gaps >= 0)
+        cut_candidates = cut_candidates[cut_candidates > 0]
+        k = len(candidates)
+        cuts = np.sort(cut_candidates[np.argsort(-gaps[cut_candidates], kind="stable")[: k - 1]])
+        group_of = np.searchsorted(cuts, np.arange(len(s)), side="right")
+        out[members[by_time]] = candidates[np.minimum(group_of, k - 1)]
+
+
+@dataclass
+class LaunchTable:
+    """One row per launch, aligned with rec.launches."""
+
+    name: list
+    first_start: np.ndarray   # device ns of the first block start (0 if none recorded)
+    last_end: np.ndarray      # device ns of the last block end
+    blocks_recorded: np.ndarray
+    events_kept: np.ndarray   # memory events kept
+    counted: np.ndarray       # exact blocks/accesses counted on the device (-1: unknown)
+    counted_shared: np.ndarray  # launches sharing that count (1 = exact for this launch)
+    sms_touched: np.ndarray
+    grid_blocks: np.ndarray
+
+
+def launch_table(rec: Recording, launch_of_event: np.ndarray | None = None) -> LaunchTable:
+    launches = rec.launches
+    n = len(launches)
+    if launch_of_event is None:
+        launch_of_event = launch_index_of_events(rec)
+    ev = rec.events
+    ok = launch_of_event >= 0
+    idx = launch_of_event[ok]
+    kind = ev["kind"][ok]
+    is_block = kind == schema.EventKind.BLOCK
+    first_start = np.full(n, np.iinfo(np.uint64).max, np.uint64)
+    last_end = np.zeros(n, np.uint64)
+    starts = ev["time_start"][ok]
+    ends = np.maximum(ev["time_end"][ok], starts)
+    np.minimum.at(first_start, idx, starts)
+    np.maximum.at(last_end, idx, ends)
+    first_start[first_start == np.iinfo(np.uint64).max] = 0
+    blocks_recorded = np.bincount(idx[is_block], minlength=n)[:n]
+    events_kept = np.bincount(idx[~is_block], minlength=n)[:n]
+    sm_pairs = np.unique(idx.astype(np.int64) * 65536 + ev["sm_id"][ok])
+    sms_touched = np.bincount(sm_pairs // 65536, minlength=n)[:n]
+    counted = np.full(n, -1, np.int64)
+    counted_shared = np.zeros(n, np.int64)
+    if len(rec.launch_counts) and n:
+        ck = _key(rec.launch_counts["device_index"], rec.launch_counts["flush_seq"], rec.launch_counts["grid_id"])
+        lk = _key(launches["device_index"], rec.launch_flushes, launches["grid_id"])
+        order = np.argsort(ck)
+        pos = np.searchsorted(ck[order], lk)
+        pos = np.minimum(pos, len(ck) - 1)
+        hit = ck[order][pos] == lk
+        counted[hit] = rec.launch_counts["count"][order][pos][hit].astype(np.int64)
+        counted_shared[hit] = rec.launch_counts["launches_sharing"][order][pos][hit]
+    names = [rec.function(int(l["device_index"]), int(l["function_slot"])).name for l in launches]
+    grid_blocks = (launches["grid"].astype(np.int64)).prod(axis=1) if n else np.zeros(0, np.int64)
+    return LaunchTable(names, first_start, last_end, blocks_recorded, events_kept, counted, counted_shared,
+                       sms_touched, grid_blocks)
+
+
+def summary(rec: Recording) -> dict:
+    """The numbers `gpuobs record` prints after a run."""
+    t = rec.totals
+    mode = rec.run.mode_name if rec.run else "unknown"
+    counted = int(rec.launch_counts["count"].sum()) if len(rec.launch_counts) else 0
+    ev = rec.events
+    return {
+        "mode": mode,
+        "launches": int(len(rec.launches)),
+        "functions": len(rec.functions),
+        "modules_patched": int((rec.modules["status"] == 1).sum()) if len(rec.modules) else 0,
+        "modules_failed": int((rec.modules["status"] == 2).sum()) if len(rec.modules) else 0,
+        "block_events": int((ev["kind"] == schema.EventKind.BLOCK).sum()),
+        "memory_events": int((ev["kind"] == schema.EventKind.MEMORY).sum()),
+        "counted": counted,
+        "attempted": t["attempted"],
+        "recorded": t["recorded"],
+        "dropped": t["dropped"],
+        "filtered": t["filtered"],
+        "incomplete": t["incomplete"],
+        "lost_block_ends": t["lost_block_ends"],
+        "flushes": int(len(rec.flushes)),
+        "complete": rec.complete,
+    }

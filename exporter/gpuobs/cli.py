@@ -1,0 +1,149 @@
+"""The `gpuobs` command."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+
+from . import __version__
+from .errors import RecordingError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Record what every thread block of every CUDA kernel did, and view it in Perfetto.")
+err = Console(stderr=True)
+out = Console()
+
+
+def _fail(message: str, code: int = 2):
+    err.print(f"[bold red]gpuobs:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _load(path: Path, salvage: bool):
+    from .reader import load
+    try:
+        rec = load(path, salvage=salvage)
+    except RecordingError as exc:
+        hint = "" if salvage else " (use --salvage to keep every complete chunk before the damage)"
+        _fail(f"{exc}{hint}")
+    if rec.damage is not None:
+        err.print(f"[yellow]gpuobs:[/] {path}: damaged at byte {rec.damage.offset} ({rec.damage.reason}); "
+                  f"kept everything before it, lost {rec.damage.bytes_lost} bytes", highlight=False)
+    return rec
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def record(
+    ctx: typer.Context,
+    mode: str = typer.Option("block_trace", "--mode", "-m",
+                             help="off | block_noop | block_counter | block_trace | mem_noop | mem_sampled | mem_full"),
+    sample_shift: int = typer.Option(10, "--sample-shift", help="mem_sampled keeps 1 access in 2^N (0..32)"),
+    capacity: int = typer.Option(1 << 20, "--capacity", help="event records per CUDA context (64 B each)"),
+    kernels: str = typer.Option("", "--kernels", help="keep only events of kernels whose name matches this regex"),
+    output: Path = typer.Option(Path("gpuobs.gpuobs"), "-o", "--output", help="recording to write"),
+    scope: str = typer.Option("function", "--scope", help="callback data scope: function (graph-safe) or launch"),
+    force: bool = typer.Option(False, "--force", "-f", help="overwrite an existing recording"),
+):
+    """Run a program with every kernel patched: gpuobs record [OPTIONS] -- CMD [ARGS...]"""
+    from .native_build import NativeUnavailable, build
+    from .record import RecordOptions, mode_names, outputs_of_run, run_recorded, tool_environment
+
+    cmd = list(ctx.args)
+    if not cmd:
+        _fail("no program to run: gpuobs record [OPTIONS] -- CMD [ARGS...]")
+    if mode not in mode_names():
+        _fail(f"--mode {mode!r} is not one of {', '.join(mode_names())}")
+    if not 0 <= sample_shift <= 32:
+        _fail(f"--sample-shift {sample_shift} is outside 0..32")
+    if not 1024 <= capacity <= 1 << 28:
+        _fail(f"--capacity {capacity} is outside 1024..{1 << 28}")
+    if scope not in ("function", "launch"):
+        _fail(f"--scope {scope!r} is not function or launch")
+    if output.exists() and not force:
+        _fail(f"{output} exists; pass --force to overwrite it, or -o to write elsewhere")
+    if not output.parent.exists():
+        _fail(f"cannot write {output}: folder {output.parent} does not exist")
+    try:
+        native = build()
+    except NativeUnavailable as exc:
+        _fail(str(exc))
+    if output.exists():
+        output.unlink()
+    opts = RecordOptions(mode=mode, sample_shift=sample_shift, capacity=capacity, kernels=kernels,
+                         output=output, scope=scope)
+    started = time.time()
+    code = run_recorded(cmd, tool_environment(native, opts))
+    files = outputs_of_run(output, started)
+    if not files:
+        err.print(f"[yellow]gpuobs:[/] the program wrote no recording (did it use CUDA? see 'gpuobs:' lines above)")
+    for path in files:
+        _print_summary(path)
+    if code != 0:
+        err.print(f"gpuobs: the program exited with status {code}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _print_summary(path: Path) -> None:
+    from .analysis import summary
+    from .reader import load
+    try:
+        rec = load(path, salvage=True)
+    except RecordingError as exc:
+        err.print(f"gpuobs: {exc}")
+        return
+    s = summary(rec)
+    dmg = f", damaged tail at byte {rec.damage.offset}" if rec.damage else ""
+    err.print(
+        f"gpuobs: {path}: {s['mode']}, {s['launches']} launches of {s['functions']} kernels, "
+        f"{s['modules_patched']} modules patched ({s['modules_failed']} failed); "
+        f"counted {s['counted']:,}; events kept {s['block_events'] + s['memory_events']:,}; "
+        f"attempted {s['attempted']:,} = recorded {s['recorded']:,} + dropped {s['dropped']:,}"
+        f"{dmg}{'' if s['complete'] else ', run did not close cleanly'}",
+        highlight=False,
+    )
+
+
+@app.command()
+def info(recording: Path = typer.Argument(Path("gpuobs.gpuobs")),
+         salvage: bool = typer.Option(False, "--salvage", help="keep what precedes damage"),
+         as_json: bool = typer.Option(False, "--json")):
+    """A recording's summary: mode, launches, counts, drops."""
+    from .analysis import summary
+    rec = _load(recording, salvage)
+    s = summary(rec)
+    if as_json:
+        out.print_json(json.dumps(s))
+        return
+    for key, value in s.items():
+        out.print(f"{key:>16}: {value:,}" if isinstance(value, int) and not isinstance(value, bool)
+                  else f"{key:>16}: {value}", highlight=False)
+
+
+@app.command(name="build")
+def build_cmd(force: bool = typer.Option(False, "--force", help="rebuild even if cached")):
+    """Build the native tool and device patches (done on demand by `record`)."""
+    from .native_build import NativeUnavailable, build
+    try:
+        b = build(force=force)
+    except NativeUnavailable as exc:
+        _fail(str(exc))
+    out.print(f"tool:    {b.tool}\npatches: {b.patches}\nprobe:   {b.probe}\nsanitizer: {b.sanitizer_lib}",
+              highlight=False)
+
+
+@app.command()
+def version():
+    """Print the gpuobs version."""
+    out.print(__version__)
+
+
+def main():
+    app()
+
+
+if __name__ == "__main__":
+    main()

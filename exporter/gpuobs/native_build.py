@@ -1,0 +1,177 @@
+"""Finds the CUDA toolkit and the compute-sanitizer, and builds the native parts:
+the device patches (nvcc, as a tools-patch fatbin), the clock probe, and the host
+tool (the host C++ compiler). Results are cached by a hash of the sources."""
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from .native_sources import native_root
+
+# SASS for every architecture CUDA 13 targets that gpuobs claims, plus PTX of the
+# newest so that a future GPU can JIT the patches.
+PATCH_ARCHS = ("75", "80", "86", "89", "90", "100", "120")
+PTX_ARCH = "120"
+TOOL_SOURCES = ("gpuobs_tool.cpp", "context_state.cpp", "config.cpp", "recording_file.cpp",
+                "sanitizer_api.cpp", "cuda_driver.cpp")
+
+
+class NativeUnavailable(RuntimeError):
+    """What is missing to build or run the native tool, said plainly."""
+
+
+@dataclass
+class Toolchain:
+    nvcc: str
+    cxx: str
+    cuda_include: Path
+    sanitizer_dir: Path  # holds include/ and libsanitizer-public.so
+
+    @property
+    def sanitizer_include(self) -> Path:
+        return self.sanitizer_dir / "include"
+
+    @property
+    def sanitizer_lib(self) -> Path:
+        return self.sanitizer_dir / "libsanitizer-public.so"
+
+
+@dataclass
+class NativeBuild:
+    directory: Path
+    tool: Path
+    patches: Path
+    probe: Path
+    sanitizer_lib: Path
+
+
+def _cuda_roots() -> list[Path]:
+    roots = []
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            roots.append(Path(os.environ[var]))
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        roots.append(Path(os.path.realpath(nvcc)).parent.parent)
+    roots.append(Path("/usr/local/cuda"))
+    roots += [Path(p) for p in sorted(glob.glob("/usr/local/cuda-*"), reverse=True)]
+    return roots
+
+
+def _wheel_sanitizer_dirs() -> list[Path]:
+    """The nvidia-cuda-sanitizer-api wheel's folder, where installed."""
+    found = []
+    try:
+        import nvidia  # namespace package of NVIDIA's wheels
+    except ImportError:
+        return found
+    for base in getattr(nvidia, "__path__", []):
+        found += [Path(p) for p in sorted(glob.glob(os.path.join(base, "cu*", "compute-sanitizer")), reverse=True)]
+    return found
+
+
+def sanitizer_dirs() -> list[Path]:
+    """Candidate compute-sanitizer folders, best first: one named by the user, then
+    the toolkit's (it matches the installed driver), then the PyPI wheel's."""
+    dirs = []
+    if os.environ.get("GPUOBS_SANITIZER_DIR"):
+        dirs.append(Path(os.environ["GPUOBS_SANITIZER_DIR"]))
+    dirs += [root / "compute-sanitizer" for root in _cuda_roots()]
+    dirs += _wheel_sanitizer_dirs()
+    return [d for d in dirs if (d / "include" / "sanitizer.h").is_file() and (d / "libsanitizer-public.so").is_file()]
+
+
+def find_toolchain() -> Toolchain:
+    missing = []
+    nvcc = shutil.which("nvcc")
+    if not nvcc:
+        missing.append("nvcc (the CUDA toolkit's compiler) is not on PATH")
+    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+    if not cxx:
+        missing.append("a host C++ compiler (g++ or c++; or set CXX)")
+    cuda_include = next((r / "include" for r in _cuda_roots() if (r / "include" / "cuda.h").is_file()), None)
+    if cuda_include is None:
+        missing.append("cuda.h (set CUDA_HOME to the CUDA toolkit)")
+    sanitizers = sanitizer_dirs()
+    if not sanitizers:
+        missing.append("the compute-sanitizer headers and libsanitizer-public.so (the CUDA toolkit's "
+                       "compute-sanitizer/ folder, or `pip install nvidia-cuda-sanitizer-api`; or set GPUOBS_SANITIZER_DIR)")
+    if missing:
+        raise NativeUnavailable("cannot build the gpuobs tool: missing " + "; ".join(missing))
+    return Toolchain(nvcc, cxx, cuda_include, sanitizers[0])
+
+
+def _source_hash(tc: Toolchain) -> str:
+    root = native_root()
+    h = hashlib.sha256()
+    for sub in ("schemas", "tool", "device_patches"):
+        for path in sorted((root / sub).glob("*")):
+            if path.suffix in {".h", ".cpp", ".cu"}:
+                h.update(path.name.encode())
+                h.update(path.read_bytes())
+    h.update(f"{tc.nvcc}|{tc.cxx}|{tc.sanitizer_dir}|{PATCH_ARCHS}".encode())
+    return h.hexdigest()[:16]
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("GPUOBS_CACHE", Path.home() / ".cache" / "gpuobs"))
+
+
+def _run(cmd: list[str], what: str) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise NativeUnavailable(f"building {what} failed:\n$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
+
+
+def patch_compile_command(tc: Toolchain, out: Path, archs=PATCH_ARCHS) -> list[str]:
+    root = native_root()
+    cmd = [tc.nvcc, "--fatbin", "--keep-device-functions", "-Xptxas", "--compile-as-tools-patch", "-O3",
+           f"-I{root / 'schemas'}", f"-I{tc.sanitizer_include}"]
+    for arch in archs:
+        cmd += ["-gencode", f"arch=compute_{arch},code=sm_{arch}"]
+    cmd += ["-gencode", f"arch=compute_{PTX_ARCH},code=compute_{PTX_ARCH}"]
+    return cmd + ["-o", str(out), str(root / "device_patches" / "gpuobs_patches.cu")]
+
+
+def probe_compile_command(tc: Toolchain, out: Path) -> list[str]:
+    root = native_root()
+    cmd = [tc.nvcc, "--fatbin", "-O3"]
+    for arch in PATCH_ARCHS:
+        cmd += ["-gencode", f"arch=compute_{arch},code=sm_{arch}"]
+    cmd += ["-gencode", f"arch=compute_{PTX_ARCH},code=compute_{PTX_ARCH}"]
+    return cmd + ["-o", str(out), str(root / "device_patches" / "gpuobs_clock_probe.cu")]
+
+
+def tool_compile_command(tc: Toolchain, out: Path) -> list[str]:
+    root = native_root()
+    from . import __version__
+    return [tc.cxx, "-shared", "-fPIC", "-O2", "-std=c++17", "-Wall", "-Wextra", "-Wno-unused-parameter",
+            "-fvisibility=hidden", f'-DGPUOBS_TOOL_VERSION="gpuobs-tool {__version__}"',
+            f"-I{root / 'schemas'}", f"-I{tc.sanitizer_include}", f"-I{tc.cuda_include}",
+            *[str(root / "tool" / s) for s in TOOL_SOURCES],
+            "-o", str(out), "-ldl", "-lpthread"]
+
+
+def build(force: bool = False) -> NativeBuild:
+    """Builds (or reuses) the tool, the patches and the probe; raises NativeUnavailable."""
+    tc = find_toolchain()
+    directory = cache_root() / _source_hash(tc)
+    result = NativeBuild(directory, directory / "libgpuobs_tool.so", directory / "gpuobs_patches.fatbin",
+                         directory / "gpuobs_clock_probe.fatbin", tc.sanitizer_lib)
+    if not force and all(p.is_file() for p in (result.tool, result.patches, result.probe)):
+        return result
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / f"tmp-{os.getpid()}"
+    tmp.mkdir(exist_ok=True)
+    _run(patch_compile_command(tc, tmp / result.patches.name), "the device patches")
+    _run(probe_compile_command(tc, tmp / result.probe.name), "the clock probe")
+    _run(tool_compile_command(tc, tmp / result.tool.name), "the host tool")
+    for name in (result.patches.name, result.probe.name, result.tool.name):
+        os.replace(tmp / name, directory / name)
+    tmp.rmdir()
+    return result

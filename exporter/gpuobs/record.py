@@ -1,0 +1,80 @@
+"""`gpuobs record`: run a program with the tool injected, exit code unchanged."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import schema
+from .native_build import NativeBuild
+
+DEFAULT_OUTPUT = "gpuobs.gpuobs"
+
+
+@dataclass
+class RecordOptions:
+    mode: str = "block_trace"
+    sample_shift: int = 10
+    capacity: int = 1 << 20
+    kernels: str = ""
+    output: Path = Path(DEFAULT_OUTPUT)
+    scope: str = "function"
+    clock_probe: bool = True
+    extra_env: dict = field(default_factory=dict)
+
+
+def tool_environment(build: NativeBuild, opts: RecordOptions, base: dict | None = None) -> dict:
+    """The environment that makes a process record itself."""
+    env = dict(os.environ if base is None else base)
+    preload = env.get("LD_PRELOAD", "")
+    env["LD_PRELOAD"] = f"{build.tool}:{preload}" if preload else str(build.tool)
+    env.update({
+        "GPUOBS_MODE": opts.mode,
+        "GPUOBS_SAMPLE_SHIFT": str(opts.sample_shift),
+        "GPUOBS_CAPACITY": str(opts.capacity),
+        "GPUOBS_KERNELS": opts.kernels,
+        "GPUOBS_OUTPUT": str(Path(opts.output).resolve()),
+        "GPUOBS_PATCHES": str(build.patches),
+        "GPUOBS_PROBE": str(build.probe),
+        "GPUOBS_SANITIZER_LIB": str(build.sanitizer_lib),
+        "GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE": opts.scope,
+        "GPUOBS_CLOCK_PROBE": "1" if opts.clock_probe else "0",
+    })
+    env.update(opts.extra_env)
+    return env
+
+
+def outputs_of_run(output: Path, since: float) -> list[Path]:
+    """The main recording and those of child processes (`<stem>.<pid>.gpuobs`)."""
+    output = Path(output)
+    found = [output] if output.exists() else []
+    for p in sorted(output.parent.glob(f"{output.stem}.*{output.suffix}")):
+        middle = p.name[len(output.stem) + 1 : -len(output.suffix) or None]
+        if middle.isdigit() and p.stat().st_mtime >= since - 1:
+            found.append(p)
+    return found
+
+
+def run_recorded(cmd: list[str], env: dict) -> int:
+    """Runs cmd, forwarding SIGINT/SIGTERM; returns its exit code (128+N for signal N)."""
+    proc = subprocess.Popen(cmd, env=env)
+    forwarded = {}
+
+    def forward(signum, _frame):
+        proc.send_signal(signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        forwarded[sig] = signal.signal(sig, forward)
+    try:
+        code = proc.wait()
+    finally:
+        for sig, old in forwarded.items():
+            signal.signal(sig, old)
+    return 128 - code if code < 0 else code
+
+
+def mode_names() -> list[str]:
+    return [m.name.lower() for m in schema.Mode]

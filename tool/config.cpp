@@ -1,0 +1,98 @@
+#include "config.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "gpuobs_schema.h"
+
+namespace gpuobs {
+
+static const char* const kModeNames[] = {"off",     "block_noop",  "block_counter", "block_trace",
+                                         "mem_noop", "mem_sampled", "mem_full"};
+
+const char* mode_name(uint32_t mode) {
+    return mode < sizeof(kModeNames) / sizeof(kModeNames[0]) ? kModeNames[mode] : "unknown";
+}
+
+bool parse_mode(const std::string& text, uint32_t* mode) {
+    for (uint32_t i = 0; i < sizeof(kModeNames) / sizeof(kModeNames[0]); ++i) {
+        if (text == kModeNames[i]) {
+            *mode = i;
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool parse_u64(const char* name, const char* text, uint64_t lo, uint64_t hi, uint64_t* out,
+                      std::string* error) {
+    errno = 0;
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || text[0] == '-' || v < lo || v > hi) {
+        *error = std::string(name) + "='" + text + "' is not a whole number in [" + std::to_string(lo) +
+                 ", " + std::to_string(hi) + "]";
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool Config::load(std::string* error) {
+    if (const char* m = std::getenv("GPUOBS_MODE")) {
+        if (!parse_mode(m, &mode)) {
+            *error = std::string("GPUOBS_MODE='") + m +
+                     "' is not one of off, block_noop, block_counter, block_trace, mem_noop, "
+                     "mem_sampled, mem_full";
+            return false;
+        }
+    }
+    uint64_t v = 0;
+    if (const char* s = std::getenv("GPUOBS_SAMPLE_SHIFT")) {
+        if (!parse_u64("GPUOBS_SAMPLE_SHIFT", s, 0, 32, &v, error)) return false;
+        sample_shift = (uint32_t)v;
+    }
+    if (mode == GPUOBS_MODE_MEM_FULL) sample_shift = 0;
+    if (const char* s = std::getenv("GPUOBS_CAPACITY")) {
+        if (!parse_u64("GPUOBS_CAPACITY", s, 1024, 1ull << 28, &v, error)) return false;
+        capacity = v;
+    }
+    if (const char* s = std::getenv("GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE")) {
+        std::string scope(s);
+        if (scope == "launch") launch_scope = true;
+        else if (scope == "function") launch_scope = false;
+        else {
+            *error = "GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE='" + scope + "' is not function or launch";
+            return false;
+        }
+    }
+    if (const char* s = std::getenv("GPUOBS_KERNELS")) {
+        if (*s != '\0') {
+            try {
+                kernel_filter = std::regex(s, std::regex::ECMAScript | std::regex::optimize);
+            } catch (const std::regex_error& e) {
+                *error = std::string("GPUOBS_KERNELS='") + s + "' is not a valid regular expression: " + e.what();
+                return false;
+            }
+            has_kernel_filter = true;
+            kernel_filter_text = s;
+        }
+    }
+    if (const char* s = std::getenv("GPUOBS_OUTPUT")) {
+        if (*s == '\0') {
+            *error = "GPUOBS_OUTPUT is empty";
+            return false;
+        }
+        output = s;
+    }
+    if (const char* s = std::getenv("GPUOBS_CLOCK_PROBE")) clock_probe = std::string(s) != "0";
+    if (const char* s = std::getenv("GPUOBS_PATCHES")) patches = s;
+    if (const char* s = std::getenv("GPUOBS_PROBE")) probe = s;
+    if (patches_needed() && patches.empty()) {
+        *error = "GPUOBS_PATCHES is not set: no device patches to insert (run through `gpuobs record`)";
+        return false;
+    }
+    return true;
+}
+
+}  // namespace gpuobs

@@ -1,0 +1,31 @@
+// The tool's options, read once from the environment that `gpuobs record` sets.
+// Any bad value makes the tool stand down (fail open) with one line saying why.
+#pragma once
+#include <cstdint>
+#include <regex>
+#include <string>
+
+namespace gpuobs {
+
+struct Config {
+    uint32_t mode = 3;                 // enum gpuobs_mode (default block_trace)
+    uint32_t sample_shift = 10;
+    uint64_t capacity = 1u << 20;      // records per context
+    bool launch_scope = false;         // GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE=launch
+    bool clock_probe = true;
+    bool has_kernel_filter = false;
+    std::regex kernel_filter;
+    std::string kernel_filter_text;
+    std::string output = "gpuobs.gpuobs";
+    std::string patches;               // fatbin with the device patches
+    std::string probe;                 // fatbin with the clock probe
+
+    // False with `error` set when an option is unusable.
+    bool load(std::string* error);
+    bool patches_needed() const { return mode != 0; }
+};
+
+const char* mode_name(uint32_t mode);
+bool parse_mode(const std::string& text, uint32_t* mode);
+
+}  // namespace gpuobs

@@ -1,0 +1,416 @@
+#include "context_state.h"
+
+#include <cxxabi.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
+
+#include "cuda_driver.h"
+#include "log.h"
+#include "sanitizer_api.h"
+
+namespace gpuobs {
+
+thread_local bool g_in_tool = false;
+
+namespace {
+
+struct InTool {
+    bool saved;
+    InTool() : saved(g_in_tool) { g_in_tool = true; }
+    ~InTool() { g_in_tool = saved; }
+};
+
+uint64_t clock_ns(clockid_t id) {
+    timespec ts;
+    clock_gettime(id, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+std::string demangle(const char* name) {
+    if (name == nullptr) return "";
+    int status = 0;
+    char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+    if (status != 0 || out == nullptr) return "";
+    std::string s(out);
+    std::free(out);
+    return s;
+}
+
+template <typename T>
+bool device_alloc(CUcontext ctx, T** out, size_t bytes, const char* what, std::string* error) {
+    void* p = nullptr;
+    SanitizerResult r = sanitizer().alloc(ctx, &p, bytes);
+    if (r != SANITIZER_SUCCESS) {
+        *error = std::string("cannot allocate ") + std::to_string(bytes) + " bytes of device memory for " + what +
+                 ": " + sanitizer().describe(r);
+        return false;
+    }
+    *out = static_cast<T*>(p);
+    return true;
+}
+
+}  // namespace
+
+uint64_t fmix64(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return k;
+}
+
+uint64_t monotonic_ns() { return clock_ns(CLOCK_MONOTONIC); }
+
+uint64_t next_launch_id() {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+ContextState::ContextState(CUcontext ctx, CUdevice device, const Config& config, RecordingFile& file)
+    : ctx_(ctx), device_(device), device_index_((uint32_t)device), config_(config), file_(file) {}
+
+bool ContextState::setup(std::string* error) {
+    InTool guard;
+    CudaDriver& d = driver();
+    int sms = 0;
+    if (!d.load() || d.device_get_attribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_) != CUDA_SUCCESS ||
+        sms <= 0) {
+        *error = "cannot query the device's SM count through libcuda";
+        return false;
+    }
+    sm_count_ = (uint32_t)sms;
+    stripe_count_ = std::min<uint32_t>(sm_count_, GPUOBS_MAX_STRIPES);
+    stripe_capacity_ = std::max<uint64_t>(1, config_.capacity / stripe_count_);
+    write_device_info();
+    if (config_.mode == GPUOBS_MODE_OFF) {
+        active_ = true;
+        return true;
+    }
+    SanitizerResult r = sanitizer().add_patches_from_file(config_.patches.c_str(), ctx_);
+    if (r != SANITIZER_SUCCESS) {
+        *error = "cannot load the device patches " + config_.patches + ": " + sanitizer().describe(r);
+        return false;
+    }
+    const size_t events_bytes = stripe_count_ * stripe_capacity_ * sizeof(gpuobs_event);
+    const size_t counters_bytes = GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter);
+    const size_t table_bytes = (size_t)GPUOBS_MAX_STRIPES * GPUOBS_BLOCK_TABLE_WAYS * sizeof(gpuobs_block_slot);
+    const size_t entries_bytes = (size_t)GPUOBS_FUNCTION_TABLE_SIZE * sizeof(gpuobs_function_entry);
+    if (!device_alloc(ctx_, &ctl_, sizeof(gpuobs_control), "the control block", error) ||
+        !device_alloc(ctx_, &events_, events_bytes, "the event buffer", error) ||
+        !device_alloc(ctx_, &counters_, counters_bytes, "the launch counters", error) ||
+        !device_alloc(ctx_, &block_table_, table_bytes, "the block table", error) ||
+        !device_alloc(ctx_, &entries_, entries_bytes, "the function entries", error))
+        return false;
+
+    gpuobs_control ctl;
+    std::memset(&ctl, 0, sizeof ctl);
+    ctl.magic = GPUOBS_CONTROL_MAGIC;
+    ctl.mode = config_.mode;
+    ctl.sample_shift = config_.sample_shift;
+    ctl.stripe_count = stripe_count_;
+    ctl.stripe_capacity = stripe_capacity_;
+    ctl.events = (uint64_t)events_;
+    ctl.launch_counters = (uint64_t)counters_;
+    ctl.block_table = (uint64_t)block_table_;
+    // Every function entry is written now, so a function first seen inside a
+    // graph replay never reads an unwritten entry.
+    std::vector<gpuobs_function_entry> entries(GPUOBS_FUNCTION_TABLE_SIZE);
+    for (uint32_t i = 0; i < GPUOBS_FUNCTION_TABLE_SIZE; ++i) {
+        gpuobs_function_entry& e = entries[i];
+        std::memset(&e, 0, sizeof e);
+        e.control = (uint64_t)ctl_;
+        e.events = (uint64_t)events_;
+        e.launch_counters = (uint64_t)counters_;
+        e.block_table = (uint64_t)block_table_;
+        e.stripe_capacity = stripe_capacity_;
+        e.stripe_count = stripe_count_;
+        e.sample_shift = config_.sample_shift;
+        e.function_slot = i;
+        e.mode = config_.mode;
+    }
+    SanitizerResult w1 = sanitizer().memcpy_htod_async(ctl_, &ctl, sizeof ctl, nullptr);
+    SanitizerResult w2 = sanitizer().memcpy_htod_async(entries_, entries.data(), entries_bytes, nullptr);
+    SanitizerResult w3 = sanitizer().memset(counters_, 0, counters_bytes, nullptr);
+    SanitizerResult w4 = sanitizer().memset(block_table_, 0, table_bytes, nullptr);
+    uint32_t check = 0;
+    // A blocking copy on the same stream: the writes above are done when it returns.
+    SanitizerResult w5 = sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, nullptr);
+    if (w1 != SANITIZER_SUCCESS || w2 != SANITIZER_SUCCESS || w3 != SANITIZER_SUCCESS ||
+        w4 != SANITIZER_SUCCESS || w5 != SANITIZER_SUCCESS || check != GPUOBS_CONTROL_MAGIC) {
+        *error = "cannot initialise the device buffers";
+        return false;
+    }
+    function_selected_.assign(GPUOBS_FUNCTION_TABLE_SIZE, 1);
+    active_ = true;
+    return true;
+}
+
+void ContextState::write_device_info() {
+    gpuobs_device_info info;
+    std::memset(&info, 0, sizeof info);
+    info.device_index = device_index_;
+    info.sm_count = sm_count_;
+    info.context_id = (uint64_t)ctx_;
+    CudaDriver& d = driver();
+    int major = 0, minor = 0;
+    d.device_get_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_);
+    d.device_get_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_);
+    info.cc_major = (uint32_t)major;
+    info.cc_minor = (uint32_t)minor;
+    d.device_get_name(info.name, sizeof info.name - 1, device_);
+    CUuuid uuid;
+    if (d.device_get_uuid != nullptr && d.device_get_uuid(&uuid, device_) == CUDA_SUCCESS)
+        std::memcpy(info.uuid, uuid.bytes, 16);
+    file_.write_chunk(GPUOBS_CHUNK_DEVICE, {{&info, sizeof info}});
+}
+
+uint32_t ContextState::function_slot_for(CUfunction f, const char* name, CUmodule module) {
+    auto it = function_slots_.find(f);
+    if (it != function_slots_.end()) return it->second;
+    uint32_t slot = std::min<uint32_t>((uint32_t)function_slots_.size(), GPUOBS_FUNCTION_TABLE_SIZE - 1);
+    function_slots_.emplace(f, slot);
+    std::string mangled = name ? name : "";
+    std::string demangled = demangle(name);
+    if (config_.has_kernel_filter && slot < function_selected_.size()) {
+        const std::string& shown = demangled.empty() ? mangled : demangled;
+        function_selected_[slot] = std::regex_search(shown, config_.kernel_filter) ||
+                                   std::regex_search(mangled, config_.kernel_filter);
+    }
+    gpuobs_function_info info;
+    std::memset(&info, 0, sizeof info);
+    info.function_slot = slot;
+    info.device_index = device_index_;
+    info.module_id = (uint64_t)module;
+    info.mangled_len = (uint32_t)mangled.size();
+    info.demangled_len = (uint32_t)demangled.size();
+    file_.write_chunk(GPUOBS_CHUNK_FUNCTION, {{&info, sizeof info},
+                                              {mangled.data(), mangled.size()},
+                                              {demangled.data(), demangled.size()}});
+    if (config_.mode != GPUOBS_MODE_OFF && !config_.launch_scope) {
+        SanitizerResult r = sanitizer().set_callback_data(f, entries_ + slot);
+        if (r != SANITIZER_SUCCESS)
+            GPUOBS_LOG("cannot bind callback data to %s: %s (its events will be missing)", mangled.c_str(),
+                       sanitizer().describe(r));
+    }
+    return slot;
+}
+
+void ContextState::on_launch(const LaunchInfo& launch) {
+    const Sanitizer_LaunchData& ld = *launch.data;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!active_) return;
+    uint32_t slot = function_slot_for(ld.function, ld.functionName, ld.module);
+    if (config_.mode != GPUOBS_MODE_OFF && config_.launch_scope && !launch.graph_node)
+        sanitizer().set_launch_callback_data(ld.hLaunch, ld.function, ld.hStream, entries_ + slot);
+    gpuobs_launch l;
+    std::memset(&l, 0, sizeof l);
+    l.launch_id = next_launch_id();
+    l.grid_id = ld.gridId;
+    l.stream_id = launch.stream_key;
+    l.host_begin_ns = monotonic_ns();
+    l.function_slot = slot;
+    l.device_index = device_index_;
+    l.grid[0] = ld.gridDim_x;
+    l.grid[1] = ld.gridDim_y;
+    l.grid[2] = ld.gridDim_z;
+    l.block[0] = ld.blockDim_x;
+    l.block[1] = ld.blockDim_y;
+    l.block[2] = ld.blockDim_z;
+    l.graph_launch_id = launch.graph_launch_id;
+    l.flags = launch.graph_node ? 1 : 0;
+    pending_launches_.push_back(l);
+    ++unsynced_streams_[launch.stream_key];
+    ++launches_total_;
+}
+
+void ContextState::on_stream_synchronized(uint64_t stream_key) {
+    bool quiet;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        unsynced_streams_.erase(stream_key);
+        quiet = unsynced_streams_.empty() && !pending_launches_.empty();
+    }
+    if (quiet) flush("stream synchronised");
+}
+
+void ContextState::on_context_synchronized() {
+    bool any;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        unsynced_streams_.clear();
+        any = !pending_launches_.empty();
+    }
+    if (any) flush("context synchronised");
+}
+
+// Host clocks read around a one-thread kernel that reads %globaltimer; the
+// tightest of a few tries is kept. Any failure just leaves no sample.
+void ContextState::sample_clock() {
+    InTool guard;
+    CudaDriver& d = driver();
+    if (probe_fn_ == nullptr) {
+        if (config_.probe.empty()) return;
+        std::ifstream in(config_.probe, std::ios::binary);
+        std::vector<char> image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        if (image.empty()) return;
+        if (d.ctx_push(ctx_) != CUDA_SUCCESS) return;
+        CUmodule m = nullptr;
+        bool ok = d.module_load_data(&m, image.data()) == CUDA_SUCCESS &&
+                  d.module_get_function(&probe_fn_, m, "gpuobs_clock_probe") == CUDA_SUCCESS &&
+                  d.stream_create(&probe_stream_, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS;
+        CUcontext popped;
+        d.ctx_pop(&popped);
+        if (!ok || sanitizer().alloc(ctx_, reinterpret_cast<void**>(&probe_out_), 8) != SANITIZER_SUCCESS) {
+            probe_fn_ = nullptr;
+            GPUOBS_LOG("clock probe unavailable; device times will carry no host-clock relation");
+            return;
+        }
+    }
+    gpuobs_clock_sample best;
+    std::memset(&best, 0, sizeof best);
+    uint64_t best_width = ~0ull;
+    if (d.ctx_push(ctx_) != CUDA_SUCCESS) return;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+        gpuobs_clock_sample s;
+        std::memset(&s, 0, sizeof s);
+        s.device_index = device_index_;
+        s.method = 1;
+        void* args[] = {&probe_out_};
+        s.realtime_before = clock_ns(CLOCK_REALTIME);
+        s.boottime_before = clock_ns(CLOCK_BOOTTIME);
+        s.monotonic_before = clock_ns(CLOCK_MONOTONIC);
+        bool ok = d.launch_kernel(probe_fn_, 1, 1, 1, 1, 1, 1, 0, probe_stream_, args, nullptr) == CUDA_SUCCESS &&
+                  d.stream_synchronize(probe_stream_) == CUDA_SUCCESS;
+        s.monotonic_after = clock_ns(CLOCK_MONOTONIC);
+        s.boottime_after = clock_ns(CLOCK_BOOTTIME);
+        s.realtime_after = clock_ns(CLOCK_REALTIME);
+        if (!ok || sanitizer().memcpy_dtoh(&s.device_ns, probe_out_, 8, nullptr) != SANITIZER_SUCCESS) break;
+        uint64_t width = s.monotonic_after - s.monotonic_before;
+        if (width < best_width) {
+            best_width = width;
+            best = s;
+        }
+    }
+    CUcontext popped;
+    d.ctx_pop(&popped);
+    if (best_width != ~0ull) file_.write_chunk(GPUOBS_CHUNK_CLOCK, {{&best, sizeof best}});
+}
+
+void ContextState::write_launch_counts(std::vector<gpuobs_launch_count>* out, uint64_t* unattributed) {
+    // Which launches of this window map to each counter slot.
+    std::map<uint32_t, std::map<uint64_t, uint32_t>> by_slot;  // slot -> grid id -> launches
+    for (const gpuobs_launch& l : pending_launches_)
+        ++by_slot[(uint32_t)fmix64(l.grid_id) & (GPUOBS_LAUNCH_TABLE_SIZE - 1)][l.grid_id];
+    for (uint32_t s = 0; s < GPUOBS_LAUNCH_TABLE_SIZE; ++s) {
+        uint64_t total = 0;
+        for (uint64_t c : counter_staging_[s].count) total += c;
+        auto it = by_slot.find(s);
+        if (it == by_slot.end()) {
+            *unattributed += total;
+            continue;
+        }
+        uint32_t sharing = 0;
+        for (const auto& g : it->second) sharing += g.second;
+        for (const auto& g : it->second) {
+            gpuobs_launch_count c;
+            std::memset(&c, 0, sizeof c);
+            c.grid_id = g.first;
+            c.count = total;
+            c.launches_sharing = sharing;
+            out->push_back(c);
+        }
+    }
+}
+
+void ContextState::reset_device_buffers() {
+    sanitizer().memset(&ctl_->stripes[0], 0, sizeof(gpuobs_stripe) * stripe_count_, nullptr);
+    sanitizer().memset(&ctl_->lost_counts, 0, 2 * sizeof(uint64_t), nullptr);
+    sanitizer().memset(counters_, 0, GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter), nullptr);
+    uint32_t check;
+    sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, nullptr);  // returns once the resets are done
+}
+
+void ContextState::flush(const char* reason) {
+    InTool guard;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!active_ || destroyed_) return;
+    gpuobs_flush_info info;
+    std::memset(&info, 0, sizeof info);
+    info.device_index = device_index_;
+    info.flush_seq = flush_seq_++;
+    info.host_time_ns = monotonic_ns();
+    std::vector<gpuobs_launch_count> counts;
+    // A clock sample at the first flush and then at most once a second.
+    if (config_.clock_probe && info.host_time_ns - last_clock_sample_ns_ > 1000000000ull) {
+        sample_clock();
+        last_clock_sample_ns_ = info.host_time_ns;
+    }
+    if (config_.mode != GPUOBS_MODE_OFF) {
+        gpuobs_control ctl;
+        if (sanitizer().memcpy_dtoh(&ctl, ctl_, sizeof ctl, nullptr) != SANITIZER_SUCCESS) {
+            GPUOBS_LOG("flush (%s): cannot read the control block; this window's events are lost", reason);
+            return;
+        }
+        staging_.clear();
+        for (uint32_t s = 0; s < stripe_count_; ++s) {
+            uint64_t claimed = ctl.stripes[s].claimed, n = std::min(claimed, stripe_capacity_);
+            info.attempted += claimed;
+            info.dropped += ctl.stripes[s].dropped;
+            if (n == 0) continue;
+            size_t at = staging_.size();
+            staging_.resize(at + n);
+            sanitizer().memcpy_dtoh(&staging_[at], events_ + s * stripe_capacity_, n * sizeof(gpuobs_event), nullptr);
+        }
+        info.recorded = staging_.size();
+        if (info.recorded + info.dropped != info.attempted)
+            GPUOBS_LOG("flush %u: accounting mismatch: recorded %llu + dropped %llu != attempted %llu", info.flush_seq,
+                       (unsigned long long)info.recorded, (unsigned long long)info.dropped,
+                       (unsigned long long)info.attempted);
+        info.lost_block_ends = ctl.lost_block_ends;
+        // Keep complete events that pass the kernel filter, in place.
+        size_t kept = 0;
+        for (const gpuobs_event& e : staging_) {
+            if (e.kind == GPUOBS_EVENT_EMPTY) {
+                ++info.incomplete;
+            } else if (e.function_slot < function_selected_.size() && !function_selected_[e.function_slot]) {
+                ++info.filtered;
+            } else {
+                staging_[kept++] = e;
+            }
+        }
+        staging_.resize(kept);
+        counter_staging_.resize(GPUOBS_LAUNCH_TABLE_SIZE);
+        sanitizer().memcpy_dtoh(counter_staging_.data(), counters_,
+                                GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter), nullptr);
+        write_launch_counts(&counts, &info.unattributed);
+        reset_device_buffers();
+    }
+    if (!pending_launches_.empty())
+        file_.write_chunk(GPUOBS_CHUNK_LAUNCHES,
+                          {{pending_launches_.data(), pending_launches_.size() * sizeof(gpuobs_launch)}});
+    info.launch_count_len = (uint32_t)counts.size();
+    file_.write_chunk(GPUOBS_CHUNK_FLUSH,
+                      {{&info, sizeof info}, {counts.data(), counts.size() * sizeof(gpuobs_launch_count)}});
+    if (!staging_.empty()) file_.write_events(device_index_, info.flush_seq, staging_.data(), (uint32_t)staging_.size());
+    pending_launches_.clear();
+    if (std::getenv("GPUOBS_DEBUG"))
+        GPUOBS_LOG("flush %u (%s): attempted %llu recorded %llu dropped %llu kept %zu", info.flush_seq, reason,
+                   (unsigned long long)info.attempted, (unsigned long long)info.recorded,
+                   (unsigned long long)info.dropped, staging_.size());
+}
+
+void ContextState::on_destroy() {
+    last_clock_sample_ns_ = 0;  // the final flush takes a last clock sample
+    flush("context destroyed");
+    std::lock_guard<std::mutex> lock(mu_);
+    destroyed_ = true;
+}
+
+}  // namespace gpuobs

@@ -1,0 +1,98 @@
+// Everything gpuobs keeps per CUDA context: the device buffers the patches write
+// into, the function slots, the launches since the last flush, and the flush
+// that moves it all into the recording file.
+#pragma once
+#include <sanitizer.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "config.h"
+#include "gpuobs_schema.h"
+#include "recording_file.h"
+
+namespace gpuobs {
+
+uint64_t fmix64(uint64_t k);
+uint64_t monotonic_ns();
+
+struct LaunchInfo {
+    const Sanitizer_LaunchData* data;
+    uint64_t stream_key;      // the stream whose synchronisation completes this launch
+    uint32_t graph_launch_id; // graph replays: the replay id, else 0
+    bool graph_node;
+};
+
+class ContextState {
+public:
+    ContextState(CUcontext ctx, CUdevice device, const Config& config, RecordingFile& file);
+
+    // Allocates the device buffers and uploads the patches; false (error set)
+    // leaves this context uninstrumented.
+    bool setup(std::string* error);
+    bool active() const { return active_; }
+    uint32_t device_index() const { return device_index_; }
+
+    void on_launch(const LaunchInfo& launch);
+    void on_stream_synchronized(uint64_t stream_key);
+    void on_context_synchronized();
+    // Moves the device buffer into the file and resets it. Only call when no
+    // kernel of this context can be running.
+    void flush(const char* reason);
+    void on_destroy();
+
+private:
+    uint32_t function_slot_for(CUfunction f, const char* name, CUmodule module);
+    void write_device_info();
+    void sample_clock();
+    void write_launch_counts(std::vector<gpuobs_launch_count>* out, uint64_t* unattributed);
+    void reset_device_buffers();
+
+    std::mutex mu_;
+    CUcontext ctx_;
+    CUdevice device_;
+    uint32_t device_index_;
+    const Config& config_;
+    RecordingFile& file_;
+    bool active_ = false;
+    bool destroyed_ = false;
+    uint32_t sm_count_ = 0;
+    uint32_t stripe_count_ = 0;
+    uint64_t stripe_capacity_ = 0;
+
+    // device memory
+    gpuobs_control* ctl_ = nullptr;
+    gpuobs_event* events_ = nullptr;
+    gpuobs_launch_counter* counters_ = nullptr;
+    gpuobs_block_slot* block_table_ = nullptr;
+    gpuobs_function_entry* entries_ = nullptr;
+
+    // host state
+    std::unordered_map<CUfunction, uint32_t> function_slots_;
+    std::vector<uint8_t> function_selected_;  // by slot: passes the kernel filter
+    std::vector<gpuobs_launch> pending_launches_;
+    std::unordered_map<uint64_t, uint64_t> unsynced_streams_;  // stream -> launches since its sync
+    std::vector<gpuobs_event> staging_;
+    std::vector<gpuobs_launch_counter> counter_staging_;
+    uint32_t flush_seq_ = 0;
+    uint64_t launches_total_ = 0;
+
+    // clock probe
+    CUfunction probe_fn_ = nullptr;
+    CUstream probe_stream_ = nullptr;
+    uint64_t* probe_out_ = nullptr;
+    uint64_t last_clock_sample_ns_ = 0;
+};
+
+// Process-wide launch ids, in launch order across contexts.
+uint64_t next_launch_id();
+
+// Set while the tool itself calls CUDA, so its own callbacks ignore those calls.
+extern thread_local bool g_in_tool;
+
+}  // namespace gpuobs

@@ -1,0 +1,29 @@
+// The few CUDA driver calls the tool makes itself (device facts, the clock
+// probe), bound with dlsym from the libcuda the process already loads.
+#pragma once
+#include <cuda.h>
+
+namespace gpuobs {
+
+struct CudaDriver {
+    decltype(&::cuDeviceGetAttribute) device_get_attribute = nullptr;
+    decltype(&::cuDeviceGetName) device_get_name = nullptr;
+    CUresult (*device_get_uuid)(CUuuid*, CUdevice) = nullptr;
+    decltype(&::cuCtxPushCurrent) ctx_push = nullptr;
+    decltype(&::cuCtxPopCurrent) ctx_pop = nullptr;
+    decltype(&::cuCtxSynchronize) ctx_synchronize = nullptr;
+    decltype(&::cuCtxGetCurrent) ctx_get_current = nullptr;
+    decltype(&::cuCtxGetDevice) ctx_get_device = nullptr;
+    decltype(&::cuModuleLoadData) module_load_data = nullptr;
+    decltype(&::cuModuleGetFunction) module_get_function = nullptr;
+    decltype(&::cuLaunchKernel) launch_kernel = nullptr;
+    decltype(&::cuStreamCreate) stream_create = nullptr;
+    decltype(&::cuStreamSynchronize) stream_synchronize = nullptr;
+    bool loaded = false;
+
+    bool load();
+};
+
+CudaDriver& driver();
+
+}  // namespace gpuobs

@@ -1,0 +1,397 @@
+// gpuobs host tool: injected into a CUDA process (LD_PRELOAD, or gpuobs.attach()),
+// it patches every module as the driver loads it, keeps one event buffer per
+// context, and flushes it into the .gpuobs file at synchronisation points.
+//
+// It fails open: any problem leaves the program running, uninstrumented if need
+// be, with one line on stderr saying why. No exception leaves a callback.
+#include <sanitizer.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "config.h"
+#include "context_state.h"
+#include "cuda_driver.h"
+#include "gpuobs_schema.h"
+#include "log.h"
+#include "recording_file.h"
+#include "sanitizer_api.h"
+
+namespace gpuobs {
+namespace {
+
+struct PatchStep {
+    Sanitizer_InstructionId instruction;
+    const char* function;
+};
+
+std::vector<PatchStep> patch_plan(uint32_t mode) {
+    switch (mode) {
+        case GPUOBS_MODE_BLOCK_NOOP: return {{SANITIZER_INSTRUCTION_BLOCK_ENTER, "gpuobs_block_noop"}};
+        case GPUOBS_MODE_BLOCK_COUNTER: return {{SANITIZER_INSTRUCTION_BLOCK_ENTER, "gpuobs_block_counter"}};
+        case GPUOBS_MODE_BLOCK_TRACE:
+            return {{SANITIZER_INSTRUCTION_BLOCK_ENTER, "gpuobs_block_trace_enter"},
+                    {SANITIZER_INSTRUCTION_BLOCK_EXIT, "gpuobs_block_trace_exit"}};
+        case GPUOBS_MODE_MEM_NOOP: return {{SANITIZER_INSTRUCTION_GLOBAL_MEMORY_ACCESS, "gpuobs_mem_noop"}};
+        case GPUOBS_MODE_MEM_SAMPLED:
+        case GPUOBS_MODE_MEM_FULL:
+            return {{SANITIZER_INSTRUCTION_GLOBAL_MEMORY_ACCESS, "gpuobs_mem_access"}};
+        default: return {};
+    }
+}
+
+enum ModuleStatus : uint32_t { kNew = 0, kPatching = 4, kPatched = 1, kFailed = 2, kNotPatched = 3 };
+
+struct Tool {
+    Config config;
+    RecordingFile file;
+    Sanitizer_SubscriberHandle subscriber = nullptr;
+    bool active = false;
+
+    std::mutex contexts_mu;
+    std::unordered_map<CUcontext, ContextState*> contexts;  // never freed: callbacks outlive teardown
+    std::unordered_map<CUcontext, bool> failed_contexts;
+
+    std::mutex patch_mu;  // the sanitizer's patching calls must be serialised
+    std::mutex modules_mu;
+    std::unordered_map<CUmodule, std::atomic<uint32_t>*> modules;
+
+    std::atomic<uint64_t> launch_callbacks{0}, node_callbacks{0}, graph_launches{0}, sync_callbacks{0};
+    std::mutex file_mu;
+    bool file_tried = false;
+};
+
+Tool* g_tool = nullptr;  // never destroyed
+
+// Fail-open messages are printed once per process tree: child processes
+// inherit GPUOBS_REPORTED and stay quiet about the same problem.
+template <typename... Args>
+void report(const char* fmt, Args... args) {
+    if (std::getenv("GPUOBS_REPORTED") != nullptr) return;
+    std::fprintf(stderr, "gpuobs: ");
+    std::fprintf(stderr, fmt, args...);
+    std::fprintf(stderr, "\n");
+    setenv("GPUOBS_REPORTED", "1", 1);
+}
+
+void write_run_info(Tool& t);
+
+// The recording is created at the first CUDA context, not at load: processes of
+// the run that never use CUDA (shells, launchers) must not claim the file.
+bool ensure_file_open() {
+    Tool& t = *g_tool;
+    std::lock_guard<std::mutex> lock(t.file_mu);
+    if (!t.file_tried) {
+        t.file_tried = true;
+        std::string error;
+        if (!t.file.open(t.config.output, &error)) {
+            report("%s; running uninstrumented", error.c_str());
+            t.active = false;
+        } else {
+            write_run_info(t);
+        }
+    }
+    return t.file.is_open();
+}
+
+ContextState* context_state(CUcontext ctx, CUdevice device, bool device_known) {
+    Tool& t = *g_tool;
+    if (!ensure_file_open()) return nullptr;
+    std::lock_guard<std::mutex> lock(t.contexts_mu);
+    auto it = t.contexts.find(ctx);
+    if (it != t.contexts.end()) return it->second;
+    if (t.failed_contexts.count(ctx)) return nullptr;
+    if (!device_known) {
+        CudaDriver& d = driver();
+        CUcontext popped;
+        g_in_tool = true;
+        bool ok = d.load() && d.ctx_push(ctx) == CUDA_SUCCESS;
+        if (ok) {
+            ok = d.ctx_get_device(&device) == CUDA_SUCCESS;
+            d.ctx_pop(&popped);
+        }
+        g_in_tool = false;
+        if (!ok) {
+            GPUOBS_LOG("cannot tell which device a context is on; that context stays uninstrumented");
+            t.failed_contexts[ctx] = true;
+            return nullptr;
+        }
+    }
+    auto* state = new ContextState(ctx, device, t.config, t.file);
+    std::string error;
+    if (!state->setup(&error)) {
+        GPUOBS_LOG("%s; device %d runs uninstrumented", error.c_str(), (int)device);
+        t.failed_contexts[ctx] = true;
+        return nullptr;
+    }
+    t.contexts[ctx] = state;
+    return state;
+}
+
+ContextState* known_context(CUcontext ctx) {
+    std::lock_guard<std::mutex> lock(g_tool->contexts_mu);
+    auto it = g_tool->contexts.find(ctx);
+    return it == g_tool->contexts.end() ? nullptr : it->second;
+}
+
+std::atomic<uint32_t>* module_state(CUmodule m) {
+    std::lock_guard<std::mutex> lock(g_tool->modules_mu);
+    auto& slot = g_tool->modules[m];
+    if (slot == nullptr) slot = new std::atomic<uint32_t>(kNew);
+    return slot;
+}
+
+// Patches a module exactly once, even when several threads load modules at
+// once: the compare-and-swap on its state elects one patcher.
+void patch_module(ContextState* state, const Sanitizer_ResourceModuleData& md) {
+    Tool& t = *g_tool;
+    std::atomic<uint32_t>* st = module_state(md.module);
+    uint32_t expected = kNew;
+    if (!st->compare_exchange_strong(expected, kPatching)) return;
+    gpuobs_module_info info;
+    std::memset(&info, 0, sizeof info);
+    info.module_id = (uint64_t)md.module;
+    info.device_index = state->device_index();
+    info.cubin_size = (uint32_t)md.cubinSize;
+    info.load_monotonic_ns = monotonic_ns();
+    uint32_t status = kNotPatched;
+    std::vector<PatchStep> plan = patch_plan(t.config.mode);
+    if (!plan.empty()) {
+        std::lock_guard<std::mutex> lock(t.patch_mu);
+        status = kPatched;
+        for (const PatchStep& step : plan) {
+            SanitizerResult r = sanitizer().patch_instructions(step.instruction, md.module, step.function);
+            if (r != SANITIZER_SUCCESS) {
+                GPUOBS_LOG("cannot patch a module with %s: %s; that module runs unpatched", step.function,
+                           sanitizer().describe(r));
+                status = kFailed;
+                break;
+            }
+        }
+        if (status == kPatched) {
+            SanitizerResult r = sanitizer().patch_module(md.module);
+            if (r != SANITIZER_SUCCESS) {
+                GPUOBS_LOG("cannot commit the patch of a module: %s; that module runs unpatched",
+                           sanitizer().describe(r));
+                status = kFailed;
+            } else {
+                info.patch_count = 1;
+            }
+        }
+    }
+    info.status = status;
+    st->store(status);
+    t.file.write_chunk(GPUOBS_CHUNK_MODULE, {{&info, sizeof info}});
+}
+
+void on_resource(Sanitizer_CallbackId cbid, const void* cbdata) {
+    switch (cbid) {
+        case SANITIZER_CBID_RESOURCE_CONTEXT_CREATION_FINISHED: {
+            auto* cd = static_cast<const Sanitizer_ResourceContextData*>(cbdata);
+            context_state(cd->context, cd->device, true);
+            break;
+        }
+        case SANITIZER_CBID_RESOURCE_CONTEXT_DESTROY_STARTING: {
+            auto* cd = static_cast<const Sanitizer_ResourceContextData*>(cbdata);
+            if (ContextState* s = known_context(cd->context)) s->on_destroy();
+            break;
+        }
+        case SANITIZER_CBID_RESOURCE_MODULE_LOADED: {
+            auto* md = static_cast<const Sanitizer_ResourceModuleData*>(cbdata);
+            if (ContextState* s = context_state(md->context, 0, false)) patch_module(s, *md);
+            break;
+        }
+        default: break;
+    }
+}
+
+void on_launch(Sanitizer_CallbackId cbid, const void* cbdata) {
+    if (cbid != SANITIZER_CBID_LAUNCH_BEGIN) return;
+    auto* ld = static_cast<const Sanitizer_LaunchData*>(cbdata);
+    g_tool->launch_callbacks.fetch_add(1, std::memory_order_relaxed);
+    if (ContextState* s = context_state(ld->context, ld->device, true))
+        s->on_launch({ld, (uint64_t)ld->hStream, 0, false});
+}
+
+void on_graph(Sanitizer_CallbackId cbid, const void* cbdata) {
+    if (cbid == SANITIZER_CBID_GRAPHS_LAUNCH_BEGIN) {
+        g_tool->graph_launches.fetch_add(1, std::memory_order_relaxed);
+        return;
+    }
+    if (cbid != SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN) return;
+    auto* nd = static_cast<const Sanitizer_GraphNodeLaunchData*>(cbdata);
+    if (nd->nodeType != CU_GRAPH_NODE_TYPE_KERNEL || nd->isGraphUpload) return;
+    g_tool->node_callbacks.fetch_add(1, std::memory_order_relaxed);
+    const Sanitizer_LaunchData& ld = nd->launchData;
+    if (ContextState* s = context_state(ld.context, ld.device, true))
+        s->on_launch({&ld, (uint64_t)ld.hApiStream, nd->launchId, true});
+}
+
+void on_sync(Sanitizer_CallbackId cbid, const void* cbdata) {
+    auto* sd = static_cast<const Sanitizer_SynchronizeData*>(cbdata);
+    g_tool->sync_callbacks.fetch_add(1, std::memory_order_relaxed);
+    ContextState* s = known_context(sd->context);
+    if (s == nullptr) return;
+    if (cbid == SANITIZER_CBID_SYNCHRONIZE_STREAM_SYNCHRONIZED) s->on_stream_synchronized((uint64_t)sd->hStream);
+    else if (cbid == SANITIZER_CBID_SYNCHRONIZE_CONTEXT_SYNCHRONIZED) s->on_context_synchronized();
+}
+
+void SANITIZERAPI callback(void*, Sanitizer_CallbackDomain domain, Sanitizer_CallbackId cbid, const void* cbdata) {
+    if (g_in_tool || g_tool == nullptr || !g_tool->active) return;
+    try {
+        switch (domain) {
+            case SANITIZER_CB_DOMAIN_RESOURCE: on_resource(cbid, cbdata); break;
+            case SANITIZER_CB_DOMAIN_LAUNCH: on_launch(cbid, cbdata); break;
+            case SANITIZER_CB_DOMAIN_GRAPHS: on_graph(cbid, cbdata); break;
+            case SANITIZER_CB_DOMAIN_SYNCHRONIZE: on_sync(cbid, cbdata); break;
+            default: break;
+        }
+    } catch (const std::exception& e) {
+        GPUOBS_LOG("internal error (%s); recording continues", e.what());
+    } catch (...) {
+        GPUOBS_LOG("internal error; recording continues");
+    }
+}
+
+std::string read_cmdline() {
+    std::ifstream in("/proc/self/cmdline", std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void write_run_info(Tool& t) {
+    std::string argv = read_cmdline();
+    gpuobs_run_info info;
+    std::memset(&info, 0, sizeof info);
+    info.pid = (uint32_t)getpid();
+    info.mode = t.config.mode;
+    info.sample_shift = t.config.sample_shift;
+    info.callback_scope = t.config.launch_scope ? 1 : 0;
+    info.capacity = t.config.capacity;
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    info.start_realtime_ns = (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+    info.start_monotonic_ns = monotonic_ns();
+    info.argv_len = (uint32_t)argv.size();
+    t.file.write_chunk(GPUOBS_CHUNK_RUN, {{&info, sizeof info}, {argv.data(), argv.size()}});
+}
+
+bool start() {
+    if (const char* off = std::getenv("GPUOBS_DISABLE"); off != nullptr && std::string(off) == "1") return false;
+    Tool& t = *g_tool;
+    std::string error;
+    if (!t.config.load(&error)) {
+        report("%s; running uninstrumented", error.c_str());
+        return false;
+    }
+    if (!sanitizer().load(&error)) {
+        report("%s; running uninstrumented", error.c_str());
+        return false;
+    }
+    if (!driver().load()) {
+        report("cannot load libcuda.so.1; running uninstrumented");
+        return false;
+    }
+    SanitizerResult r = sanitizer().subscribe(&t.subscriber, callback, &t);
+    if (r != SANITIZER_SUCCESS) {
+        report("the compute-sanitizer refused to start (%s); is %s compatible with this driver? running "
+               "uninstrumented", sanitizer().describe(r), sanitizer().path.c_str());
+        return false;
+    }
+    for (Sanitizer_CallbackDomain d : {SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CB_DOMAIN_LAUNCH,
+                                       SANITIZER_CB_DOMAIN_SYNCHRONIZE, SANITIZER_CB_DOMAIN_GRAPHS})
+        sanitizer().enable_domain(1, t.subscriber, d);
+    t.active = true;
+    if (std::getenv("GPUOBS_DEBUG"))
+        GPUOBS_LOG("pid %d: recording %s to %s with %s", (int)getpid(), mode_name(t.config.mode),
+                   t.config.output.c_str(), sanitizer().path.c_str());
+    return true;
+}
+
+__attribute__((constructor)) void gpuobs_init() {
+    g_tool = new Tool();
+    try {
+        start();
+    } catch (...) {
+        GPUOBS_LOG("internal error at start; running uninstrumented");
+        g_tool->active = false;
+    }
+}
+
+uint64_t flush_all(const char* reason, bool synchronize) {
+    std::vector<std::pair<CUcontext, ContextState*>> states;
+    {
+        std::lock_guard<std::mutex> lock(g_tool->contexts_mu);
+        states.assign(g_tool->contexts.begin(), g_tool->contexts.end());
+    }
+    for (auto& [ctx, state] : states) {
+        if (synchronize) {
+            CudaDriver& d = driver();
+            CUcontext popped;
+            g_in_tool = true;
+            if (d.ctx_push(ctx) == CUDA_SUCCESS) {
+                d.ctx_synchronize();
+                d.ctx_pop(&popped);
+            }
+            g_in_tool = false;
+        }
+        state->flush(reason);
+    }
+    return states.size();
+}
+
+__attribute__((destructor)) void gpuobs_fini() {
+    if (g_tool == nullptr || !g_tool->active || !g_tool->file.is_open()) return;
+    Tool& t = *g_tool;
+    try {
+        if (std::getenv("GPUOBS_DEBUG"))
+            GPUOBS_LOG("callbacks: launch %llu, graph node %llu, graph launch %llu, sync %llu",
+                       (unsigned long long)t.launch_callbacks.load(), (unsigned long long)t.node_callbacks.load(),
+                       (unsigned long long)t.graph_launches.load(), (unsigned long long)t.sync_callbacks.load());
+        // Contexts the program never destroyed still hold events: flush them
+        // (destroyed ones were flushed at CONTEXT_DESTROY_STARTING).
+        flush_all("process exit", false);
+        t.active = false;  // no callback may touch the file after this
+        gpuobs_end_info end;
+        std::memset(&end, 0, sizeof end);
+        end.end_monotonic_ns = monotonic_ns();
+        end.launches = t.launch_callbacks.load() + t.node_callbacks.load();
+        t.file.write_chunk(GPUOBS_CHUNK_END, {{&end, sizeof end}});
+        t.file.close();
+    } catch (...) {
+    }
+}
+
+}  // namespace
+}  // namespace gpuobs
+
+// ---- the in-process control surface, bound from Python through cffi ----------
+
+extern "C" __attribute__((visibility("default"))) int gpuobs_tool_active(void) {
+    return gpuobs::g_tool != nullptr && gpuobs::g_tool->active ? 1 : 0;
+}
+
+// Synchronises every instrumented context and flushes it; returns how many.
+extern "C" __attribute__((visibility("default"))) int gpuobs_tool_flush(void) {
+    if (!gpuobs_tool_active()) return -1;
+    try {
+        return (int)gpuobs::flush_all("explicit flush", true);
+    } catch (...) {
+        return -1;
+    }
+}
+
+extern "C" __attribute__((visibility("default"))) const char* gpuobs_tool_output(void) {
+    return gpuobs_tool_active() ? gpuobs::g_tool->file.path().c_str() : "";
+}
+
+extern "C" __attribute__((visibility("default"))) unsigned long long gpuobs_tool_launches(void) {
+    if (gpuobs::g_tool == nullptr) return 0;
+    return gpuobs::g_tool->launch_callbacks.load() + gpuobs::g_tool->node_callbacks.load();
+}

@@ -1,0 +1,132 @@
+#include "recording_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "gpuobs_schema.h"
+
+#ifndef GPUOBS_TOOL_VERSION
+#define GPUOBS_TOOL_VERSION "gpuobs-tool 0.1.0"
+#endif
+
+namespace gpuobs {
+
+// CRC-32 (IEEE 802.3, as zlib.crc32), table-driven.
+uint32_t crc32_update(uint32_t crc, const void* data, size_t size) {
+    static uint32_t table[256];
+    static bool ready = [] {
+        for (uint32_t i = 0; i < 256; ++i) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+            table[i] = c;
+        }
+        return true;
+    }();
+    (void)ready;
+    const uint8_t* p = static_cast<const uint8_t*>(data);
+    crc = ~crc;
+    for (size_t i = 0; i < size; ++i) crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+static std::string with_pid(const std::string& path) {
+    std::string stem = path, ext;
+    size_t dot = path.rfind('.');
+    size_t slash = path.rfind('/');
+    if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) {
+        stem = path.substr(0, dot);
+        ext = path.substr(dot);
+    }
+    return stem + "." + std::to_string(getpid()) + ext;
+}
+
+bool RecordingFile::open(const std::string& path, std::string* error) {
+    std::string chosen = path;
+    int fd = ::open(chosen.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST) {
+        chosen = with_pid(path);
+        fd = ::open(chosen.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    }
+    if (fd < 0) {
+        *error = "cannot create " + chosen + ": " + std::strerror(errno);
+        return false;
+    }
+    file_ = fdopen(fd, "wb");
+    if (file_ == nullptr) {
+        *error = "cannot open " + chosen + ": " + std::strerror(errno);
+        ::close(fd);
+        return false;
+    }
+    path_ = chosen;
+    gpuobs_file_header h;
+    std::memset(&h, 0, sizeof h);
+    std::memcpy(h.magic, GPUOBS_FILE_MAGIC, 8);
+    h.format_version = GPUOBS_FORMAT_VERSION;
+    h.header_size = sizeof h;
+    h.schema_hash = GPUOBS_SCHEMA_HASH;
+    std::strncpy(h.tool_version, GPUOBS_TOOL_VERSION, sizeof h.tool_version - 1);
+    if (std::fwrite(&h, sizeof h, 1, file_) != 1 || std::fflush(file_) != 0) {
+        *error = "cannot write " + chosen + ": " + std::strerror(errno);
+        std::fclose(file_);
+        file_ = nullptr;
+        return false;
+    }
+    offset_ = sizeof h;
+    return true;
+}
+
+void RecordingFile::write_locked(uint32_t type, const Part* parts, size_t n) {
+    if (file_ == nullptr) return;
+    gpuobs_chunk_header ch;
+    std::memset(&ch, 0, sizeof ch);
+    ch.type = type;
+    for (size_t i = 0; i < n; ++i) ch.length += parts[i].size;
+    uint32_t crc = crc32_update(0, &ch, 16);
+    for (size_t i = 0; i < n; ++i) crc = crc32_update(crc, parts[i].data, parts[i].size);
+    ch.crc32 = crc;
+    bool ok = std::fwrite(&ch, sizeof ch, 1, file_) == 1;
+    for (size_t i = 0; ok && i < n; ++i)
+        if (parts[i].size) ok = std::fwrite(parts[i].data, parts[i].size, 1, file_) == 1;
+    ok = ok && std::fflush(file_) == 0;
+    offset_ += sizeof ch + ch.length;
+    if (!ok) {
+        std::fprintf(stderr, "gpuobs: writing %s failed (%s); recording stops here\n", path_.c_str(),
+                     std::strerror(errno));
+        std::fclose(file_);
+        file_ = nullptr;
+    }
+}
+
+void RecordingFile::write_chunk(uint32_t type, std::initializer_list<Part> parts) {
+    std::lock_guard<std::mutex> lock(mu_);
+    write_locked(type, parts.begin(), parts.size());
+}
+
+void RecordingFile::write_events(uint32_t device_index, uint32_t flush_seq, const void* events,
+                                 uint32_t count) {
+    std::lock_guard<std::mutex> lock(mu_);
+    gpuobs_events_header eh;
+    std::memset(&eh, 0, sizeof eh);
+    eh.device_index = device_index;
+    eh.flush_seq = flush_seq;
+    eh.count = count;
+    uint64_t first = offset_ + sizeof(gpuobs_chunk_header) + sizeof eh;
+    eh.padding = (uint32_t)((64 - first % 64) % 64);
+    static const uint8_t zeros[64] = {0};
+    Part parts[] = {{&eh, sizeof eh}, {zeros, eh.padding}, {events, (size_t)count * sizeof(gpuobs_event)}};
+    write_locked(GPUOBS_CHUNK_EVENTS, parts, 3);
+}
+
+void RecordingFile::close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (file_ != nullptr) {
+        std::fclose(file_);
+        file_ = nullptr;
+    }
+}
+
+}  // namespace gpuobs

@@ -1,0 +1,41 @@
+// Appends chunks to a .gpuobs file (framing in schemas/recording-format.md).
+// Each chunk is written whole and flushed, so a process that dies leaves a
+// readable prefix.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <mutex>
+#include <string>
+
+namespace gpuobs {
+
+struct Part {
+    const void* data;
+    size_t size;
+};
+
+class RecordingFile {
+public:
+    // Creates `path` exclusively; if another process of the same run already
+    // owns it, uses "<stem>.<pid>.gpuobs" beside it. False with `error` set on failure.
+    bool open(const std::string& path, std::string* error);
+    bool is_open() const { return file_ != nullptr; }
+    const std::string& path() const { return path_; }
+
+    void write_chunk(uint32_t type, std::initializer_list<Part> parts);
+    // EVENTS chunk: header, zero padding to a 64-byte aligned file offset, events.
+    void write_events(uint32_t device_index, uint32_t flush_seq, const void* events, uint32_t count);
+    void close();
+
+private:
+    void write_locked(uint32_t type, const Part* parts, size_t n);
+    std::mutex mu_;
+    FILE* file_ = nullptr;
+    uint64_t offset_ = 0;
+    std::string path_;
+};
+
+uint32_t crc32_update(uint32_t crc, const void* data, size_t size);
+
+}  // namespace gpuobs
