@@ -27,12 +27,6 @@ __device__ __forceinline__ uint32_t sm_id() {
     return s;
 }
 
-__device__ __forceinline__ uint32_t warp_slot() {
-    uint32_t w;
-    asm volatile("mov.u32 %0, %%warpid;" : "=r"(w));
-    return w;
-}
-
 __device__ __forceinline__ uint32_t lane_id() {
     uint32_t l;
     asm("mov.u32 %0, %%laneid;" : "=r"(l));
@@ -135,10 +129,32 @@ __device__ __forceinline__ uint64_t block_key(uint64_t grid, uint64_t block) {
     return fmix64(grid * 0x9e3779b97f4a7c15ULL + block) | 1ULL;
 }
 
-__device__ __forceinline__ gpuobs_block_slot* block_slot(const gpuobs_function_entry& e, uint32_t sm,
-                                                         uint32_t warp) {
-    if (sm >= GPUOBS_MAX_STRIPES || warp >= GPUOBS_BLOCK_TABLE_WAYS) return nullptr;
-    return reinterpret_cast<gpuobs_block_slot*>(e.block_table) + sm * GPUOBS_BLOCK_TABLE_WAYS + warp;
+// The block table has GPUOBS_BLOCK_TABLE_WAYS slots per SM (a Hopper SM holds at
+// most 32 blocks). A block's slot is found by probing linearly from a hash of its
+// key; lookups never stop at an empty slot, so freeing slots needs no tombstones.
+__device__ __forceinline__ gpuobs_block_slot* block_row(const gpuobs_function_entry& e, uint32_t sm) {
+    if (sm >= GPUOBS_MAX_STRIPES) return nullptr;
+    return reinterpret_cast<gpuobs_block_slot*>(e.block_table) + sm * GPUOBS_BLOCK_TABLE_WAYS;
+}
+
+__device__ __forceinline__ gpuobs_block_slot* insert_block(gpuobs_block_slot* row, uint64_t key) {
+    uint32_t h = (uint32_t)(key >> 32);
+    for (uint32_t i = 0; i < GPUOBS_BLOCK_TABLE_WAYS; ++i) {
+        gpuobs_block_slot* s = row + ((h + i) & (GPUOBS_BLOCK_TABLE_WAYS - 1));
+        if (*reinterpret_cast<volatile uint64_t*>(&s->key) != 0) continue;
+        if (atomicCAS(reinterpret_cast<unsigned long long*>(&s->key), 0ULL, (unsigned long long)key) == 0ULL)
+            return s;
+    }
+    return nullptr;
+}
+
+__device__ __forceinline__ gpuobs_block_slot* find_block(gpuobs_block_slot* row, uint64_t key) {
+    uint32_t h = (uint32_t)(key >> 32);
+    for (uint32_t i = 0; i < GPUOBS_BLOCK_TABLE_WAYS; ++i) {
+        gpuobs_block_slot* s = row + ((h + i) & (GPUOBS_BLOCK_TABLE_WAYS - 1));
+        if (*reinterpret_cast<volatile uint64_t*>(&s->key) == key) return s;
+    }
+    return nullptr;
 }
 
 }  // namespace
@@ -158,8 +174,8 @@ GPUOBS_PATCH gpuobs_block_counter(void* userdata, uint64_t pc) {
 }
 
 // Block start: the leader (thread 0,0,0) claims the block's record, writes its
-// start, and registers it under (SM, warp slot of the leader's warp) so the
-// block's last exiting thread can find it.
+// start, and registers it in its SM's row of the block table so the block's
+// last exiting thread can find it.
 GPUOBS_PATCH gpuobs_block_trace_enter(void* userdata, uint64_t pc) {
     if ((threadIdx.x | threadIdx.y | threadIdx.z) != 0 || userdata == nullptr)
         return SANITIZER_PATCH_SUCCESS;
@@ -175,12 +191,14 @@ GPUOBS_PATCH gpuobs_block_trace_enter(void* userdata, uint64_t pc) {
         store_event(r, t0, 0, grid, 0, 0, e.function_slot, blockIdx.x, pack_by_bz(),
                     sm << 16, sm, 0);
     }
-    gpuobs_block_slot* slot = block_slot(e, sm, warp_slot());
+    // Registered under (SM, key): the block's warps run on this SM only.
+    gpuobs_block_slot* row = block_row(e, sm);
+    gpuobs_block_slot* slot = row ? insert_block(row, block_key(grid, flat_block_index())) : nullptr;
     if (slot != nullptr) {
         slot->event_index = index;
         slot->exited_threads = 0;
         __threadfence();
-        slot->key = block_key(grid, flat_block_index());
+        slot->ready = 1;  // ready: exits may count from now on
     }
     return SANITIZER_PATCH_SUCCESS;
 }
@@ -196,16 +214,11 @@ GPUOBS_PATCH gpuobs_block_trace_exit(void* userdata, uint64_t pc) {
     if (lane_id() != (uint32_t)(__ffs(mask) - 1)) return SANITIZER_PATCH_SUCCESS;
     gpuobs_function_entry e = load_entry(userdata);
     uint32_t sm = sm_id();
-    uint32_t tid = flat_thread_index();
-    uint32_t warp_in_block = tid / 32;
-    uint32_t warp = warp_slot();
-    // Warps of a block occupy consecutive hardware warp slots (checked by the GPU
-    // tests); the key check below turns any exception into a flagged end.
-    gpuobs_block_slot* slot = warp >= warp_in_block ? block_slot(e, sm, warp - warp_in_block) : nullptr;
+    gpuobs_block_slot* row = block_row(e, sm);
+    gpuobs_block_slot* slot = row ? find_block(row, block_key(grid_id(), flat_block_index())) : nullptr;
     gpuobs_control* ctl = reinterpret_cast<gpuobs_control*>(e.control);
-    bool has_leader = warp_in_block == 0 && (mask & 1u);
-    uint64_t key = block_key(grid_id(), flat_block_index());
-    bool tracked = slot != nullptr && *reinterpret_cast<volatile uint64_t*>(&slot->key) == key;
+    bool has_leader = flat_thread_index() < 32 && (mask & 1u);
+    bool tracked = slot != nullptr && *reinterpret_cast<volatile uint32_t*>(&slot->ready) == 1;
     if (has_leader) {
         uint64_t index = tracked ? *reinterpret_cast<volatile uint64_t*>(&slot->event_index) : ~0ULL;
         if (!tracked) atomicAdd(reinterpret_cast<unsigned long long*>(&ctl->lost_block_ends), 1ULL);
@@ -226,13 +239,22 @@ GPUOBS_PATCH gpuobs_block_trace_exit(void* userdata, uint64_t pc) {
     if (before + n != total) return SANITIZER_PATCH_SUCCESS;
     __threadfence();
     uint64_t index = *reinterpret_cast<volatile uint64_t*>(&slot->event_index);
-    if (index == ~0ULL) return SANITIZER_PATCH_SUCCESS;
+    if (index == ~0ULL) {
+        slot->ready = 0;
+        __threadfence();
+        slot->key = 0;
+        return SANITIZER_PATCH_SUCCESS;
+    }
     gpuobs_event* r = reinterpret_cast<gpuobs_event*>(e.events) + index;
     r->time_end = globaltimer();
     r->sm_id_end = (uint16_t)sm;
     r->flags = 0;
     __threadfence();
     r->kind = GPUOBS_EVENT_BLOCK;
+    // Free the slot: every thread of the block has passed here.
+    slot->ready = 0;
+    __threadfence();
+    slot->key = 0;
     return SANITIZER_PATCH_SUCCESS;
 }
 

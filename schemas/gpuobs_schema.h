@@ -16,7 +16,7 @@
 /* gpuobs:cdef-begin */
 #define GPUOBS_FORMAT_VERSION 1
 /* FNV-1a 64 of the canonical layout text (see gpuobs/schema.py: layout_text). */
-#define GPUOBS_SCHEMA_HASH 0xed2790e6691018dc
+#define GPUOBS_SCHEMA_HASH 0xe7fd65cfb383a17f
 #define GPUOBS_EVENT_SIZE 64
 #define GPUOBS_MAX_STRIPES 256
 #define GPUOBS_DEFAULT_CAPACITY 1048576
@@ -103,14 +103,14 @@ typedef struct gpuobs_launch_counter {
     uint64_t count[GPUOBS_LAUNCH_COUNTER_STRIPES + 1]; /* blocks (block modes) or accesses (memory modes) */
 } gpuobs_launch_counter;
 
-/* block_trace: one slot per (SM, hardware warp slot of the block's first warp),
- * so that the last thread to exit finds its block's record in O(1). */
+/* block_trace: a row of GPUOBS_BLOCK_TABLE_WAYS slots per SM, one per resident
+ * block, so that the block's last exiting thread finds its record. */
 typedef struct gpuobs_block_slot {
-    uint64_t key;               /* identifies (grid, block); stale keys are ignored */
+    uint64_t key;               /* hash of (grid, block); 0 = free */
     uint64_t event_index;       /* claimed event, or ~0 when dropped */
     uint32_t exited_threads;
-    uint32_t pad0;
-    uint64_t pad1;
+    uint32_t ready;             /* 1 once the leader has set the slot up */
+    uint64_t pad;
 } gpuobs_block_slot;
 
 /* What each patched function's callback data points to (device memory): every
@@ -207,7 +207,7 @@ typedef struct gpuobs_launch {
     uint32_t grid[3];
     uint32_t block[3];
     uint32_t graph_launch_id;   /* graph replays: the replay's launch id, else 0 */
-    uint32_t flags;             /* 1 = graph node */
+    uint32_t flags;             /* 1 = graph node; 2 = launched while a flush ran (counts may be partial) */
 } gpuobs_launch;
 
 /* The device %globaltimer read between two readings of each host clock. */

@@ -204,8 +204,8 @@ uint32_t ContextState::function_slot_for(CUfunction f, const char* name, CUmodul
 
 void ContextState::on_launch(const LaunchInfo& launch) {
     const Sanitizer_LaunchData& ld = *launch.data;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!active_) return;
+    std::lock_guard<std::mutex> lock(launch_mu_);
+    if (!active_ || destroyed_) return;
     uint32_t slot = function_slot_for(ld.function, ld.functionName, ld.module);
     if (config_.mode != GPUOBS_MODE_OFF && config_.launch_scope && !launch.graph_node)
         sanitizer().set_launch_callback_data(ld.hLaunch, ld.function, ld.hStream, entries_ + slot);
@@ -233,21 +233,21 @@ void ContextState::on_launch(const LaunchInfo& launch) {
 void ContextState::on_stream_synchronized(uint64_t stream_key) {
     bool quiet;
     {
-        std::lock_guard<std::mutex> lock(mu_);
+        std::lock_guard<std::mutex> lock(launch_mu_);
         unsynced_streams_.erase(stream_key);
         quiet = unsynced_streams_.empty() && !pending_launches_.empty();
     }
-    if (quiet) flush("stream synchronised");
+    if (quiet) flush("stream synchronised", true);
 }
 
 void ContextState::on_context_synchronized() {
     bool any;
     {
-        std::lock_guard<std::mutex> lock(mu_);
+        std::lock_guard<std::mutex> lock(launch_mu_);
         unsynced_streams_.clear();
         any = !pending_launches_.empty();
     }
-    if (any) flush("context synchronised");
+    if (any) flush("context synchronised", true);
 }
 
 // Host clocks read around a one-thread kernel that reads %globaltimer; the
@@ -303,10 +303,11 @@ void ContextState::sample_clock() {
     if (best_width != ~0ull) file_.write_chunk(GPUOBS_CHUNK_CLOCK, {{&best, sizeof best}});
 }
 
-void ContextState::write_launch_counts(std::vector<gpuobs_launch_count>* out, uint64_t* unattributed) {
+void ContextState::write_launch_counts(const std::vector<gpuobs_launch>& launches,
+                                       std::vector<gpuobs_launch_count>* out, uint64_t* unattributed) {
     // Which launches of this window map to each counter slot.
     std::map<uint32_t, std::map<uint64_t, uint32_t>> by_slot;  // slot -> grid id -> launches
-    for (const gpuobs_launch& l : pending_launches_)
+    for (const gpuobs_launch& l : launches)
         ++by_slot[(uint32_t)fmix64(l.grid_id) & (GPUOBS_LAUNCH_TABLE_SIZE - 1)][l.grid_id];
     for (uint32_t s = 0; s < GPUOBS_LAUNCH_TABLE_SIZE; ++s) {
         uint64_t total = 0;
@@ -333,14 +334,27 @@ void ContextState::reset_device_buffers() {
     sanitizer().memset(&ctl_->stripes[0], 0, sizeof(gpuobs_stripe) * stripe_count_, nullptr);
     sanitizer().memset(&ctl_->lost_counts, 0, 2 * sizeof(uint64_t), nullptr);
     sanitizer().memset(counters_, 0, GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter), nullptr);
+    // Slots of blocks whose exit count never completed (aborted kernels) are freed too.
+    sanitizer().memset(block_table_, 0, (size_t)GPUOBS_MAX_STRIPES * GPUOBS_BLOCK_TABLE_WAYS * sizeof(gpuobs_block_slot),
+                       nullptr);
     uint32_t check;
     sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, nullptr);  // returns once the resets are done
 }
 
-void ContextState::flush(const char* reason) {
+void ContextState::flush(const char* reason, bool require_quiet) {
     InTool guard;
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> flush_lock(flush_mu_);
     if (!active_ || destroyed_) return;
+    std::vector<gpuobs_launch> launches;
+    std::vector<uint8_t> selected;
+    uint64_t launches_at_start;
+    {
+        std::lock_guard<std::mutex> lock(launch_mu_);
+        if (require_quiet && !unsynced_streams_.empty()) return;
+        launches.swap(pending_launches_);
+        selected = function_selected_;
+        launches_at_start = launches_total_;
+    }
     gpuobs_flush_info info;
     std::memset(&info, 0, sizeof info);
     info.device_index = device_index_;
@@ -379,7 +393,7 @@ void ContextState::flush(const char* reason) {
         for (const gpuobs_event& e : staging_) {
             if (e.kind == GPUOBS_EVENT_EMPTY) {
                 ++info.incomplete;
-            } else if (e.function_slot < function_selected_.size() && !function_selected_[e.function_slot]) {
+            } else if (e.function_slot < selected.size() && !selected[e.function_slot]) {
                 ++info.filtered;
             } else {
                 staging_[kept++] = e;
@@ -389,17 +403,28 @@ void ContextState::flush(const char* reason) {
         counter_staging_.resize(GPUOBS_LAUNCH_TABLE_SIZE);
         sanitizer().memcpy_dtoh(counter_staging_.data(), counters_,
                                 GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter), nullptr);
-        write_launch_counts(&counts, &info.unattributed);
+        write_launch_counts(launches, &counts, &info.unattributed);
         reset_device_buffers();
     }
-    if (!pending_launches_.empty())
-        file_.write_chunk(GPUOBS_CHUNK_LAUNCHES,
-                          {{pending_launches_.data(), pending_launches_.size() * sizeof(gpuobs_launch)}});
+    if (!launches.empty())
+        file_.write_chunk(GPUOBS_CHUNK_LAUNCHES, {{launches.data(), launches.size() * sizeof(gpuobs_launch)}});
     info.launch_count_len = (uint32_t)counts.size();
     file_.write_chunk(GPUOBS_CHUNK_FLUSH,
                       {{&info, sizeof info}, {counts.data(), counts.size() * sizeof(gpuobs_launch_count)}});
     if (!staging_.empty()) file_.write_events(device_index_, info.flush_seq, staging_.data(), (uint32_t)staging_.size());
-    pending_launches_.clear();
+    {
+        // A launch that slipped in while this flush read and reset the device may
+        // have lost part of its events or counts: flag it rather than hide it.
+        std::lock_guard<std::mutex> lock(launch_mu_);
+        if (launches_total_ != launches_at_start) {
+            for (gpuobs_launch& l : pending_launches_) l.flags |= 2;
+            if (!raced_reported_) {
+                GPUOBS_LOG("a launch raced a flush on device %u; its counts may be partial (flagged in the launch table)",
+                           device_index_);
+                raced_reported_ = true;
+            }
+        }
+    }
     if (std::getenv("GPUOBS_DEBUG"))
         GPUOBS_LOG("flush %u (%s): attempted %llu recorded %llu dropped %llu kept %zu", info.flush_seq, reason,
                    (unsigned long long)info.attempted, (unsigned long long)info.recorded,
@@ -409,7 +434,8 @@ void ContextState::flush(const char* reason) {
 void ContextState::on_destroy() {
     last_clock_sample_ns_ = 0;  // the final flush takes a last clock sample
     flush("context destroyed");
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> flush_lock(flush_mu_);
+    std::lock_guard<std::mutex> lock(launch_mu_);
     destroyed_ = true;
 }
 

@@ -35,32 +35,37 @@ public:
     // Allocates the device buffers and uploads the patches; false (error set)
     // leaves this context uninstrumented.
     bool setup(std::string* error);
-    bool active() const { return active_; }
+    bool active() const { return active_.load(); }
     uint32_t device_index() const { return device_index_; }
 
     void on_launch(const LaunchInfo& launch);
     void on_stream_synchronized(uint64_t stream_key);
     void on_context_synchronized();
-    // Moves the device buffer into the file and resets it. Only call when no
-    // kernel of this context can be running.
-    void flush(const char* reason);
+    // Moves the device buffer into the file and resets it. With require_quiet,
+    // only when every stream that launched since its last sync has synced.
+    // Launch callbacks never wait on a flush (a flush calls into the driver,
+    // which may hold locks that a launching thread holds).
+    void flush(const char* reason, bool require_quiet = false);
     void on_destroy();
 
 private:
     uint32_t function_slot_for(CUfunction f, const char* name, CUmodule module);
     void write_device_info();
     void sample_clock();
-    void write_launch_counts(std::vector<gpuobs_launch_count>* out, uint64_t* unattributed);
+    void write_launch_counts(const std::vector<gpuobs_launch>& launches, std::vector<gpuobs_launch_count>* out,
+                             uint64_t* unattributed);
     void reset_device_buffers();
 
-    std::mutex mu_;
+    std::mutex launch_mu_;  // host launch state below; never held across a driver call from a flush
+    std::mutex flush_mu_;   // serialises flushes and owns the staging buffers and probe
     CUcontext ctx_;
     CUdevice device_;
     uint32_t device_index_;
     const Config& config_;
     RecordingFile& file_;
-    bool active_ = false;
+    std::atomic<bool> active_{false};
     bool destroyed_ = false;
+    bool raced_reported_ = false;
     uint32_t sm_count_ = 0;
     uint32_t stripe_count_ = 0;
     uint64_t stripe_capacity_ = 0;
@@ -72,7 +77,7 @@ private:
     gpuobs_block_slot* block_table_ = nullptr;
     gpuobs_function_entry* entries_ = nullptr;
 
-    // host state
+    // host state (launch_mu_)
     std::unordered_map<CUfunction, uint32_t> function_slots_;
     std::vector<uint8_t> function_selected_;  // by slot: passes the kernel filter
     std::vector<gpuobs_launch> pending_launches_;

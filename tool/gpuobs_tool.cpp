@@ -101,13 +101,19 @@ bool ensure_file_open() {
     return t.file.is_open();
 }
 
+// The state of a context, set up on first sight. Setting up calls the driver, so
+// it runs outside contexts_mu: a thread inside a driver call must never wait on
+// a lock held by a thread that is itself calling the driver.
 ContextState* context_state(CUcontext ctx, CUdevice device, bool device_known) {
     Tool& t = *g_tool;
     if (!ensure_file_open()) return nullptr;
-    std::lock_guard<std::mutex> lock(t.contexts_mu);
-    auto it = t.contexts.find(ctx);
-    if (it != t.contexts.end()) return it->second;
-    if (t.failed_contexts.count(ctx)) return nullptr;
+    {
+        std::lock_guard<std::mutex> lock(t.contexts_mu);
+        auto it = t.contexts.find(ctx);
+        if (it != t.contexts.end()) return it->second->active() ? it->second : nullptr;
+        if (t.failed_contexts.count(ctx)) return nullptr;
+        t.failed_contexts[ctx] = true;  // "being set up": other threads skip it meanwhile
+    }
     if (!device_known) {
         CudaDriver& d = driver();
         CUcontext popped;
@@ -120,7 +126,6 @@ ContextState* context_state(CUcontext ctx, CUdevice device, bool device_known) {
         g_in_tool = false;
         if (!ok) {
             GPUOBS_LOG("cannot tell which device a context is on; that context stays uninstrumented");
-            t.failed_contexts[ctx] = true;
             return nullptr;
         }
     }
@@ -128,9 +133,10 @@ ContextState* context_state(CUcontext ctx, CUdevice device, bool device_known) {
     std::string error;
     if (!state->setup(&error)) {
         GPUOBS_LOG("%s; device %d runs uninstrumented", error.c_str(), (int)device);
-        t.failed_contexts[ctx] = true;
         return nullptr;
     }
+    std::lock_guard<std::mutex> lock(t.contexts_mu);
+    t.failed_contexts.erase(ctx);
     t.contexts[ctx] = state;
     return state;
 }

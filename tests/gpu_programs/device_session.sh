@@ -2,12 +2,7 @@
 # One call on the lent GPU machine: set up, build, run the GPU tests, keep logs in $OUT.
 #   bash tests/gpu_programs/device_session.sh [pytest args...]
 set -uo pipefail
-OUT=${OUT:-/tmp/gpuobs-out}; mkdir -p "$OUT"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH="$PWD/exporter:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 GPUOBS_GPU_TESTS=1
+source "$(dirname "$0")/device_env.sh"
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv; nvcc --version | tail -1; python3 -c "import torch; print('torch', torch.__version__)"; } 2>&1 | tee "$OUT/env.txt"
 python3 -m gpuobs build 2>&1 | tee "$OUT/build.log" || exit 1
 python3 -m pytest -v -p no:cacheprovider "$@" 2>&1 | tee "$OUT/gpu_tests.log"

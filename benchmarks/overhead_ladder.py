@@ -1,0 +1,107 @@
+"""The overhead ladder: every workload under every mode, ratios to "no tool"
+measured in the same run. Configurations alternate round by round (the tool is
+either in a process or not), and each cell is the median over rounds of the
+per-process median of device times.
+
+    python benchmarks/overhead_ladder.py --rounds 2 --out docs/benchmarks.md
+"""
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIGS = ["none", "off", "block_noop", "block_counter", "block_trace", "mem_noop", "mem_sampled", "mem_full"]
+NOOP_OF = {"block_counter": "block_noop", "block_trace": "block_noop", "mem_sampled": "mem_noop", "mem_full": "mem_noop"}
+
+
+def run_config(config: str, reps: int, only: str, workdir: Path) -> dict:
+    worker = [sys.executable, str(ROOT / "benchmarks" / "workloads.py"), "--reps", str(reps)]
+    if only:
+        worker += ["--only", only]
+    if config == "none":
+        cmd = worker
+    else:
+        cmd = [sys.executable, "-m", "gpuobs", "record", "--force", "--mode", config,
+               "-o", str(workdir / f"bench_{config}.gpuobs"), "--", *worker]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    line = next((l for l in proc.stdout.splitlines() if l.startswith("GPUOBS_BENCH ")), None)
+    if line is None:
+        return {"_error": f"exit {proc.returncode}: {proc.stderr[-500:]}"}
+    return json.loads(line[len("GPUOBS_BENCH "):])
+
+
+def environment() -> str:
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True).stdout.strip()
+    except OSError:
+        smi = "unknown GPU"
+    return smi
+
+
+def fmt(v):
+    return f"{v:.3f}" if isinstance(v, float) else str(v)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--only", default="")
+    p.add_argument("--configs", default=",".join(CONFIGS))
+    p.add_argument("--out", default="")
+    args = p.parse_args()
+    configs = args.configs.split(",")
+    samples = {c: {} for c in configs}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.rounds):
+            for c in (configs if r % 2 == 0 else list(reversed(configs))):
+                res = run_config(c, args.reps, args.only, Path(tmp))
+                print(f"round {r} {c}: {res}", flush=True)
+                for w, v in res.items():
+                    samples[c].setdefault(w, []).append(v)
+    workloads = sorted({w for c in samples.values() for w in c if not w.startswith("_")},
+                       key=lambda w: list(samples[configs[0]]).index(w) if w in samples[configs[0]] else 99)
+    cell = {}
+    for c in configs:
+        for w in workloads:
+            vals = [v for v in samples[c].get(w, []) if isinstance(v, (int, float))]
+            cell[c, w] = statistics.median(vals) if vals else None
+    lines = [f"GPU: {environment()}; date: {datetime.date.today()}; command: "
+             f"`python benchmarks/overhead_ladder.py --rounds {args.rounds} --reps {args.reps}`", "",
+             "Median device time in ms (empty_launch_us: host microseconds per launch), then the ratio to no tool "
+             "and, for counting and capturing rungs, to their own no-op rung.", "",
+             "| workload | " + " | ".join(configs) + " |", "|---" * (len(configs) + 1) + "|"]
+    for w in workloads:
+        row = [w]
+        for c in configs:
+            v, base = cell[c, w], cell.get(("none", w))
+            if v is None:
+                row.append("failed")
+                continue
+            text = fmt(v)
+            if base and c != "none":
+                text += f" ({v / base:.2f}x"
+                noop = NOOP_OF.get(c)
+                if noop and cell.get((noop, w)):
+                    text += f"; {v / cell[noop, w]:.2f}x {noop}"
+                text += ")"
+            row.append(text)
+        lines.append("| " + " | ".join(row) + " |")
+    errors = {c: samples[c].get("_error") for c in configs if samples[c].get("_error")}
+    if errors:
+        lines += ["", "Errors: " + json.dumps(errors)]
+    table = "\n".join(lines)
+    print(table)
+    if args.out:
+        Path(args.out).write_text(table + "\n")
+
+
+if __name__ == "__main__":
+    main()

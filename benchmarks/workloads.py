@@ -1,0 +1,110 @@
+"""The workloads of the overhead ladder, timed inside one process (one mode).
+
+Prints one JSON object: workload -> {"ms": median device ms, ...}. Device time
+comes from CUDA events around each repetition, after warm-up; inputs are larger
+than the 60 MB L2 where the workload allows it."""
+import argparse
+import ctypes
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(ROOT / "examples" / "closed_binary"))
+
+
+def device_ms(fn, reps, warmup=3):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()  # a sync per repetition, as a real loop reading results would
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def silu_closed(reps):
+    import run_silu_mul
+    lib = run_silu_mul.library()
+    x = torch.randn(6098, 2 * 17408, device="cuda", dtype=torch.bfloat16)
+    out = torch.empty(6098, 17408, device="cuda", dtype=torch.bfloat16)
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    return device_ms(lambda: lib.silu_and_mul(ctypes.c_void_p(out.data_ptr()), ctypes.c_void_p(x.data_ptr()),
+                                              6098, 17408, stream), reps)
+
+
+def cublas(reps):
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    return device_ms(lambda: a @ b, reps)
+
+
+def torch_silu(reps):
+    x = torch.randn(6098, 17408, device="cuda", dtype=torch.bfloat16)
+    y = torch.randn_like(x)
+    return device_ms(lambda: F.silu(x) * y, reps)
+
+
+def sdpa(reps):
+    q = torch.randn(8, 16, 2048, 128, device="cuda", dtype=torch.bfloat16)
+    k, v = torch.randn_like(q), torch.randn_like(q)
+    return device_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), reps)
+
+
+def decode_graph(reps):
+    import decode_graph as dg
+    model, tokens, pos = dg.build(layers=4)
+    graph, _ = dg.capture(model, tokens, pos)
+    return device_ms(graph.replay, reps)
+
+
+def empty_launches(reps):
+    """Host microseconds per launch of an empty kernel (10,000 back to back)."""
+    import run_silu_mul
+    lib = run_silu_mul.library()
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    lib.launch_empty(100, stream)
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(max(3, reps // 4)):
+        t0 = time.perf_counter()
+        lib.launch_empty(10_000, stream)
+        torch.cuda.synchronize()
+        samples.append((time.perf_counter() - t0) / 10_000 * 1e6)
+    return statistics.median(samples)
+
+
+WORKLOADS = {"silu_closed_binary": silu_closed, "cublas_4096_bf16": cublas, "torch_silu_mul": torch_silu,
+             "sdpa": sdpa, "decode_step_graph": decode_graph, "empty_launch_us": empty_launches}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--only", default="")
+    args = p.parse_args()
+    results = {}
+    for name, fn in WORKLOADS.items():
+        if args.only and name not in args.only.split(","):
+            continue
+        try:
+            results[name] = fn(args.reps)
+        except Exception as exc:  # a failed workload is reported, not hidden
+            results[name] = f"error: {type(exc).__name__}: {exc}"
+        torch.cuda.synchronize()
+    print("GPUOBS_BENCH " + json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
