@@ -129,32 +129,44 @@ __device__ __forceinline__ uint64_t block_key(uint64_t grid, uint64_t block) {
     return fmix64(grid * 0x9e3779b97f4a7c15ULL + block) | 1ULL;
 }
 
-// The block table has GPUOBS_BLOCK_TABLE_WAYS slots per SM (a Hopper SM holds at
-// most 32 blocks). A block's slot is found by probing linearly from a hash of its
-// key; lookups never stop at an empty slot, so freeing slots needs no tombstones.
-__device__ __forceinline__ gpuobs_block_slot* block_row(const gpuobs_function_entry& e, uint32_t sm) {
-    if (sm >= GPUOBS_MAX_STRIPES) return nullptr;
-    return reinterpret_cast<gpuobs_block_slot*>(e.block_table) + sm * GPUOBS_BLOCK_TABLE_WAYS;
+__device__ __forceinline__ uint32_t warp_slot() {
+    uint32_t w;
+    asm volatile("mov.u32 %0, %%warpid;" : "=r"(w));
+    return w;
 }
 
-__device__ __forceinline__ gpuobs_block_slot* insert_block(gpuobs_block_slot* row, uint64_t key) {
-    uint32_t h = (uint32_t)(key >> 32);
-    for (uint32_t i = 0; i < GPUOBS_BLOCK_TABLE_WAYS; ++i) {
-        gpuobs_block_slot* s = row + ((h + i) & (GPUOBS_BLOCK_TABLE_WAYS - 1));
-        if (*reinterpret_cast<volatile uint64_t*>(&s->key) != 0) continue;
-        if (atomicCAS(reinterpret_cast<unsigned long long*>(&s->key), 0ULL, (unsigned long long)key) == 0ULL)
-            return s;
-    }
-    return nullptr;
+// Consecutive blocks of a grid get consecutive slots, so the blocks one grid has
+// in flight (a few thousand at most) never collide with each other.
+__device__ __forceinline__ gpuobs_block_slot* block_slot(const gpuobs_function_entry& e, uint64_t grid,
+                                                         uint64_t block) {
+    uint64_t i = (fmix64(grid) + block) & (GPUOBS_BLOCK_TABLE_SIZE - 1);
+    return reinterpret_cast<gpuobs_block_slot*>(e.block_table) + i;
 }
 
-__device__ __forceinline__ gpuobs_block_slot* find_block(gpuobs_block_slot* row, uint64_t key) {
-    uint32_t h = (uint32_t)(key >> 32);
-    for (uint32_t i = 0; i < GPUOBS_BLOCK_TABLE_WAYS; ++i) {
-        gpuobs_block_slot* s = row + ((h + i) & (GPUOBS_BLOCK_TABLE_WAYS - 1));
-        if (*reinterpret_cast<volatile uint64_t*>(&s->key) == key) return s;
-    }
-    return nullptr;
+// Entry and exits both find-or-insert: whichever thread of the block comes first
+// claims the slot, so warps that exit before the leader has entered still count.
+__device__ __forceinline__ bool claim_block_slot(gpuobs_block_slot* s, uint64_t key) {
+    unsigned long long old = atomicCAS(reinterpret_cast<unsigned long long*>(&s->key), 0ULL, (unsigned long long)key);
+    return old == 0ULL || old == key;
+}
+
+__device__ __forceinline__ gpuobs_leader_slot* leader_slot(const gpuobs_function_entry& e, uint32_t sm) {
+    uint32_t w = warp_slot();
+    if (sm >= GPUOBS_MAX_STRIPES || w >= GPUOBS_LEADER_TABLE_WAYS) return nullptr;
+    return reinterpret_cast<gpuobs_leader_slot*>(e.leader_table) + sm * GPUOBS_LEADER_TABLE_WAYS + w;
+}
+
+__device__ __forceinline__ uint32_t threads_per_block() { return blockDim.x * blockDim.y * blockDim.z; }
+
+// Stamps an end on a block event: the latest stamp wins, so the order in which
+// the leader's exit and the completing exit arrive does not matter.
+__device__ __forceinline__ void stamp_end(gpuobs_event* r, uint32_t sm, bool confirmed) {
+    atomicMax(reinterpret_cast<unsigned long long*>(&r->time_end), (unsigned long long)globaltimer());
+    r->sm_id_end = (uint16_t)sm;
+    unsigned int* flags_word = reinterpret_cast<unsigned int*>(&r->flags);  // flags + reserved, 4-byte aligned
+    if (confirmed) atomicAnd(flags_word, ~(unsigned int)GPUOBS_BLOCK_END_LEADER);
+    __threadfence();
+    r->kind = GPUOBS_EVENT_BLOCK;
 }
 
 }  // namespace
@@ -173,9 +185,9 @@ GPUOBS_PATCH gpuobs_block_counter(void* userdata, uint64_t pc) {
     return SANITIZER_PATCH_SUCCESS;
 }
 
-// Block start: the leader (thread 0,0,0) claims the block's record, writes its
-// start, and registers it in its SM's row of the block table so the block's
-// last exiting thread can find it.
+// Block start: the leader (thread 0,0,0) claims the block's event, writes its
+// start, remembers the event under its own warp slot, and registers the block's
+// exit counter.
 GPUOBS_PATCH gpuobs_block_trace_enter(void* userdata, uint64_t pc) {
     if ((threadIdx.x | threadIdx.y | threadIdx.z) != 0 || userdata == nullptr)
         return SANITIZER_PATCH_SUCCESS;
@@ -187,74 +199,63 @@ GPUOBS_PATCH gpuobs_block_trace_enter(void* userdata, uint64_t pc) {
     uint64_t index;
     gpuobs_event* r = claim(e, stripe_of(e, sm), &index);
     if (r != nullptr) {
-        // kind stays EMPTY until the block ends: an aborted kernel leaves it incomplete.
-        store_event(r, t0, 0, grid, 0, 0, e.function_slot, blockIdx.x, pack_by_bz(),
-                    sm << 16, sm, 0);
+        // The end is still unconfirmed; kind stays EMPTY until an exit stamps it.
+        store_event(r, t0, 0, grid, 0, 0, e.function_slot, blockIdx.x, pack_by_bz(), sm << 16, sm,
+                    GPUOBS_BLOCK_END_LEADER);
     }
-    // Registered under (SM, key): the block's warps run on this SM only.
-    gpuobs_block_slot* row = block_row(e, sm);
-    gpuobs_block_slot* slot = row ? insert_block(row, block_key(grid, flat_block_index())) : nullptr;
-    if (slot != nullptr) {
-        slot->event_index = index;
-        slot->exited_threads = 0;
+    uint64_t block = flat_block_index();
+    uint64_t key = block_key(grid, block);
+    if (gpuobs_leader_slot* ls = leader_slot(e, sm)) {
+        ls->event_index = index;
+        ls->key = key;
+    }
+    gpuobs_block_slot* bs = block_slot(e, grid, block);
+    if (claim_block_slot(bs, key)) {
+        bs->event_index = index;
+        bs->total_threads = threads_per_block();
         __threadfence();
-        slot->ready = 1;  // ready: exits may count from now on
+        bs->ready = 1;
+    } else {
+        gpuobs_control* ctl = reinterpret_cast<gpuobs_control*>(e.control);
+        atomicAdd(reinterpret_cast<unsigned long long*>(&ctl->lost_block_ends), 1ULL);
     }
     return SANITIZER_PATCH_SUCCESS;
 }
 
-// Block end, defined as the moment the block's last thread passes its exit.
-// Each group of threads exiting together adds its size to the block's count;
-// the group that completes the count stamps the end. The leader stamps a
-// provisional end (flagged) at its own exit, so a record is complete even if
-// the count cannot be tracked.
+// Block end, defined as the moment the block's last thread passes its exit:
+// each group of threads exiting together adds its size to the block's exit
+// count, and the group that completes the count stamps the end. The leader also
+// stamps its own exit, flagged until the count confirms it, so every event is
+// complete even when the count cannot be kept (a table collision).
 GPUOBS_PATCH gpuobs_block_trace_exit(void* userdata, uint64_t pc) {
     if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
     uint32_t mask = __activemask();
     if (lane_id() != (uint32_t)(__ffs(mask) - 1)) return SANITIZER_PATCH_SUCCESS;
     gpuobs_function_entry e = load_entry(userdata);
     uint32_t sm = sm_id();
-    gpuobs_block_slot* row = block_row(e, sm);
-    gpuobs_block_slot* slot = row ? find_block(row, block_key(grid_id(), flat_block_index())) : nullptr;
-    gpuobs_control* ctl = reinterpret_cast<gpuobs_control*>(e.control);
-    bool has_leader = flat_thread_index() < 32 && (mask & 1u);
-    bool tracked = slot != nullptr && *reinterpret_cast<volatile uint32_t*>(&slot->ready) == 1;
-    if (has_leader) {
-        uint64_t index = tracked ? *reinterpret_cast<volatile uint64_t*>(&slot->event_index) : ~0ULL;
-        if (!tracked) atomicAdd(reinterpret_cast<unsigned long long*>(&ctl->lost_block_ends), 1ULL);
-        if (index != ~0ULL) {
-            gpuobs_event* r = reinterpret_cast<gpuobs_event*>(e.events) + index;
-            r->time_end = globaltimer();
-            r->sm_id_end = (uint16_t)sm;
-            r->flags = GPUOBS_BLOCK_END_LEADER;
-            __threadfence();
-            r->kind = GPUOBS_EVENT_BLOCK;
-        }
+    uint64_t grid = grid_id(), block = flat_block_index();
+    uint64_t key = block_key(grid, block);
+    gpuobs_event* events = reinterpret_cast<gpuobs_event*>(e.events);
+    if (flat_thread_index() < 32 && (mask & 1u)) {  // this group holds the leader
+        gpuobs_leader_slot* ls = leader_slot(e, sm);
+        if (ls != nullptr && ls->key == key && ls->event_index != ~0ULL) stamp_end(events + ls->event_index, sm, false);
         __threadfence();
     }
-    if (!tracked) return SANITIZER_PATCH_SUCCESS;
-    uint32_t total = blockDim.x * blockDim.y * blockDim.z;
-    uint32_t n = __popc(mask);
-    uint32_t before = atomicAdd(&slot->exited_threads, n);
-    if (before + n != total) return SANITIZER_PATCH_SUCCESS;
+    gpuobs_block_slot* bs = block_slot(e, grid, block);
+    if (!claim_block_slot(bs, key)) return SANITIZER_PATCH_SUCCESS;
+    uint32_t total = threads_per_block(), n = __popc(mask);
+    uint32_t before = atomicAdd(&bs->exited_threads, n);
+    if (before >= total || before + n < total) return SANITIZER_PATCH_SUCCESS;
     __threadfence();
-    uint64_t index = *reinterpret_cast<volatile uint64_t*>(&slot->event_index);
-    if (index == ~0ULL) {
-        slot->ready = 0;
-        __threadfence();
-        slot->key = 0;
-        return SANITIZER_PATCH_SUCCESS;
+    if (*reinterpret_cast<volatile uint32_t*>(&bs->ready) == 1) {
+        uint64_t index = *reinterpret_cast<volatile uint64_t*>(&bs->event_index);
+        if (index != ~0ULL) stamp_end(events + index, sm, true);
     }
-    gpuobs_event* r = reinterpret_cast<gpuobs_event*>(e.events) + index;
-    r->time_end = globaltimer();
-    r->sm_id_end = (uint16_t)sm;
-    r->flags = 0;
+    // Free the slot for the next block that hashes here.
+    bs->ready = 0;
+    bs->exited_threads = 0;
     __threadfence();
-    r->kind = GPUOBS_EVENT_BLOCK;
-    // Free the slot: every thread of the block has passed here.
-    slot->ready = 0;
-    __threadfence();
-    slot->key = 0;
+    *reinterpret_cast<volatile uint64_t*>(&bs->key) = 0;
     return SANITIZER_PATCH_SUCCESS;
 }
 

@@ -16,14 +16,15 @@
 /* gpuobs:cdef-begin */
 #define GPUOBS_FORMAT_VERSION 1
 /* FNV-1a 64 of the canonical layout text (see gpuobs/schema.py: layout_text). */
-#define GPUOBS_SCHEMA_HASH 0xe7fd65cfb383a17f
+#define GPUOBS_SCHEMA_HASH 0xca8a2a4ffac04ec1
 #define GPUOBS_EVENT_SIZE 64
 #define GPUOBS_MAX_STRIPES 256
 #define GPUOBS_DEFAULT_CAPACITY 1048576
 #define GPUOBS_DEFAULT_SAMPLE_SHIFT 10
 #define GPUOBS_LAUNCH_TABLE_SIZE 4096
 #define GPUOBS_LAUNCH_COUNTER_STRIPES 15 /* +1: 16 counters, two cache lines */
-#define GPUOBS_BLOCK_TABLE_WAYS 64
+#define GPUOBS_BLOCK_TABLE_SIZE 65536
+#define GPUOBS_LEADER_TABLE_WAYS 64
 #define GPUOBS_FUNCTION_TABLE_SIZE 65536
 #define GPUOBS_NAME_LEN 256
 #define GPUOBS_CONTROL_MAGIC 0x5342424f
@@ -48,8 +49,8 @@ enum gpuobs_event_kind {
 /* gpuobs_event.flags bits for block events; memory events carry the
  * sanitizer's SANITIZER_MEMORY_DEVICE_FLAG_* bits instead. */
 enum gpuobs_block_flags {
-    GPUOBS_BLOCK_END_LEADER = 1    /* time_end is the leader thread's exit: the last
-                                      thread's exit could not be tracked */
+    GPUOBS_BLOCK_END_LEADER = 1    /* the exit count did not confirm the end: time_end is
+                                      the leader thread's (0,0,0) exit */
 };
 
 /* One event: exactly one 64-byte cache line. */
@@ -90,9 +91,9 @@ typedef struct gpuobs_control {
     uint64_t events;            /* device address of gpuobs_event[stripe_count * stripe_capacity] */
     uint64_t launch_counters;   /* device address of gpuobs_launch_counter[GPUOBS_LAUNCH_TABLE_SIZE] */
     uint64_t block_table;       /* device address of the block table (see gpuobs_function_entry) */
+    uint64_t leader_table;
     uint64_t lost_counts;       /* reserved: counts that could not be attributed */
-    uint64_t lost_block_ends;   /* block_trace: blocks whose last exit could not be tracked */
-    uint64_t pad[1];
+    uint64_t lost_block_ends;   /* block_trace: blocks whose exit count had no table slot */
     gpuobs_stripe stripes[GPUOBS_MAX_STRIPES];
 } gpuobs_control;
 
@@ -103,15 +104,23 @@ typedef struct gpuobs_launch_counter {
     uint64_t count[GPUOBS_LAUNCH_COUNTER_STRIPES + 1]; /* blocks (block modes) or accesses (memory modes) */
 } gpuobs_launch_counter;
 
-/* block_trace: a row of GPUOBS_BLOCK_TABLE_WAYS slots per SM, one per resident
- * block, so that the block's last exiting thread finds its record. */
+/* block_trace: the exit count of each running block, in a direct-mapped table
+ * (slot = hash of grid and block), found and inserted by entry and exits alike. */
 typedef struct gpuobs_block_slot {
     uint64_t key;               /* hash of (grid, block); 0 = free */
-    uint64_t event_index;       /* claimed event, or ~0 when dropped */
+    uint64_t event_index;       /* the block's event, or ~0 when dropped */
     uint32_t exited_threads;
-    uint32_t ready;             /* 1 once the leader has set the slot up */
-    uint64_t pad;
+    uint32_t ready;             /* 1 once the leader has set event_index */
+    uint32_t total_threads;     /* written by the leader, for diagnostics */
+    uint32_t pad;
 } gpuobs_block_slot;
+
+/* block_trace: where the leader thread finds its own event at its exit, by
+ * (SM, hardware warp slot of the leader's warp): a warp keeps its slot. */
+typedef struct gpuobs_leader_slot {
+    uint64_t key;
+    uint64_t event_index;
+} gpuobs_leader_slot;
 
 /* What each patched function's callback data points to (device memory): every
  * constant the patches need, in one cache line, so a patch does one load. */
@@ -119,13 +128,13 @@ typedef struct gpuobs_function_entry {
     uint64_t control;           /* device address of gpuobs_control */
     uint64_t events;
     uint64_t launch_counters;
-    uint64_t block_table;       /* gpuobs_block_slot[GPUOBS_MAX_STRIPES][GPUOBS_BLOCK_TABLE_WAYS], by %smid */
+    uint64_t block_table;       /* gpuobs_block_slot[GPUOBS_BLOCK_TABLE_SIZE] */
     uint64_t stripe_capacity;
     uint32_t stripe_count;
     uint32_t sample_shift;
     uint32_t function_slot;
     uint32_t mode;
-    uint64_t pad;
+    uint64_t leader_table;      /* gpuobs_leader_slot[GPUOBS_MAX_STRIPES][GPUOBS_LEADER_TABLE_WAYS], by %smid, %warpid */
 } gpuobs_function_entry;
 
 /* ---- Recording file (.gpuobs) ---- */

@@ -100,12 +100,14 @@ bool ContextState::setup(std::string* error) {
     }
     const size_t events_bytes = stripe_count_ * stripe_capacity_ * sizeof(gpuobs_event);
     const size_t counters_bytes = GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter);
-    const size_t table_bytes = (size_t)GPUOBS_MAX_STRIPES * GPUOBS_BLOCK_TABLE_WAYS * sizeof(gpuobs_block_slot);
+    const size_t table_bytes = (size_t)GPUOBS_BLOCK_TABLE_SIZE * sizeof(gpuobs_block_slot);
+    const size_t leaders_bytes = (size_t)GPUOBS_MAX_STRIPES * GPUOBS_LEADER_TABLE_WAYS * sizeof(gpuobs_leader_slot);
     const size_t entries_bytes = (size_t)GPUOBS_FUNCTION_TABLE_SIZE * sizeof(gpuobs_function_entry);
     if (!device_alloc(ctx_, &ctl_, sizeof(gpuobs_control), "the control block", error) ||
         !device_alloc(ctx_, &events_, events_bytes, "the event buffer", error) ||
         !device_alloc(ctx_, &counters_, counters_bytes, "the launch counters", error) ||
         !device_alloc(ctx_, &block_table_, table_bytes, "the block table", error) ||
+        !device_alloc(ctx_, &leader_table_, leaders_bytes, "the leader table", error) ||
         !device_alloc(ctx_, &entries_, entries_bytes, "the function entries", error))
         return false;
 
@@ -119,6 +121,7 @@ bool ContextState::setup(std::string* error) {
     ctl.events = (uint64_t)events_;
     ctl.launch_counters = (uint64_t)counters_;
     ctl.block_table = (uint64_t)block_table_;
+    ctl.leader_table = (uint64_t)leader_table_;
     // Every function entry is written now, so a function first seen inside a
     // graph replay never reads an unwritten entry.
     std::vector<gpuobs_function_entry> entries(GPUOBS_FUNCTION_TABLE_SIZE);
@@ -129,6 +132,7 @@ bool ContextState::setup(std::string* error) {
         e.events = (uint64_t)events_;
         e.launch_counters = (uint64_t)counters_;
         e.block_table = (uint64_t)block_table_;
+        e.leader_table = (uint64_t)leader_table_;
         e.stripe_capacity = stripe_capacity_;
         e.stripe_count = stripe_count_;
         e.sample_shift = config_.sample_shift;
@@ -139,6 +143,7 @@ bool ContextState::setup(std::string* error) {
     SanitizerResult w2 = sanitizer().memcpy_htod_async(entries_, entries.data(), entries_bytes, nullptr);
     SanitizerResult w3 = sanitizer().memset(counters_, 0, counters_bytes, nullptr);
     SanitizerResult w4 = sanitizer().memset(block_table_, 0, table_bytes, nullptr);
+    if (w4 == SANITIZER_SUCCESS) w4 = sanitizer().memset(leader_table_, 0, leaders_bytes, nullptr);
     uint32_t check = 0;
     // A blocking copy on the same stream: the writes above are done when it returns.
     SanitizerResult w5 = sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, nullptr);
@@ -330,13 +335,32 @@ void ContextState::write_launch_counts(const std::vector<gpuobs_launch>& launche
     }
 }
 
+// Debugging aid (GPUOBS_DEBUG): blocks whose exit count never completed leave
+// their slot taken; say how many, and whether their counts fell short or overshot.
+void ContextState::report_block_table() {
+    std::vector<gpuobs_block_slot> table(GPUOBS_BLOCK_TABLE_SIZE);
+    if (sanitizer().memcpy_dtoh(table.data(), block_table_, table.size() * sizeof(gpuobs_block_slot), nullptr) !=
+        SANITIZER_SUCCESS)
+        return;
+    uint64_t taken = 0, short_count = 0, over = 0, not_ready = 0;
+    for (const gpuobs_block_slot& s : table) {
+        if (s.key == 0) continue;
+        ++taken;
+        if (!s.ready) ++not_ready;
+        if (s.total_threads && s.exited_threads < s.total_threads) ++short_count;
+        if (s.total_threads && s.exited_threads > s.total_threads) ++over;
+    }
+    GPUOBS_LOG("block table: %llu slots still taken (%llu not ready, %llu counted short, %llu over)",
+               (unsigned long long)taken, (unsigned long long)not_ready, (unsigned long long)short_count,
+               (unsigned long long)over);
+}
+
 void ContextState::reset_device_buffers() {
     sanitizer().memset(&ctl_->stripes[0], 0, sizeof(gpuobs_stripe) * stripe_count_, nullptr);
     sanitizer().memset(&ctl_->lost_counts, 0, 2 * sizeof(uint64_t), nullptr);
     sanitizer().memset(counters_, 0, GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter), nullptr);
     // Slots of blocks whose exit count never completed (aborted kernels) are freed too.
-    sanitizer().memset(block_table_, 0, (size_t)GPUOBS_MAX_STRIPES * GPUOBS_BLOCK_TABLE_WAYS * sizeof(gpuobs_block_slot),
-                       nullptr);
+    sanitizer().memset(block_table_, 0, (size_t)GPUOBS_BLOCK_TABLE_SIZE * sizeof(gpuobs_block_slot), nullptr);
     uint32_t check;
     sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, nullptr);  // returns once the resets are done
 }
@@ -404,6 +428,7 @@ void ContextState::flush(const char* reason, bool require_quiet) {
         sanitizer().memcpy_dtoh(counter_staging_.data(), counters_,
                                 GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter), nullptr);
         write_launch_counts(launches, &counts, &info.unattributed);
+        if (config_.mode == GPUOBS_MODE_BLOCK_TRACE && std::getenv("GPUOBS_DEBUG")) report_block_table();
         reset_device_buffers();
     }
     if (!launches.empty())
