@@ -25,7 +25,9 @@ def launch_index_of_events(rec: Recording) -> np.ndarray:
     Events carry the device %gridid; the launch table carries the sanitizer's grid
     id for the same launch. Graph replays may reuse a grid id within one flush
     window: their events are split in time where every earlier block has ended
-    (replays on one stream never overlap), and handed out in launch order."""
+    (replays on one stream never overlap), and handed out in launch order. A
+    launch made while another thread's flush ran (flagged in its flags) is
+    listed in the next window; its events are looked for there too."""
     ev = rec.events
     out = np.full(len(ev), UNRESOLVED, np.int64)
     if len(ev) == 0 or len(rec.launches) == 0:
@@ -33,16 +35,23 @@ def launch_index_of_events(rec: Recording) -> np.ndarray:
     lk = _key(rec.launches["device_index"], rec.launch_flushes, rec.launches["grid_id"])
     order = np.argsort(lk, kind="stable")
     lk_sorted = lk[order]
-    ek = _key(rec.event_devices, rec.event_flushes, ev["grid_id"])
+    flushes = rec.event_flushes
+    _match(ev, _key(rec.event_devices, flushes, ev["grid_id"]), lk_sorted, order, out, np.ones(len(ev), bool))
+    late = out == UNRESOLVED
+    if late.any():
+        _match(ev, _key(rec.event_devices, flushes + 1, ev["grid_id"]), lk_sorted, order, out, late)
+    return out
+
+
+def _match(ev, ek, lk_sorted, order, out, wanted) -> None:
     left = np.searchsorted(lk_sorted, ek, side="left")
     right = np.searchsorted(lk_sorted, ek, side="right")
-    found = right > left
+    found = wanted & (right > left)
     unique = found & (right - left == 1)
     out[unique] = order[left[unique]]
     shared = np.flatnonzero(found & (right - left > 1))
     if len(shared):
         _split_replays(ev, shared, left, right, order, out)
-    return out
 
 
 def _split_replays(ev, shared, left, right, order, out) -> None:
