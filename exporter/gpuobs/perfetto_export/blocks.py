@@ -1,0 +1,110 @@
+"""Block slices in bulk: one packet sequence per SM, begin/end packets in time
+order with delta timestamps (an incremental clock), kernel names interned, lane
+tracks given only where a block is not on the SM's first lane."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+from .clock import ClockRelation
+from .protowire import Rows
+from .writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
+
+INCREMENTAL_CLOCK = 64  # sequence-scoped clock ids are 64..127
+BEGIN, END = pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END
+ARG_NAMES = {"block": 1, "launch": 2, "block_y": 3, "block_z": 4}
+TIME_BITS = 44
+
+
+@dataclass
+class BlockSlices:
+    """The blocks of one GPU, ready to encode (all arrays aligned)."""
+
+    sm: np.ndarray          # int64
+    start: np.ndarray       # uint64 device ns
+    end: np.ndarray         # uint64 device ns
+    lane_uuid: np.ndarray   # uint64 track uuid of each block's lane
+    name_iid: np.ndarray    # uint64 interned kernel name
+    launch_id: np.ndarray   # int64, -1 when unresolved
+    block_x: np.ndarray
+    block_y: np.ndarray
+    block_z: np.ndarray
+
+
+def _packet_order(sm: np.ndarray, start: np.ndarray, end: np.ndarray):
+    """Begin and end packets sorted by (SM, time); at equal times an end closes
+    before a begin opens, except the end of a zero-length block after its begin."""
+    n = len(sm)
+    times = np.concatenate([start, end]).astype(np.uint64)
+    zero = start == end
+    rank = np.concatenate([np.ones(n, np.uint64), np.where(zero, 2, 0).astype(np.uint64)])
+    base = int(times.min())
+    rel = times - np.uint64(base)
+    sms = np.concatenate([sm, sm]).astype(np.uint64)
+    if int(rel.max()) < 1 << TIME_BITS and int(sms.max()) < 1 << (62 - TIME_BITS):
+        key = (sms << np.uint64(TIME_BITS + 2)) | (rel << np.uint64(2)) | rank
+        order = np.argsort(key, kind="stable")
+    else:
+        order = np.lexsort((rank, times, sms))
+    return order, times
+
+
+def encode_blocks(w: TraceWriter, b: BlockSlices, names: dict[int, str], sm_lane0_uuid: dict[int, int],
+                  clock: ClockRelation, block_args: bool = True) -> int:
+    """Writes every block's begin/end; returns the number of packets."""
+    n = len(b.sm)
+    if n == 0:
+        return 0
+    order, times = _packet_order(b.sm, b.start, b.end)
+    event = np.concatenate([np.arange(n), np.arange(n)])[order]
+    is_begin = order < n
+    t = times[order]
+    sm = b.sm[event]
+    boundaries = np.flatnonzero(np.r_[True, sm[1:] != sm[:-1]])
+    seq_ids = {int(sm[i]): w.new_sequence() for i in boundaries}
+    seq = np.array([seq_ids[int(s)] for s in sm[boundaries]], np.uint64)
+    seq_of_packet = np.repeat(seq, np.diff(np.r_[boundaries, len(sm)]))
+
+    # The first packet of each SM's sequence: interned names, defaults, clock.
+    used = np.unique(np.stack([sm[is_begin], b.name_iid[event][is_begin].astype(np.int64)], axis=1), axis=0)
+    for i in boundaries:
+        s = int(sm[i])
+        pkt = pb.TracePacket(trusted_packet_sequence_id=seq_ids[s], sequence_flags=SEQ_CLEARED,
+                             first_packet_on_sequence=True)
+        for iid in used[used[:, 0] == s][:, 1]:
+            pkt.interned_data.event_names.add(iid=int(iid), name=names[int(iid)])
+        for arg, iid in ARG_NAMES.items():
+            pkt.interned_data.debug_annotation_names.add(iid=iid, name=arg)
+        pkt.trace_packet_defaults.track_event_defaults.track_uuid = sm_lane0_uuid[s]
+        if clock.measured:
+            pkt.trace_packet_defaults.timestamp_clock_id = INCREMENTAL_CLOCK
+            pkt.clock_snapshot.clocks.add(clock_id=INCREMENTAL_CLOCK, timestamp=int(t[i]), is_incremental=True)
+            pkt.clock_snapshot.clocks.add(clock_id=clock.clock_id, timestamp=int(t[i]))
+        w.packet(pkt)
+
+    if clock.measured:
+        ts = np.zeros(len(t), np.uint64)
+        ts[1:] = t[1:] - t[:-1]
+        ts[boundaries] = 0  # each sequence starts at its snapshot value
+    else:
+        ts = t  # device mode: absolute device ns, no clock id
+    lane_uuid = b.lane_uuid[event]
+    default_lane = np.array([sm_lane0_uuid[int(s)] for s in sm[boundaries]], np.uint64)
+    not_default = lane_uuid != np.repeat(default_lane, np.diff(np.r_[boundaries, len(sm)]))
+    te = (Rows(len(t))
+          .varint_field(9, np.where(is_begin, BEGIN, END))
+          .varint_field(11, lane_uuid, present=not_default)
+          .varint_field(10, b.name_iid[event], present=is_begin))
+    if block_args:
+        launch = b.launch_id[event]
+        bx, by, bz = b.block_x[event], b.block_y[event], b.block_z[event]
+        for arg, values, present in (("block", bx, is_begin), ("block_y", by, is_begin & (by > 0)),
+                                     ("block_z", bz, is_begin & (bz > 0)), ("launch", launch, is_begin & (launch >= 0))):
+            ann = Rows(len(t)).varint_field(1, ARG_NAMES[arg]).sint_as_varint_field(4, values)
+            te.message_field(4, ann, present=present)
+    packets = (Rows(len(t)).varint_field(8, ts).message_field(11, te)
+               .varint_field(10, seq_of_packet).varint_field(13, SEQ_NEEDS))
+    w.rows(packets)
+    return len(t)

