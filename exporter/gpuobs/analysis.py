@@ -32,14 +32,32 @@ def launch_index_of_events(rec: Recording) -> np.ndarray:
     out = np.full(len(ev), UNRESOLVED, np.int64)
     if len(ev) == 0 or len(rec.launches) == 0:
         return out
-    lk = _key(rec.launches["device_index"], rec.launch_flushes, rec.launches["grid_id"])
+    launches = rec.launches
+    # Fast path: a grid id that names exactly one launch, on the event's device and window.
+    by_grid = np.argsort(launches["grid_id"], kind="stable")
+    grids = launches["grid_id"][by_grid]
+    left = np.searchsorted(grids, ev["grid_id"], side="left")
+    right = np.searchsorted(grids, ev["grid_id"], side="right")
+    single = right - left == 1
+    cand = by_grid[np.minimum(left, len(by_grid) - 1)]
+    single &= launches["device_index"][cand] == rec.event_devices
+    single &= rec.launch_flushes[cand] == rec.event_flushes
+    out[single] = cand[single]
+    rest = np.flatnonzero(~single)
+    if len(rest) == 0:
+        return out
+    # Slow path for the rest: graph replays sharing a grid id, launches listed a window late.
+    lk = _key(launches["device_index"], rec.launch_flushes, launches["grid_id"])
     order = np.argsort(lk, kind="stable")
     lk_sorted = lk[order]
-    flushes = rec.event_flushes
-    _match(ev, _key(rec.event_devices, flushes, ev["grid_id"]), lk_sorted, order, out, np.ones(len(ev), bool))
-    late = out == UNRESOLVED
+    sub = ev[rest]
+    devices, flushes = rec.event_devices[rest], rec.event_flushes[rest]
+    sub_out = np.full(len(rest), UNRESOLVED, np.int64)
+    _match(sub, _key(devices, flushes, sub["grid_id"]), lk_sorted, order, sub_out, np.ones(len(rest), bool))
+    late = sub_out == UNRESOLVED
     if late.any():
-        _match(ev, _key(rec.event_devices, flushes + 1, ev["grid_id"]), lk_sorted, order, out, late)
+        _match(sub, _key(devices, flushes + 1, sub["grid_id"]), lk_sorted, order, sub_out, late)
+    out[rest] = sub_out
     return out
 
 

@@ -123,6 +123,75 @@ def info(recording: Path = typer.Argument(Path("gpuobs.gpuobs")),
                   else f"{key:>16}: {value}", highlight=False)
 
 
+def _default_inputs() -> List[Path]:
+    """What `gpuobs record` writes by default here: gpuobs.gpuobs and its child processes' files."""
+    main = Path("gpuobs.gpuobs")
+    found = [main] if main.exists() else []
+    found += sorted(p for p in Path(".").glob("gpuobs.*.gpuobs") if p.name.split(".")[1].isdigit())
+    return found
+
+
+@app.command()
+def export(
+    output: Path = typer.Argument(..., help="the Perfetto trace to write (.pftrace)"),
+    inputs: Optional[List[Path]] = typer.Option(None, "-i", "--input",
+                                                help="recordings to read (default: ./gpuobs.gpuobs and its children's)"),
+    kernels: Optional[str] = typer.Option(None, "--kernels", help="only kernels whose name matches this regex"),
+    launches: Optional[str] = typer.Option(None, "--launches", help="launch ids START:END (END excluded)"),
+    time_window: Optional[str] = typer.Option(None, "--time-window",
+                                              help="START:END from the first event, e.g. 1ms:5ms"),
+    clock: str = typer.Option("auto", "--clock",
+                              help="auto: relate each GPU clock to host clocks where measured; device: never"),
+    samples: bool = typer.Option(False, "--samples", help="also write each sampled memory access as an instant"),
+    block_args: bool = typer.Option(True, "--block-args/--no-block-args",
+                                    help="block coordinates and launch id on every block slice"),
+    salvage: bool = typer.Option(False, "--salvage", help="read damaged recordings up to the damage"),
+):
+    """Write recordings as one Perfetto trace: per GPU a device-clock group, kernels, one track per SM."""
+    from .perfetto_export.export import ExportError, ExportOptions, export as run_export
+
+    paths = list(inputs) if inputs else _default_inputs()
+    if not paths:
+        _fail("no recording: ./gpuobs.gpuobs does not exist (run `gpuobs record` here first, or pass -i FILE)")
+    for p in paths:
+        if not p.exists():
+            _fail(f"no recording at {p}")
+    if output.exists() and output.is_dir():
+        _fail(f"cannot write {output}: it is a folder")
+    if not output.parent.exists():
+        _fail(f"cannot write {output}: folder {output.parent} does not exist")
+    recordings = [_load(p, salvage) for p in paths]
+    opts = ExportOptions(kernels=kernels, launches=launches, time_window=time_window, clock=clock,
+                         samples=samples, block_args=block_args)
+    big = sum(len(r.events) for r in recordings) > 200_000
+    try:
+        if big:
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+            with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                          console=err, transient=True) as bar:
+                task = bar.add_task("exporting", total=None)
+                summary = run_export(recordings, output, opts, lambda m: bar.update(task, description=m))
+        else:
+            summary = run_export(recordings, output, opts)
+    except ExportError as exc:
+        _fail(str(exc))
+    _print_export_summary(summary, output)
+
+
+def _print_export_summary(summary, output: Path) -> None:
+    out.print(f"[bold]{output}[/]: {summary.bytes / 1e6:.1f} MB, {summary.tracks:,} tracks, "
+              f"{summary.block_slices:,} block slices, {summary.kernel_slices:,} kernel slices")
+    for g in summary.gpus:
+        drops = f"[bold red]{g.dropped:,} records dropped[/]" if g.dropped else "nothing dropped"
+        out.print(f"  {g.label}: {g.sms} SMs ({g.lanes} lanes), {g.block_slices:,} blocks, "
+                  f"{g.kernel_slices:,} kernels, {g.memory_events:,} memory samples "
+                  f"({g.accesses_counted:,} accesses counted), {drops}; clock: {g.clock}", highlight=False)
+        if g.launches_without_time:
+            out.print(f"    {g.launches_without_time:,} launches carry no device timestamps in this mode "
+                      "(counts only), so they have no kernel slice", highlight=False)
+    out.print(f"Open it at ui.perfetto.dev, or in trace_processor.", highlight=False)
+
+
 @app.command(name="build")
 def build_cmd(force: bool = typer.Option(False, "--force", help="rebuild even if cached")):
     """Build the native tool and device patches (done on demand by `record`)."""

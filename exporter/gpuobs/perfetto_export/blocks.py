@@ -45,7 +45,7 @@ def _packet_order(sm: np.ndarray, start: np.ndarray, end: np.ndarray):
     sms = np.concatenate([sm, sm]).astype(np.uint64)
     if int(rel.max()) < 1 << TIME_BITS and int(sms.max()) < 1 << (62 - TIME_BITS):
         key = (sms << np.uint64(TIME_BITS + 2)) | (rel << np.uint64(2)) | rank
-        order = np.argsort(key, kind="stable")
+        order = np.argsort(key)  # ties are packets of different blocks: any order is right
     else:
         order = np.lexsort((rank, times, sms))
     return order, times
@@ -68,7 +68,8 @@ def encode_blocks(w: TraceWriter, b: BlockSlices, names: dict[int, str], sm_lane
     seq_of_packet = np.repeat(seq, np.diff(np.r_[boundaries, len(sm)]))
 
     # The first packet of each SM's sequence: interned names, defaults, clock.
-    used = np.unique(np.stack([sm[is_begin], b.name_iid[event][is_begin].astype(np.int64)], axis=1), axis=0)
+    pairs = np.unique(sm[is_begin] * (1 << 32) + b.name_iid[event][is_begin].astype(np.int64))
+    used = np.stack([pairs >> 32, pairs & 0xFFFFFFFF], axis=1)
     for i in boundaries:
         s = int(sm[i])
         pkt = pb.TracePacket(trusted_packet_sequence_id=seq_ids[s], sequence_flags=SEQ_CLEARED,

@@ -225,16 +225,21 @@ def _kernel_slices(w, rec, gpu, launches, table, names, iid_of_slot, clock, wind
         first.interned_data.debug_annotation_names.add(iid=i, name=arg)
     w.packet(first)
     arg_iid = {a: i for i, a in enumerate(KERNEL_ARGS, start=1)}
-    order = np.argsort(start, kind="stable")
-    ends = []
-    for k in order:
+    # Begins and ends in time order; at equal times an end closes before a begin opens.
+    marks = sorted([(int(start[k]), 1, k) for k in range(len(timed))] +
+                   [(int(end[k]), 0 if end[k] > start[k] else 2, k) for k in range(len(timed))])
+    for t, kind, k in marks:
+        pkt = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_NEEDS)
+        _ts(pkt, t, clock)
+        te = pkt.track_event
+        te.track_uuid = lanes[lane[k]]
+        if kind != 1:
+            te.type = pb.TrackEvent.TYPE_SLICE_END
+            w.packet(pkt)
+            continue
         i = int(timed[k])
         l = rec.launches[i]
-        pkt = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_NEEDS)
-        _ts(pkt, start[k], clock)
-        te = pkt.track_event
         te.type = pb.TrackEvent.TYPE_SLICE_BEGIN
-        te.track_uuid = lanes[lane[k]]
         te.name_iid = iid_of_slot[int(l["function_slot"])]
         grid_blocks = int(table.grid_blocks[i])
         recorded = int(table.blocks_recorded[i])
@@ -257,13 +262,6 @@ def _kernel_slices(w, rec, gpu, launches, table, names, iid_of_slot, clock, wind
                 ann.int_value = value
             else:
                 ann.string_value = value
-        ends.append((int(end[k]), lanes[lane[k]]))
-        w.packet(pkt)
-    for t, track in ends:
-        pkt = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_NEEDS)
-        _ts(pkt, t, clock)
-        pkt.track_event.type = pb.TrackEvent.TYPE_SLICE_END
-        pkt.track_event.track_uuid = track
         w.packet(pkt)
     return len(timed), missing
 

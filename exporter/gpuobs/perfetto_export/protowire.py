@@ -64,11 +64,19 @@ class Rows:
         return self
 
     def varint_field(self, field: int, values, present=None) -> "Rows":
-        self._bytes_part(tag(field, VARINT), present)
-        matrix, lengths = varint_matrix(np.broadcast_to(np.asarray(values, np.uint64), (self.n,)))
+        values = np.asarray(values, np.uint64)
+        t = np.frombuffer(tag(field, VARINT), np.uint8)
+        if values.ndim == 0:  # the same value in every row: a constant
+            return self.raw(t.tobytes() + varint_bytes(int(values)), present)
+        matrix, lengths = varint_matrix(values)
+        # the tag goes in front of each value, as one part
+        tagged = np.empty((self.n, len(t) + matrix.shape[1]), np.uint8)
+        tagged[:, : len(t)] = t
+        tagged[:, len(t):] = matrix
+        lengths = lengths + len(t)
         if present is not None:
             lengths = np.where(present, lengths, 0)
-        self._parts.append(("matrix", matrix, lengths))
+        self._parts.append(("matrix", tagged, lengths))
         return self
 
     def sint_as_varint_field(self, field: int, values, present=None) -> "Rows":
@@ -117,15 +125,10 @@ class Rows:
                 lengths = np.where(active, lengths, 0)
             if kind == "rows":
                 data.write_into(out, pos, lengths > 0 if active is None else active & (lengths > 0))
-            elif lengths.any():
-                width = data.shape[-1] if kind == "matrix" else len(data)
-                cols = np.arange(width)
-                mask = cols[None, :] < lengths[:, None]
-                index = pos[:, None] + cols[None, :]
-                if kind == "const":
-                    out[index[mask]] = np.broadcast_to(data, (self.n, width))[mask]
-                else:
-                    out[index[mask]] = data[mask]
+            elif kind == "const":
+                _scatter_const(out, pos, data, lengths)
+            else:
+                _scatter_matrix(out, pos, data, lengths)
             pos += lengths
 
     def tobytes(self) -> bytes:
@@ -135,3 +138,29 @@ class Rows:
         out = np.zeros(int(lengths.sum()), np.uint8)
         self.write_into(out, offsets)
         return out.tobytes()
+
+
+def _byte_positions(pos: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Output position of every byte of every row, rows in order (no n-by-width index matrix)."""
+    total = int(lengths.sum())
+    starts = np.repeat(pos - np.cumsum(lengths) + lengths, lengths)
+    return starts + np.arange(total)
+
+
+def _scatter_const(out, pos, data, lengths) -> None:
+    if len(data) == 1:
+        out[pos[lengths > 0]] = data[0]
+        return
+    present = lengths > 0
+    for k in range(len(data)):
+        out[pos[present] + k] = data[k]
+
+
+def _scatter_matrix(out, pos, data, lengths) -> None:
+    width = data.shape[1]
+    if width == 1:
+        present = lengths > 0
+        out[pos[present]] = data[present, 0]
+        return
+    mask = np.arange(width)[None, :] < lengths[:, None]
+    out[_byte_positions(pos, lengths)] = data[mask]

@@ -1,0 +1,158 @@
+"""The exported trace, decoded with the perfetto package's protos."""
+import numpy as np
+import pytest
+
+import gpuobs
+from gpuobs import schema, synthetic
+from gpuobs.perfetto_export.export import ExportError, ExportOptions, export
+from gpuobs.writer import RecordingWriter
+
+from .trace_decode import decode
+
+
+@pytest.fixture
+def exported(tmp_path, block_recording):
+    out = tmp_path / "t.pftrace"
+    rec = gpuobs.load(block_recording)
+    summary = export([rec], out)
+    return rec, decode(out), summary
+
+
+def _sm_of(d, track):
+    return int(d.tracks[track].name.split()[1])
+
+
+def test_one_track_per_sm_in_sm_order(exported):
+    rec, d, summary = exported
+    assert d.problems == []
+    sms = sorted(set(rec.events["sm_id"].tolist()))
+    names = {t.name for t in d.tracks.values() if t.name.startswith("SM ")}
+    assert names == {f"SM {s}" for s in sms}
+    group = d.tracks[d.tracks_named("SMs")[0]]
+    assert group.child_ordering == group.EXPLICIT
+    for u, t in d.tracks.items():
+        if t.name.startswith("SM "):
+            assert t.sibling_order_rank == int(t.name.split()[1])  # "SM 2" before "SM 10"
+            assert t.sibling_merge_key == f"sm-{t.name.split()[1]}" and t.parent_uuid == group.uuid
+
+
+def test_every_block_slice_is_its_record(exported):
+    rec, d, _ = exported
+    blocks = [s for s in d.slices if d.tracks[s[0]].name.startswith("SM ")]
+    assert len(blocks) == len(rec.events)
+    got = sorted((_sm_of(d, t), start, end, args["block"], args["launch"]) for t, _n, start, end, args in blocks)
+    ev = rec.events
+    of = gpuobs.analysis.launch_index_of_events(rec)
+    want = sorted(zip(ev["sm_id"].tolist(), ev["time_start"].tolist(), ev["time_end"].tolist(),
+                      ev["block_x"].tolist(), rec.launches["launch_id"][of].tolist()))
+    assert got == want
+
+
+def test_lanes_never_overlap(exported):
+    rec, d, _ = exported
+    per_track = {}
+    for t, _n, start, end, _a in d.slices:
+        per_track.setdefault(t, []).append((start, end))
+    for spans in per_track.values():
+        spans.sort()
+        assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:]))
+
+
+def test_kernel_slices_span_their_blocks_with_args(exported):
+    rec, d, summary = exported
+    kernel_tracks = set(d.tracks_named("Kernels"))
+    kernels = [s for s in d.slices if s[0] in kernel_tracks]
+    assert len(kernels) == len(rec.launches) == summary.kernel_slices
+    blocks = [s for s in d.slices if d.tracks[s[0]].name.startswith("SM ")]
+    for _t, name, start, end, args in kernels:
+        mine = [b for b in blocks if b[4]["launch"] == args["launch"]]
+        assert start == min(b[2] for b in mine) and end == max(b[3] for b in mine)
+        assert all(b[1] == name for b in mine)  # interned names resolve to the kernel's name
+        assert args["blocks_recorded"] == 1024 and args["blocks_dropped"] == 0 and args["counted"] == 1024
+        assert args["grid"] == "1024x1x1" and args["block_dim"] == "128x1x1"
+    assert {k[1] for k in kernels} == {synthetic.FUNCTION_NAMES[0][1], synthetic.FUNCTION_NAMES[1][0],
+                                       synthetic.FUNCTION_NAMES[2][1]}
+
+
+def test_gpu_group_names_device_and_clock(exported):
+    _rec, d, _ = exported
+    gpu = [t for t in d.tracks.values() if t.name.startswith("GPU ")]
+    assert len(gpu) == 1 and "NVIDIA H200" in gpu[0].name and "device clock" in gpu[0].name
+    assert "+/-" in gpu[0].description and "measured" in gpu[0].description.lower() or "probe" in gpu[0].description
+
+
+def test_snapshots_only_when_measured(tmp_path, block_recording):
+    rec = gpuobs.load(block_recording)
+    measured = decode(export_to(tmp_path / "a.pftrace", [rec]))
+    assert len(measured.snapshots) == len(rec.clock_samples) == 2
+    ids = {c.clock_id for c in measured.snapshots[0].clocks}
+    assert {1, 3, 6} <= ids and any(i >= 128 for i in ids)
+    device = decode(export_to(tmp_path / "b.pftrace", [rec], ExportOptions(clock="device")))
+    assert device.snapshots == [] and device.problems == []
+    # a recording without clock samples never gets an invented snapshot
+    unmeasured = synthetic.write_block_trace_recording(tmp_path / "u.gpuobs", clock_offset_ns=None)
+    none = decode(export_to(tmp_path / "c.pftrace", [gpuobs.load(unmeasured)]))
+    assert none.snapshots == [] and none.problems == []
+    assert "No host-clock relation" in [t for t in none.tracks.values() if t.name.startswith("GPU")][0].description
+    # device mode keeps raw device timestamps
+    starts = sorted(s[2] for s in device.slices if device.tracks[s[0]].name.startswith("SM "))
+    assert starts == sorted(rec.events["time_start"].tolist())
+
+
+def export_to(path, recs, opts=None):
+    export(recs, path, opts)
+    return path
+
+
+def test_filters(tmp_path, block_recording):
+    rec = gpuobs.load(block_recording)
+    d = decode(export_to(tmp_path / "k.pftrace", [rec], ExportOptions(kernels="silu")))
+    assert {s[1] for s in d.slices} == {synthetic.FUNCTION_NAMES[0][1]}
+    d = decode(export_to(tmp_path / "l.pftrace", [rec], ExportOptions(launches="2:4")))
+    assert sorted({s[4]["launch"] for s in d.slices}) == [2, 3]
+    t0 = int(rec.events["time_start"].min())
+    d = decode(export_to(tmp_path / "w.pftrace", [rec], ExportOptions(time_window="0:10us")))
+    starts = [s[2] for s in d.slices if d.tracks[s[0]].name.startswith("SM ")]
+    assert starts and all(t0 <= s < t0 + 10_000 for s in starts)
+    for bad, msg in (({"kernels": "("}, "not a valid regular expression"), ({"launches": "7"}, "START:END"),
+                     ({"time_window": "1 parsec:"}, "not a number"), ({"clock": "host"}, "auto or device")):
+        with pytest.raises(ExportError, match=msg):
+            export([rec], tmp_path / "x.pftrace", ExportOptions(**bad))
+
+
+def test_drops_are_visible(tmp_path):
+    path = synthetic.write_block_trace_recording(tmp_path / "d.gpuobs", dropped=100)
+    d = decode(export_to(tmp_path / "d.pftrace", [gpuobs.load(path)]))
+    drops = [c for c in d.counters if d.tracks[c[0]].name == "Dropped records"]
+    assert max(c[2] for c in drops) == 100
+    gpu = [t for t in d.tracks.values() if t.name.startswith("GPU ")][0]
+    assert "DROPPED" in gpu.description
+    kernels = [s for s in d.slices if d.tracks[s[0]].name == "Kernels"]
+    assert sum(k[4]["blocks_dropped"] for k in kernels) == 100
+
+
+def test_memory_counters_add_up_to_exact_counts(tmp_path):
+    ev, launches = synthetic.block_trace_events(2, 300, sm_count=8)
+    ev["kind"] = schema.EventKind.MEMORY
+    ev["time_end"] = 0
+    counts = np.zeros(2, schema.dtype("gpuobs_launch_count"))
+    counts["grid_id"], counts["count"], counts["launches_sharing"] = launches["grid_id"], (307_200, 1_000_000), 1
+    path = tmp_path / "m.gpuobs"
+    with RecordingWriter(path) as w:
+        w.run(mode=schema.Mode.MEM_SAMPLED)
+        w.launches(launches)
+        w.flush(attempted=600, recorded=600, dropped=0, launch_counts=counts)
+        w.events(ev)
+    d = decode(export_to(tmp_path / "m.pftrace", [gpuobs.load(path)]))
+    total = sum(c[2] for c in d.counters if d.tracks[c[0]].name == "Global accesses per bin")
+    assert total == pytest.approx(1_307_200)
+
+
+def test_several_recordings_into_one_trace(tmp_path):
+    a = synthetic.write_block_trace_recording(tmp_path / "a.gpuobs", n_launches=2, blocks_per_launch=64)
+    b = synthetic.write_block_trace_recording(tmp_path / "b.gpuobs", n_launches=3, blocks_per_launch=64,
+                                              device_name="NVIDIA H200 (second)")
+    d = decode(export_to(tmp_path / "ab.pftrace", [gpuobs.load(a), gpuobs.load(b)]))
+    assert d.problems == []
+    assert len([t for t in d.tracks.values() if t.name.startswith("GPU ")]) == 2
+    assert len(d.slices) == 5 * 64 + 5

