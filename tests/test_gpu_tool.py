@@ -159,3 +159,20 @@ def test_fail_open_on_bad_environment(tmp_path, silu_lib):
     proc = subprocess.run(SILU, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "cannot load the device patches" in proc.stderr
+
+
+def test_record_then_export_in_the_same_directory(tmp_path):
+    from .trace_decode import decode
+    env = dict(__import__("os").environ)
+    run = lambda *args: subprocess.run([sys.executable, "-m", "gpuobs", *args], cwd=tmp_path, capture_output=True,
+                                       text=True, env=env)  # noqa: E731
+    rec = run("record", "--", sys.executable, str(ROOT / "examples" / "decode_graph.py"), "--steps", "2")
+    assert rec.returncode == 0, rec.stderr
+    assert (tmp_path / "gpuobs.gpuobs").exists()
+    exp = run("export", "trace.pftrace")
+    assert exp.returncode == 0, exp.stderr
+    d = decode(tmp_path / "trace.pftrace")
+    assert d.problems == [] and d.snapshots
+    recording = gpuobs.load(tmp_path / "gpuobs.gpuobs")
+    blocks = [s for s in d.slices if d.tracks[s[0]].name.startswith("SM ")]
+    assert len(blocks) == len(recording.events) > 0

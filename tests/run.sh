@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the test dependencies and runs the tests: the README's second command,
+# and exactly what CI runs (.ci/run). GPU tests are skipped here; run them on a
+# GPU machine with tests/gpu_programs/device_session.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m pip install -q ".[test]"
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  # The real Perfetto UI runs in headless Chromium for the end-to-end tests.
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+if command -v chromium >/dev/null 2>&1; then
+  export GPUOBS_REQUIRE_BROWSER="${GPUOBS_REQUIRE_BROWSER:-1}"
+else
+  echo "tests/run.sh: no chromium; the Perfetto UI tests will be skipped" >&2
+fi
+# Run against the installed package, from outside the source tree.
+cd tests && exec python3 -m pytest -q -p no:cacheprovider --rootdir=.. -c ../pyproject.toml .

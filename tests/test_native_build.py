@@ -1,0 +1,70 @@
+"""The native parts build without a GPU (nvcc + the sanitizer headers), and the
+injected tool fails open in a process that cannot be instrumented."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuobs.native_build import NativeUnavailable, build, find_toolchain
+
+
+@pytest.fixture(scope="module")
+def native(tmp_path_factory):
+    try:
+        find_toolchain()
+    except NativeUnavailable as exc:
+        pytest.skip(str(exc))
+    os.environ["GPUOBS_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    return build()
+
+
+def test_patches_probe_and_tool_build(native):
+    assert native.patches.stat().st_size > 10_000 and native.probe.stat().st_size > 1_000
+    symbols = subprocess.run(["nm", "-D", "--defined-only", str(native.tool)], capture_output=True, text=True).stdout
+    for name in ("gpuobs_tool_active", "gpuobs_tool_flush", "gpuobs_tool_output", "gpuobs_tool_launches"):
+        assert name in symbols
+    # every rung of the ladder is in the patch image, for sm_90 too
+    cuobjdump = shutil.which("cuobjdump") or str(Path(os.path.realpath(find_toolchain().cuda_include)).parent / "bin" / "cuobjdump")
+    if Path(cuobjdump).exists():
+        listing = subprocess.run([cuobjdump, "-lelf", "-lptx", str(native.patches)], capture_output=True, text=True)
+        assert listing.returncode == 0, listing.stderr
+        assert "sm_90" in listing.stdout and "compute_120" in listing.stdout
+
+
+def _preloaded(native, tmp_path, code: str, **env):
+    full = dict(os.environ, LD_PRELOAD=str(native.tool), GPUOBS_OUTPUT=str(tmp_path / "x.gpuobs"),
+                GPUOBS_PATCHES=str(native.patches), GPUOBS_SANITIZER_LIB=str(native.sanitizer_lib))
+    full.update(env)
+    full.pop("GPUOBS_REPORTED", None)
+    return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True)
+
+
+def test_fail_open_keeps_exit_code_and_says_why_once(native, tmp_path):
+    proc = _preloaded(native, tmp_path, "import sys; print('ran'); sys.exit(7)", GPUOBS_MODE="warp_magic")
+    assert proc.returncode == 7 and proc.stdout == "ran\n"
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("gpuobs:")]
+    assert lines == ["gpuobs: GPUOBS_MODE='warp_magic' is not one of off, block_noop, block_counter, "
+                     "block_trace, mem_noop, mem_sampled, mem_full; running uninstrumented"]
+
+
+@pytest.mark.parametrize("env,message", [
+    ({"GPUOBS_SAMPLE_SHIFT": "99"}, "GPUOBS_SAMPLE_SHIFT='99' is not a whole number in [0, 32]"),
+    ({"GPUOBS_CAPACITY": "lots"}, "GPUOBS_CAPACITY='lots' is not a whole number"),
+    ({"GPUOBS_KERNELS": "(("}, "GPUOBS_KERNELS='((' is not a valid regular expression"),
+    ({"GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE": "grid"}, "is not function or launch"),
+    ({"GPUOBS_SANITIZER_LIB": "/nonexistent/libsanitizer-public.so", "CUDA_HOME": "/nonexistent"},
+     "no compute-sanitizer library found"),
+])
+def test_bad_options_fail_open(native, tmp_path, env, message):
+    proc = _preloaded(native, tmp_path, "print('ran')", **env)
+    assert proc.returncode == 0 and proc.stdout == "ran\n"
+    assert message in proc.stderr and "running uninstrumented" in proc.stderr
+
+
+def test_a_process_that_never_uses_cuda_writes_no_recording(native, tmp_path):
+    proc = _preloaded(native, tmp_path, "print('ran')", GPUOBS_MODE="block_trace")
+    assert proc.returncode == 0
+    assert not (tmp_path / "x.gpuobs").exists()  # the file is created at the first CUDA context only
