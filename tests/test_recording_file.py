@@ -190,3 +190,20 @@ def test_damaged_payload_shape_is_a_corrupt_chunk(tmp_path):
     path.write_bytes(pack_file_header("t") + pack_chunk(schema.ChunkType.LAUNCHES, b"x" * 13))
     with pytest.raises(errors.CorruptChunk, match="LAUNCHES chunk: 13 payload bytes are not a whole number"):
         gpuobs.load(path)
+
+
+def test_copy_recording_keeps_chosen_flush_windows(tmp_path):
+    from gpuobs.writer import copy_recording
+    path = tmp_path / "r.gpuobs"
+    _full_recording(path)
+    rec = gpuobs.load(path)
+    same = tmp_path / "same.gpuobs"
+    copy_recording(rec, same)
+    again = gpuobs.load(same)
+    np.testing.assert_array_equal(again.events, rec.events)
+    np.testing.assert_array_equal(again.launches, rec.launches)
+    np.testing.assert_array_equal(again.flushes, rec.flushes)
+    assert again.functions == rec.functions and again.run == rec.run and again.complete
+    none = tmp_path / "none.gpuobs"
+    copy_recording(rec, none, (4, None))
+    assert len(gpuobs.load(none).events) == 0 and len(gpuobs.load(none).launches) == 0

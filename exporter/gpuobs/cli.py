@@ -192,6 +192,26 @@ def _print_export_summary(summary, output: Path) -> None:
     out.print(f"Open it at ui.perfetto.dev, or in trace_processor.", highlight=False)
 
 
+@app.command()
+def trim(recording: Path = typer.Argument(..., help="recording to read"),
+         output: Path = typer.Argument(..., help="recording to write"),
+         flushes: str = typer.Option(..., "--flushes", help="flush windows START:END to keep (END excluded)"),
+         salvage: bool = typer.Option(False, "--salvage")):
+    """Copy part of a recording (whole flush windows), e.g. to share the interesting part."""
+    from .perfetto_export.export import ExportError, parse_range
+    from .writer import copy_recording
+    if output.resolve() == recording.resolve():
+        _fail("trim writes a new file: give an output other than the input")
+    try:
+        window = parse_range(flushes, "--flushes")
+    except ExportError as exc:
+        _fail(str(exc))
+    copy_recording(_load(recording, salvage), output, window)
+    kept = _load(output, False)
+    out.print(f"{output}: {len(kept.flushes)} flush windows, {len(kept.launches):,} launches, "
+              f"{len(kept.events):,} events", highlight=False)
+
+
 @app.command(name="build")
 def build_cmd(force: bool = typer.Option(False, "--force", help="rebuild even if cached")):
     """Build the native tool and device patches (done on demand by `record`)."""

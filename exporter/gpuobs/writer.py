@@ -105,3 +105,52 @@ class RecordingWriter:
         self._fh.flush()
         os.fsync(self._fh.fileno())
         self._fh.close()
+
+
+def copy_recording(rec, path, flushes: tuple | None = None) -> None:
+    """Writes `rec` again, keeping only flush windows lo <= seq < hi (everything else
+    that describes the run is kept): for sharing a part of a long recording."""
+    lo, hi = flushes if flushes else (None, None)
+
+    def keep(seq) -> np.ndarray:
+        seq = np.asarray(seq)
+        ok = np.ones(seq.shape, bool)
+        if lo is not None:
+            ok &= seq >= lo
+        if hi is not None:
+            ok &= seq < hi
+        return ok
+
+    with RecordingWriter(path, tool_version=rec.tool_version) as w:
+        if rec.run:
+            r = rec.run
+            w.run(pid=r.pid, mode=r.mode, sample_shift=r.sample_shift, callback_scope=r.callback_scope,
+                  capacity=r.capacity, start_realtime_ns=r.start_realtime_ns,
+                  start_monotonic_ns=r.start_monotonic_ns, argv=r.argv)
+        for d in rec.devices:
+            w._chunk(ChunkType.DEVICE, d.tobytes())
+        for m in rec.modules:
+            w._chunk(ChunkType.MODULE, m.tobytes())
+        for f in rec.functions.values():
+            w.function(function_slot=f.function_slot, mangled=f.mangled, demangled=f.demangled,
+                       device_index=f.device_index, module_id=f.module_id)
+        if len(rec.clock_samples):
+            w.clock_samples(rec.clock_samples)
+        for f in rec.flushes[keep(rec.flushes["flush_seq"])]:
+            dev, seq = int(f["device_index"]), int(f["flush_seq"])
+            launches = rec.launches[(rec.launch_flushes == seq) & (rec.launches["device_index"] == dev)]
+            if len(launches):
+                w.launches(launches)
+            counts = rec.launch_counts[(rec.launch_counts["flush_seq"] == seq) & (rec.launch_counts["device_index"] == dev)]
+            c = np.zeros(len(counts), schema.dtype("gpuobs_launch_count"))
+            for name in ("grid_id", "count", "launches_sharing"):
+                c[name] = counts[name]
+            w.flush(device_index=dev, flush_seq=seq, attempted=int(f["attempted"]), recorded=int(f["recorded"]),
+                    dropped=int(f["dropped"]), host_time_ns=int(f["host_time_ns"]), launch_counts=c,
+                    filtered=int(f["filtered"]), unattributed=int(f["unattributed"]),
+                    lost_block_ends=int(f["lost_block_ends"]), incomplete=int(f["incomplete"]))
+            for chunk, cdev, cseq in zip(rec.event_chunks, rec.event_chunk_devices, rec.event_chunk_flushes):
+                if cdev == dev and cseq == seq:
+                    w.events(chunk, device_index=dev, flush_seq=seq)
+        if rec.end is not None:
+            w._chunk(ChunkType.END, rec.end.tobytes())
