@@ -152,5 +152,8 @@ def copy_recording(rec, path, flushes: tuple | None = None) -> None:
             for chunk, cdev, cseq in zip(rec.event_chunks, rec.event_chunk_devices, rec.event_chunk_flushes):
                 if cdev == dev and cseq == seq:
                     w.events(chunk, device_index=dev, flush_seq=seq)
+        orphans = rec.launches[rec.launch_flushes == 0xFFFFFFFF]  # listed after the last flush
+        if flushes is None and len(orphans):
+            w.launches(orphans)
         if rec.end is not None:
             w._chunk(ChunkType.END, rec.end.tobytes())
