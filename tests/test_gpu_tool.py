@@ -94,12 +94,13 @@ def test_block_trace_one_record_per_block(tmp_path, silu_lib):
     assert (cs["realtime_after"] - cs["realtime_before"] < 10_000_000).all()
 
 
-@pytest.mark.parametrize("mode", ["block_noop", "block_counter", "block_trace", "mem_noop", "mem_sampled"])
+@pytest.mark.parametrize("mode", ["off", "block_noop", "block_counter", "block_trace", "mem_noop", "mem_sampled",
+                                  "mem_full"])
 def test_pytorch_every_mode(tmp_path, mode):
     proc, rec = record(tmp_path, mode, TORCH)
     ran = json.loads(proc.stdout.strip().splitlines()[-1])
     check_accounting(rec)
-    assert (rec.modules["status"] == 1).sum() >= 3, rec.modules
+    assert (rec.modules["status"] == (3 if mode == "off" else 1)).sum() >= 3, rec.modules
     names = [rec.function(l["device_index"], l["function_slot"]).name for l in rec.launches]
     assert any(("nvjet" in n) or ("gemm" in n.lower()) or ("cutlass" in n) for n in names), names
     graph = rec.launches[rec.launches["flags"] == 1]
@@ -176,3 +177,28 @@ def test_record_then_export_in_the_same_directory(tmp_path):
     recording = gpuobs.load(tmp_path / "gpuobs.gpuobs")
     blocks = [s for s in d.slices if d.tracks[s[0]].name.startswith("SM ")]
     assert len(blocks) == len(recording.events) > 0
+
+
+ATTACH = """
+import sys, gpuobs
+gpuobs.attach(mode="block_counter", output=sys.argv[1])
+import torch
+x = torch.randn(4096, 4096, device="cuda")
+for _ in range(3):
+    y = x @ x
+print("flushed", gpuobs.flush(), "launches", gpuobs.runtime.launches(), "output", gpuobs.runtime.output_path())
+"""
+
+
+def test_attach_and_flush_from_python(tmp_path):
+    out = tmp_path / "attached.gpuobs"
+    proc = subprocess.run([sys.executable, "-c", ATTACH, str(out)], capture_output=True, text=True)
+    print(proc.stdout, proc.stderr[-2000:])
+    assert proc.returncode == 0, proc.stderr
+    assert "flushed 1" in proc.stdout and str(out) in proc.stdout
+    rec = gpuobs.load(out)
+    table = analysis.launch_table(rec)
+    assert len(rec.launches) >= 4 and (table.counted == table.grid_blocks * table.counted_shared).all()
+    late = subprocess.run([sys.executable, "-c", "import torch, gpuobs; torch.zeros(1, device='cuda'); "
+                           "gpuobs.attach(output='x.gpuobs')"], capture_output=True, text=True, cwd=tmp_path)
+    assert late.returncode != 0 and "CUDA is already initialised" in late.stderr
