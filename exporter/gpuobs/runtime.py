@@ -45,7 +45,9 @@ def attach(mode: str = "block_trace", output: str = "gpuobs.gpuobs", sample_shif
     env = tool_environment(native, opts, base={})
     env.pop("LD_PRELOAD")
     os.environ.update(env)
-    _lib = _FFI.dlopen(str(native.tool), _FFI.RTLD_NOW | _FFI.RTLD_GLOBAL)
+    # RTLD_LOCAL: made global, the tool's C++ template symbols would interpose on
+    # those of libraries loaded later (importing torch then crashed, seen on the H200).
+    _lib = _FFI.dlopen(str(native.tool), _FFI.RTLD_NOW | _FFI.RTLD_LOCAL)
     if not _lib.gpuobs_tool_active():
         raise AttachError("the gpuobs tool loaded but did not start: see the 'gpuobs:' line on stderr")
     return _lib
