@@ -171,3 +171,46 @@ def summary(rec: Recording) -> dict:
         "flushes": int(len(rec.flushes)),
         "complete": rec.complete,
     }
+
+
+def kernel_stats(rec: Recording) -> list[dict]:
+    """Per kernel (by name and device): launches, blocks, SMs, block-duration
+    percentiles (ns), exact counts, memory events kept, blocks dropped."""
+    of = launch_index_of_events(rec)
+    table = launch_table(rec, of)
+    ev = rec.events
+    launches = rec.launches
+    keys = [(int(l["device_index"]), table.name[i]) for i, l in enumerate(launches)]
+    groups: dict = {}
+    for i, key in enumerate(keys):
+        groups.setdefault(key, []).append(i)
+    kernel_of_launch = np.zeros(len(launches), np.int64)
+    for k, members in enumerate(groups.values()):
+        kernel_of_launch[members] = k
+    resolved = of >= 0
+    ev_kernel = np.full(len(ev), -1, np.int64)
+    ev_kernel[resolved] = kernel_of_launch[of[resolved]]
+    is_block = ev["kind"] == schema.EventKind.BLOCK
+    rows = []
+    for k, ((device, name), members) in enumerate(groups.items()):
+        members = np.asarray(members)
+        mine = ev_kernel == k
+        blocks = mine & is_block
+        dur = (ev["time_end"][blocks].astype(np.int64) - ev["time_start"][blocks].astype(np.int64))
+        counted = table.counted[members]
+        shared = table.counted_shared[members]
+        exact = counted[(counted >= 0) & (shared == 1)]
+        recorded = table.blocks_recorded[members]
+        row = {
+            "device": device, "kernel": name, "launches": int(len(members)),
+            "blocks": int(table.grid_blocks[members].sum()), "blocks_recorded": int(recorded.sum()),
+            "sms": int(len(np.unique(ev["sm_id"][mine]))) if mine.any() else 0,
+            "counted": int(exact.sum()), "counted_shared_launches": int(((counted >= 0) & (shared > 1)).sum()),
+            "memory_events": int((mine & ~is_block).sum()),
+            "blocks_dropped": int(np.maximum(table.grid_blocks[members] - recorded, 0)[recorded > 0].sum()),
+        }
+        for p in (50, 90, 99):
+            row[f"block_ns_p{p}"] = int(np.percentile(dur, p)) if len(dur) else None
+        rows.append(row)
+    rows.sort(key=lambda r: -(r["blocks_recorded"] or r["counted"]))
+    return rows

@@ -193,6 +193,30 @@ def _print_export_summary(summary, output: Path) -> None:
 
 
 @app.command()
+def stats(recording: Path = typer.Argument(Path("gpuobs.gpuobs")),
+          as_json: bool = typer.Option(False, "--json", help="machine-readable rows"),
+          top: int = typer.Option(30, "--top", help="kernels shown in the table"),
+          salvage: bool = typer.Option(False, "--salvage")):
+    """Per kernel: launches, blocks, SMs touched, block-duration percentiles, exact counts, drops."""
+    from rich.table import Table
+    from .analysis import kernel_stats
+    rows = kernel_stats(_load(recording, salvage))
+    if as_json:
+        out.print_json(json.dumps(rows))
+        return
+    table = Table(title=f"{recording}: {len(rows)} kernels", title_justify="left")
+    for col in ("kernel", "launches", "blocks", "SMs", "p50 us", "p99 us", "counted", "mem events", "dropped"):
+        table.add_column(col, justify="left" if col == "kernel" else "right", overflow="ellipsis",
+                         max_width=60 if col == "kernel" else None, no_wrap=True)
+    us = lambda v: "-" if v is None else f"{v / 1e3:.1f}"  # noqa: E731
+    for r in rows[:top]:
+        table.add_row(r["kernel"], f"{r['launches']:,}", f"{r['blocks_recorded']:,}/{r['blocks']:,}", str(r["sms"]),
+                      us(r["block_ns_p50"]), us(r["block_ns_p99"]), f"{r['counted']:,}", f"{r['memory_events']:,}",
+                      f"{r['blocks_dropped']:,}")
+    out.print(table)
+
+
+@app.command()
 def trim(recording: Path = typer.Argument(..., help="recording to read"),
          output: Path = typer.Argument(..., help="recording to write"),
          flushes: str = typer.Option(..., "--flushes", help="flush windows START:END to keep (END excluded)"),

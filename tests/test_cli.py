@@ -1,0 +1,61 @@
+"""The gpuobs command line: clear errors, and the commands a user runs."""
+import json
+
+from typer.testing import CliRunner
+
+import gpuobs
+from gpuobs.cli import app
+
+from .trace_decode import decode
+
+runner = CliRunner()
+
+
+def test_export_reads_the_default_recording_here(tmp_path, block_recording, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gpuobs.gpuobs").write_bytes(block_recording.read_bytes())
+    result = runner.invoke(app, ["export", "trace.pftrace"])
+    assert result.exit_code == 0, result.output
+    assert "12,288 block slices" in result.output and "nothing dropped" in result.output
+    assert decode(tmp_path / "trace.pftrace").problems == []
+
+
+def test_export_errors_name_what_is_wrong(tmp_path, block_recording, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = runner.invoke(app, ["export", "t.pftrace"])
+    assert r.exit_code == 2 and "./gpuobs.gpuobs does not exist" in r.output
+    r = runner.invoke(app, ["export", "-i", "missing.gpuobs", "t.pftrace"])
+    assert r.exit_code == 2 and "no recording at missing.gpuobs" in r.output
+    r = runner.invoke(app, ["export", "-i", str(block_recording), "nope/t.pftrace"])
+    assert r.exit_code == 2 and "folder nope does not exist" in r.output
+    damaged = tmp_path / "d.gpuobs"
+    damaged.write_bytes(block_recording.read_bytes()[:-100])
+    r = runner.invoke(app, ["export", "-i", str(damaged), "t.pftrace"])
+    assert r.exit_code == 2 and "truncated tail" in r.output and "--salvage" in r.output
+    r = runner.invoke(app, ["export", "-i", str(damaged), "--salvage", "t.pftrace"])
+    assert r.exit_code == 0 and "damaged at byte" in r.output
+
+
+def test_info_stats_and_trim(tmp_path, block_recording):
+    r = runner.invoke(app, ["info", str(block_recording), "--json"])
+    assert r.exit_code == 0 and json.loads(r.output)["block_events"] == 12 * 1024
+    r = runner.invoke(app, ["stats", str(block_recording), "--json"])
+    rows = json.loads(r.output)
+    assert sum(row["launches"] for row in rows) == 12 and all(row["blocks_dropped"] == 0 for row in rows)
+    assert all(row["block_ns_p50"] > 0 and row["sms"] == 132 for row in rows)
+    out = tmp_path / "part.gpuobs"
+    r = runner.invoke(app, ["trim", str(block_recording), str(out), "--flushes", "0:1"])
+    assert r.exit_code == 0 and len(gpuobs.load(out).events) == 12 * 1024
+
+
+def test_record_refuses_bad_options_before_running_anything(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = runner.invoke(app, ["record", "--mode", "warp", "--", "true"])
+    assert r.exit_code == 2 and "--mode 'warp' is not one of" in r.output
+    r = runner.invoke(app, ["record", "--sample-shift", "40", "--", "true"])
+    assert r.exit_code == 2 and "outside 0..32" in r.output
+    (tmp_path / "gpuobs.gpuobs").write_bytes(b"x")
+    r = runner.invoke(app, ["record", "--", "true"])
+    assert r.exit_code == 2 and "exists; pass --force" in r.output
+    r = runner.invoke(app, ["record"])
+    assert r.exit_code == 2 and "no program to run" in r.output
