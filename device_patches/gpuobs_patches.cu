@@ -39,17 +39,6 @@ __device__ __forceinline__ uint64_t grid_id() {
     return g;
 }
 
-// MurmurHash3's 64-bit finalizer: spreads structured low bits (consecutive
-// thread ids, fixed-stride pcs) so a low-bits test acts as a uniform draw.
-__device__ __forceinline__ uint64_t fmix64(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ULL;
-    k ^= k >> 33;
-    return k;
-}
-
 __device__ __forceinline__ uint32_t flat_thread_index() {
     return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
 }
@@ -86,7 +75,7 @@ __device__ __forceinline__ gpuobs_function_entry load_entry(const void* userdata
 __device__ __forceinline__ void count_for_launch(const gpuobs_function_entry& e, uint64_t grid,
                                                  uint32_t sm, uint32_t n) {
     gpuobs_launch_counter* table = reinterpret_cast<gpuobs_launch_counter*>(e.launch_counters);
-    uint32_t slot = (uint32_t)fmix64(grid) & (GPUOBS_LAUNCH_TABLE_SIZE - 1);
+    uint32_t slot = gpuobs_launch_slot(grid);
     atomicAdd(reinterpret_cast<unsigned long long*>(
                   &table[slot].count[sm % (GPUOBS_LAUNCH_COUNTER_STRIPES + 1)]),
               (unsigned long long)n);
@@ -126,7 +115,7 @@ __device__ __forceinline__ uint32_t pack_by_bz() {
 }
 
 __device__ __forceinline__ uint64_t block_key(uint64_t grid, uint64_t block) {
-    return fmix64(grid * 0x9e3779b97f4a7c15ULL + block) | 1ULL;
+    return gpuobs_fmix64(grid * 0x9e3779b97f4a7c15ULL + block) | 1ULL;
 }
 
 __device__ __forceinline__ uint32_t warp_slot() {
@@ -139,7 +128,7 @@ __device__ __forceinline__ uint32_t warp_slot() {
 // in flight (a few thousand at most) never collide with each other.
 __device__ __forceinline__ gpuobs_block_slot* block_slot(const gpuobs_function_entry& e, uint64_t grid,
                                                          uint64_t block) {
-    uint64_t i = (fmix64(grid) + block) & (GPUOBS_BLOCK_TABLE_SIZE - 1);
+    uint64_t i = (gpuobs_fmix64(grid) + block) & (GPUOBS_BLOCK_TABLE_SIZE - 1);
     return reinterpret_cast<gpuobs_block_slot*>(e.block_table) + i;
 }
 
@@ -278,7 +267,7 @@ GPUOBS_PATCH gpuobs_mem_access(void* userdata, uint64_t pc, void* ptr, uint32_t 
     uint64_t grid = grid_id();
     if (lane_id() == (uint32_t)(__ffs(mask) - 1)) count_for_launch(e, grid, sm, __popc(mask));
     uint32_t tid = flat_thread_index();
-    uint64_t h = fmix64(pc ^ ((uint64_t)tid << 40) ^ (flat_block_index() * 0x9e3779b97f4a7c15ULL));
+    uint64_t h = gpuobs_fmix64(pc ^ ((uint64_t)tid << 40) ^ (flat_block_index() * 0x9e3779b97f4a7c15ULL));
     if ((h & ((1ULL << e.sample_shift) - 1)) != 0) return SANITIZER_PATCH_SUCCESS;
     uint64_t index;
     gpuobs_event* r = claim(e, stripe_of(e, sm), &index);

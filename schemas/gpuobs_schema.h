@@ -270,6 +270,30 @@ typedef struct gpuobs_end_info {
 
 #define GPUOBS_FILE_MAGIC "GPUOBS\r\n"
 
+/* Hashing shared by the device patches and the host tool: the host must find the
+ * launch-counter slot the device wrote, so both use these very functions. */
+#if defined(__CUDACC__)
+#define GPUOBS_HD static __host__ __device__ __forceinline__
+#else
+#define GPUOBS_HD static inline
+#endif
+
+/* MurmurHash3's 64-bit finalizer: spreads structured low bits (consecutive
+ * thread ids, fixed-stride pcs) so a low-bits test acts as a uniform draw. */
+GPUOBS_HD uint64_t gpuobs_fmix64(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return k;
+}
+
+/* The launch-counter slot of a grid. */
+GPUOBS_HD uint32_t gpuobs_launch_slot(uint64_t grid_id) {
+    return (uint32_t)gpuobs_fmix64(grid_id) & (GPUOBS_LAUNCH_TABLE_SIZE - 1);
+}
+
 #if defined(__cplusplus)
 #define GPUOBS_STATIC_ASSERT(c, m) static_assert(c, m)
 #else

@@ -57,15 +57,6 @@ bool device_alloc(CUcontext ctx, T** out, size_t bytes, const char* what, std::s
 
 }  // namespace
 
-uint64_t fmix64(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ULL;
-    k ^= k >> 33;
-    return k;
-}
-
 uint64_t monotonic_ns() { return clock_ns(CLOCK_MONOTONIC); }
 
 uint64_t next_launch_id() {
@@ -313,7 +304,7 @@ void ContextState::write_launch_counts(const std::vector<gpuobs_launch>& launche
     // Which launches of this window map to each counter slot.
     std::map<uint32_t, std::map<uint64_t, uint32_t>> by_slot;  // slot -> grid id -> launches
     for (const gpuobs_launch& l : launches)
-        ++by_slot[(uint32_t)fmix64(l.grid_id) & (GPUOBS_LAUNCH_TABLE_SIZE - 1)][l.grid_id];
+        ++by_slot[gpuobs_launch_slot(l.grid_id)][l.grid_id];
     for (uint32_t s = 0; s < GPUOBS_LAUNCH_TABLE_SIZE; ++s) {
         uint64_t total = 0;
         for (uint64_t c : counter_staging_[s].count) total += c;

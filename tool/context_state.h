@@ -18,7 +18,6 @@
 
 namespace gpuobs {
 
-uint64_t fmix64(uint64_t k);
 uint64_t monotonic_ns();
 
 struct LaunchInfo {

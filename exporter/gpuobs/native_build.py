@@ -128,23 +128,24 @@ def _run(cmd: list[str], what: str) -> None:
         raise NativeUnavailable(f"building {what} failed:\n$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
 
 
+def _gencode_flags(archs=PATCH_ARCHS) -> list[str]:
+    flags = []
+    for arch in archs:
+        flags += ["-gencode", f"arch=compute_{arch},code=sm_{arch}"]
+    return flags + ["-gencode", f"arch=compute_{PTX_ARCH},code=compute_{PTX_ARCH}"]
+
+
 def patch_compile_command(tc: Toolchain, out: Path, archs=PATCH_ARCHS) -> list[str]:
     root = native_root()
-    cmd = [tc.nvcc, "--fatbin", "--keep-device-functions", "-Xptxas", "--compile-as-tools-patch", "-O3",
-           f"-I{root / 'schemas'}", f"-I{tc.sanitizer_include}"]
-    for arch in archs:
-        cmd += ["-gencode", f"arch=compute_{arch},code=sm_{arch}"]
-    cmd += ["-gencode", f"arch=compute_{PTX_ARCH},code=compute_{PTX_ARCH}"]
-    return cmd + ["-o", str(out), str(root / "device_patches" / "gpuobs_patches.cu")]
+    return [tc.nvcc, "--fatbin", "--keep-device-functions", "-Xptxas", "--compile-as-tools-patch", "-O3",
+            f"-I{root / 'schemas'}", f"-I{tc.sanitizer_include}", *_gencode_flags(archs),
+            "-o", str(out), str(root / "device_patches" / "gpuobs_patches.cu")]
 
 
 def probe_compile_command(tc: Toolchain, out: Path) -> list[str]:
     root = native_root()
-    cmd = [tc.nvcc, "--fatbin", "-O3"]
-    for arch in PATCH_ARCHS:
-        cmd += ["-gencode", f"arch=compute_{arch},code=sm_{arch}"]
-    cmd += ["-gencode", f"arch=compute_{PTX_ARCH},code=compute_{PTX_ARCH}"]
-    return cmd + ["-o", str(out), str(root / "device_patches" / "gpuobs_clock_probe.cu")]
+    return [tc.nvcc, "--fatbin", "-O3", *_gencode_flags(), "-o", str(out),
+            str(root / "device_patches" / "gpuobs_clock_probe.cu")]
 
 
 def tool_compile_command(tc: Toolchain, out: Path) -> list[str]:

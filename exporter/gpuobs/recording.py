@@ -90,23 +90,20 @@ class Recording:
             return np.zeros(0, schema.EVENT_DTYPE)
         return np.concatenate(self.event_chunks)
 
+    def _per_event(self, per_chunk: list) -> np.ndarray:
+        """Expands one value per events chunk to one value per event of `events`."""
+        counts = [len(c) for c in self.event_chunks]
+        return np.repeat(np.asarray(per_chunk, np.uint32), counts) if counts else np.zeros(0, np.uint32)
+
     @property
     def event_devices(self) -> np.ndarray:
         """The device index of every event in `events`, in the same order."""
-        if not self.event_chunks:
-            return np.zeros(0, np.uint32)
-        return np.concatenate(
-            [np.full(len(c), d, np.uint32) for c, d in zip(self.event_chunks, self.event_chunk_devices)]
-        )
+        return self._per_event(self.event_chunk_devices)
 
     @property
     def event_flushes(self) -> np.ndarray:
         """The flush_seq of every event in `events`, in the same order."""
-        if not self.event_chunks:
-            return np.zeros(0, np.uint32)
-        return np.concatenate(
-            [np.full(len(c), f, np.uint32) for c, f in zip(self.event_chunks, self.event_chunk_flushes)]
-        )
+        return self._per_event(self.event_chunk_flushes)
 
     @property
     def totals(self) -> dict:
