@@ -59,3 +59,17 @@ def test_record_refuses_bad_options_before_running_anything(tmp_path, monkeypatc
     assert r.exit_code == 2 and "exists; pass --force" in r.output
     r = runner.invoke(app, ["record"])
     assert r.exit_code == 2 and "no program to run" in r.output
+
+
+def test_plot_writes_a_heatmap(tmp_path, block_recording):
+    import pytest
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "p.png"
+    r = runner.invoke(app, ["plot", str(block_recording), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 20_000
+    from gpuobs.plot import occupancy
+    grid, _t0, width = occupancy(gpuobs.load(block_recording), 0)
+    ev = gpuobs.load(block_recording).events
+    busy = (ev["time_end"].astype("int64") - ev["time_start"].astype("int64")).sum()
+    assert abs(grid.sum() * width - busy) / busy < 1e-6  # every block-nanosecond lands in some bin

@@ -14,7 +14,7 @@ from gpuobs import analysis, schema
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[1]
 SILU = [sys.executable, str(ROOT / "examples" / "closed_binary" / "run_silu_mul.py")]
-TORCH = [sys.executable, str(ROOT / "tests" / "gpu_programs" / "torch_workload.py")]
+TORCH = [sys.executable, str(ROOT / "examples" / "pytorch_ops.py")]
 SILU_BLOCKS, SILU_ACCESSES = 6098, 39_807_744
 
 
@@ -202,3 +202,13 @@ def test_attach_and_flush_from_python(tmp_path):
     late = subprocess.run([sys.executable, "-c", "import torch, gpuobs; torch.zeros(1, device='cuda'); "
                            "gpuobs.attach(output='x.gpuobs')"], capture_output=True, text=True, cwd=tmp_path)
     assert late.returncode != 0 and "CUDA is already initialised" in late.stderr
+
+
+def test_a_crashing_program_keeps_its_exit_status_and_flushed_events(tmp_path):
+    crash = ("import os, signal, torch; x = torch.ones(1 << 20, device='cuda'); print((x * 2).sum().item()); "
+             "os.kill(os.getpid(), signal.SIGSEGV)")
+    proc, rec = record(tmp_path, "block_trace", [sys.executable, "-c", crash], check=False)
+    assert proc.returncode == 128 + 11  # the child's signal, as a shell reports it
+    rec = gpuobs.load(tmp_path / "block_trace.gpuobs", salvage=True)
+    assert not rec.complete and len(rec.events) > 0 and rec.totals["dropped"] == 0
+    assert (analysis.launch_index_of_events(rec) >= 0).all()

@@ -216,6 +216,23 @@ def stats(recording: Path = typer.Argument(Path("gpuobs.gpuobs")),
     out.print(table)
 
 
+@app.command(name="plot")
+def plot_cmd(recording: Path = typer.Argument(Path("gpuobs.gpuobs")),
+             output: Path = typer.Option(Path("gpuobs.png"), "-o", "--output", help="PNG to write"),
+             salvage: bool = typer.Option(False, "--salvage")):
+    """SM x time occupancy heatmap and block-duration histograms (needs matplotlib)."""
+    from .plot import PlotUnavailable, plot
+    rec = _load(recording, salvage)
+    try:
+        written = plot(rec, output)
+    except PlotUnavailable as exc:
+        _fail(str(exc))
+    if not written:
+        _fail(f"{recording} holds no block events to plot (record with --mode block_trace)")
+    for path in written:
+        out.print(f"wrote {path}", highlight=False)
+
+
 @app.command()
 def trim(recording: Path = typer.Argument(..., help="recording to read"),
          output: Path = typer.Argument(..., help="recording to write"),

@@ -1,6 +1,10 @@
-"""A small PyTorch program touching the kernel families gpuobs must patch:
-a cuBLAS matmul, an elementwise silu*mul, SDPA, and a CUDA graph replayed 20
-times. Checks its own results, prints what it ran as JSON."""
+"""PyTorch's kernel families under gpuobs: a cuBLAS matmul (nvjet/cutlass SASS from
+a closed library), an elementwise silu*mul, SDPA attention, and a CUDA graph
+replayed 20 times. Checks its own results, prints what it ran as JSON.
+
+    gpuobs record --mode block_trace -- python examples/pytorch_ops.py
+    gpuobs export trace.pftrace && gpuobs stats
+"""
 import json
 
 import torch

@@ -1,0 +1,83 @@
+"""`gpuobs plot`: an SM x time occupancy heatmap and per-kernel block-duration
+histograms, because people would rather look than read. Needs matplotlib
+(pip install 'gpuobs[plot]')."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from . import analysis, schema
+from .recording import Recording
+
+
+class PlotUnavailable(RuntimeError):
+    pass
+
+
+def occupancy(rec: Recording, device: int, bins: int = 400):
+    """Busy fraction per (SM, time bin): summed block time in the bin over the bin width
+    (above 1 when several blocks share the SM)."""
+    ev = rec.events
+    blocks = (ev["kind"] == schema.EventKind.BLOCK) & (rec.event_devices == device)
+    start = ev["time_start"][blocks].astype(np.int64)
+    end = np.maximum(ev["time_end"][blocks].astype(np.int64), start)
+    sm = ev["sm_id"][blocks].astype(np.int64)
+    if len(start) == 0:
+        return None, 0, 0
+    t0, t1 = int(start.min()), int(end.max()) + 1
+    width = max(1, (t1 - t0) // bins)
+    grid = np.zeros((int(sm.max()) + 1, bins + 1))
+    first, last = (start - t0) // width, (end - t0) // width
+    # each block adds its overlap with every bin it touches; blocks span few bins
+    for k in range(int((last - first).max()) + 1):
+        b = first + k
+        live = b <= last
+        lo = np.maximum(start[live], t0 + b[live] * width)
+        hi = np.minimum(end[live], t0 + (b[live] + 1) * width)
+        np.add.at(grid, (sm[live], np.minimum(b[live], bins)), np.maximum(hi - lo, 0) / width)
+    return grid, t0, width
+
+
+def plot(rec: Recording, out: Path, top: int = 6) -> list[Path]:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise PlotUnavailable("gpuobs plot needs matplotlib: pip install 'gpuobs[plot]'") from exc
+    written = []
+    devices = sorted(set(rec.event_devices.tolist()))
+    stats = analysis.kernel_stats(rec)
+    of = analysis.launch_index_of_events(rec)
+    names = np.array(analysis.launch_table(rec, of).name, dtype=object)
+    for device in devices:
+        grid, t0, width = occupancy(rec, device)
+        if grid is None:
+            continue
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(16, 6), gridspec_kw={"width_ratios": [3, 2]})
+        im = ax1.imshow(grid, aspect="auto", origin="lower", interpolation="nearest", cmap="viridis",
+                        extent=(0, grid.shape[1] * width / 1e3, -0.5, grid.shape[0] - 0.5))
+        ax1.set_xlabel("device time since first block (us)")
+        ax1.set_ylabel("SM")
+        ax1.set_title(f"GPU {device} ({rec.device_name(device)}): resident blocks per SM")
+        fig.colorbar(im, ax=ax1, label="blocks resident (time-averaged)")
+        ev = rec.events
+        ok = (of >= 0) & (ev["kind"] == schema.EventKind.BLOCK) & (rec.event_devices == device)
+        for row in [r for r in stats if r["device"] == device and r["block_ns_p50"]][:top]:
+            mine = ok.copy()
+            mine[ok] = names[of[ok]] == row["kernel"]
+            dur = (ev["time_end"][mine].astype(np.int64) - ev["time_start"][mine].astype(np.int64)) / 1e3
+            label = row["kernel"] if len(row["kernel"]) < 48 else row["kernel"][:45] + "..."
+            ax2.hist(dur, bins=60, histtype="step", label=f"{label} ({len(dur):,})")
+        ax2.set_xlabel("block duration (us)")
+        ax2.set_ylabel("blocks")
+        ax2.set_yscale("log")
+        ax2.set_title("block durations, busiest kernels")
+        ax2.legend(fontsize=7)
+        fig.tight_layout()
+        path = out if len(devices) == 1 else out.with_name(f"{out.stem}.gpu{device}{out.suffix}")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
