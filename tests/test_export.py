@@ -156,3 +156,40 @@ def test_several_recordings_into_one_trace(tmp_path):
     assert d.problems == []
     assert len([t for t in d.tracks.values() if t.name.startswith("GPU ")]) == 2
     assert len(d.slices) == 5 * 64 + 5
+
+
+def test_native_and_numpy_encoders_write_identical_bytes(tmp_path, monkeypatch):
+    from gpuobs.perfetto_export import native_encoder
+    if native_encoder.encoder() is None:
+        pytest.skip("no C compiler: only the numpy encoder exists here")
+    ev, launches = synthetic.block_trace_events(5, 400, sm_count=24)
+    ev["block_y"][::7] = 3  # exercise the optional annotations
+    ev["block_z"][::11] = 2
+    path = tmp_path / "r.gpuobs"
+    with RecordingWriter(path) as w:
+        w.launches(launches[:4])  # the last launch is unknown: no launch annotation on its blocks
+        w.flush(attempted=len(ev), recorded=len(ev), dropped=0)
+        w.events(ev)
+    rec = gpuobs.load(path)
+    for opts in (ExportOptions(), ExportOptions(block_args=False), ExportOptions(clock="device")):
+        export([rec], tmp_path / "native.pftrace", opts)
+        monkeypatch.setattr(native_encoder, "encoder", lambda: None)
+        export([rec], tmp_path / "numpy.pftrace", opts)
+        monkeypatch.undo()
+        assert (tmp_path / "native.pftrace").read_bytes() == (tmp_path / "numpy.pftrace").read_bytes()
+
+
+def test_native_and_numpy_lanes_agree():
+    from gpuobs.perfetto_export import lanes, native_encoder
+    if native_encoder.encoder() is None:
+        pytest.skip("no C compiler")
+    ev, _ = synthetic.block_trace_events(20, 700, sm_count=16, seed=3)
+    g, s, e = ev["sm_id"].astype(np.int64), ev["time_start"], ev["time_end"]
+    native = lanes.assign_lanes(g, s, e)
+    original = native_encoder.encoder
+    try:
+        native_encoder.encoder = lambda: None
+        numpy_lanes = lanes.assign_lanes(g, s, e)
+    finally:
+        native_encoder.encoder = original
+    np.testing.assert_array_equal(native, numpy_lanes)

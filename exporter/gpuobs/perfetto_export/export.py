@@ -275,18 +275,18 @@ def _block_tracks_and_slices(w, rec, gpu, ev, blocks, launch_of_event, names, ii
                         description="One track per SM, in SM order; blocks that overlap on an SM sit on lanes "
                                     "merged into its track. A block runs from its leader's entry to its last "
                                     "thread's exit.")
-    lane_uuid = {}
+    # Lane tracks of an SM get consecutive uuids, so a block's track is first[sm] + lane.
+    lanes_of_sm = np.zeros(int(sm.max()) + 1, np.int64)
+    np.maximum.at(lanes_of_sm, sm, lane + 1)
+    first = np.zeros(len(lanes_of_sm), np.uint64)
     lane0 = {}
-    for s_id in np.unique(sm):
-        n_lanes = int(lane[sm == s_id].max()) + 1
-        for k in range(n_lanes):
+    for s_id in np.flatnonzero(lanes_of_sm):
+        for k in range(int(lanes_of_sm[s_id])):
             uuid = w.track(f"SM {int(s_id)}", parent=sms_group, rank=int(s_id), merge_key=f"sm-{int(s_id)}")
-            lane_uuid[(int(s_id), k)] = uuid
             if k == 0:
+                first[s_id] = uuid
                 lane0[int(s_id)] = uuid
-    keys = sm * 1024 + lane
-    uniq, inverse = np.unique(keys, return_inverse=True)
-    uuid_arr = np.array([lane_uuid[(int(k) // 1024, int(k) % 1024)] for k in uniq], np.uint64)[inverse]
+    uuid_arr = first[sm] + lane.astype(np.uint64)
     lo = launch_of_event[blocks]
     launch_ids = np.where(lo >= 0, rec.launches["launch_id"][np.maximum(lo, 0)].astype(np.int64), -1)
     slot_iid = np.zeros(int(ev["function_slot"][blocks].max()) + 1, np.uint64)
@@ -298,7 +298,7 @@ def _block_tracks_and_slices(w, rec, gpu, ev, blocks, launch_of_event, names, ii
                     block_x=ev["block_x"][blocks].astype(np.int64), block_y=ev["block_y"][blocks].astype(np.int64),
                     block_z=ev["block_z"][blocks].astype(np.int64))
     encode_blocks(w, b, names, lane0, clock, opts.block_args)
-    return len(lane0), len(lane_uuid)
+    return len(lane0), int(lanes_of_sm.sum())
 
 
 def _counter_packets(w, track, times, values, clock):

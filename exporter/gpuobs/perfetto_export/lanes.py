@@ -57,6 +57,12 @@ def assign_lanes(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.nd
         return lanes
     order, _ = _sort(group, start, int(start.min()))
     g, s, e = group[order], start[order].astype(np.uint64), end[order].astype(np.uint64)
+    from . import native_encoder
+    if native_encoder.encoder() is not None:
+        chosen = native_encoder.assign_lanes_sorted(g, s, e)
+        if chosen is not None:
+            lanes[order] = chosen
+            return lanes
     uniq, counts, gi, rank = _ranks(g)
     width = max(1, max_concurrency(group, start, end))
     n_groups, depth = len(uniq), int(counts.max())

@@ -27,6 +27,10 @@ class TraceWriter:
         data = pkt.SerializeToString()
         self._chunks.append(tag(TRACE_PACKET_FIELD, 2) + varint_bytes(len(data)) + data)
 
+    def raw(self, encoded_packets: bytes) -> None:
+        """Packets already encoded as Trace.packet entries."""
+        self._chunks.append(encoded_packets)
+
     def rows(self, rows: Rows) -> None:
         if rows.n:
             self._chunks.append(rows.as_field(TRACE_PACKET_FIELD).tobytes())

@@ -1,0 +1,89 @@
+"""The C block-packet encoder (native_encoder.c), compiled on first use with the
+host C compiler and loaded through cffi. Without a compiler, or with
+GPUOBS_PURE_PYTHON=1, the exporter uses the numpy encoder, which writes the same
+bytes (tests/test_export.py checks they are identical)."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from cffi import FFI
+
+SOURCE = Path(__file__).with_name("native_encoder.c")
+_FFI = FFI()
+_FFI.cdef("""
+size_t gpuobs_encode_blocks(uint8_t* out, size_t n, const uint64_t* ts, const uint8_t* begin,
+                            const uint64_t* track, const uint64_t* name_iid, const uint64_t* seq,
+                            const int64_t* bx, const int64_t* by, const int64_t* bz, const int64_t* launch,
+                            int with_args, uint64_t flags);
+long gpuobs_assign_lanes(size_t n, const int64_t* group, const uint64_t* start, const uint64_t* end,
+                         int64_t* lane_out, uint64_t* lane_free_at, long max_lanes);
+""")
+MAX_LANES = 4096
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("GPUOBS_CACHE", Path.home() / ".cache" / "gpuobs"))
+
+
+@lru_cache(maxsize=1)
+def encoder():
+    """The loaded library, or None when it cannot be built here."""
+    if os.environ.get("GPUOBS_PURE_PYTHON") == "1":
+        return None
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc or not SOURCE.is_file():
+        return None
+    digest = hashlib.sha256(SOURCE.read_bytes() + cc.encode()).hexdigest()[:16]
+    lib = _cache_dir() / f"encoder-{digest}.so"
+    if not lib.is_file():
+        lib.parent.mkdir(parents=True, exist_ok=True)
+        tmp = lib.with_suffix(f".{os.getpid()}.tmp")
+        proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(tmp), str(SOURCE)], capture_output=True)
+        if proc.returncode != 0:
+            return None
+        os.replace(tmp, lib)
+    try:
+        return _FFI.dlopen(str(lib))
+    except OSError:
+        return None
+
+
+def _ptr(kind: str, array: np.ndarray):
+    return _FFI.cast(kind, array.ctypes.data)
+
+
+def assign_lanes_sorted(group: np.ndarray, start: np.ndarray, end: np.ndarray):
+    """Lanes for intervals already sorted by (group, start); None past MAX_LANES."""
+    lib = encoder()
+    group = np.ascontiguousarray(group, np.int64)
+    start = np.ascontiguousarray(start, np.uint64)
+    end = np.ascontiguousarray(end, np.uint64)
+    lanes = np.empty(len(group), np.int64)
+    free_at = np.zeros(MAX_LANES, np.uint64)
+    width = lib.gpuobs_assign_lanes(len(group), _ptr("int64_t*", group), _ptr("uint64_t*", start),
+                                    _ptr("uint64_t*", end), _ptr("int64_t*", lanes), _ptr("uint64_t*", free_at),
+                                    MAX_LANES)
+    return None if width < 0 else lanes
+
+
+def encode_blocks(ts, begin, track, name_iid, seq, bx, by, bz, launch, with_args: bool, flags: int) -> bytes:
+    lib = encoder()
+    arrays = [np.ascontiguousarray(ts, np.uint64), np.ascontiguousarray(begin, np.uint8),
+              np.ascontiguousarray(track, np.uint64), np.ascontiguousarray(name_iid, np.uint64),
+              np.ascontiguousarray(seq, np.uint64), np.ascontiguousarray(bx, np.int64),
+              np.ascontiguousarray(by, np.int64), np.ascontiguousarray(bz, np.int64),
+              np.ascontiguousarray(launch, np.int64)]
+    kinds = ["uint64_t*", "uint8_t*"] + ["uint64_t*"] * 3 + ["int64_t*"] * 4
+    ptrs = [_ptr(k, a) for k, a in zip(kinds, arrays)]
+    n = len(arrays[0])
+    size = lib.gpuobs_encode_blocks(_FFI.NULL, n, *ptrs, int(with_args), flags)
+    out = np.empty(size, np.uint8)
+    written = lib.gpuobs_encode_blocks(_FFI.cast("uint8_t*", out.ctypes.data), n, *ptrs, int(with_args), flags)
+    assert written == size
+    return out
