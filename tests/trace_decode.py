@@ -66,9 +66,8 @@ def decode(path) -> Decoded:
             ts = s["inc"]
         else:
             ts = p.timestamp
-        if (te.HasField("name_iid") or clock_id == INCREMENTAL_CLOCK) and not (
-                p.sequence_flags & pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE):
-            d.problems.append("packet uses incremental state without SEQ_NEEDS_INCREMENTAL_STATE")
+        if te.HasField("name_iid") and not (p.sequence_flags & pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE):
+            d.problems.append("packet uses interned data without SEQ_NEEDS_INCREMENTAL_STATE")
         track = te.track_uuid if te.HasField("track_uuid") else (
             defaults.track_event_defaults.track_uuid if defaults else 0)
         if track not in d.tracks:

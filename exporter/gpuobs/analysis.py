@@ -128,8 +128,14 @@ def launch_table(rec: Recording, launch_of_event: np.ndarray | None = None) -> L
     first_start[first_start == np.iinfo(np.uint64).max] = 0
     blocks_recorded = np.bincount(idx[is_block], minlength=n)[:n]
     events_kept = np.bincount(idx[~is_block], minlength=n)[:n]
-    sm_pairs = np.unique(idx.astype(np.int64) * 65536 + ev["sm_id"][ok])
-    sms_touched = np.bincount(sm_pairs // 65536, minlength=n)[:n]
+    sms = ev["sm_id"][ok].astype(np.int64)
+    if len(sms) and n * (int(sms.max()) + 1) <= 50_000_000:
+        seen = np.zeros((n, int(sms.max()) + 1), bool)
+        seen[idx, sms] = True
+        sms_touched = seen.sum(axis=1)
+    else:
+        sm_pairs = np.unique(idx.astype(np.int64) * 65536 + sms)
+        sms_touched = np.bincount(sm_pairs // 65536, minlength=n)[:n]
     counted = np.full(n, -1, np.int64)
     counted_shared = np.zeros(n, np.int64)
     if len(rec.launch_counts) and n:

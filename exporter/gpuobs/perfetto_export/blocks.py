@@ -69,13 +69,14 @@ def encode_blocks(w: TraceWriter, b: BlockSlices, names: dict[int, str], sm_lane
     seq_of_packet = np.repeat(seq, np.diff(np.r_[boundaries, len(sm)]))
 
     # The first packet of each SM's sequence: interned names, defaults, clock.
-    pairs = np.unique(sm[is_begin] * (1 << 32) + b.name_iid[event][is_begin].astype(np.int64))
-    used = np.stack([pairs >> 32, pairs & 0xFFFFFFFF], axis=1)
+    # which kernel names each SM's sequence needs interned
+    uses = np.zeros((int(sm.max()) + 1, int(b.name_iid.max()) + 1), bool)
+    uses[b.sm, b.name_iid.astype(np.int64)] = True
     for i in boundaries:
         s = int(sm[i])
         pkt = pb.TracePacket(trusted_packet_sequence_id=seq_ids[s], sequence_flags=SEQ_CLEARED,
                              first_packet_on_sequence=True)
-        for iid in used[used[:, 0] == s][:, 1]:
+        for iid in np.flatnonzero(uses[s]):
             pkt.interned_data.event_names.add(iid=int(iid), name=names[int(iid)])
         for arg, iid in ARG_NAMES.items():
             pkt.interned_data.debug_annotation_names.add(iid=iid, name=arg)
@@ -96,12 +97,13 @@ def encode_blocks(w: TraceWriter, b: BlockSlices, names: dict[int, str], sm_lane
     default_lane = np.array([sm_lane0_uuid[int(s)] for s in sm[boundaries]], np.uint64)
     not_default = lane_uuid != np.repeat(default_lane, np.diff(np.r_[boundaries, len(sm)]))
     track = np.where(not_default, lane_uuid, 0).astype(np.uint64)
-    columns = (ts, is_begin, track, b.name_iid[event], seq_of_packet, b.block_x[event], b.block_y[event],
-               b.block_z[event], b.launch_id[event])
     if native_encoder.encoder() is not None:
-        w.raw(native_encoder.encode_blocks(*columns, with_args=block_args, flags=SEQ_NEEDS))
+        w.raw(native_encoder.encode_blocks(event, ts, is_begin, track, seq_of_packet, b.name_iid, b.block_x,
+                                           b.block_y, b.block_z, b.launch_id, with_args=block_args,
+                                           flags=SEQ_NEEDS))
     else:
-        w.rows(_rows(*columns, with_args=block_args))
+        w.rows(_rows(ts, is_begin, track, b.name_iid[event], seq_of_packet, b.block_x[event], b.block_y[event],
+                     b.block_z[event], b.launch_id[event], with_args=block_args))
     return len(t)
 
 
@@ -117,4 +119,4 @@ def _rows(ts, is_begin, track, name_iid, seq, bx, by, bz, launch, with_args: boo
             ann = Rows(len(ts)).varint_field(1, ARG_NAMES[arg]).sint_as_varint_field(4, values)
             te.message_field(4, ann, present=present)
     return (Rows(len(ts)).varint_field(8, ts).message_field(11, te)
-            .varint_field(10, seq).varint_field(13, SEQ_NEEDS))
+            .varint_field(10, seq).varint_field(13, SEQ_NEEDS, present=is_begin))

@@ -34,26 +34,29 @@ struct packet_sizes {
 
 enum { ARG_BLOCK = 1, ARG_LAUNCH = 2, ARG_BLOCK_Y = 3, ARG_BLOCK_Z = 4 };
 
-static struct packet_sizes sizes(size_t i, const uint64_t* ts, const uint8_t* begin, const uint64_t* track,
-                                 const uint64_t* name_iid, const uint64_t* seq, const int64_t* bx,
-                                 const int64_t* by, const int64_t* bz, const int64_t* launch, int with_args,
-                                 uint64_t flags) {
+/* Per-packet columns are indexed by i; per-block columns (name_iid, bx, by, bz,
+ * launch) by e = event[i], the block the packet belongs to. */
+static struct packet_sizes sizes(size_t i, int64_t e, const uint64_t* ts, const uint8_t* begin,
+                                 const uint64_t* track, const uint64_t* name_iid, const uint64_t* seq,
+                                 const int64_t* bx, const int64_t* by, const int64_t* bz, const int64_t* launch,
+                                 int with_args, uint64_t flags) {
     struct packet_sizes s;
     size_t te = 2; /* type: tag + 1-byte value (1 or 2) */
     if (track[i]) te += 1 + varint_size(track[i]);
     if (begin[i]) {
-        te += 1 + varint_size(name_iid[i]);
+        te += 1 + varint_size(name_iid[e]);
         if (with_args) {
-            size_t a = ann_size(ARG_BLOCK, bx[i]);
+            size_t a = ann_size(ARG_BLOCK, bx[e]);
             te += 1 + varint_size(a) + a;
-            if (by[i] > 0) { a = ann_size(ARG_BLOCK_Y, by[i]); te += 1 + varint_size(a) + a; }
-            if (bz[i] > 0) { a = ann_size(ARG_BLOCK_Z, bz[i]); te += 1 + varint_size(a) + a; }
-            if (launch[i] >= 0) { a = ann_size(ARG_LAUNCH, launch[i]); te += 1 + varint_size(a) + a; }
+            if (by[e] > 0) { a = ann_size(ARG_BLOCK_Y, by[e]); te += 1 + varint_size(a) + a; }
+            if (bz[e] > 0) { a = ann_size(ARG_BLOCK_Z, bz[e]); te += 1 + varint_size(a) + a; }
+            if (launch[e] >= 0) { a = ann_size(ARG_LAUNCH, launch[e]); te += 1 + varint_size(a) + a; }
         }
     }
     s.te = te;
+    /* Only begins use interned data (the name), so only they carry the sequence flag. */
     s.packet = 1 + varint_size(ts[i]) + 1 + varint_size(te) + te + 1 + varint_size(seq[i]) +
-               (flags ? 1 + varint_size(flags) : 0);
+               (flags && begin[i] ? 1 + varint_size(flags) : 0);
     return s;
 }
 
@@ -68,14 +71,15 @@ static uint8_t* put_ann(uint8_t* p, uint64_t name_iid, int64_t value) {
 
 /* Encodes n packets as Trace.packet entries into out (NULL: only measure).
  * Returns the number of bytes. */
-size_t gpuobs_encode_blocks(uint8_t* out, size_t n, const uint64_t* ts, const uint8_t* begin,
-                            const uint64_t* track, const uint64_t* name_iid, const uint64_t* seq,
-                            const int64_t* bx, const int64_t* by, const int64_t* bz, const int64_t* launch,
-                            int with_args, uint64_t flags) {
+size_t gpuobs_encode_blocks(uint8_t* out, size_t n, const int64_t* event, const uint64_t* ts,
+                            const uint8_t* begin, const uint64_t* track, const uint64_t* name_iid,
+                            const uint64_t* seq, const int64_t* bx, const int64_t* by, const int64_t* bz,
+                            const int64_t* launch, int with_args, uint64_t flags) {
     size_t total = 0;
     uint8_t* p = out;
     for (size_t i = 0; i < n; ++i) {
-        struct packet_sizes s = sizes(i, ts, begin, track, name_iid, seq, bx, by, bz, launch, with_args, flags);
+        const int64_t e = event[i];
+        struct packet_sizes s = sizes(i, e, ts, begin, track, name_iid, seq, bx, by, bz, launch, with_args, flags);
         total += 1 + varint_size(s.packet) + s.packet;
         if (out == NULL) continue;
         *p++ = 0x0a; /* Trace.packet = 1 */
@@ -92,17 +96,17 @@ size_t gpuobs_encode_blocks(uint8_t* out, size_t n, const uint64_t* ts, const ui
         }
         if (begin[i]) {
             *p++ = 0x50; /* name_iid = 10 */
-            p = put_varint(p, name_iid[i]);
+            p = put_varint(p, name_iid[e]);
             if (with_args) {
-                p = put_ann(p, ARG_BLOCK, bx[i]);
-                if (by[i] > 0) p = put_ann(p, ARG_BLOCK_Y, by[i]);
-                if (bz[i] > 0) p = put_ann(p, ARG_BLOCK_Z, bz[i]);
-                if (launch[i] >= 0) p = put_ann(p, ARG_LAUNCH, launch[i]);
+                p = put_ann(p, ARG_BLOCK, bx[e]);
+                if (by[e] > 0) p = put_ann(p, ARG_BLOCK_Y, by[e]);
+                if (bz[e] > 0) p = put_ann(p, ARG_BLOCK_Z, bz[e]);
+                if (launch[e] >= 0) p = put_ann(p, ARG_LAUNCH, launch[e]);
             }
         }
         *p++ = 0x50; /* trusted_packet_sequence_id = 10 */
         p = put_varint(p, seq[i]);
-        if (flags) {
+        if (flags && begin[i]) {
             *p++ = 0x68; /* sequence_flags = 13 */
             p = put_varint(p, flags);
         }

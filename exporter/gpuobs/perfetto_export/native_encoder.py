@@ -17,10 +17,10 @@ from cffi import FFI
 SOURCE = Path(__file__).with_name("native_encoder.c")
 _FFI = FFI()
 _FFI.cdef("""
-size_t gpuobs_encode_blocks(uint8_t* out, size_t n, const uint64_t* ts, const uint8_t* begin,
-                            const uint64_t* track, const uint64_t* name_iid, const uint64_t* seq,
-                            const int64_t* bx, const int64_t* by, const int64_t* bz, const int64_t* launch,
-                            int with_args, uint64_t flags);
+size_t gpuobs_encode_blocks(uint8_t* out, size_t n, const int64_t* event, const uint64_t* ts,
+                            const uint8_t* begin, const uint64_t* track, const uint64_t* name_iid,
+                            const uint64_t* seq, const int64_t* bx, const int64_t* by, const int64_t* bz,
+                            const int64_t* launch, int with_args, uint64_t flags);
 long gpuobs_assign_lanes(size_t n, const int64_t* group, const uint64_t* start, const uint64_t* end,
                          int64_t* lane_out, uint64_t* lane_free_at, long max_lanes);
 """)
@@ -72,14 +72,16 @@ def assign_lanes_sorted(group: np.ndarray, start: np.ndarray, end: np.ndarray):
     return None if width < 0 else lanes
 
 
-def encode_blocks(ts, begin, track, name_iid, seq, bx, by, bz, launch, with_args: bool, flags: int) -> bytes:
+def encode_blocks(event, ts, begin, track, seq, name_iid, bx, by, bz, launch, with_args: bool,
+                  flags: int) -> np.ndarray:
+    """Packets i take ts/begin/track/seq[i]; the per-block columns are read at event[i]."""
     lib = encoder()
-    arrays = [np.ascontiguousarray(ts, np.uint64), np.ascontiguousarray(begin, np.uint8),
-              np.ascontiguousarray(track, np.uint64), np.ascontiguousarray(name_iid, np.uint64),
-              np.ascontiguousarray(seq, np.uint64), np.ascontiguousarray(bx, np.int64),
-              np.ascontiguousarray(by, np.int64), np.ascontiguousarray(bz, np.int64),
-              np.ascontiguousarray(launch, np.int64)]
-    kinds = ["uint64_t*", "uint8_t*"] + ["uint64_t*"] * 3 + ["int64_t*"] * 4
+    arrays = [np.ascontiguousarray(event, np.int64), np.ascontiguousarray(ts, np.uint64),
+              np.ascontiguousarray(begin, np.uint8), np.ascontiguousarray(track, np.uint64),
+              np.ascontiguousarray(name_iid, np.uint64), np.ascontiguousarray(seq, np.uint64),
+              np.ascontiguousarray(bx, np.int64), np.ascontiguousarray(by, np.int64),
+              np.ascontiguousarray(bz, np.int64), np.ascontiguousarray(launch, np.int64)]
+    kinds = ["int64_t*", "uint64_t*", "uint8_t*", "uint64_t*", "uint64_t*", "uint64_t*"] + ["int64_t*"] * 4
     ptrs = [_ptr(k, a) for k, a in zip(kinds, arrays)]
     n = len(arrays[0])
     size = lib.gpuobs_encode_blocks(_FFI.NULL, n, *ptrs, int(with_args), flags)
