@@ -189,9 +189,10 @@ def _drop_note(rec: Recording, device: int) -> str:
 
 
 def _kernel_names(rec: Recording, device: int):
+    in_events = rec.events["function_slot"][rec.event_devices == device]
     slots = sorted({k[1] for k in rec.functions if k[0] == device} |
                    set(rec.launches["function_slot"][rec.launches["device_index"] == device].tolist()) |
-                   set(rec.events["function_slot"][rec.event_devices == device].tolist()))
+                   set(np.flatnonzero(np.bincount(in_events)).tolist() if len(in_events) else []))
     iid_of_slot = {slot: i + 1 for i, slot in enumerate(slots)}
     names = {iid: rec.function(device, slot).name for slot, iid in iid_of_slot.items()}
     return names, iid_of_slot
@@ -267,9 +268,14 @@ def _kernel_slices(w, rec, gpu, launches, table, names, iid_of_slot, clock, wind
 
 
 def _block_tracks_and_slices(w, rec, gpu, ev, blocks, launch_of_event, names, iid_of_slot, clock, opts):
-    sm = ev["sm_id"][blocks].astype(np.int64)
-    start = ev["time_start"][blocks]
-    end = np.maximum(ev["time_end"][blocks], start)
+    every = len(blocks) == len(ev)  # the common case: no filter, so columns need no gather
+
+    def col(name):
+        return ev[name] if every else ev[name][blocks]
+
+    sm = col("sm_id").astype(np.int64)
+    start = col("time_start")
+    end = np.maximum(col("time_end"), start)
     lane = assign_lanes(sm, start, end)
     sms_group = w.track("SMs", parent=gpu, rank=1, explicit_order=True,
                         description="One track per SM, in SM order; blocks that overlap on an SM sit on lanes "
@@ -287,16 +293,16 @@ def _block_tracks_and_slices(w, rec, gpu, ev, blocks, launch_of_event, names, ii
                 first[s_id] = uuid
                 lane0[int(s_id)] = uuid
     uuid_arr = first[sm] + lane.astype(np.uint64)
-    lo = launch_of_event[blocks]
+    lo = launch_of_event if every else launch_of_event[blocks]
     launch_ids = np.where(lo >= 0, rec.launches["launch_id"][np.maximum(lo, 0)].astype(np.int64), -1)
-    slot_iid = np.zeros(int(ev["function_slot"][blocks].max()) + 1, np.uint64)
+    slots = col("function_slot")
+    slot_iid = np.zeros(int(slots.max()) + 1, np.uint64)
     for slot, iid in iid_of_slot.items():
         if slot < len(slot_iid):
             slot_iid[slot] = iid
-    b = BlockSlices(sm=sm, start=start, end=end, lane_uuid=uuid_arr,
-                    name_iid=slot_iid[ev["function_slot"][blocks]], launch_id=launch_ids,
-                    block_x=ev["block_x"][blocks].astype(np.int64), block_y=ev["block_y"][blocks].astype(np.int64),
-                    block_z=ev["block_z"][blocks].astype(np.int64))
+    b = BlockSlices(sm=sm, start=start, end=end, lane_uuid=uuid_arr, name_iid=slot_iid[slots], launch_id=launch_ids,
+                    block_x=col("block_x").astype(np.int64), block_y=col("block_y").astype(np.int64),
+                    block_z=col("block_z").astype(np.int64))
     encode_blocks(w, b, names, lane0, clock, opts.block_args)
     return len(lane0), int(lanes_of_sm.sum())
 
