@@ -82,15 +82,20 @@ class PerfettoUI:
              "--disable-dev-shm-usage", f"--user-data-dir={root / 'profile'}",
              f"--remote-debugging-port={debug_port}", "--window-size=1600,1000", url],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        ws_url = self._page_socket(debug_port)
-        self._ws = websocket.create_connection(ws_url, timeout=self.timeout)
-        self._id = 0
-        self._wait_loaded()
+        self._ws = None
+        try:
+            self._ws = websocket.create_connection(self._page_socket(debug_port), timeout=self.timeout)
+            self._id = 0
+            self._wait_loaded()
+        except BaseException:
+            self.__exit__(None, None, None)  # never leave a browser running behind a failed start
+            raise
         return self
 
     def __exit__(self, *exc):
         try:
-            self._ws.close()
+            if self._ws is not None:
+                self._ws.close()
         except Exception:
             pass
         self._browser.kill()

@@ -15,6 +15,7 @@ from ..recording import Recording
 from .blocks import BlockSlices, encode_blocks
 from .clock import ClockRelation, clock_relation
 from .lanes import assign_lanes
+from .protowire import Rows
 from .writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
 
 KERNEL_ARGS = ["launch", "grid", "block_dim", "stream", "blocks_recorded", "blocks_dropped", "counted",
@@ -225,46 +226,59 @@ def _kernel_slices(w, rec, gpu, launches, table, names, iid_of_slot, clock, wind
     for i, arg in enumerate(KERNEL_ARGS, start=1):
         first.interned_data.debug_annotation_names.add(iid=i, name=arg)
     w.packet(first)
-    arg_iid = {a: i for i, a in enumerate(KERNEL_ARGS, start=1)}
-    # Begins and ends in time order; at equal times an end closes before a begin opens.
-    marks = sorted([(int(start[k]), 1, k) for k in range(len(timed))] +
-                   [(int(end[k]), 0 if end[k] > start[k] else 2, k) for k in range(len(timed))])
-    for t, kind, k in marks:
-        pkt = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_NEEDS)
-        _ts(pkt, t, clock)
-        te = pkt.track_event
-        te.track_uuid = lanes[lane[k]]
-        if kind != 1:
-            te.type = pb.TrackEvent.TYPE_SLICE_END
-            w.packet(pkt)
-            continue
-        i = int(timed[k])
-        l = rec.launches[i]
-        te.type = pb.TrackEvent.TYPE_SLICE_BEGIN
-        te.name_iid = iid_of_slot[int(l["function_slot"])]
-        grid_blocks = int(table.grid_blocks[i])
-        recorded = int(table.blocks_recorded[i])
-        values = {"launch": int(l["launch_id"]), "grid": "x".join(str(int(v)) for v in l["grid"]),
-                  "block_dim": "x".join(str(int(v)) for v in l["block"]), "stream": hex(int(l["stream_id"])),
-                  "blocks_recorded": recorded,
-                  "counted": int(table.counted[i]) if table.counted[i] >= 0 else None,
-                  "count_shared_by": int(table.counted_shared[i]) if table.counted_shared[i] > 1 else None,
-                  "graph_replay": int(l["graph_launch_id"]) if int(l["flags"]) & 1 else None,
-                  "raced_flush": True if int(l["flags"]) & 2 else None}
-        if recorded:
-            values["blocks_dropped"] = max(grid_blocks - recorded, 0)
-        for arg, value in values.items():
-            if value is None:
-                continue
-            ann = te.debug_annotations.add(name_iid=arg_iid[arg])
-            if isinstance(value, bool):
-                ann.bool_value = value
-            elif isinstance(value, int):
-                ann.int_value = value
-            else:
-                ann.string_value = value
-        w.packet(pkt)
+    w.rows(_kernel_packet_rows(rec, table, timed, start, end, np.asarray(lanes, np.uint64)[lane], seq,
+                               iid_of_slot, clock))
     return len(timed), missing
+
+
+def _kernel_packet_rows(rec, table, timed, start, end, track, seq, iid_of_slot, clock) -> Rows:
+    """Begin and end packets of the kernel slices, in time order (at equal times an
+    end closes before a begin opens), encoded in bulk."""
+    m = len(timed)
+    zero = end <= start
+    times = np.concatenate([start, end]).astype(np.uint64)
+    rank = np.concatenate([np.ones(m), np.where(zero, 2, 0)])
+    order = np.lexsort((rank, times))
+    k = np.concatenate([np.arange(m), np.arange(m)])[order]
+    begin = order < m
+    n = len(order)
+    l = rec.launches[timed[k]]
+    i = timed[k]
+    recorded = table.blocks_recorded[i].astype(np.int64)
+    counted = table.counted[i]
+    shared = table.counted_shared[i]
+    graph = (l["flags"] & 1).astype(bool)
+    raced = (l["flags"] & 2).astype(bool)
+    arg = {a: j for j, a in enumerate(KERNEL_ARGS, start=1)}
+    te = (Rows(n).varint_field(9, np.where(begin, pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END))
+          .varint_field(11, track[k])
+          .varint_field(10, np.array([iid_of_slot[int(s)] for s in l["function_slot"]], np.uint64), present=begin))
+
+    def ints(name, values, present):
+        ann = Rows(n).varint_field(1, arg[name]).sint_as_varint_field(4, values)
+        te.message_field(4, ann, present=begin & present)
+
+    def strings(name, values):
+        ann = Rows(n).varint_field(1, arg[name]).bytes_field(6, values, present=begin)
+        te.message_field(4, ann, present=begin)
+
+    dims = lambda a: ["x".join(str(int(v)) for v in row).encode() for row in a]  # noqa: E731
+    ints("launch", l["launch_id"].astype(np.int64), True)
+    strings("grid", dims(l["grid"]))
+    strings("block_dim", dims(l["block"]))
+    strings("stream", [hex(int(v)).encode() for v in l["stream_id"]])
+    ints("blocks_recorded", recorded, True)
+    ints("blocks_dropped", np.maximum(table.grid_blocks[i] - recorded, 0), recorded > 0)
+    ints("counted", counted, counted >= 0)
+    ints("count_shared_by", shared, shared > 1)
+    ints("graph_replay", l["graph_launch_id"].astype(np.int64), graph)
+    raced_ann = Rows(n).varint_field(1, arg["raced_flush"]).varint_field(2, 1)
+    te.message_field(4, raced_ann, present=begin & raced)
+    packets = Rows(n).varint_field(8, times[order])
+    if clock.measured:
+        packets.varint_field(58, clock.clock_id)
+    return (packets.message_field(11, te).varint_field(10, seq)
+            .varint_field(13, SEQ_NEEDS, present=begin))
 
 
 def _block_tracks_and_slices(w, rec, gpu, ev, blocks, launch_of_event, names, iid_of_slot, clock, opts):

@@ -94,11 +94,15 @@ class Rows:
         self._parts.append(("rows", inner, inner_len))
         return self
 
-    def bytes_field(self, field: int, blobs: list[bytes]) -> "Rows":
+    def bytes_field(self, field: int, blobs: list[bytes], present=None) -> "Rows":
         """A length-delimited field with per-row bytes (a list: use for small n only)."""
         lens = np.array([len(b) for b in blobs], np.int64)
-        self._bytes_part(tag(field, LEN), None)
+        if present is not None:
+            lens = np.where(present, lens, 0)
+        self._bytes_part(tag(field, LEN), present)
         matrix, lengths = varint_matrix(lens)
+        if present is not None:
+            lengths = np.where(present, lengths, 0)
         self._parts.append(("matrix", matrix, lengths))
         width = int(lens.max()) if len(lens) else 0
         m = np.zeros((self.n, max(width, 1)), np.uint8)
