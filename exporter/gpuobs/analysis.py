@@ -36,10 +36,14 @@ def launch_index_of_events(rec: Recording) -> np.ndarray:
     # Fast path: a grid id that names exactly one launch, on the event's device and window.
     by_grid = np.argsort(launches["grid_id"], kind="stable")
     grids = launches["grid_id"][by_grid]
-    left = np.searchsorted(grids, ev["grid_id"], side="left")
-    right = np.searchsorted(grids, ev["grid_id"], side="right")
-    single = right - left == 1
-    cand = by_grid[np.minimum(left, len(by_grid) - 1)]
+    # a grid id held by exactly one launch, found with one binary search per event
+    alone = np.ones(len(grids), bool)
+    same_as_next = grids[1:] == grids[:-1]
+    alone[1:] &= ~same_as_next
+    alone[:-1] &= ~same_as_next
+    left = np.minimum(np.searchsorted(grids, ev["grid_id"], side="left"), len(grids) - 1)
+    single = (grids[left] == ev["grid_id"]) & alone[left]
+    cand = by_grid[left]
     single &= launches["device_index"][cand] == rec.event_devices
     single &= rec.launch_flushes[cand] == rec.event_flushes
     out[single] = cand[single]

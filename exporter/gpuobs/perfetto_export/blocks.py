@@ -29,27 +29,37 @@ class BlockSlices:
     lane_uuid: np.ndarray   # uint64 track uuid of each block's lane
     name_iid: np.ndarray    # uint64 interned kernel name
     launch_id: np.ndarray   # int64, -1 when unresolved
-    block_x: np.ndarray
-    block_y: np.ndarray
-    block_z: np.ndarray
+    block_x: np.ndarray     # uint32, as recorded
+    block_y: np.ndarray     # uint16
+    block_z: np.ndarray     # uint16
 
 
 def _packet_order(sm: np.ndarray, start: np.ndarray, end: np.ndarray):
     """Begin and end packets sorted by (SM, time); at equal times an end closes
-    before a begin opens, except the end of a zero-length block after its begin."""
+    before a begin opens, except the end of a zero-length block after its begin.
+    Returns (order, sm, time) of the sorted packets; order[i] < n marks a begin
+    of block order[i], else the end of block order[i] - n."""
     n = len(sm)
+    base = int(start.min())
+    sm64 = sm.astype(np.uint64)
+    span = int(end.max()) - base
+    if span < 1 << TIME_BITS and int(sm64.max()) < 1 << (62 - TIME_BITS):
+        # One key per packet: SM, then time, then the tie rank; the sorted keys
+        # give back SM and time without gathering them again.
+        high = sm64 << np.uint64(TIME_BITS + 2)
+        begin_key = high | ((start - np.uint64(base)) << np.uint64(2)) | np.uint64(1)
+        end_rank = (start == end).astype(np.uint64) << np.uint64(1)
+        end_key = high | ((end - np.uint64(base)) << np.uint64(2)) | end_rank
+        key = np.concatenate([begin_key, end_key])
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        t = ((key >> np.uint64(2)) & np.uint64((1 << TIME_BITS) - 1)) + np.uint64(base)
+        return order, (key >> np.uint64(TIME_BITS + 2)).astype(np.int64), t
     times = np.concatenate([start, end]).astype(np.uint64)
-    zero = start == end
-    rank = np.concatenate([np.ones(n, np.uint64), np.where(zero, 2, 0).astype(np.uint64)])
-    base = int(times.min())
-    rel = times - np.uint64(base)
-    sms = np.concatenate([sm, sm]).astype(np.uint64)
-    if int(rel.max()) < 1 << TIME_BITS and int(sms.max()) < 1 << (62 - TIME_BITS):
-        key = (sms << np.uint64(TIME_BITS + 2)) | (rel << np.uint64(2)) | rank
-        order = np.argsort(key)  # ties are packets of different blocks: any order is right
-    else:
-        order = np.lexsort((rank, times, sms))
-    return order, times
+    rank = np.concatenate([np.ones(n, np.uint64), np.where(start == end, 2, 0).astype(np.uint64)])
+    sms = np.concatenate([sm, sm])
+    order = np.lexsort((rank, times, sms))
+    return order, sms[order].astype(np.int64), times[order]
 
 
 def encode_blocks(w: TraceWriter, b: BlockSlices, names: dict[int, str], sm_lane0_uuid: dict[int, int],
@@ -58,11 +68,9 @@ def encode_blocks(w: TraceWriter, b: BlockSlices, names: dict[int, str], sm_lane
     n = len(b.sm)
     if n == 0:
         return 0
-    order, times = _packet_order(b.sm, b.start, b.end)
-    event = np.concatenate([np.arange(n), np.arange(n)])[order]
+    order, sm, t = _packet_order(b.sm, b.start, b.end)
     is_begin = order < n
-    t = times[order]
-    sm = b.sm[event]
+    event = np.where(is_begin, order, order - n)
     boundaries = np.flatnonzero(np.r_[True, sm[1:] != sm[:-1]])
     seq_ids = {int(sm[i]): w.new_sequence() for i in boundaries}
     seq = np.array([seq_ids[int(s)] for s in sm[boundaries]], np.uint64)
@@ -102,8 +110,9 @@ def encode_blocks(w: TraceWriter, b: BlockSlices, names: dict[int, str], sm_lane
                                            b.block_y, b.block_z, b.launch_id, with_args=block_args,
                                            flags=SEQ_NEEDS))
     else:
-        w.rows(_rows(ts, is_begin, track, b.name_iid[event], seq_of_packet, b.block_x[event], b.block_y[event],
-                     b.block_z[event], b.launch_id[event], with_args=block_args))
+        w.rows(_rows(ts, is_begin, track, b.name_iid[event], seq_of_packet, b.block_x[event].astype(np.int64),
+                     b.block_y[event].astype(np.int64), b.block_z[event].astype(np.int64), b.launch_id[event],
+                     with_args=block_args))
     return len(t)
 
 

@@ -315,8 +315,7 @@ def _block_tracks_and_slices(w, rec, gpu, ev, blocks, launch_of_event, names, ii
         if slot < len(slot_iid):
             slot_iid[slot] = iid
     b = BlockSlices(sm=sm, start=start, end=end, lane_uuid=uuid_arr, name_iid=slot_iid[slots], launch_id=launch_ids,
-                    block_x=col("block_x").astype(np.int64), block_y=col("block_y").astype(np.int64),
-                    block_z=col("block_z").astype(np.int64))
+                    block_x=col("block_x"), block_y=col("block_y"), block_z=col("block_z"))
     encode_blocks(w, b, names, lane0, clock, opts.block_args)
     return len(lane0), int(lanes_of_sm.sum())
 

@@ -38,7 +38,7 @@ enum { ARG_BLOCK = 1, ARG_LAUNCH = 2, ARG_BLOCK_Y = 3, ARG_BLOCK_Z = 4 };
  * launch) by e = event[i], the block the packet belongs to. */
 static struct packet_sizes sizes(size_t i, int64_t e, const uint64_t* ts, const uint8_t* begin,
                                  const uint64_t* track, const uint64_t* name_iid, const uint64_t* seq,
-                                 const int64_t* bx, const int64_t* by, const int64_t* bz, const int64_t* launch,
+                                 const uint32_t* bx, const uint16_t* by, const uint16_t* bz, const int64_t* launch,
                                  int with_args, uint64_t flags) {
     struct packet_sizes s;
     size_t te = 2; /* type: tag + 1-byte value (1 or 2) */
@@ -73,7 +73,7 @@ static uint8_t* put_ann(uint8_t* p, uint64_t name_iid, int64_t value) {
  * Returns the number of bytes. */
 size_t gpuobs_encode_blocks(uint8_t* out, size_t n, const int64_t* event, const uint64_t* ts,
                             const uint8_t* begin, const uint64_t* track, const uint64_t* name_iid,
-                            const uint64_t* seq, const int64_t* bx, const int64_t* by, const int64_t* bz,
+                            const uint64_t* seq, const uint32_t* bx, const uint16_t* by, const uint16_t* bz,
                             const int64_t* launch, int with_args, uint64_t flags) {
     size_t total = 0;
     uint8_t* p = out;

@@ -19,7 +19,7 @@ _FFI = FFI()
 _FFI.cdef("""
 size_t gpuobs_encode_blocks(uint8_t* out, size_t n, const int64_t* event, const uint64_t* ts,
                             const uint8_t* begin, const uint64_t* track, const uint64_t* name_iid,
-                            const uint64_t* seq, const int64_t* bx, const int64_t* by, const int64_t* bz,
+                            const uint64_t* seq, const uint32_t* bx, const uint16_t* by, const uint16_t* bz,
                             const int64_t* launch, int with_args, uint64_t flags);
 long gpuobs_assign_lanes(size_t n, const int64_t* group, const uint64_t* start, const uint64_t* end,
                          int64_t* lane_out, uint64_t* lane_free_at, long max_lanes);
@@ -79,9 +79,10 @@ def encode_blocks(event, ts, begin, track, seq, name_iid, bx, by, bz, launch, wi
     arrays = [np.ascontiguousarray(event, np.int64), np.ascontiguousarray(ts, np.uint64),
               np.ascontiguousarray(begin, np.uint8), np.ascontiguousarray(track, np.uint64),
               np.ascontiguousarray(name_iid, np.uint64), np.ascontiguousarray(seq, np.uint64),
-              np.ascontiguousarray(bx, np.int64), np.ascontiguousarray(by, np.int64),
-              np.ascontiguousarray(bz, np.int64), np.ascontiguousarray(launch, np.int64)]
-    kinds = ["int64_t*", "uint64_t*", "uint8_t*", "uint64_t*", "uint64_t*", "uint64_t*"] + ["int64_t*"] * 4
+              np.ascontiguousarray(bx, np.uint32), np.ascontiguousarray(by, np.uint16),
+              np.ascontiguousarray(bz, np.uint16), np.ascontiguousarray(launch, np.int64)]
+    kinds = ["int64_t*", "uint64_t*", "uint8_t*", "uint64_t*", "uint64_t*", "uint64_t*", "uint32_t*",
+             "uint16_t*", "uint16_t*", "int64_t*"]
     ptrs = [_ptr(k, a) for k, a in zip(kinds, arrays)]
     n = len(arrays[0])
     size = lib.gpuobs_encode_blocks(_FFI.NULL, n, *ptrs, int(with_args), flags)
