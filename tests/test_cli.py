@@ -14,9 +14,11 @@ runner = CliRunner()
 def test_export_reads_the_default_recording_here(tmp_path, block_recording, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "gpuobs.gpuobs").write_bytes(block_recording.read_bytes())
+    (tmp_path / "gpuobs.777.gpuobs").write_bytes(block_recording.read_bytes())  # a child process's file
+    (tmp_path / "gpuobs.old.gpuobs").write_bytes(b"not a child: ignored")
     result = runner.invoke(app, ["export", "trace.pftrace"])
     assert result.exit_code == 0, result.output
-    assert "12,288 block slices" in result.output and "nothing dropped" in result.output
+    assert "24,576 block slices" in result.output and "nothing dropped" in result.output
     assert decode(tmp_path / "trace.pftrace").problems == []
 
 
@@ -54,9 +56,12 @@ def test_record_refuses_bad_options_before_running_anything(tmp_path, monkeypatc
     assert r.exit_code == 2 and "--mode 'warp' is not one of" in r.output
     r = runner.invoke(app, ["record", "--sample-shift", "40", "--", "true"])
     assert r.exit_code == 2 and "outside 0..32" in r.output
+    (tmp_path / "gpuobs.4242.gpuobs").write_bytes(b"x")  # a child's file from an earlier run
+    r = runner.invoke(app, ["record", "--", "true"])
+    assert r.exit_code == 2 and "gpuobs.4242.gpuobs" in r.output and "pass --force" in r.output
     (tmp_path / "gpuobs.gpuobs").write_bytes(b"x")
     r = runner.invoke(app, ["record", "--", "true"])
-    assert r.exit_code == 2 and "exists; pass --force" in r.output
+    assert r.exit_code == 2 and "gpuobs.gpuobs, gpuobs.4242.gpuobs exist(s)" in r.output
     r = runner.invoke(app, ["record"])
     assert r.exit_code == 2 and "no program to run" in r.output
 

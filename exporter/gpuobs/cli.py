@@ -50,7 +50,7 @@ def record(
 ):
     """Run a program with every kernel patched: gpuobs record [OPTIONS] -- CMD [ARGS...]"""
     from .native_build import NativeUnavailable, build
-    from .record import RecordOptions, mode_names, outputs_of_run, run_recorded, tool_environment
+    from .record import RecordOptions, child_recordings, mode_names, outputs_of_run, run_recorded, tool_environment
 
     cmd = list(ctx.args)
     if not cmd:
@@ -63,16 +63,18 @@ def record(
         _fail(f"--capacity {capacity} is outside 1024..{1 << 28}")
     if scope not in ("function", "launch"):
         _fail(f"--scope {scope!r} is not function or launch")
-    if output.exists() and not force:
-        _fail(f"{output} exists; pass --force to overwrite it, or -o to write elsewhere")
+    stale = ([output] if output.exists() else []) + child_recordings(output)
+    if stale and not force:
+        _fail(f"{', '.join(map(str, stale))} exist(s) from an earlier run; pass --force to replace them, "
+              "or -o to write elsewhere")
     if not output.parent.exists():
         _fail(f"cannot write {output}: folder {output.parent} does not exist")
     try:
         native = build()
     except NativeUnavailable as exc:
         _fail(str(exc))
-    if output.exists():
-        output.unlink()
+    for path in stale:  # an earlier run's files must not mix into this run's export
+        path.unlink()
     opts = RecordOptions(mode=mode, sample_shift=sample_shift, capacity=capacity, kernels=kernels,
                          output=output, scope=scope)
     started = time.time()
@@ -125,10 +127,9 @@ def info(recording: Path = typer.Argument(Path("gpuobs.gpuobs")),
 
 def _default_inputs() -> List[Path]:
     """What `gpuobs record` writes by default here: gpuobs.gpuobs and its child processes' files."""
+    from .record import child_recordings
     main = Path("gpuobs.gpuobs")
-    found = [main] if main.exists() else []
-    found += sorted(p for p in Path(".").glob("gpuobs.*.gpuobs") if p.name.split(".")[1].isdigit())
-    return found
+    return ([main] if main.exists() else []) + child_recordings(main)
 
 
 @app.command()

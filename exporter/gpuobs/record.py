@@ -47,15 +47,22 @@ def tool_environment(build: NativeBuild, opts: RecordOptions, base: dict | None 
     return env
 
 
+def child_recordings(output: Path) -> list[Path]:
+    """`<stem>.<pid><suffix>` files beside the output: what child processes of a run write."""
+    output = Path(output)
+    found = []
+    for p in sorted(output.parent.glob(f"{output.stem}.*{output.suffix}")):
+        middle = p.name[len(output.stem) + 1 : len(p.name) - len(output.suffix)]
+        if middle.isdigit():
+            found.append(p)
+    return found
+
+
 def outputs_of_run(output: Path, since: float) -> list[Path]:
     """The main recording and those of child processes (`<stem>.<pid>.gpuobs`)."""
     output = Path(output)
     found = [output] if output.exists() else []
-    for p in sorted(output.parent.glob(f"{output.stem}.*{output.suffix}")):
-        middle = p.name[len(output.stem) + 1 : -len(output.suffix) or None]
-        if middle.isdigit() and p.stat().st_mtime >= since - 1:
-            found.append(p)
-    return found
+    return found + [p for p in child_recordings(output) if p.stat().st_mtime >= since - 1]
 
 
 def run_recorded(cmd: list[str], env: dict) -> int:
