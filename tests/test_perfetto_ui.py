@@ -67,3 +67,17 @@ def test_shipped_h200_sample_in_the_real_ui(tmp_path, ui_class):
     with ui_class(out) as ui:
         _check(ui, len(rec.events) + int((gpuobs.analysis.launch_table(rec).first_start > 0).sum()),
                {"Kernels", "SMs", "SM 0", "SM 131"})
+
+
+def test_host_trace_beside_device_tracks_in_the_real_ui(tmp_path, ui_class):
+    from gpuobs.host_traces.kineto import load_kineto
+
+    from .test_host_traces import kineto_of
+    rec = gpuobs.load(synthetic.write_block_trace_recording(tmp_path / "r.gpuobs", n_launches=4,
+                                                            blocks_per_launch=300))
+    host = load_kineto(kineto_of(rec, tmp_path / "prof.json"))
+    out = tmp_path / "t.pftrace"
+    export([rec], out, hosts=[host])
+    with ui_class(out) as ui:
+        _check(ui, len(rec.events) + len(rec.launches) + len(host.events),
+               {"Kernels", "SMs", "GPU 0 stream 7 (uninstrumented)", "python 11 (pid 4242)"})

@@ -147,8 +147,13 @@ def export(
     block_args: bool = typer.Option(True, "--block-args/--no-block-args",
                                     help="block coordinates and launch id on every block slice"),
     salvage: bool = typer.Option(False, "--salvage", help="read damaged recordings up to the damage"),
+    host: Optional[List[Path]] = typer.Option(None, "--host",
+                                              help="a PyTorch-profiler JSON trace of a separate, uninstrumented run"),
+    align: Optional[str] = typer.Option(None, "--align",
+                                        help="'kernels': shift --host traces so matched kernels line up (labelled)"),
 ):
     """Write recordings as one Perfetto trace: per GPU a device-clock group, kernels, one track per SM."""
+    from .host_traces.kineto import HostTraceError, load_kineto
     from .perfetto_export.export import ExportError, ExportOptions, export as run_export
 
     paths = list(inputs) if inputs else _default_inputs()
@@ -162,8 +167,12 @@ def export(
     if not output.parent.exists():
         _fail(f"cannot write {output}: folder {output.parent} does not exist")
     recordings = [_load(p, salvage) for p in paths]
+    try:
+        hosts = [load_kineto(h) for h in host or []]
+    except HostTraceError as exc:
+        _fail(str(exc))
     opts = ExportOptions(kernels=kernels, launches=launches, time_window=time_window, clock=clock,
-                         samples=samples, block_args=block_args)
+                         samples=samples, block_args=block_args, align=align)
     big = sum(len(r.events) for r in recordings) > 200_000
     try:
         if big:
@@ -171,9 +180,9 @@ def export(
             with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                           console=err, transient=True) as bar:
                 task = bar.add_task("exporting", total=None)
-                summary = run_export(recordings, output, opts, lambda m: bar.update(task, description=m))
+                summary = run_export(recordings, output, opts, lambda m: bar.update(task, description=m), hosts)
         else:
-            summary = run_export(recordings, output, opts)
+            summary = run_export(recordings, output, opts, hosts=hosts)
     except ExportError as exc:
         _fail(str(exc))
     _print_export_summary(summary, output)
@@ -190,7 +199,16 @@ def _print_export_summary(summary, output: Path) -> None:
         if g.launches_without_time:
             out.print(f"    {g.launches_without_time:,} launches carry no device timestamps in this mode "
                       "(counts only), so they have no kernel slice", highlight=False)
-    out.print(f"Open it at ui.perfetto.dev, or in trace_processor.", highlight=False)
+    for h in summary.hosts:
+        shift = (f"; shifted {h['shift_ns'] / 1e6:+.3f} ms to line up kernels (residual {h['residual_ns'] / 1e3:.1f} us)"
+                 if h["shift_ns"] else "")
+        out.print(f"  host trace {h['path']}: {h['events']:,} events, {h['matched']:,} of {h['kernels']:,} kernels "
+                  f"matched ({h['unmatched_gpuobs']:,} gpuobs launches unmatched); clock {h['clock']}{shift}",
+                  highlight=False)
+        for row in h["per_kernel"][:8]:
+            out.print(f"    {row['kernel'][:70]}: {row['matched']} matched, uninstrumented {row['uninstrumented_us']:.1f} us, "
+                      f"instrumented {row['instrumented_us']:.1f} us ({row['ratio']:.2f}x)", highlight=False)
+    out.print("Open it at ui.perfetto.dev, or in trace_processor.", highlight=False)
 
 
 @app.command()

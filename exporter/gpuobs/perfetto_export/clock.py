@@ -30,6 +30,7 @@ class ClockRelation:
     samples: np.ndarray           # gpuobs_clock_sample rows used
     offset_ns: float = 0.0        # device - host MONOTONIC, median over samples
     uncertainty_ns: float = 0.0   # half the widest bracket used
+    realtime_offset_ns: float = 0.0  # device - host REALTIME, median over samples
 
     @property
     def measured(self) -> bool:
@@ -66,5 +67,7 @@ def clock_relation(samples: np.ndarray, pid: int, device_index: int, mode: str) 
     offsets = usable["device_ns"].astype(np.float64) - mono_mid
     half = (usable["monotonic_after"].astype(np.float64) - usable["monotonic_before"]) / 2
     order = np.argsort(usable["device_ns"])
+    real_mid = (usable["realtime_before"].astype(np.float64) + usable["realtime_after"]) / 2
+    real_offsets = usable["device_ns"].astype(np.float64) - real_mid
     return ClockRelation(gpu_clock_id(pid, device_index), usable[order], float(np.median(offsets)),
-                         float(half.max()))
+                         float(half.max()), float(np.median(real_offsets)))

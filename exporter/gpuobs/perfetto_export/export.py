@@ -14,12 +14,14 @@ from .. import analysis, schema
 from ..recording import Recording
 from .blocks import BlockSlices, encode_blocks
 from .clock import ClockRelation, clock_relation
+from ..host_traces.matching import kernel_alignment, match_kernels
+from .host_tracks import write_host_trace
 from .lanes import assign_lanes
 from .protowire import Rows
 from .writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
 
 KERNEL_ARGS = ["launch", "grid", "block_dim", "stream", "blocks_recorded", "blocks_dropped", "counted",
-               "count_shared_by", "graph_replay", "raced_flush"]
+               "count_shared_by", "graph_replay", "raced_flush", "uninstrumented_ns", "instrumentation_cost"]
 
 
 class ExportError(Exception):
@@ -34,6 +36,7 @@ class ExportOptions:
     clock: str = "auto"                  # auto | device
     samples: bool = False                # raw memory samples as instants
     block_args: bool = True
+    align: Optional[str] = None          # "kernels": shift host traces so matched kernels line up
     bins: int = 2000                     # counter bins across each GPU's span
 
 
@@ -54,6 +57,7 @@ class GpuSummary:
 @dataclass
 class ExportSummary:
     gpus: list = field(default_factory=list)
+    hosts: list = field(default_factory=list)   # one dict per host trace: matching and per-kernel cost
     tracks: int = 0
     bytes: int = 0
 
@@ -106,17 +110,26 @@ def _launch_filter(rec: Recording, opts: ExportOptions) -> np.ndarray:
 
 
 def export(recordings: list[Recording], out_path, opts: ExportOptions | None = None,
-           progress: Callable[[str], None] | None = None) -> ExportSummary:
+           progress: Callable[[str], None] | None = None, hosts: list = ()) -> ExportSummary:
     opts = opts or ExportOptions()
     if opts.clock not in ("auto", "device"):
         raise ExportError(f"--clock {opts.clock!r} is not auto or device")
+    if opts.align not in (None, "kernels"):
+        raise ExportError(f"--align {opts.align!r}: only 'kernels' is known")
     say = progress or (lambda _msg: None)
     w = TraceWriter()
     summary = ExportSummary()
+    matches = []  # (host, rec, table, KernelMatch)
+    related = False
     for rec in recordings:
         say(f"resolving launches of {rec.path}")
         launch_of_event = analysis.launch_index_of_events(rec)
         table = analysis.launch_table(rec, launch_of_event)
+        host_dur = {}
+        for host in hosts:
+            m = match_kernels(rec, table, host)
+            matches.append((host, rec, table, m))
+            host_dur.update({int(i): k.dur_ns for i, k in zip(m.launch_index, m.host_kernel)})
         keep_launch = _launch_filter(rec, opts)
         devices = sorted(set(rec.devices["device_index"].tolist()) | set(rec.event_devices.tolist())
                          | set(rec.launches["device_index"].tolist()))
@@ -124,7 +137,11 @@ def export(recordings: list[Recording], out_path, opts: ExportOptions | None = N
         window = _time_window(ev, opts)
         for device in devices:
             say(f"encoding GPU {device} of {rec.path}")
-            summary.gpus.append(_export_gpu(w, rec, device, ev, launch_of_event, table, keep_launch, window, opts))
+            gpu = _export_gpu(w, rec, device, ev, launch_of_event, table, keep_launch, window, opts, host_dur)
+            related |= gpu.clock.startswith("measured")
+            summary.gpus.append(gpu)
+    for host in hosts:
+        summary.hosts.append(_export_host(w, host, [m for m in matches if m[0] is host], related, opts))
     summary.tracks = w.tracks
     try:
         summary.bytes = w.save(out_path)
@@ -141,8 +158,26 @@ def _time_window(ev: np.ndarray, opts: ExportOptions):
     return (t0 + lo if lo is not None else 0, t0 + hi if hi is not None else np.iinfo(np.uint64).max)
 
 
+def _export_host(w, host, matches, related, opts) -> dict:
+    best = max(matches, key=lambda m: len(m[3].launch_index), default=None)
+    shift = residual = 0
+    matched = len(best[3].launch_index) if best else 0
+    if opts.align == "kernels" and best and matched:
+        _host, rec, table, m = best
+        device = int(rec.launches["device_index"][m.launch_index[0]])
+        pid = rec.run.pid if rec.run else 0
+        clock = clock_relation(rec.clock_samples[rec.clock_samples["device_index"] == device], pid, device, "auto")
+        shift, residual = kernel_alignment(rec, table, m, clock)
+    write_host_trace(w, host, related, shift, residual, matched)
+    return {"path": host.path, "events": len(host.events), "kernels": len(host.kernels), "matched": matched,
+            "unmatched_gpuobs": best[3].unmatched_launches if best else 0,
+            "unmatched_host": best[3].unmatched_host if best else len(host.kernels),
+            "per_kernel": best[3].per_kernel if best else [], "shift_ns": shift, "residual_ns": residual,
+            "clock": "REALTIME" if related else "none (raw REALTIME ns)"}
+
+
 def _export_gpu(w: TraceWriter, rec: Recording, device: int, ev, launch_of_event, table, keep_launch, window,
-                opts: ExportOptions) -> GpuSummary:
+                opts: ExportOptions, host_dur: dict | None = None) -> GpuSummary:
     pid = rec.run.pid if rec.run else 0
     clock = clock_relation(rec.clock_samples[rec.clock_samples["device_index"] == device], pid, device, opts.clock)
     name = rec.device_name(device)
@@ -167,7 +202,7 @@ def _export_gpu(w: TraceWriter, rec: Recording, device: int, ev, launch_of_event
     names, iid_of_slot = _kernel_names(rec, device)
     dev_launches = np.flatnonzero((rec.launches["device_index"] == device) & keep_launch)
     s.kernel_slices, s.launches_without_time = _kernel_slices(w, rec, gpu, dev_launches, table, names,
-                                                              iid_of_slot, clock, window, blocks, launch_of_event)
+                                                              iid_of_slot, clock, window, host_dur or {})
     if len(blocks):
         s.sms, s.lanes = _block_tracks_and_slices(w, rec, gpu, ev, blocks, launch_of_event, names, iid_of_slot,
                                                   clock, opts)
@@ -205,7 +240,7 @@ def _ts(pkt: pb.TracePacket, t: int, clock: ClockRelation) -> None:
         pkt.timestamp_clock_id = clock.clock_id
 
 
-def _kernel_slices(w, rec, gpu, launches, table, names, iid_of_slot, clock, window, blocks, launch_of_event):
+def _kernel_slices(w, rec, gpu, launches, table, names, iid_of_slot, clock, window, host_dur):
     has_time = table.first_start[launches] > 0
     if window is not None:
         has_time &= (table.first_start[launches] >= window[0]) & (table.first_start[launches] < window[1])
@@ -227,11 +262,11 @@ def _kernel_slices(w, rec, gpu, launches, table, names, iid_of_slot, clock, wind
         first.interned_data.debug_annotation_names.add(iid=i, name=arg)
     w.packet(first)
     w.rows(_kernel_packet_rows(rec, table, timed, start, end, np.asarray(lanes, np.uint64)[lane], seq,
-                               iid_of_slot, clock))
+                               iid_of_slot, clock, host_dur))
     return len(timed), missing
 
 
-def _kernel_packet_rows(rec, table, timed, start, end, track, seq, iid_of_slot, clock) -> Rows:
+def _kernel_packet_rows(rec, table, timed, start, end, track, seq, iid_of_slot, clock, host_dur) -> Rows:
     """Begin and end packets of the kernel slices, in time order (at equal times an
     end closes before a begin opens), encoded in bulk."""
     m = len(timed)
@@ -274,6 +309,14 @@ def _kernel_packet_rows(rec, table, timed, start, end, track, seq, iid_of_slot, 
     ints("graph_replay", l["graph_launch_id"].astype(np.int64), graph)
     raced_ann = Rows(n).varint_field(1, arg["raced_flush"]).varint_field(2, 1)
     te.message_field(4, raced_ann, present=begin & raced)
+    if host_dur:  # the same launch in a separate, uninstrumented run (--host)
+        unins = np.array([host_dur.get(int(x), -1) for x in i], np.int64)
+        has = unins > 0
+        ints("uninstrumented_ns", unins, has)
+        spans = (table.last_end[i].astype(np.int64) - table.first_start[i].astype(np.int64))
+        cost = [f"{sp / u:.2f}x".encode() if u > 0 else b"" for sp, u in zip(spans, unins)]
+        ann = Rows(n).varint_field(1, arg["instrumentation_cost"]).bytes_field(6, cost, present=begin & has)
+        te.message_field(4, ann, present=begin & has)
     packets = Rows(n).varint_field(8, times[order])
     if clock.measured:
         packets.varint_field(58, clock.clock_id)

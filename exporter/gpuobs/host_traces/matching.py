@@ -1,0 +1,72 @@
+"""Match a separate run's kernels to gpuobs's launches, per device, by kernel
+name, grid and block, in launch order (streams differ between runs, so they are
+not part of the key). Gives the uninstrumented duration of each matched launch
+next to the instrumented one: the per-kernel cost of instrumentation."""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..analysis import LaunchTable
+from ..recording import Recording
+
+
+@dataclass
+class KernelMatch:
+    launch_index: np.ndarray      # into rec.launches
+    host_kernel: list             # HostKernel per match
+    unmatched_launches: int = 0   # timed gpuobs launches with no partner
+    unmatched_host: int = 0       # profiler kernels with no partner
+    per_kernel: list = field(default_factory=list)  # rows: name, matched, host_us, gpuobs_us, ratio
+
+
+def match_kernels(rec: Recording, table: LaunchTable, host) -> KernelMatch:
+    timed = np.flatnonzero(table.first_start > 0)
+    mine: dict = {}
+    for i in timed[np.argsort(table.first_start[timed], kind="stable")]:
+        l = rec.launches[i]
+        key = (int(l["device_index"]), table.name[i], tuple(int(v) for v in l["grid"]),
+               tuple(int(v) for v in l["block"]))
+        mine.setdefault(key, []).append(int(i))
+    theirs: dict = {}
+    for k in host.kernels:
+        theirs.setdefault((k.device, k.name, k.grid, k.block), []).append(k)
+    idx, partners = [], []
+    for key, launches in mine.items():
+        others = theirs.get(key, [])
+        for a, b in zip(launches, others):
+            idx.append(a)
+            partners.append(b)
+    n_mine = sum(len(v) for v in mine.values())
+    n_theirs = len(host.kernels)
+    result = KernelMatch(np.array(idx, np.int64), partners, n_mine - len(idx), n_theirs - len(idx))
+    by_name: dict = {}
+    for i, k in zip(idx, partners):
+        span = int(table.last_end[i]) - int(table.first_start[i])
+        by_name.setdefault(table.name[i], []).append((k.dur_ns, span))
+    for name, pairs in by_name.items():
+        host_ns = statistics.median(p[0] for p in pairs)
+        gpuobs_ns = statistics.median(p[1] for p in pairs)
+        result.per_kernel.append({"kernel": name, "matched": len(pairs), "uninstrumented_us": host_ns / 1e3,
+                                  "instrumented_us": gpuobs_ns / 1e3,
+                                  "ratio": gpuobs_ns / host_ns if host_ns else float("nan")})
+    result.per_kernel.sort(key=lambda r: -r["matched"] * r["instrumented_us"])
+    return result
+
+
+def kernel_alignment(rec: Recording, table: LaunchTable, match: KernelMatch, clock) -> tuple[int, int]:
+    """--align kernels: the shift (ns) that lines the profiler's kernel starts up
+    with gpuobs's, on the host REALTIME axis, and the median residual after it."""
+    if not len(match.launch_index) or not clock.measured:
+        return 0, 0
+    offsets = []
+    for i, k in zip(match.launch_index, match.host_kernel):
+        # gpuobs's kernel start on REALTIME, through the measured device clock relation
+        device_start = int(table.first_start[i])
+        realtime = device_start - clock.realtime_offset_ns
+        offsets.append(realtime - k.start_ns)
+    shift = int(statistics.median(offsets))
+    residual = int(statistics.median(abs(o - shift) for o in offsets))
+    return shift, residual
