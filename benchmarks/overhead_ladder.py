@@ -8,7 +8,6 @@ per-process median of device times.
 import argparse
 import datetime
 import json
-import os
 import statistics
 import subprocess
 import sys

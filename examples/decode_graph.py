@@ -5,7 +5,6 @@ from a CUDA graph (no downloads: the weights are random).
 """
 import argparse
 import json
-import math
 import time
 
 import torch

@@ -2,7 +2,7 @@
 import numpy as np
 
 import gpuobs
-from gpuobs import analysis, schema, synthetic
+from gpuobs import analysis, synthetic
 from gpuobs.writer import RecordingWriter
 
 

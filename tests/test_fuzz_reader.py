@@ -1,6 +1,5 @@
 """Damaged recordings: the reader fails only with its documented errors, and
 salvage never fails at all (hypothesis; a longer run: benchmarks/fuzz_reader.py)."""
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

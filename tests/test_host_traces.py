@@ -3,7 +3,6 @@ capture from the H200 is still to come (issue 6); until then the Kineto file her
 is made in the documented format from the synthetic recording's own launches."""
 import json
 
-import numpy as np
 import pytest
 from typer.testing import CliRunner
 

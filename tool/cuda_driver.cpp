@@ -26,7 +26,6 @@ bool CudaDriver::load() {
     ok &= bind(h, "cuCtxPushCurrent_v2", &ctx_push);
     ok &= bind(h, "cuCtxPopCurrent_v2", &ctx_pop);
     ok &= bind(h, "cuCtxSynchronize", &ctx_synchronize);
-    ok &= bind(h, "cuCtxGetCurrent", &ctx_get_current);
     ok &= bind(h, "cuCtxGetDevice", &ctx_get_device);
     ok &= bind(h, "cuModuleLoadData", &module_load_data);
     ok &= bind(h, "cuModuleGetFunction", &module_get_function);

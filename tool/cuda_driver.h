@@ -12,7 +12,6 @@ struct CudaDriver {
     decltype(&::cuCtxPushCurrent) ctx_push = nullptr;
     decltype(&::cuCtxPopCurrent) ctx_pop = nullptr;
     decltype(&::cuCtxSynchronize) ctx_synchronize = nullptr;
-    decltype(&::cuCtxGetCurrent) ctx_get_current = nullptr;
     decltype(&::cuCtxGetDevice) ctx_get_device = nullptr;
     decltype(&::cuModuleLoadData) module_load_data = nullptr;
     decltype(&::cuModuleGetFunction) module_get_function = nullptr;

@@ -81,7 +81,7 @@ def record(
     code = run_recorded(cmd, tool_environment(native, opts))
     files = outputs_of_run(output, started)
     if not files:
-        err.print(f"[yellow]gpuobs:[/] the program wrote no recording (did it use CUDA? see 'gpuobs:' lines above)")
+        err.print("[yellow]gpuobs:[/] the program wrote no recording (did it use CUDA? see 'gpuobs:' lines above)")
     for path in files:
         _print_summary(path)
     if code != 0:

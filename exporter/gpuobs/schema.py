@@ -96,7 +96,6 @@ def layout_text() -> str:
             f"{fname}:{field.type.cname}@{field.offset}" for fname, field in ctype.fields
         )
         parts.append(f"{name}[{f.sizeof(ctype)}]{{{fields}}}")
-    _typedefs, structs, _unions = f.list_types()
     for enum_name in sorted(_enum_names()):
         etype = f.typeof(f"enum {enum_name}")
         values = ",".join(f"{k}={v}" for v, k in sorted(etype.elements.items()))
