@@ -16,15 +16,14 @@
 /* gpuobs:cdef-begin */
 #define GPUOBS_FORMAT_VERSION 1
 /* FNV-1a 64 of the canonical layout text (see gpuobs/schema.py: layout_text). */
-#define GPUOBS_SCHEMA_HASH 0xca8a2a4ffac04ec1
+#define GPUOBS_SCHEMA_HASH 0x90e007bd12625f11
 #define GPUOBS_EVENT_SIZE 64
 #define GPUOBS_MAX_STRIPES 256
 #define GPUOBS_DEFAULT_CAPACITY 1048576
 #define GPUOBS_DEFAULT_SAMPLE_SHIFT 10
 #define GPUOBS_LAUNCH_TABLE_SIZE 4096
 #define GPUOBS_LAUNCH_COUNTER_STRIPES 15 /* +1: 16 counters, two cache lines */
-#define GPUOBS_BLOCK_TABLE_SIZE 65536
-#define GPUOBS_LEADER_TABLE_WAYS 64
+#define GPUOBS_BLOCK_TABLE_SIZE 262144
 #define GPUOBS_FUNCTION_TABLE_SIZE 65536
 #define GPUOBS_NAME_LEN 256
 #define GPUOBS_CONTROL_MAGIC 0x5342424f
@@ -49,8 +48,10 @@ enum gpuobs_event_kind {
 /* gpuobs_event.flags bits for block events; memory events carry the
  * sanitizer's SANITIZER_MEMORY_DEVICE_FLAG_* bits instead. */
 enum gpuobs_block_flags {
-    GPUOBS_BLOCK_END_LEADER = 1    /* the exit count did not confirm the end: time_end is
-                                      the leader thread's (0,0,0) exit */
+    GPUOBS_BLOCK_END_UNCONFIRMED = 1 /* set at the flush when exit_count != the block's threads:
+                                        some exit could not find the block's event (it left
+                                        before the leader published it, which cannot move the
+                                        end, or another block took the slot, which can) */
 };
 
 /* One event: exactly one 64-byte cache line. */
@@ -64,13 +65,13 @@ typedef struct gpuobs_event {
     uint32_t block_x;
     uint16_t block_y;
     uint16_t block_z;
-    uint16_t thread_index;   /* memory: flat thread index within the block */
+    uint16_t thread_index;   /* memory: flat thread index within the block; block: threads in the block */
     uint16_t sm_id;          /* %smid at block start, or at the access */
-    uint16_t sm_id_end;      /* %smid of the thread that ended the block */
+    uint16_t sm_id_end;      /* block: %smid of the block (a block never changes SM) */
     uint8_t kind;            /* enum gpuobs_event_kind; written last (commit) */
     uint8_t access_size;     /* memory: bytes */
-    uint16_t flags;
-    uint16_t reserved;
+    uint16_t flags;          /* block: enum gpuobs_block_flags; memory: the sanitizer's access flags */
+    uint16_t exit_count;     /* block: threads whose exit stamped this event */
 } gpuobs_event;
 
 /* One claim pointer and drop counter per stripe (per SM), on its own line,
@@ -91,9 +92,7 @@ typedef struct gpuobs_control {
     uint64_t events;            /* device address of gpuobs_event[stripe_count * stripe_capacity] */
     uint64_t launch_counters;   /* device address of gpuobs_launch_counter[GPUOBS_LAUNCH_TABLE_SIZE] */
     uint64_t block_table;       /* device address of the block table (see gpuobs_function_entry) */
-    uint64_t leader_table;
-    uint64_t lost_counts;       /* reserved: counts that could not be attributed */
-    uint64_t lost_block_ends;   /* block_trace: blocks whose exit count had no table slot */
+    uint64_t unmatched_exit_threads; /* block_trace: exiting threads that did not find their block's slot */
     gpuobs_stripe stripes[GPUOBS_MAX_STRIPES];
 } gpuobs_control;
 
@@ -104,23 +103,13 @@ typedef struct gpuobs_launch_counter {
     uint64_t count[GPUOBS_LAUNCH_COUNTER_STRIPES + 1]; /* blocks (block modes) or accesses (memory modes) */
 } gpuobs_launch_counter;
 
-/* block_trace: the exit count of each running block, in a direct-mapped table
- * (slot = hash of grid and block), found and inserted by entry and exits alike. */
+/* block_trace: where a running block's exits find its event, in a direct-mapped
+ * table (slot = hash of grid, plus the block index). The leader publishes both
+ * words with one 16-byte store at block start. */
 typedef struct gpuobs_block_slot {
-    uint64_t key;               /* hash of (grid, block); 0 = free */
-    uint64_t event_index;       /* the block's event, or ~0 when dropped */
-    uint32_t exited_threads;
-    uint32_t ready;             /* 1 once the leader has set event_index */
-    uint32_t total_threads;     /* written by the leader, for diagnostics */
-    uint32_t pad;
+    uint64_t key;               /* hash of (grid, block), odd; 0 = never used */
+    uint64_t event_index;       /* the block's event, or ~0 when its claim was dropped */
 } gpuobs_block_slot;
-
-/* block_trace: where the leader thread finds its own event at its exit, by
- * (SM, hardware warp slot of the leader's warp): a warp keeps its slot. */
-typedef struct gpuobs_leader_slot {
-    uint64_t key;
-    uint64_t event_index;
-} gpuobs_leader_slot;
 
 /* What each patched function's callback data points to (device memory): every
  * constant the patches need, in one cache line, so a patch does one load. */
@@ -134,7 +123,6 @@ typedef struct gpuobs_function_entry {
     uint32_t sample_shift;
     uint32_t function_slot;
     uint32_t mode;
-    uint64_t leader_table;      /* gpuobs_leader_slot[GPUOBS_MAX_STRIPES][GPUOBS_LEADER_TABLE_WAYS], by %smid, %warpid */
 } gpuobs_function_entry;
 
 /* ---- Recording file (.gpuobs) ---- */
@@ -148,7 +136,9 @@ enum gpuobs_chunk_type {
     GPUOBS_CHUNK_FLUSH = 6,      /* gpuobs_flush_info + gpuobs_launch_count[] */
     GPUOBS_CHUNK_EVENTS = 7,     /* gpuobs_events_header + padding + gpuobs_event[] */
     GPUOBS_CHUNK_MODULE = 8,     /* gpuobs_module_info */
-    GPUOBS_CHUNK_END = 9         /* gpuobs_end_info: the run closed cleanly */
+    GPUOBS_CHUNK_END = 9,        /* gpuobs_end_info: the run closed cleanly */
+    GPUOBS_CHUNK_API_NAMES = 10, /* gpuobs_api_name + name, one per API function first seen */
+    GPUOBS_CHUNK_API_CALLS = 11  /* gpuobs_api_call[] (--api-trace) */
 };
 
 typedef struct gpuobs_file_header {
@@ -217,6 +207,7 @@ typedef struct gpuobs_launch {
     uint32_t block[3];
     uint32_t graph_launch_id;   /* graph replays: the replay's launch id, else 0 */
     uint32_t flags;             /* 1 = graph node; 2 = launched while a flush ran (counts may be partial) */
+    uint64_t api_call_id;       /* --api-trace: the innermost API call open on the launching thread, else 0 */
 } gpuobs_launch;
 
 /* The device %globaltimer read between two readings of each host clock. */
@@ -241,7 +232,8 @@ typedef struct gpuobs_flush_info {
     uint64_t filtered;          /* recorded events left out by the host kernel filter */
     uint64_t host_time_ns;      /* CLOCK_MONOTONIC at the flush */
     uint64_t unattributed;      /* counts in launch-counter slots of no known launch */
-    uint64_t lost_block_ends;
+    uint64_t unmatched_exit_threads; /* block_trace: exiting threads that found no event to stamp */
+    uint64_t unconfirmed_ends;  /* block_trace: events flagged GPUOBS_BLOCK_END_UNCONFIRMED */
     uint32_t launch_count_len;  /* gpuobs_launch_count entries after this struct */
     uint32_t incomplete;        /* slots claimed but never committed (kernel aborted) */
 } gpuobs_flush_info;
@@ -259,6 +251,22 @@ typedef struct gpuobs_events_header {
     uint32_t count;             /* events after the padding */
     uint32_t padding;           /* bytes of zeros so the events start 64-byte aligned */
 } gpuobs_events_header;
+
+/* --api-trace: one CUDA driver or runtime API call, on the host clock. */
+typedef struct gpuobs_api_call {
+    uint64_t call_id;           /* process-wide, in order of entry; launches refer to it */
+    uint64_t enter_ns;          /* CLOCK_MONOTONIC at the call's entry */
+    uint64_t exit_ns;           /* CLOCK_MONOTONIC at its exit */
+    uint32_t thread_id;         /* Linux thread id */
+    uint32_t api_id;            /* callback domain << 16 | callback id: see gpuobs_api_name */
+    uint32_t depth;             /* calls open on the thread at entry (0 = outermost) */
+    int32_t result;             /* CUresult or cudaError_t returned */
+} gpuobs_api_call;
+
+typedef struct gpuobs_api_name {
+    uint32_t api_id;
+    uint32_t name_len;          /* bytes of the function's name after this struct */
+} gpuobs_api_name;
 
 typedef struct gpuobs_end_info {
     uint64_t end_monotonic_ns;
@@ -305,6 +313,6 @@ GPUOBS_STATIC_ASSERT(sizeof(gpuobs_chunk_header) == 24, "chunk header is 24 byte
 GPUOBS_STATIC_ASSERT(sizeof(gpuobs_file_header) == 56, "file header is 56 bytes");
 GPUOBS_STATIC_ASSERT(sizeof(gpuobs_events_header) == 16, "events header is 16 bytes");
 GPUOBS_STATIC_ASSERT(sizeof(gpuobs_launch_counter) == 128, "launch counter is two lines");
-GPUOBS_STATIC_ASSERT(sizeof(gpuobs_block_slot) == 32, "block slot is 32 bytes");
+GPUOBS_STATIC_ASSERT(sizeof(gpuobs_block_slot) == 16, "block slot is one 16-byte store");
 
 #endif /* GPUOBS_SCHEMA_H */

@@ -82,8 +82,8 @@ def test_block_trace_one_record_per_block(tmp_path, silu_lib):
     sm_count = int(rec.devices[0]["sm_count"])
     assert (ev["time_start"] <= ev["time_end"]).all()
     assert (ev["sm_id"] < sm_count).all() and (ev["sm_id_end"] == ev["sm_id"]).all()
-    assert rec.totals["lost_block_ends"] == 0
-    assert not (ev["flags"] & schema.BLOCK_END_LEADER).any(), "last-exit tracking failed for some blocks"
+    assert rec.totals["unconfirmed_ends"] == 0 and rec.totals["unmatched_exit_threads"] == 0
+    assert not (ev["flags"] & schema.BLOCK_END_UNCONFIRMED).any(), "last-exit tracking failed for some blocks"
     of = analysis.launch_index_of_events(rec)
     assert (of >= 0).all(), "every event's %gridid must match a launch"
     table = analysis.launch_table(rec, of)
@@ -139,7 +139,7 @@ def test_modules_from_eight_threads_each_patched_once(tmp_path):
     steps = launches_named(rec, "graph_step")
     assert len(steps) == ran["graph_replays"] * ran["graph_nodes"]
     assert (table.blocks_recorded[steps] == ran["graph_blocks"]).all()
-    assert not (rec.events["flags"] & schema.BLOCK_END_LEADER).any()
+    assert not (rec.events["flags"] & schema.BLOCK_END_UNCONFIRMED).any()
 
 
 def test_launch_scope_without_graphs(tmp_path, silu_lib):

@@ -22,7 +22,7 @@ def _full_recording(path):
         w.launches(launches)
         w.clock_samples(clocks)
         w.flush(device_index=1, flush_seq=3, attempted=610, recorded=600, dropped=10, launch_counts=counts,
-                unattributed=1, lost_block_ends=2, incomplete=0)
+                unattributed=1, unmatched_exit_threads=2, unconfirmed_ends=3, incomplete=0)
         w.events(ev, device_index=1, flush_seq=3)
         w.end(flushes=1, launches=3, events=600)
     return ev, launches, clocks, counts

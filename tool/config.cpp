@@ -86,6 +86,14 @@ bool Config::load(std::string* error) {
         output = s;
     }
     if (const char* s = std::getenv("GPUOBS_CLOCK_PROBE")) clock_probe = std::string(s) != "0";
+    if (const char* s = std::getenv("GPUOBS_API_TRACE")) {
+        std::string v(s);
+        if (v != "0" && v != "1") {
+            *error = "GPUOBS_API_TRACE='" + v + "' is not 0 or 1";
+            return false;
+        }
+        api_trace = v == "1";
+    }
     if (const char* s = std::getenv("GPUOBS_PATCHES")) patches = s;
     if (const char* s = std::getenv("GPUOBS_PROBE")) probe = s;
     if (patches_needed() && patches.empty()) {

@@ -13,6 +13,7 @@ struct Config {
     uint64_t capacity = 1u << 20;      // records per context
     bool launch_scope = false;         // GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE=launch
     bool clock_probe = true;
+    bool api_trace = false;            // GPUOBS_API_TRACE=1: record driver and runtime API calls
     bool has_kernel_filter = false;
     std::regex kernel_filter;
     std::string kernel_filter_text;

@@ -10,6 +10,7 @@
 #include <iterator>
 #include <map>
 
+#include "api_trace.h"
 #include "cuda_driver.h"
 #include "log.h"
 #include "sanitizer_api.h"
@@ -92,13 +93,11 @@ bool ContextState::setup(std::string* error) {
     const size_t events_bytes = stripe_count_ * stripe_capacity_ * sizeof(gpuobs_event);
     const size_t counters_bytes = GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter);
     const size_t table_bytes = (size_t)GPUOBS_BLOCK_TABLE_SIZE * sizeof(gpuobs_block_slot);
-    const size_t leaders_bytes = (size_t)GPUOBS_MAX_STRIPES * GPUOBS_LEADER_TABLE_WAYS * sizeof(gpuobs_leader_slot);
     const size_t entries_bytes = (size_t)GPUOBS_FUNCTION_TABLE_SIZE * sizeof(gpuobs_function_entry);
     if (!device_alloc(ctx_, &ctl_, sizeof(gpuobs_control), "the control block", error) ||
         !device_alloc(ctx_, &events_, events_bytes, "the event buffer", error) ||
         !device_alloc(ctx_, &counters_, counters_bytes, "the launch counters", error) ||
         !device_alloc(ctx_, &block_table_, table_bytes, "the block table", error) ||
-        !device_alloc(ctx_, &leader_table_, leaders_bytes, "the leader table", error) ||
         !device_alloc(ctx_, &entries_, entries_bytes, "the function entries", error))
         return false;
 
@@ -112,7 +111,6 @@ bool ContextState::setup(std::string* error) {
     ctl.events = (uint64_t)events_;
     ctl.launch_counters = (uint64_t)counters_;
     ctl.block_table = (uint64_t)block_table_;
-    ctl.leader_table = (uint64_t)leader_table_;
     // Every function entry is written now, so a function first seen inside a
     // graph replay never reads an unwritten entry.
     std::vector<gpuobs_function_entry> entries(GPUOBS_FUNCTION_TABLE_SIZE);
@@ -123,7 +121,6 @@ bool ContextState::setup(std::string* error) {
         e.events = (uint64_t)events_;
         e.launch_counters = (uint64_t)counters_;
         e.block_table = (uint64_t)block_table_;
-        e.leader_table = (uint64_t)leader_table_;
         e.stripe_capacity = stripe_capacity_;
         e.stripe_count = stripe_count_;
         e.sample_shift = config_.sample_shift;
@@ -134,7 +131,8 @@ bool ContextState::setup(std::string* error) {
     SanitizerResult w2 = sanitizer().memcpy_htod_async(entries_, entries.data(), entries_bytes, nullptr);
     SanitizerResult w3 = sanitizer().memset(counters_, 0, counters_bytes, nullptr);
     SanitizerResult w4 = sanitizer().memset(block_table_, 0, table_bytes, nullptr);
-    if (w4 == SANITIZER_SUCCESS) w4 = sanitizer().memset(leader_table_, 0, leaders_bytes, nullptr);
+    // block_trace events are stamped by atomics on zeroed ends and exit counts.
+    if (w4 == SANITIZER_SUCCESS) w4 = sanitizer().memset(events_, 0, events_bytes, nullptr);
     uint32_t check = 0;
     // A blocking copy on the same stream: the writes above are done when it returns.
     SanitizerResult w5 = sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, nullptr);
@@ -221,6 +219,7 @@ void ContextState::on_launch(const LaunchInfo& launch) {
     l.block[2] = ld.blockDim_z;
     l.graph_launch_id = launch.graph_launch_id;
     l.flags = launch.graph_node ? 1 : 0;
+    if (config_.api_trace) l.api_call_id = ApiTrace::current_call();
     pending_launches_.push_back(l);
     ++unsynced_streams_[launch.stream_key];
     ++launches_total_;
@@ -326,32 +325,18 @@ void ContextState::write_launch_counts(const std::vector<gpuobs_launch>& launche
     }
 }
 
-// Debugging aid (GPUOBS_DEBUG): blocks whose exit count never completed leave
-// their slot taken; say how many, and whether their counts fell short or overshot.
-void ContextState::report_block_table() {
-    std::vector<gpuobs_block_slot> table(GPUOBS_BLOCK_TABLE_SIZE);
-    if (sanitizer().memcpy_dtoh(table.data(), block_table_, table.size() * sizeof(gpuobs_block_slot), nullptr) !=
-        SANITIZER_SUCCESS)
-        return;
-    uint64_t taken = 0, short_count = 0, over = 0, not_ready = 0;
-    for (const gpuobs_block_slot& s : table) {
-        if (s.key == 0) continue;
-        ++taken;
-        if (!s.ready) ++not_ready;
-        if (s.total_threads && s.exited_threads < s.total_threads) ++short_count;
-        if (s.total_threads && s.exited_threads > s.total_threads) ++over;
-    }
-    GPUOBS_LOG("block table: %llu slots still taken (%llu not ready, %llu counted short, %llu over)",
-               (unsigned long long)taken, (unsigned long long)not_ready, (unsigned long long)short_count,
-               (unsigned long long)over);
-}
-
-void ContextState::reset_device_buffers() {
+void ContextState::reset_device_buffers(const std::vector<uint64_t>& used_per_stripe) {
     sanitizer().memset(&ctl_->stripes[0], 0, sizeof(gpuobs_stripe) * stripe_count_, nullptr);
-    sanitizer().memset(&ctl_->lost_counts, 0, 2 * sizeof(uint64_t), nullptr);
+    sanitizer().memset(&ctl_->unmatched_exit_threads, 0, sizeof(uint64_t), nullptr);
     sanitizer().memset(counters_, 0, GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter), nullptr);
-    // Slots of blocks whose exit count never completed (aborted kernels) are freed too.
-    sanitizer().memset(block_table_, 0, (size_t)GPUOBS_BLOCK_TABLE_SIZE * sizeof(gpuobs_block_slot), nullptr);
+    // block_trace stamps ends and exit counts with atomics onto zeros: clear the
+    // events this window used (the block table needs no reset: keys are unique
+    // to a grid and block, and a stale slot only ever fails to match).
+    if (config_.mode == GPUOBS_MODE_BLOCK_TRACE)
+        for (uint32_t s = 0; s < stripe_count_; ++s)
+            if (used_per_stripe[s] != 0)
+                sanitizer().memset(events_ + s * stripe_capacity_, 0, used_per_stripe[s] * sizeof(gpuobs_event),
+                                   nullptr);
     uint32_t check;
     sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, nullptr);  // returns once the resets are done
 }
@@ -388,10 +373,12 @@ void ContextState::flush(const char* reason, bool require_quiet) {
             return;
         }
         staging_.clear();
+        std::vector<uint64_t> used(stripe_count_, 0);
         for (uint32_t s = 0; s < stripe_count_; ++s) {
             uint64_t claimed = ctl.stripes[s].claimed, n = std::min(claimed, stripe_capacity_);
             info.attempted += claimed;
             info.dropped += ctl.stripes[s].dropped;
+            used[s] = n;
             if (n == 0) continue;
             size_t at = staging_.size();
             staging_.resize(at + n);
@@ -402,11 +389,16 @@ void ContextState::flush(const char* reason, bool require_quiet) {
             GPUOBS_LOG("flush %u: accounting mismatch: recorded %llu + dropped %llu != attempted %llu", info.flush_seq,
                        (unsigned long long)info.recorded, (unsigned long long)info.dropped,
                        (unsigned long long)info.attempted);
-        info.lost_block_ends = ctl.lost_block_ends;
-        // Keep complete events that pass the kernel filter, in place.
+        info.unmatched_exit_threads = ctl.unmatched_exit_threads;
+        // Keep complete events that pass the kernel filter, in place. A block
+        // event whose exits were not all counted is flagged, never dropped.
         size_t kept = 0;
-        for (const gpuobs_event& e : staging_) {
-            if (e.kind == GPUOBS_EVENT_EMPTY) {
+        for (gpuobs_event& e : staging_) {
+            if (e.kind == GPUOBS_EVENT_BLOCK && e.exit_count != e.thread_index && e.time_end != 0) {
+                e.flags |= GPUOBS_BLOCK_END_UNCONFIRMED;
+                ++info.unconfirmed_ends;
+            }
+            if (e.kind == GPUOBS_EVENT_EMPTY || (e.kind == GPUOBS_EVENT_BLOCK && e.time_end == 0)) {
                 ++info.incomplete;
             } else if (e.function_slot < selected.size() && !selected[e.function_slot]) {
                 ++info.filtered;
@@ -419,8 +411,7 @@ void ContextState::flush(const char* reason, bool require_quiet) {
         sanitizer().memcpy_dtoh(counter_staging_.data(), counters_,
                                 GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter), nullptr);
         write_launch_counts(launches, &counts, &info.unattributed);
-        if (config_.mode == GPUOBS_MODE_BLOCK_TRACE && std::getenv("GPUOBS_DEBUG")) report_block_table();
-        reset_device_buffers();
+        reset_device_buffers(used);
     }
     if (!launches.empty())
         file_.write_chunk(GPUOBS_CHUNK_LAUNCHES, {{launches.data(), launches.size() * sizeof(gpuobs_launch)}});

@@ -53,8 +53,7 @@ private:
     void sample_clock();
     void write_launch_counts(const std::vector<gpuobs_launch>& launches, std::vector<gpuobs_launch_count>* out,
                              uint64_t* unattributed);
-    void reset_device_buffers();
-    void report_block_table();
+    void reset_device_buffers(const std::vector<uint64_t>& used_per_stripe);
 
     std::mutex launch_mu_;  // host launch state below; never held across a driver call from a flush
     std::mutex flush_mu_;   // serialises flushes and owns the staging buffers and probe
@@ -75,7 +74,6 @@ private:
     gpuobs_event* events_ = nullptr;
     gpuobs_launch_counter* counters_ = nullptr;
     gpuobs_block_slot* block_table_ = nullptr;
-    gpuobs_leader_slot* leader_table_ = nullptr;
     gpuobs_function_entry* entries_ = nullptr;
 
     // host state (launch_mu_)

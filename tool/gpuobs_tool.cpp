@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "api_trace.h"
 #include "config.h"
 #include "context_state.h"
 #include "cuda_driver.h"
@@ -54,6 +55,7 @@ struct Tool {
     RecordingFile file;
     Sanitizer_SubscriberHandle subscriber = nullptr;
     bool active = false;
+    ApiTrace api;
 
     std::mutex contexts_mu;
     std::unordered_map<CUcontext, ContextState*> contexts;  // never freed: callbacks outlive teardown
@@ -247,6 +249,7 @@ void on_sync(Sanitizer_CallbackId cbid, const void* cbdata) {
     if (s == nullptr) return;
     if (cbid == SANITIZER_CBID_SYNCHRONIZE_STREAM_SYNCHRONIZED) s->on_stream_synchronized((uint64_t)sd->hStream);
     else if (cbid == SANITIZER_CBID_SYNCHRONIZE_CONTEXT_SYNCHRONIZED) s->on_context_synchronized();
+    if (g_tool->config.api_trace) g_tool->api.write_pending(g_tool->file);
 }
 
 void SANITIZERAPI callback(void*, Sanitizer_CallbackDomain domain, Sanitizer_CallbackId cbid, const void* cbdata) {
@@ -257,6 +260,11 @@ void SANITIZERAPI callback(void*, Sanitizer_CallbackDomain domain, Sanitizer_Cal
             case SANITIZER_CB_DOMAIN_LAUNCH: on_launch(cbid, cbdata); break;
             case SANITIZER_CB_DOMAIN_GRAPHS: on_graph(cbid, cbdata); break;
             case SANITIZER_CB_DOMAIN_SYNCHRONIZE: on_sync(cbid, cbdata); break;
+            case SANITIZER_CB_DOMAIN_DRIVER_API:
+            case SANITIZER_CB_DOMAIN_RUNTIME_API:
+                g_tool->api.on_callback(domain, cbid, static_cast<const Sanitizer_CallbackData*>(cbdata));
+                if (g_tool->api.wants_write()) g_tool->api.write_pending(g_tool->file);
+                break;
             default: break;
         }
     } catch (const std::exception& e) {
@@ -313,6 +321,9 @@ bool start() {
     for (Sanitizer_CallbackDomain d : {SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CB_DOMAIN_LAUNCH,
                                        SANITIZER_CB_DOMAIN_SYNCHRONIZE, SANITIZER_CB_DOMAIN_GRAPHS})
         sanitizer().enable_domain(1, t.subscriber, d);
+    if (t.config.api_trace)
+        for (Sanitizer_CallbackDomain d : {SANITIZER_CB_DOMAIN_DRIVER_API, SANITIZER_CB_DOMAIN_RUNTIME_API})
+            sanitizer().enable_domain(1, t.subscriber, d);
     t.active = true;
     if (std::getenv("GPUOBS_DEBUG"))
         GPUOBS_LOG("pid %d: recording %s to %s with %s", (int)getpid(), mode_name(t.config.mode),
@@ -349,6 +360,7 @@ uint64_t flush_all(const char* reason, bool synchronize) {
         }
         state->flush(reason);
     }
+    if (g_tool->config.api_trace) g_tool->api.write_pending(g_tool->file);
     return states.size();
 }
 

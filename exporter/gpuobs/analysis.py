@@ -177,7 +177,8 @@ def summary(rec: Recording) -> dict:
         "dropped": t["dropped"],
         "filtered": t["filtered"],
         "incomplete": t["incomplete"],
-        "lost_block_ends": t["lost_block_ends"],
+        "unconfirmed_ends": t["unconfirmed_ends"],
+        "unmatched_exit_threads": t["unmatched_exit_threads"],
         "flushes": int(len(rec.flushes)),
         "complete": rec.complete,
     }

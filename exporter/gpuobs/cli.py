@@ -46,6 +46,8 @@ def record(
     kernels: str = typer.Option("", "--kernels", help="keep only events of kernels whose name matches this regex"),
     output: Path = typer.Option(Path("gpuobs.gpuobs"), "-o", "--output", help="recording to write"),
     scope: str = typer.Option("function", "--scope", help="callback data scope: function (graph-safe) or launch"),
+    api_trace: bool = typer.Option(False, "--api-trace",
+                                   help="also record CUDA driver and runtime API calls (host clock, thread)"),
     force: bool = typer.Option(False, "--force", "-f", help="overwrite an existing recording"),
 ):
     """Run a program with every kernel patched: gpuobs record [OPTIONS] -- CMD [ARGS...]"""
@@ -76,7 +78,7 @@ def record(
     for path in stale:  # an earlier run's files must not mix into this run's export
         path.unlink()
     opts = RecordOptions(mode=mode, sample_shift=sample_shift, capacity=capacity, kernels=kernels,
-                         output=output, scope=scope)
+                         output=output, scope=scope, api_trace=api_trace)
     started = time.time()
     code = run_recorded(cmd, tool_environment(native, opts))
     files = outputs_of_run(output, started)

@@ -60,6 +60,7 @@ class _Parser:
         self.count_parts: list[np.ndarray] = []
         self.device_parts: list[np.ndarray] = []
         self.module_parts: list[np.ndarray] = []
+        self.api_parts: list[np.ndarray] = []
 
     # -- header ---------------------------------------------------------------
     def _header(self) -> Recording:
@@ -162,6 +163,10 @@ class _Parser:
             self.module_parts.append(self._struct("gpuobs_module_info", start, length, exact=True))
         elif ctype == ChunkType.RUN:
             self._run(rec, start, length)
+        elif ctype == ChunkType.API_CALLS:
+            self.api_parts.append(self._array("gpuobs_api_call", start, length))
+        elif ctype == ChunkType.API_NAMES:
+            self._api_name(rec, start, length)
         elif ctype == ChunkType.END:
             rec.end = self._struct("gpuobs_end_info", start, length, exact=True)[0]
         else:
@@ -221,6 +226,14 @@ class _Parser:
         key = (int(info["device_index"]), int(info["function_slot"]))
         rec.functions[key] = FunctionInfo(key[0], key[1], int(info["module_id"]), mangled, demangled)
 
+    def _api_name(self, rec: Recording, start: int, length: int) -> None:
+        info = self._struct("gpuobs_api_name", start, length)[0]
+        n = int(info["name_len"])
+        if info.dtype.itemsize + n != length:
+            raise _PayloadError(f"a name of {n} bytes does not fill the {length}-byte payload")
+        base = start + info.dtype.itemsize
+        rec.api_names[int(info["api_id"])] = bytes(self.buf[base : base + n]).decode(errors="replace")
+
     def _run(self, rec: Recording, start: int, length: int) -> None:
         info = self._struct("gpuobs_run_info", start, length)[0]
         argv_len = int(info["argv_len"])
@@ -247,6 +260,7 @@ class _Parser:
         rec.flushes = cat(self.flush_parts, "gpuobs_flush_info")
         rec.devices = cat(self.device_parts, "gpuobs_device_info")
         rec.modules = cat(self.module_parts, "gpuobs_module_info")
+        rec.api_calls = cat(self.api_parts, "gpuobs_api_call")
         rec.launch_counts = np.concatenate(self.count_parts) if self.count_parts else np.zeros(0, LAUNCH_COUNT_ROW)
 
 

@@ -22,6 +22,7 @@ class RecordOptions:
     output: Path = Path(DEFAULT_OUTPUT)
     scope: str = "function"
     clock_probe: bool = True
+    api_trace: bool = False
     extra_env: dict = field(default_factory=dict)
 
 
@@ -41,6 +42,7 @@ def tool_environment(build: NativeBuild, opts: RecordOptions, base: dict | None 
         "GPUOBS_SANITIZER_LIB": str(build.sanitizer_lib),
         "GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE": opts.scope,
         "GPUOBS_CLOCK_PROBE": "1" if opts.clock_probe else "0",
+        "GPUOBS_API_TRACE": "1" if opts.api_trace else "0",
     })
     env.update(opts.extra_env)
     return env

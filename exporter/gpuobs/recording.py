@@ -72,6 +72,8 @@ class Recording:
     event_chunk_devices: list = field(default_factory=list)  # device index of each chunk
     event_chunk_flushes: list = field(default_factory=list)  # flush_seq of each chunk
     launch_flushes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint32))  # flush_seq of each launch
+    api_calls: np.ndarray = field(default_factory=lambda: _empty("gpuobs_api_call"))  # --api-trace
+    api_names: dict = field(default_factory=dict)  # api_id -> function name
     end: Optional[np.void] = None
     damage: Optional[Damage] = None
     unknown_chunks: int = 0
@@ -114,7 +116,8 @@ class Recording:
             "dropped": int(f["dropped"].sum()),
             "filtered": int(f["filtered"].sum()),
             "unattributed": int(f["unattributed"].sum()),
-            "lost_block_ends": int(f["lost_block_ends"].sum()),
+            "unmatched_exit_threads": int(f["unmatched_exit_threads"].sum()),
+            "unconfirmed_ends": int(f["unconfirmed_ends"].sum()),
             "incomplete": int(f["incomplete"].sum()),
             "events_in_file": int(sum(len(c) for c in self.event_chunks)),
         }

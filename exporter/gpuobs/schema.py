@@ -132,6 +132,6 @@ EVENT_DTYPE = dtype("gpuobs_event")
 Mode = _enum("gpuobs_mode", "GPUOBS_MODE_")
 EventKind = _enum("gpuobs_event_kind", "GPUOBS_EVENT_")
 ChunkType = _enum("gpuobs_chunk_type", "GPUOBS_CHUNK_")
-BLOCK_END_LEADER = constant("GPUOBS_BLOCK_END_LEADER")
+BLOCK_END_UNCONFIRMED = constant("GPUOBS_BLOCK_END_UNCONFIRMED")
 
 MODE_NAMES = {m: m.name.lower() for m in Mode}

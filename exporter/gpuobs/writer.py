@@ -76,13 +76,15 @@ class RecordingWriter:
         self._chunk(ChunkType.CLOCK, np.ascontiguousarray(samples, schema.dtype("gpuobs_clock_sample")).tobytes())
 
     def flush(self, *, device_index=0, flush_seq=0, attempted, recorded, dropped, host_time_ns=0,
-              launch_counts=None, filtered=0, unattributed=0, lost_block_ends=0, incomplete=0):
+              launch_counts=None, filtered=0, unattributed=0, unmatched_exit_threads=0, unconfirmed_ends=0,
+              incomplete=0):
         counts = np.zeros(0, schema.dtype("gpuobs_launch_count")) if launch_counts is None else \
             np.ascontiguousarray(launch_counts, schema.dtype("gpuobs_launch_count"))
         info = _one("gpuobs_flush_info", device_index=device_index, flush_seq=flush_seq,
                     attempted=attempted, recorded=recorded, dropped=dropped,
                     host_time_ns=host_time_ns, filtered=filtered, unattributed=unattributed,
-                    lost_block_ends=lost_block_ends, launch_count_len=len(counts),
+                    unmatched_exit_threads=unmatched_exit_threads,
+                    unconfirmed_ends=unconfirmed_ends, launch_count_len=len(counts),
                     incomplete=incomplete)
         self._chunk(ChunkType.FLUSH, info.tobytes() + counts.tobytes())
 
@@ -95,6 +97,13 @@ class RecordingWriter:
         head["count"] = len(events)
         head["padding"] = padding
         self._chunk(ChunkType.EVENTS, head.tobytes() + bytes(padding) + events.tobytes())
+
+    def api_name(self, api_id: int, name: str):
+        n = name.encode()
+        self._chunk(ChunkType.API_NAMES, _one("gpuobs_api_name", api_id=api_id, name_len=len(n)).tobytes() + n)
+
+    def api_calls(self, calls: np.ndarray):
+        self._chunk(ChunkType.API_CALLS, np.ascontiguousarray(calls, schema.dtype("gpuobs_api_call")).tobytes())
 
     def end(self, *, end_monotonic_ns=0, flushes=0, launches=0, events=0):
         info = _one("gpuobs_end_info", end_monotonic_ns=end_monotonic_ns, flushes=flushes,
@@ -148,12 +157,26 @@ def copy_recording(rec, path, flushes: tuple | None = None) -> None:
             w.flush(device_index=dev, flush_seq=seq, attempted=int(f["attempted"]), recorded=int(f["recorded"]),
                     dropped=int(f["dropped"]), host_time_ns=int(f["host_time_ns"]), launch_counts=c,
                     filtered=int(f["filtered"]), unattributed=int(f["unattributed"]),
-                    lost_block_ends=int(f["lost_block_ends"]), incomplete=int(f["incomplete"]))
+                    unmatched_exit_threads=int(f["unmatched_exit_threads"]),
+                    unconfirmed_ends=int(f["unconfirmed_ends"]), incomplete=int(f["incomplete"]))
             for chunk, cdev, cseq in zip(rec.event_chunks, rec.event_chunk_devices, rec.event_chunk_flushes):
                 if cdev == dev and cseq == seq:
                     w.events(chunk, device_index=dev, flush_seq=seq)
         orphans = rec.launches[rec.launch_flushes == 0xFFFFFFFF]  # listed after the last flush
         if flushes is None and len(orphans):
             w.launches(orphans)
+        for api_id, name in rec.api_names.items():
+            w.api_name(api_id, name)
+        calls = rec.api_calls
+        if flushes is not None and len(calls):
+            # The host-time span of the kept windows: from the end of the flush
+            # before the first kept one to the last kept flush.
+            f = rec.flushes
+            kept, before = f[keep(f["flush_seq"])], f[f["flush_seq"] < (lo or 0)]
+            t0 = int(before["host_time_ns"].max()) if len(before) else 0
+            t1 = int(kept["host_time_ns"].max()) if len(kept) else 0
+            calls = calls[(calls["exit_ns"] >= t0) & (calls["enter_ns"] <= t1)]
+        if len(calls):
+            w.api_calls(calls)
         if rec.end is not None:
             w._chunk(ChunkType.END, rec.end.tobytes())
