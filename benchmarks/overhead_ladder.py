@@ -16,6 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ["none", "off", "block_noop", "block_counter", "block_trace", "mem_noop", "mem_sampled", "mem_full"]
+# Variants: MODE+api (--api-trace), MODE+nographs (--no-graph-nodes).
 NOOP_OF = {"block_counter": "block_noop", "block_trace": "block_noop", "mem_sampled": "mem_noop", "mem_full": "mem_noop"}
 
 
@@ -26,8 +27,10 @@ def run_config(config: str, reps: int, only: str, workdir: Path) -> dict:
     if config == "none":
         cmd = worker
     else:
-        cmd = [sys.executable, "-m", "gpuobs", "record", "--force", "--mode", config,
-               "-o", str(workdir / f"bench_{config}.gpuobs"), "--", *worker]
+        mode, *variants = config.split("+")
+        flags = {"api": "--api-trace", "nographs": "--no-graph-nodes"}
+        cmd = [sys.executable, "-m", "gpuobs", "record", "--force", "--mode", mode,
+               *[flags[v] for v in variants], "-o", str(workdir / f"bench_{config}.gpuobs"), "--", *worker]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     line = next((l for l in proc.stdout.splitlines() if l.startswith("GPUOBS_BENCH ")), None)
     if line is None:
@@ -87,7 +90,7 @@ def main():
             text = fmt(v)
             if base and c != "none":
                 text += f" ({v / base:.2f}x"
-                noop = NOOP_OF.get(c)
+                noop = NOOP_OF.get(c.split("+")[0])
                 if noop and cell.get((noop, w)):
                     text += f"; {v / cell[noop, w]:.2f}x {noop}"
                 text += ")"

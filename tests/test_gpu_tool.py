@@ -212,3 +212,129 @@ def test_a_crashing_program_keeps_its_exit_status_and_flushed_events(tmp_path):
     rec = gpuobs.load(tmp_path / "block_trace.gpuobs", salvage=True)
     assert not rec.complete and len(rec.events) > 0 and rec.totals["dropped"] == 0
     assert (analysis.launch_index_of_events(rec) >= 0).all()
+
+
+SIDE_BY_SIDE = [sys.executable, str(ROOT / "examples" / "side_by_side.py")]
+
+
+def test_api_trace_links_every_launch_to_its_api_call(tmp_path):
+    proc, rec = record(tmp_path, "block_trace", SIDE_BY_SIDE, "--api-trace")
+    check_accounting(rec)
+    calls, names = rec.api_calls, rec.api_names
+    assert len(calls) > 0 and names
+    assert (calls["exit_ns"] >= calls["enter_ns"]).all()
+    assert len(np.unique(calls["call_id"])) == len(calls)
+    by_id = {int(c["call_id"]): c for c in calls}
+    for l in rec.launches:
+        call = by_id.get(int(l["api_call_id"]))
+        assert call is not None, f"launch {int(l['launch_id'])} has no API call"
+        name = names[int(call["api_id"])]
+        assert "Launch" in name, name
+        if l["flags"] & 1:
+            assert "Graph" in name, name
+        assert call["enter_ns"] <= l["host_begin_ns"] <= call["exit_ns"]
+    # the runtime call is the outer one, the driver call inside it
+    launch_calls = [c for c in calls if names[int(c["api_id"])] in ("cudaLaunchKernel", "cuLaunchKernel",
+                                                                      "cuLaunchKernelEx", "cudaLaunchKernelExC")]
+    assert launch_calls
+
+
+def test_unwritable_output_runs_uninstrumented_with_its_exit_code(tmp_path):
+    out = Path("/proc/gpuobs-cannot-write-here.gpuobs")  # not writable, even by root
+    proc = subprocess.run([sys.executable, "-m", "gpuobs", "record", "-o", str(out), "--", *SIDE_BY_SIDE],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("running uninstrumented") == 1, proc.stderr
+    assert '"finite": true' in proc.stdout
+
+
+CRASHES = {
+    # name: (program, expected exit status as a shell reports it)
+    "abort": ("import os; os.abort()", 128 + 6),
+    "kill9": ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", 128 + 9),
+    "exception": ("raise RuntimeError('the program failed by itself')", 1),
+    "cuda_error": ("import ctypes, torch, sys; sys.path.insert(0, %r); import run_silu_mul as r; lib = r.library(); "
+                   "x = torch.randn(8, 2048, device='cuda', dtype=torch.bfloat16); "
+                   "lib.silu_and_mul(ctypes.c_void_p(16), ctypes.c_void_p(x.data_ptr()), 8, 1024, None); "
+                   "torch.cuda.synchronize()" % str(ROOT / "examples" / "closed_binary"), 1),
+}
+
+
+@pytest.mark.parametrize("crash", sorted(CRASHES))
+def test_crashes_keep_exit_status_and_what_was_flushed(tmp_path, silu_lib, crash):
+    program, status = CRASHES[crash]
+    # Work that is flushed (a synchronise) before the crash.
+    before = ("import torch; x = torch.ones(1 << 20, device='cuda'); print((x * 2).sum().item()); "
+              "torch.cuda.synchronize()\n")
+    proc, _ = record(tmp_path, "block_trace", [sys.executable, "-c", before + program], check=False)
+    assert proc.returncode == status, proc.stderr[-2000:]
+    rec = gpuobs.load(tmp_path / "block_trace.gpuobs", salvage=True)
+    assert len(rec.events) > 0 and len(rec.launches) > 0
+    f = rec.flushes
+    assert (f["recorded"] + f["dropped"] == f["attempted"]).all()
+    assert (analysis.launch_index_of_events(rec) >= 0).all()
+    if crash in ("abort", "kill9"):
+        assert not rec.complete
+    assert "Traceback" not in proc.stderr or crash in ("exception", "cuda_error")
+
+
+def _gpus():
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
+    except OSError:
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+TWO_GPUS = """
+import json, torch
+outs = []
+for d in (0, 1):
+    x = torch.ones(1 << 20, device=f"cuda:{d}")
+    outs.append(float((x * (d + 2)).sum().item()))
+torch.cuda.synchronize(0); torch.cuda.synchronize(1)
+print(json.dumps({"sums": outs}))
+"""
+
+
+@pytest.mark.skipif(_gpus() < 2, reason="needs two GPUs (kind nvidia-h200-x2)")
+def test_one_process_two_gpus_keeps_records_apart(tmp_path):
+    proc, rec = record(tmp_path, "block_trace", [sys.executable, "-c", TWO_GPUS])
+    check_accounting(rec)
+    assert sorted(set(rec.devices["device_index"].tolist())) == [0, 1]
+    assert sorted(set(rec.event_devices.tolist())) == [0, 1]
+    assert len(set(bytes(u) for u in rec.devices["uuid"])) == 2
+    of = analysis.launch_index_of_events(rec)
+    assert (of >= 0).all()
+    # an event's launch is on the event's device
+    assert (rec.launches["device_index"][of] == rec.event_devices).all()
+    table = analysis.launch_table(rec, of)
+    assert (table.blocks_recorded == table.grid_blocks).all()
+
+
+@pytest.mark.skipif(_gpus() < 2, reason="needs two GPUs (kind nvidia-h200-x2)")
+def test_two_processes_one_gpu_each_merge_into_one_trace(tmp_path):
+    import os
+    from .trace_decode import decode
+    procs = []
+    for gpu in (0, 1):
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(gpu))
+        out = tmp_path / f"rank{gpu}.gpuobs"
+        procs.append((out, subprocess.Popen(
+            [sys.executable, "-m", "gpuobs", "record", "-o", str(out), "--", *SIDE_BY_SIDE], env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+    for out, p in procs:
+        stdout, stderr = p.communicate(timeout=300)
+        assert p.returncode == 0, stderr
+    recs = [gpuobs.load(out) for out, _ in procs]
+    uuids = {bytes(r.devices["uuid"][0]) for r in recs}
+    assert len(uuids) == 2, "each process saw its own GPU"
+    exp = subprocess.run([sys.executable, "-m", "gpuobs", "export", "-i", str(procs[0][0]), "-i", str(procs[1][0]),
+                          str(tmp_path / "merged.pftrace")], capture_output=True, text=True)
+    assert exp.returncode == 0, exp.stderr
+    d = decode(tmp_path / "merged.pftrace")
+    assert d.problems == []
+    gpu_groups = [t for t in d.tracks.values() if t.name.startswith("GPU ") and "device clock" in t.name]
+    assert len(gpu_groups) == 2
+    blocks = [s for s in d.slices if d.tracks[s[0]].name.startswith("SM ")]
+    assert len(blocks) == sum(len(r.events) for r in recs)

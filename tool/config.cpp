@@ -94,6 +94,14 @@ bool Config::load(std::string* error) {
         }
         api_trace = v == "1";
     }
+    if (const char* s = std::getenv("GPUOBS_GRAPH_NODES")) {
+        std::string v(s);
+        if (v != "0" && v != "1") {
+            *error = "GPUOBS_GRAPH_NODES='" + v + "' is not 0 or 1";
+            return false;
+        }
+        graph_nodes = v == "1";
+    }
     if (const char* s = std::getenv("GPUOBS_PATCHES")) patches = s;
     if (const char* s = std::getenv("GPUOBS_PROBE")) probe = s;
     if (patches_needed() && patches.empty()) {

@@ -13,7 +13,8 @@ struct Config {
     uint64_t capacity = 1u << 20;      // records per context
     bool launch_scope = false;         // GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE=launch
     bool clock_probe = true;
-    bool api_trace = false;            // GPUOBS_API_TRACE=1: record driver and runtime API calls
+    bool api_trace = false;
+    bool graph_nodes = true;           // GPUOBS_GRAPH_NODES=0: no per-node callbacks in graph replays            // GPUOBS_API_TRACE=1: record driver and runtime API calls
     bool has_kernel_filter = false;
     std::regex kernel_filter;
     std::string kernel_filter_text;

@@ -319,8 +319,11 @@ bool start() {
         return false;
     }
     for (Sanitizer_CallbackDomain d : {SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CB_DOMAIN_LAUNCH,
-                                       SANITIZER_CB_DOMAIN_SYNCHRONIZE, SANITIZER_CB_DOMAIN_GRAPHS})
+                                       SANITIZER_CB_DOMAIN_SYNCHRONIZE})
         sanitizer().enable_domain(1, t.subscriber, d);
+    // Per-node callbacks tell which kernel ran in each graph replay; without them
+    // a replay's blocks are still recorded but belong to no listed launch.
+    if (t.config.graph_nodes) sanitizer().enable_domain(1, t.subscriber, SANITIZER_CB_DOMAIN_GRAPHS);
     if (t.config.api_trace)
         for (Sanitizer_CallbackDomain d : {SANITIZER_CB_DOMAIN_DRIVER_API, SANITIZER_CB_DOMAIN_RUNTIME_API})
             sanitizer().enable_domain(1, t.subscriber, d);

@@ -48,6 +48,9 @@ def record(
     scope: str = typer.Option("function", "--scope", help="callback data scope: function (graph-safe) or launch"),
     api_trace: bool = typer.Option(False, "--api-trace",
                                    help="also record CUDA driver and runtime API calls (host clock, thread)"),
+    graph_nodes: bool = typer.Option(True, "--graph-nodes/--no-graph-nodes",
+                                     help="list each kernel of every CUDA-graph replay as a launch (costs per-node "
+                                          "callbacks; without, replayed blocks are recorded but not tied to launches)"),
     force: bool = typer.Option(False, "--force", "-f", help="overwrite an existing recording"),
 ):
     """Run a program with every kernel patched: gpuobs record [OPTIONS] -- CMD [ARGS...]"""
@@ -78,7 +81,8 @@ def record(
     for path in stale:  # an earlier run's files must not mix into this run's export
         path.unlink()
     opts = RecordOptions(mode=mode, sample_shift=sample_shift, capacity=capacity, kernels=kernels,
-                         output=output, scope=scope, api_trace=api_trace)
+                         output=output, scope=scope, api_trace=api_trace,
+                         graph_nodes=graph_nodes)
     started = time.time()
     code = run_recorded(cmd, tool_environment(native, opts))
     files = outputs_of_run(output, started)

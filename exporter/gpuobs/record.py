@@ -23,6 +23,7 @@ class RecordOptions:
     scope: str = "function"
     clock_probe: bool = True
     api_trace: bool = False
+    graph_nodes: bool = True
     extra_env: dict = field(default_factory=dict)
 
 
@@ -43,6 +44,7 @@ def tool_environment(build: NativeBuild, opts: RecordOptions, base: dict | None 
         "GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE": opts.scope,
         "GPUOBS_CLOCK_PROBE": "1" if opts.clock_probe else "0",
         "GPUOBS_API_TRACE": "1" if opts.api_trace else "0",
+        "GPUOBS_GRAPH_NODES": "1" if opts.graph_nodes else "0",
     })
     env.update(opts.extra_env)
     return env
