@@ -89,11 +89,18 @@ __device__ __forceinline__ void st_slot(gpuobs_block_slot* p, uint64_t key, uint
     asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(key), "l"(index) : "memory");
 }
 
+// The context's arena, from the callback data pointer alone (see the schema).
+__device__ __forceinline__ char* arena(const void* userdata) {
+    return reinterpret_cast<char*>((uint64_t)userdata & ~(GPUOBS_ARENA_ALIGN - 1));
+}
+__device__ __forceinline__ gpuobs_control* control(const void* ud) {
+    return reinterpret_cast<gpuobs_control*>(arena(ud) + GPUOBS_ARENA_CONTROL);
+}
+
 // Exact per-launch counting with no loads: a fire-and-forget add into the
 // grid's hashed slot, spread over stripes by SM.
-__device__ __forceinline__ void count_for_launch(uint64_t launch_counters, uint64_t grid, uint32_t sm,
-                                                 uint32_t n) {
-    gpuobs_launch_counter* table = reinterpret_cast<gpuobs_launch_counter*>(launch_counters);
+__device__ __forceinline__ void count_for_launch(const void* ud, uint64_t grid, uint32_t sm, uint32_t n) {
+    gpuobs_launch_counter* table = reinterpret_cast<gpuobs_launch_counter*>(arena(ud) + GPUOBS_ARENA_COUNTERS);
     red_add(&table[gpuobs_launch_slot(grid)].count[sm % (GPUOBS_LAUNCH_COUNTER_STRIPES + 1)], n);
 }
 
@@ -108,7 +115,7 @@ __device__ __forceinline__ uint32_t entry_u32(const void* userdata, uint32_t off
 
 // One atomic add counts the attempt and claims a slot; a full stripe counts a drop.
 __device__ __forceinline__ gpuobs_event* claim(const void* ud, uint32_t sm, uint64_t* index_out) {
-    gpuobs_control* ctl = reinterpret_cast<gpuobs_control*>(GPUOBS_ENTRY_U64(ud, control));
+    gpuobs_control* ctl = control(ud);
     const uint32_t stripes = GPUOBS_ENTRY_U32(ud, stripe_count);
     const uint64_t capacity = GPUOBS_ENTRY_U64(ud, stripe_capacity);
     const uint32_t stripe = sm < stripes ? sm : sm % stripes;
@@ -120,7 +127,7 @@ __device__ __forceinline__ gpuobs_event* claim(const void* ud, uint32_t sm, uint
     }
     uint64_t index = (uint64_t)stripe * capacity + i;
     *index_out = index;
-    return reinterpret_cast<gpuobs_event*>(GPUOBS_ENTRY_U64(ud, events)) + index;
+    return reinterpret_cast<gpuobs_event*>(arena(ud) + GPUOBS_ARENA_EVENTS) + index;
 }
 
 __device__ __forceinline__ uint32_t pack_by_bz() {
@@ -135,7 +142,7 @@ __device__ __forceinline__ uint64_t block_key(uint64_t grid, uint64_t block) {
 // in flight (a few thousand at most) never collide with each other.
 __device__ __forceinline__ gpuobs_block_slot* block_slot(const void* ud, uint64_t grid, uint64_t block) {
     uint64_t i = (gpuobs_fmix64(grid) + block) & (GPUOBS_BLOCK_TABLE_SIZE - 1);
-    return reinterpret_cast<gpuobs_block_slot*>(GPUOBS_ENTRY_U64(ud, block_table)) + i;
+    return reinterpret_cast<gpuobs_block_slot*>(arena(ud) + GPUOBS_ARENA_BLOCK_TABLE) + i;
 }
 
 __device__ __forceinline__ uint32_t threads_per_block() { return blockDim.x * blockDim.y * blockDim.z; }
@@ -151,7 +158,7 @@ GPUOBS_PATCH gpuobs_block_noop(void* userdata, uint64_t pc) {
 GPUOBS_PATCH gpuobs_block_counter(void* userdata, uint64_t pc) {
     if ((threadIdx.x | threadIdx.y | threadIdx.z) != 0 || userdata == nullptr)
         return SANITIZER_PATCH_SUCCESS;
-    count_for_launch(GPUOBS_ENTRY_U64(userdata, launch_counters), grid_id(), sm_id(), 1);
+    count_for_launch(userdata, grid_id(), sm_id(), 1);
     return SANITIZER_PATCH_SUCCESS;
 }
 
@@ -164,7 +171,7 @@ GPUOBS_PATCH gpuobs_block_trace_enter(void* userdata, uint64_t pc) {
     const uint64_t t0 = globaltimer();
     const uint32_t sm = sm_id();
     const uint64_t grid = grid_id();
-    count_for_launch(GPUOBS_ENTRY_U64(userdata, launch_counters), grid, sm, 1);
+    count_for_launch(userdata, grid, sm, 1);
     uint64_t index;
     gpuobs_event* r = claim(userdata, sm, &index);
     if (r != nullptr) {
@@ -195,12 +202,11 @@ GPUOBS_PATCH gpuobs_block_trace_exit(void* userdata, uint64_t pc) {
     uint64_t key, index;
     ld_slot(block_slot(userdata, grid, block), &key, &index);
     if (key != block_key(grid, block)) {
-        gpuobs_control* ctl = reinterpret_cast<gpuobs_control*>(GPUOBS_ENTRY_U64(userdata, control));
-        red_add(&ctl->unmatched_exit_threads, __popc(mask));
+        red_add(&control(userdata)->unmatched_exit_threads, __popc(mask));
         return SANITIZER_PATCH_SUCCESS;
     }
     if (index == ~0ULL) return SANITIZER_PATCH_SUCCESS;  // the block's event was dropped
-    gpuobs_event* r = reinterpret_cast<gpuobs_event*>(GPUOBS_ENTRY_U64(userdata, events)) + index;
+    gpuobs_event* r = reinterpret_cast<gpuobs_event*>(arena(userdata) + GPUOBS_ARENA_EVENTS) + index;
     red_max(&r->time_end, globaltimer());
     red_add32(reinterpret_cast<uint32_t*>(&r->flags), (uint32_t)__popc(mask) << 16);  // exit_count
     return SANITIZER_PATCH_SUCCESS;
@@ -234,7 +240,7 @@ GPUOBS_PATCH gpuobs_mem_access(void* userdata, uint64_t pc, void* ptr, uint32_t 
     const uint32_t sm = sm_id();
     const uint64_t grid = grid_id();
     if (lane_id() == (uint32_t)(__ffs(mask) - 1))
-        count_for_launch(GPUOBS_ENTRY_U64(userdata, launch_counters), grid, sm, __popc(mask));
+        count_for_launch(userdata, grid, sm, __popc(mask));
     const uint32_t tid = flat_thread_index();
     const uint32_t block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
     const uint32_t h = fmix32((uint32_t)pc * 0x9e3779b1u ^ tid * 0x85ebca77u ^ block * 0xc2b2ae3du ^

@@ -278,6 +278,16 @@ typedef struct gpuobs_end_info {
 
 #define GPUOBS_FILE_MAGIC "GPUOBS\r\n"
 
+/* The per-context arena in device memory: the function entries at its start,
+ * which is aligned to GPUOBS_ARENA_ALIGN, so a patch finds the arena's base by
+ * masking its callback data pointer, and every table at a fixed offset from it:
+ * no load stands between a patch and its first atomic. */
+#define GPUOBS_ARENA_ALIGN 0x400000ull
+#define GPUOBS_ARENA_COUNTERS 0x400000ull     /* gpuobs_launch_counter[GPUOBS_LAUNCH_TABLE_SIZE] */
+#define GPUOBS_ARENA_CONTROL 0x480000ull      /* gpuobs_control */
+#define GPUOBS_ARENA_BLOCK_TABLE 0x490000ull  /* gpuobs_block_slot[GPUOBS_BLOCK_TABLE_SIZE] */
+#define GPUOBS_ARENA_EVENTS (GPUOBS_ARENA_BLOCK_TABLE + GPUOBS_BLOCK_TABLE_SIZE * 16ull) /* gpuobs_event[], to the end */
+
 /* Hashing shared by the device patches and the host tool: the host must find the
  * launch-counter slot the device wrote, so both use these very functions. */
 #if defined(__CUDACC__)
@@ -314,5 +324,11 @@ GPUOBS_STATIC_ASSERT(sizeof(gpuobs_file_header) == 56, "file header is 56 bytes"
 GPUOBS_STATIC_ASSERT(sizeof(gpuobs_events_header) == 16, "events header is 16 bytes");
 GPUOBS_STATIC_ASSERT(sizeof(gpuobs_launch_counter) == 128, "launch counter is two lines");
 GPUOBS_STATIC_ASSERT(sizeof(gpuobs_block_slot) == 16, "block slot is one 16-byte store");
+GPUOBS_STATIC_ASSERT(GPUOBS_FUNCTION_TABLE_SIZE * sizeof(gpuobs_function_entry) <= GPUOBS_ARENA_COUNTERS,
+                     "function entries fit before the launch counters");
+GPUOBS_STATIC_ASSERT(GPUOBS_ARENA_COUNTERS + GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter) <=
+                         GPUOBS_ARENA_CONTROL, "launch counters fit before the control block");
+GPUOBS_STATIC_ASSERT(GPUOBS_ARENA_CONTROL + sizeof(gpuobs_control) <= GPUOBS_ARENA_BLOCK_TABLE,
+                     "control block fits before the block table");
 
 #endif /* GPUOBS_SCHEMA_H */

@@ -94,12 +94,18 @@ bool ContextState::setup(std::string* error) {
     const size_t counters_bytes = GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter);
     const size_t table_bytes = (size_t)GPUOBS_BLOCK_TABLE_SIZE * sizeof(gpuobs_block_slot);
     const size_t entries_bytes = (size_t)GPUOBS_FUNCTION_TABLE_SIZE * sizeof(gpuobs_function_entry);
-    if (!device_alloc(ctx_, &ctl_, sizeof(gpuobs_control), "the control block", error) ||
-        !device_alloc(ctx_, &events_, events_bytes, "the event buffer", error) ||
-        !device_alloc(ctx_, &counters_, counters_bytes, "the launch counters", error) ||
-        !device_alloc(ctx_, &block_table_, table_bytes, "the block table", error) ||
-        !device_alloc(ctx_, &entries_, entries_bytes, "the function entries", error))
+    // One arena (layout in the schema), aligned so that a patch finds every
+    // table from its callback data pointer without a load.
+    char* raw = nullptr;
+    if (!device_alloc(ctx_, &raw, GPUOBS_ARENA_EVENTS + events_bytes + GPUOBS_ARENA_ALIGN, "the event buffer", error))
         return false;
+    char* base = reinterpret_cast<char*>(((uint64_t)raw + GPUOBS_ARENA_ALIGN - 1) & ~(GPUOBS_ARENA_ALIGN - 1));
+    entries_ = reinterpret_cast<gpuobs_function_entry*>(base);
+    counters_ = reinterpret_cast<gpuobs_launch_counter*>(base + GPUOBS_ARENA_COUNTERS);
+    ctl_ = reinterpret_cast<gpuobs_control*>(base + GPUOBS_ARENA_CONTROL);
+    block_table_ = reinterpret_cast<gpuobs_block_slot*>(base + GPUOBS_ARENA_BLOCK_TABLE);
+    events_ = reinterpret_cast<gpuobs_event*>(base + GPUOBS_ARENA_EVENTS);
+    (void)entries_bytes;
 
     gpuobs_control ctl;
     std::memset(&ctl, 0, sizeof ctl);
