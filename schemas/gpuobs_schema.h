@@ -16,7 +16,7 @@
 /* gpuobs:cdef-begin */
 #define GPUOBS_FORMAT_VERSION 1
 /* FNV-1a 64 of the canonical layout text (see gpuobs/schema.py: layout_text). */
-#define GPUOBS_SCHEMA_HASH 0x90e007bd12625f11
+#define GPUOBS_SCHEMA_HASH 0x84173e3cbcc629aa
 #define GPUOBS_EVENT_SIZE 64
 #define GPUOBS_MAX_STRIPES 256
 #define GPUOBS_DEFAULT_CAPACITY 1048576
@@ -48,10 +48,14 @@ enum gpuobs_event_kind {
 /* gpuobs_event.flags bits for block events; memory events carry the
  * sanitizer's SANITIZER_MEMORY_DEVICE_FLAG_* bits instead. */
 enum gpuobs_block_flags {
-    GPUOBS_BLOCK_END_UNCONFIRMED = 1 /* set at the flush when exit_count != the block's threads:
-                                        some exit could not find the block's event (it left
-                                        before the leader published it, which cannot move the
-                                        end, or another block took the slot, which can) */
+    GPUOBS_BLOCK_END_UNCONFIRMED = 1, /* more exits stamped the event than the block has threads:
+                                         another block with the same grid id and index (a graph
+                                         replayed twice between two flushes) stamped it too, so
+                                         time_end may be late */
+    GPUOBS_BLOCK_EARLY_EXITS = 2      /* fewer exits were counted than the block has threads:
+                                         threads that left before the leader published the start
+                                         (their exits precede the leader's own, so time_end
+                                         stands); counted in unmatched_exit_threads */
 };
 
 /* One event: exactly one 64-byte cache line. */

@@ -336,13 +336,16 @@ void ContextState::reset_device_buffers(const std::vector<uint64_t>& used_per_st
     sanitizer().memset(&ctl_->unmatched_exit_threads, 0, sizeof(uint64_t), nullptr);
     sanitizer().memset(counters_, 0, GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter), nullptr);
     // block_trace stamps ends and exit counts with atomics onto zeros: clear the
-    // events this window used (the block table needs no reset: keys are unique
-    // to a grid and block, and a stale slot only ever fails to match).
-    if (config_.mode == GPUOBS_MODE_BLOCK_TRACE)
+    // events this window used, and the block table, whose slots point into them
+    // (a graph replayed in the next window reuses its grid ids, so a stale slot
+    // would match).
+    if (config_.mode == GPUOBS_MODE_BLOCK_TRACE) {
+        sanitizer().memset(block_table_, 0, (size_t)GPUOBS_BLOCK_TABLE_SIZE * sizeof(gpuobs_block_slot), nullptr);
         for (uint32_t s = 0; s < stripe_count_; ++s)
             if (used_per_stripe[s] != 0)
                 sanitizer().memset(events_ + s * stripe_capacity_, 0, used_per_stripe[s] * sizeof(gpuobs_event),
                                    nullptr);
+    }
     uint32_t check;
     sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, nullptr);  // returns once the resets are done
 }
@@ -400,9 +403,13 @@ void ContextState::flush(const char* reason, bool require_quiet) {
         // event whose exits were not all counted is flagged, never dropped.
         size_t kept = 0;
         for (gpuobs_event& e : staging_) {
-            if (e.kind == GPUOBS_EVENT_BLOCK && e.exit_count != e.thread_index && e.time_end != 0) {
-                e.flags |= GPUOBS_BLOCK_END_UNCONFIRMED;
-                ++info.unconfirmed_ends;
+            if (e.kind == GPUOBS_EVENT_BLOCK && e.time_end != 0) {
+                if (e.exit_count > e.thread_index) {
+                    e.flags |= GPUOBS_BLOCK_END_UNCONFIRMED;
+                    ++info.unconfirmed_ends;
+                } else if (e.exit_count < e.thread_index) {
+                    e.flags |= GPUOBS_BLOCK_EARLY_EXITS;
+                }
             }
             if (e.kind == GPUOBS_EVENT_EMPTY || (e.kind == GPUOBS_EVENT_BLOCK && e.time_end == 0)) {
                 ++info.incomplete;

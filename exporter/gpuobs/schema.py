@@ -133,5 +133,6 @@ Mode = _enum("gpuobs_mode", "GPUOBS_MODE_")
 EventKind = _enum("gpuobs_event_kind", "GPUOBS_EVENT_")
 ChunkType = _enum("gpuobs_chunk_type", "GPUOBS_CHUNK_")
 BLOCK_END_UNCONFIRMED = constant("GPUOBS_BLOCK_END_UNCONFIRMED")
+BLOCK_EARLY_EXITS = constant("GPUOBS_BLOCK_EARLY_EXITS")
 
 MODE_NAMES = {m: m.name.lower() for m in Mode}
