@@ -2,7 +2,7 @@
 import numpy as np
 
 import gpuobs
-from gpuobs import analysis, synthetic
+from gpuobs import analysis, schema, synthetic
 from gpuobs.writer import RecordingWriter
 
 
@@ -37,6 +37,28 @@ def test_graph_replays_sharing_a_grid_id_are_split_in_time(tmp_path):
     assert np.bincount(of).tolist() == [500, 500, 500]
     starts = [rec.events["time_start"][of == k].min() for k in range(3)]
     assert starts == sorted(starts)
+
+
+def test_replay_split_ignores_ends_stamped_by_the_next_replay(tmp_path):
+    # A tiny graph node replayed back to back: warps of replay k+1 that exit
+    # before their leader publishes the block find replay k's slot (same grid id
+    # and block) and stamp its end. Those events are flagged; the split must not
+    # let their late ends hide the gap between replays.
+    ev, launches = synthetic.block_trace_events(3, 500, sm_count=16, gap_ns=2_000)
+    ev["grid_id"] = 77
+    launches["grid_id"] = 77
+    launches["flags"] = 1
+    first = np.flatnonzero(ev["time_start"] < np.sort(ev["time_start"])[500])[:40]
+    ev["time_end"][first] = ev["time_end"].max()  # stamped by a later replay's exits
+    ev["flags"][first] |= schema.BLOCK_END_UNCONFIRMED
+    path = tmp_path / "o.gpuobs"
+    with RecordingWriter(path) as w:
+        w.launches(launches)
+        w.flush(attempted=len(ev), recorded=len(ev), dropped=0, unconfirmed_ends=len(first))
+        w.events(ev)
+    rec = gpuobs.load(path)
+    of = analysis.launch_index_of_events(rec)
+    assert np.bincount(of).tolist() == [500, 500, 500]
 
 
 def test_launch_that_raced_a_flush_is_found_in_the_next_window(tmp_path):

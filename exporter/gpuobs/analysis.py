@@ -85,6 +85,11 @@ def _split_replays(ev, shared, left, right, order, out) -> None:
         candidates = np.sort(order[lo:hi])  # launch order
         starts = ev["time_start"][members].astype(np.int64)
         ends = np.maximum(ev["time_end"][members].astype(np.int64), starts)
+        # An end stamped by a later replay's exits (flagged) would hide the gap
+        # between replays: such blocks count from their start alone.
+        over = (ev["flags"][members] & schema.BLOCK_END_UNCONFIRMED).astype(bool) & \
+            (ev["kind"][members] == schema.EventKind.BLOCK)
+        ends = np.where(over, starts, ends)
         by_time = np.argsort(starts, kind="stable")
         s, e = starts[by_time], ends[by_time]
         running_end = np.maximum.accumulate(e)
