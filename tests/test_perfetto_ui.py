@@ -16,8 +16,8 @@ SAMPLE = ROOT / "examples" / "data" / "decode_block_trace.gpuobs"
 BAD_STATS = ("select name, idx, value from stats where value > 0 and severity != 'info'")
 
 
-@pytest.fixture(scope="module")
-def ui_class():
+def ui_available():
+    """The real-UI driver class, or a skip (a failure where CI requires the browser)."""
     from gpuobs.perfetto_ui import PerfettoUI, UiUnavailable, chromium, ui_dist
     try:
         chromium()
@@ -27,6 +27,11 @@ def ui_class():
             pytest.fail(f"browser test required but: {exc}")
         pytest.skip(str(exc))
     return PerfettoUI
+
+
+@pytest.fixture(scope="module")
+def ui_class():
+    return ui_available()
 
 
 def _check(ui, slices_expected, tracks_expected):

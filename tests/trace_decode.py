@@ -17,6 +17,8 @@ class Decoded:
     snapshots: list = field(default_factory=list)
     problems: list = field(default_factory=list)
     packets: int = 0
+    flows_out: dict = field(default_factory=dict)  # flow id -> index into slices (where a flow starts)
+    flows_in: dict = field(default_factory=dict)   # flow id -> index into slices (where it terminates)
 
     def tracks_named(self, name):
         return [u for u, t in self.tracks.items() if t.name == name]
@@ -81,15 +83,23 @@ def decode(path) -> Decoded:
                 key = s["args"].get(a.name_iid, a.name) if a.HasField("name_iid") else a.name
                 args[key] = a.int_value if a.HasField("int_value") else (
                     a.string_value if a.HasField("string_value") else (a.bool_value if a.HasField("bool_value") else None))
-            open_slices[track].append((name, ts, args))
+            open_slices[track].append((name, ts, args, list(te.flow_ids), list(te.terminating_flow_ids)))
         elif te.type == pb.TrackEvent.TYPE_SLICE_END:
             if not open_slices[track]:
                 d.problems.append(f"end without begin on track {track}")
                 continue
-            name, start, args = open_slices[track].pop()
+            name, start, args, outs, ins = open_slices[track].pop()
             if open_slices[track]:
                 d.problems.append(f"nested slices on track {track}: lanes must not overlap")
             d.slices.append((track, name, start, ts, args))
+            for f in outs:
+                if f in d.flows_out:
+                    d.problems.append(f"flow {f} starts twice")
+                d.flows_out[f] = len(d.slices) - 1
+            for f in ins:
+                if f in d.flows_in:
+                    d.problems.append(f"flow {f} terminates twice")
+                d.flows_in[f] = len(d.slices) - 1
         elif te.type == pb.TrackEvent.TYPE_COUNTER:
             d.counters.append((track, ts, te.double_counter_value))
     for track, stack in open_slices.items():

@@ -205,6 +205,12 @@ def _print_export_summary(summary, output: Path) -> None:
         if g.launches_without_time:
             out.print(f"    {g.launches_without_time:,} launches carry no device timestamps in this mode "
                       "(counts only), so they have no kernel slice", highlight=False)
+    for a in summary.api:
+        if a.shown:
+            out.print(f"  CUDA API calls of pid {a.pid}: {a.calls:,} calls on {a.threads} threads, host clock; "
+                      f"{a.flows:,} flows to kernel slices", highlight=False)
+        else:
+            out.print(f"  CUDA API calls of pid {a.pid}: {a.calls:,} recorded, not shown: {a.why_not}", highlight=False)
     for h in summary.hosts:
         shift = (f"; shifted {h['shift_ns'] / 1e6:+.3f} ms to line up kernels (residual {h['residual_ns'] / 1e3:.1f} us)"
                  if h["shift_ns"] else "")

@@ -24,22 +24,29 @@ class KernelMatch:
 
 def match_kernels(rec: Recording, table: LaunchTable, host) -> KernelMatch:
     timed = np.flatnonzero(table.first_start > 0)
+    timed = timed[np.argsort(table.first_start[timed], kind="stable")]
+    key_of = lambda i: (int(rec.launches["device_index"][i]), table.name[i],  # noqa: E731
+                        tuple(int(v) for v in rec.launches["grid"][i]), tuple(int(v) for v in rec.launches["block"][i]))
+    my_keys = [key_of(i) for i in timed]
+    their_kernels = sorted(host.kernels, key=lambda k: k.start_ns)
+    their_keys = [(k.device, k.name, k.grid, k.block) for k in their_kernels]
+    # The other run may cover only part of this one (a profiled window of steps,
+    # after warm-up): slide its kernel sequence along ours and keep the offset
+    # where the most kernels agree, then pair equal keys in order within it.
+    lo, hi = _best_window(my_keys, their_keys)
     mine: dict = {}
-    for i in timed[np.argsort(table.first_start[timed], kind="stable")]:
-        l = rec.launches[i]
-        key = (int(l["device_index"]), table.name[i], tuple(int(v) for v in l["grid"]),
-               tuple(int(v) for v in l["block"]))
+    for i, key in zip(timed[lo:hi], my_keys[lo:hi]):
         mine.setdefault(key, []).append(int(i))
     theirs: dict = {}
-    for k in host.kernels:
-        theirs.setdefault((k.device, k.name, k.grid, k.block), []).append(k)
+    for k, key in zip(their_kernels, their_keys):
+        theirs.setdefault(key, []).append(k)
     idx, partners = [], []
     for key, launches in mine.items():
         others = theirs.get(key, [])
         for a, b in zip(launches, others):
             idx.append(a)
             partners.append(b)
-    n_mine = sum(len(v) for v in mine.values())
+    n_mine = len(timed)
     n_theirs = len(host.kernels)
     result = KernelMatch(np.array(idx, np.int64), partners, n_mine - len(idx), n_theirs - len(idx))
     by_name: dict = {}
@@ -54,6 +61,21 @@ def match_kernels(rec: Recording, table: LaunchTable, host) -> KernelMatch:
                                   "ratio": gpuobs_ns / host_ns if host_ns else float("nan")})
     result.per_kernel.sort(key=lambda r: -r["matched"] * r["instrumented_us"])
     return result
+
+
+def _best_window(mine: list, theirs: list) -> tuple[int, int]:
+    """[lo, hi) of `mine` that lines up best with `theirs` (same length where it fits)."""
+    if not mine or not theirs or len(theirs) >= len(mine):
+        return 0, len(mine)
+    codes = {}
+    a = np.array([codes.setdefault(k, len(codes)) for k in mine], np.int64)
+    b = np.array([codes.get(k, -1) for k in theirs], np.int64)
+    m = len(b)
+    windows = np.lib.stride_tricks.sliding_window_view(a, m)
+    agree = (windows == b).sum(axis=1)
+    # Of equally good offsets the latest: a profiler is usually started after warm-up.
+    best = len(agree) - 1 - int(np.argmax(agree[::-1]))
+    return best, best + m
 
 
 def kernel_alignment(rec: Recording, table: LaunchTable, match: KernelMatch, clock) -> tuple[int, int]:

@@ -12,6 +12,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from .. import analysis, schema
 from ..recording import Recording
+from .api_tracks import flow_id, write_api_calls
 from .blocks import BlockSlices, encode_blocks
 from .clock import ClockRelation, clock_relation
 from ..host_traces.matching import kernel_alignment, match_kernels
@@ -52,11 +53,13 @@ class GpuSummary:
     accesses_counted: int = 0
     dropped: int = 0
     clock: str = ""
+    flowed_launches: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 @dataclass
 class ExportSummary:
     gpus: list = field(default_factory=list)
+    api: list = field(default_factory=list)     # ApiSummary per recording with --api-trace calls
     hosts: list = field(default_factory=list)   # one dict per host trace: matching and per-kernel cost
     tracks: int = 0
     bytes: int = 0
@@ -121,7 +124,7 @@ def export(recordings: list[Recording], out_path, opts: ExportOptions | None = N
     summary = ExportSummary()
     matches = []  # (host, rec, table, KernelMatch)
     related = False
-    for rec in recordings:
+    for rec_index, rec in enumerate(recordings):
         say(f"resolving launches of {rec.path}")
         launch_of_event = analysis.launch_index_of_events(rec)
         table = analysis.launch_table(rec, launch_of_event)
@@ -135,11 +138,22 @@ def export(recordings: list[Recording], out_path, opts: ExportOptions | None = N
                          | set(rec.launches["device_index"].tolist()))
         ev = rec.events
         window = _time_window(ev, opts)
+        # --api-trace: flows from calls to kernel slices, when the clocks are related
+        clocks = rec.clock_samples
+        rec_related = opts.clock != "device" and bool(len(clocks) and (clocks["device_ns"] > 0).any())
+        calls = set(rec.api_calls["call_id"].tolist()) if rec_related and len(rec.api_calls) else set()
+        flowed = []
         for device in devices:
             say(f"encoding GPU {device} of {rec.path}")
-            gpu = _export_gpu(w, rec, device, ev, launch_of_event, table, keep_launch, window, opts, host_dur)
+            gpu = _export_gpu(w, rec, device, ev, launch_of_event, table, keep_launch, window, opts, host_dur,
+                              calls, rec_index)
             related |= gpu.clock.startswith("measured")
             summary.gpus.append(gpu)
+            flowed.append(gpu.flowed_launches)
+        if len(rec.api_calls):
+            say(f"encoding the CUDA API calls of {rec.path}")
+            flowed_all = np.concatenate(flowed) if flowed else np.zeros(0, np.int64)
+            summary.api.append(write_api_calls(w, rec, rec_index, rec_related, flowed_all))
     for host in hosts:
         summary.hosts.append(_export_host(w, host, [m for m in matches if m[0] is host], related, opts))
     summary.tracks = w.tracks
@@ -177,7 +191,8 @@ def _export_host(w, host, matches, related, opts) -> dict:
 
 
 def _export_gpu(w: TraceWriter, rec: Recording, device: int, ev, launch_of_event, table, keep_launch, window,
-                opts: ExportOptions, host_dur: dict | None = None) -> GpuSummary:
+                opts: ExportOptions, host_dur: dict | None = None, api_calls: set = frozenset(),
+                rec_index: int = 0) -> GpuSummary:
     pid = rec.run.pid if rec.run else 0
     clock = clock_relation(rec.clock_samples[rec.clock_samples["device_index"] == device], pid, device, opts.clock)
     name = rec.device_name(device)
@@ -201,8 +216,13 @@ def _export_gpu(w: TraceWriter, rec: Recording, device: int, ev, launch_of_event
 
     names, iid_of_slot = _kernel_names(rec, device)
     dev_launches = np.flatnonzero((rec.launches["device_index"] == device) & keep_launch)
-    s.kernel_slices, s.launches_without_time = _kernel_slices(w, rec, gpu, dev_launches, table, names,
-                                                              iid_of_slot, clock, window, host_dur or {})
+    s.kernel_slices, s.launches_without_time, timed = _kernel_slices(w, rec, gpu, dev_launches, table, names,
+                                                                     iid_of_slot, clock, window, host_dur or {},
+                                                                     api_calls if clock.measured else set(),
+                                                                     rec_index)
+    if api_calls and clock.measured:
+        made_by_call = np.isin(rec.launches["api_call_id"][timed], np.fromiter(api_calls, np.uint64))
+        s.flowed_launches = timed[made_by_call]
     if len(blocks):
         s.sms, s.lanes = _block_tracks_and_slices(w, rec, gpu, ev, blocks, launch_of_event, names, iid_of_slot,
                                                   clock, opts)
@@ -240,14 +260,15 @@ def _ts(pkt: pb.TracePacket, t: int, clock: ClockRelation) -> None:
         pkt.timestamp_clock_id = clock.clock_id
 
 
-def _kernel_slices(w, rec, gpu, launches, table, names, iid_of_slot, clock, window, host_dur):
+def _kernel_slices(w, rec, gpu, launches, table, names, iid_of_slot, clock, window, host_dur, api_calls=frozenset(),
+                   rec_index=0):
     has_time = table.first_start[launches] > 0
     if window is not None:
         has_time &= (table.first_start[launches] >= window[0]) & (table.first_start[launches] < window[1])
     timed = launches[has_time]
     missing = int((~has_time).sum())
     if len(timed) == 0:
-        return 0, missing
+        return 0, missing, timed
     start = table.first_start[timed]
     end = np.maximum(table.last_end[timed], start)
     lane = assign_lanes(np.zeros(len(timed), np.int64), start, end)
@@ -262,11 +283,12 @@ def _kernel_slices(w, rec, gpu, launches, table, names, iid_of_slot, clock, wind
         first.interned_data.debug_annotation_names.add(iid=i, name=arg)
     w.packet(first)
     w.rows(_kernel_packet_rows(rec, table, timed, start, end, np.asarray(lanes, np.uint64)[lane], seq,
-                               iid_of_slot, clock, host_dur))
-    return len(timed), missing
+                               iid_of_slot, clock, host_dur, api_calls, rec_index))
+    return len(timed), missing, timed
 
 
-def _kernel_packet_rows(rec, table, timed, start, end, track, seq, iid_of_slot, clock, host_dur) -> Rows:
+def _kernel_packet_rows(rec, table, timed, start, end, track, seq, iid_of_slot, clock, host_dur,
+                        api_calls=frozenset(), rec_index=0) -> Rows:
     """Begin and end packets of the kernel slices, in time order (at equal times an
     end closes before a begin opens), encoded in bulk."""
     m = len(timed)
@@ -317,6 +339,9 @@ def _kernel_packet_rows(rec, table, timed, start, end, track, seq, iid_of_slot, 
         cost = [f"{sp / u:.2f}x".encode() if u > 0 else b"" for sp, u in zip(spans, unins)]
         ann = Rows(n).varint_field(1, arg["instrumentation_cost"]).bytes_field(6, cost, present=begin & has)
         te.message_field(4, ann, present=begin & has)
+    if api_calls:  # the end of the flow from the API call that made this launch
+        made = np.isin(l["api_call_id"], np.fromiter(api_calls, np.uint64))
+        te.fixed64_repeated_field(48, flow_id(rec_index, l["launch_id"]), np.where(begin & made, 1, 0))
     packets = Rows(n).varint_field(8, times[order])
     if clock.measured:
         packets.varint_field(58, clock.clock_id)

@@ -111,6 +111,21 @@ class Rows:
         self._parts.append(("matrix", m, lens))
         return self
 
+    def fixed64_repeated_field(self, field: int, values: np.ndarray, counts: np.ndarray) -> "Rows":
+        """A repeated fixed64 field (e.g. TrackEvent.flow_ids): row i holds
+        values[i, :counts[i]]; `values` is an (n, k) array padded past each count."""
+        values = np.asarray(values, np.uint64).reshape(self.n, -1)
+        counts = np.asarray(counts, np.int64)
+        t = np.frombuffer(tag(field, 1), np.uint8)  # wire type 1: 64-bit
+        item = len(t) + 8
+        k = values.shape[1]
+        m = np.zeros((self.n, max(k, 1) * item), np.uint8)
+        for j in range(k):
+            m[:, j * item : j * item + len(t)] = t
+            m[:, j * item + len(t) : (j + 1) * item] = values[:, j : j + 1].astype("<u8").view(np.uint8)
+        self._parts.append(("matrix", m, np.minimum(counts, k) * item))
+        return self
+
     def lengths(self) -> np.ndarray:
         total = np.zeros(self.n, np.int64)
         for _, _, lengths in self._parts:

@@ -1,0 +1,101 @@
+"""Side by side on real H200 data (examples/data/side_by_side_*): one run of
+examples/side_by_side.py under `gpuobs record --api-trace`, one under the PyTorch
+profiler. The program runs its workload twice (warm-up, then the measured pass);
+the profiler covered the measured pass only."""
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gpuobs
+from gpuobs import analysis
+from gpuobs.host_traces.kineto import load_kineto
+from gpuobs.perfetto_export.api_tracks import flow_id
+from gpuobs.perfetto_export.export import ExportOptions, export
+
+from .trace_decode import decode
+
+DATA = Path(__file__).resolve().parents[1] / "examples" / "data"
+API = DATA / "side_by_side_api_trace.gpuobs"
+PROFILER = DATA / "side_by_side_profiler.json"
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sbs") / "t.pftrace"
+    rec = gpuobs.load(API)
+    host = load_kineto(PROFILER)
+    summary = export([rec], out, hosts=[host])
+    return rec, host, summary, decode(out), out
+
+
+def test_every_launch_call_has_its_flow_to_a_kernel_slice(exported):
+    rec, _host, summary, d, _ = exported
+    assert d.problems == []
+    calls = {int(c["call_id"]): c for c in rec.api_calls}
+    launches = rec.launches
+    assert (launches["api_call_id"] > 0).all(), "every launch was made inside an API call"
+    for l in launches:
+        f = int(flow_id(0, int(l["launch_id"])))
+        assert f in d.flows_out and f in d.flows_in, f"launch {int(l['launch_id'])} has no flow"
+        call_slice, kernel_slice = d.slices[d.flows_out[f]], d.slices[d.flows_in[f]]
+        call = calls[int(l["api_call_id"])]
+        assert call_slice[1] == rec.api_names[int(call["api_id"])]
+        assert (call_slice[2], call_slice[3]) == (int(call["enter_ns"]), int(call["exit_ns"]))
+        assert d.tracks[kernel_slice[0]].name == "Kernels"
+        assert kernel_slice[4]["launch"] == int(l["launch_id"])
+    api = summary.api[0]
+    assert api.shown and api.flows == len(launches) and api.calls == len(rec.api_calls)
+    api_slices = [s for s in d.slices
+                  if d.tracks[d.tracks[s[0]].parent_uuid].name.startswith("Host pid")]
+    assert len(api_slices) == len(rec.api_calls)
+
+
+def test_every_profiler_kernel_is_matched_to_the_measured_pass(exported):
+    rec, host, summary, _d, _ = exported
+    h = summary.hosts[0]
+    assert h["kernels"] == len(host.kernels) == h["matched"] > 0
+    # The recording holds the warm-up and the measured pass: the profiler's kernels
+    # are the measured pass, i.e. the last len(host.kernels) launches in time.
+    table = analysis.launch_table(rec)
+    timed = np.flatnonzero(table.first_start > 0)
+    timed = timed[np.argsort(table.first_start[timed], kind="stable")]
+    measured = timed[-len(host.kernels):]
+    theirs = sorted(host.kernels, key=lambda k: k.start_ns)
+    for i, k in zip(measured, theirs):
+        assert (table.name[i], tuple(int(v) for v in rec.launches["grid"][i]),
+                tuple(int(v) for v in rec.launches["block"][i])) == (k.name, k.grid, k.block)
+    # The per-kernel comparison is the medians of exactly those pairs.
+    pairs = {}
+    for i, k in zip(measured, theirs):
+        pairs.setdefault(table.name[i], []).append((k.dur_ns, int(table.last_end[i]) - int(table.first_start[i])))
+    rows = {r["kernel"]: r for r in h["per_kernel"]}
+    assert set(rows) == set(pairs)
+    for name, p in pairs.items():
+        assert rows[name]["matched"] == len(p)
+        assert rows[name]["uninstrumented_us"] == pytest.approx(statistics.median(a for a, _ in p) / 1e3)
+        assert rows[name]["instrumented_us"] == pytest.approx(statistics.median(b for _, b in p) / 1e3)
+
+
+def test_no_flows_and_no_api_tracks_without_a_clock_relation(tmp_path):
+    rec = gpuobs.load(API)
+    summary = export([rec], tmp_path / "d.pftrace", ExportOptions(clock="device"))
+    d = decode(tmp_path / "d.pftrace")
+    assert d.problems == [] and not d.flows_out and not d.flows_in
+    assert not summary.api[0].shown and "clock" in summary.api[0].why_not
+
+
+@pytest.mark.browser
+def test_side_by_side_in_the_real_ui(exported):
+    from .test_perfetto_ui import BAD_STATS, ui_available
+    ui_class = ui_available()
+    rec, host, _summary, d, out = exported
+    with ui_class(out) as ui:
+        assert ui.query(BAD_STATS) == []
+        names = {r["name"] for r in ui.query("select distinct name from track")}
+        assert "Kernels" in names and any(n.startswith("thread ") for n in names)
+        assert any(n.startswith("GPU 0") for n in names)
+        assert ui.query("select count(*) as n from flow")[0]["n"] == len(rec.launches)
+        n_slices = ui.query("select count(*) as n from slice")[0]["n"]
+        assert n_slices == len(d.slices)
