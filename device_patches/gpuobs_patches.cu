@@ -100,8 +100,8 @@ __device__ __forceinline__ gpuobs_control* control(const void* ud) {
 // Exact per-launch counting with no loads: a fire-and-forget add into the
 // grid's hashed slot, spread over stripes by SM.
 __device__ __forceinline__ void count_for_launch(const void* ud, uint64_t grid, uint32_t sm, uint32_t n) {
-    gpuobs_launch_counter* table = reinterpret_cast<gpuobs_launch_counter*>(arena(ud) + GPUOBS_ARENA_COUNTERS);
-    red_add(&table[gpuobs_launch_slot(grid)].count[sm % (GPUOBS_LAUNCH_COUNTER_STRIPES + 1)], n);
+    uint64_t* table = reinterpret_cast<uint64_t*>(arena(ud) + GPUOBS_ARENA_COUNTERS);
+    red_add(table + gpuobs_launch_counter_index(gpuobs_launch_slot(grid), sm % (GPUOBS_LAUNCH_COUNTER_STRIPES + 1)), n);
 }
 
 __device__ __forceinline__ uint64_t entry_u64(const void* userdata, uint32_t offset) {

@@ -102,7 +102,10 @@ typedef struct gpuobs_control {
 
 /* Exact per-launch counts. The slot is a hash of the grid id, so the hot path
  * does no loads; the host resolves slots to the launches it saw (a slot shared
- * by two launches of one flush window is reported as shared, never split). */
+ * by two launches of one flush window is reported as shared, never split).
+ * The table holds GPUOBS_LAUNCH_TABLE_SIZE of these, interleaved stripe-major
+ * (gpuobs_launch_counter_index): the 16 stripes of one slot sit in 16 different
+ * cache lines, so one launch's adds spread over 16 lines of L2, not 2. */
 typedef struct gpuobs_launch_counter {
     uint64_t count[GPUOBS_LAUNCH_COUNTER_STRIPES + 1]; /* blocks (block modes) or accesses (memory modes) */
 } gpuobs_launch_counter;
@@ -314,6 +317,11 @@ GPUOBS_HD uint64_t gpuobs_fmix64(uint64_t k) {
 /* The launch-counter slot of a grid. */
 GPUOBS_HD uint32_t gpuobs_launch_slot(uint64_t grid_id) {
     return (uint32_t)gpuobs_fmix64(grid_id) & (GPUOBS_LAUNCH_TABLE_SIZE - 1);
+}
+
+/* Where count `stripe` of slot `slot` lives, in uint64 units from the table's start. */
+GPUOBS_HD uint32_t gpuobs_launch_counter_index(uint32_t slot, uint32_t stripe) {
+    return stripe * GPUOBS_LAUNCH_TABLE_SIZE + slot;
 }
 
 #if defined(__cplusplus)

@@ -312,7 +312,8 @@ void ContextState::write_launch_counts(const std::vector<gpuobs_launch>& launche
         ++by_slot[gpuobs_launch_slot(l.grid_id)][l.grid_id];
     for (uint32_t s = 0; s < GPUOBS_LAUNCH_TABLE_SIZE; ++s) {
         uint64_t total = 0;
-        for (uint64_t c : counter_staging_[s].count) total += c;
+        for (uint32_t k = 0; k <= GPUOBS_LAUNCH_COUNTER_STRIPES; ++k)
+            total += counter_staging_[gpuobs_launch_counter_index(s, k)];
         auto it = by_slot.find(s);
         if (it == by_slot.end()) {
             *unattributed += total;
@@ -420,7 +421,7 @@ void ContextState::flush(const char* reason, bool require_quiet) {
             }
         }
         staging_.resize(kept);
-        counter_staging_.resize(GPUOBS_LAUNCH_TABLE_SIZE);
+        counter_staging_.resize((size_t)GPUOBS_LAUNCH_TABLE_SIZE * (GPUOBS_LAUNCH_COUNTER_STRIPES + 1));
         sanitizer().memcpy_dtoh(counter_staging_.data(), counters_,
                                 GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter), nullptr);
         write_launch_counts(launches, &counts, &info.unattributed);

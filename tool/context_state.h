@@ -82,7 +82,7 @@ private:
     std::vector<gpuobs_launch> pending_launches_;
     std::unordered_map<uint64_t, uint64_t> unsynced_streams_;  // stream -> launches since its sync
     std::vector<gpuobs_event> staging_;
-    std::vector<gpuobs_launch_counter> counter_staging_;
+    std::vector<uint64_t> counter_staging_;  // the launch-counter table, as gpuobs_launch_counter_index lays it out
     uint32_t flush_seq_ = 0;
     uint64_t launches_total_ = 0;
 
