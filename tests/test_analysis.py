@@ -61,6 +61,27 @@ def test_replay_split_ignores_ends_stamped_by_the_next_replay(tmp_path):
     assert np.bincount(of).tolist() == [500, 500, 500]
 
 
+def test_replays_sharing_a_grid_id_across_a_raced_flush(tmp_path):
+    # 3 replays of one node ran in window 0, but the last launch record raced
+    # the flush and was listed in window 1: the split must still give each its own.
+    ev, launches = synthetic.block_trace_events(3, 500, sm_count=16, gap_ns=2_000)
+    ev["grid_id"] = 77
+    launches["grid_id"] = 77
+    launches["flags"] = 1
+    late = launches[2:].copy()
+    late["flags"] |= 2
+    path = tmp_path / "rr.gpuobs"
+    with RecordingWriter(path) as w:
+        w.launches(launches[:2])
+        w.flush(flush_seq=0, attempted=len(ev), recorded=len(ev), dropped=0)
+        w.events(ev, flush_seq=0)
+        w.launches(late)
+        w.flush(flush_seq=1, attempted=0, recorded=0, dropped=0)
+    rec = gpuobs.load(path)
+    of = analysis.launch_index_of_events(rec)
+    assert np.bincount(of).tolist() == [500, 500, 500]
+
+
 def test_launch_that_raced_a_flush_is_found_in_the_next_window(tmp_path):
     ev, launches = synthetic.block_trace_events(2, 100, sm_count=8)
     path = tmp_path / "r.gpuobs"

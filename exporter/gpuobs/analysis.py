@@ -51,9 +51,16 @@ def launch_index_of_events(rec: Recording) -> np.ndarray:
     if len(rest) == 0:
         return out
     # Slow path for the rest: graph replays sharing a grid id, launches listed a window late.
-    lk = _key(launches["device_index"], rec.launch_flushes, launches["grid_id"])
-    order = np.argsort(lk, kind="stable")
-    lk_sorted = lk[order]
+    # A launch that raced a flush is listed in the window after its blocks may
+    # have run: it is also a candidate in the window before, so that replays
+    # sharing its grid id there are split among all of them.
+    lf = rec.launch_flushes
+    raced = np.flatnonzero(((launches["flags"] & 2) != 0) & (lf > 0) & (lf != 0xFFFFFFFF))
+    lk = np.concatenate([_key(launches["device_index"], lf, launches["grid_id"]),
+                         _key(launches["device_index"][raced], lf[raced] - 1, launches["grid_id"][raced])])
+    index = np.concatenate([np.arange(len(launches)), raced])
+    by_key = np.argsort(lk, kind="stable")
+    lk_sorted, order = lk[by_key], index[by_key]
     sub = ev[rest]
     devices, flushes = rec.event_devices[rest], rec.event_flushes[rest]
     sub_out = np.full(len(rest), UNRESOLVED, np.int64)
