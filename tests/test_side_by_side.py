@@ -99,3 +99,43 @@ def test_side_by_side_in_the_real_ui(exported):
         assert ui.query("select count(*) as n from flow")[0]["n"] == len(rec.launches)
         n_slices = ui.query("select count(*) as n from slice")[0]["n"]
         assert n_slices == len(d.slices)
+
+
+def test_archive_holds_the_trace_and_the_untouched_profiler_file(tmp_path):
+    import json
+    import subprocess
+    import sys
+    import zipfile
+    out = tmp_path / "both.zip"
+    proc = subprocess.run([sys.executable, "-m", "gpuobs", "export", "-i", str(API), "--host", str(PROFILER),
+                           "--archive", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    with zipfile.ZipFile(out) as z:
+        names = set(z.namelist())
+        assert names == {"perfetto_manifest.json", "gpuobs.pftrace", f"host0_{PROFILER.name}"}
+        assert z.read(f"host0_{PROFILER.name}") == PROFILER.read_bytes()
+        man = json.loads(z.read("perfetto_manifest.json"))["perfetto_manifest"]
+        (tmp_path / "inner.pftrace").write_bytes(z.read("gpuobs.pftrace"))
+    base = json.loads(PROFILER.read_text())["baseTimeNanoseconds"]
+    assert man["version"] == 1 and man["trace_time"] == {"clock": "BOOTTIME", "file": "gpuobs.pftrace"}
+    host_entry = next(f for f in man["files"] if f["path"].startswith("host0_"))
+    assert host_entry["clocks"] == {"sync_to": {"file": "gpuobs.pftrace", "clock": "REALTIME"}, "offset_ns": base}
+    d = decode(tmp_path / "inner.pftrace")
+    assert d.problems == []
+    # the profiler's events are not duplicated into the trace; the per-kernel cost still is
+    assert not any("PyTorch profiler run" in t.name for t in d.tracks.values())
+    kernels = [s for s in d.slices if d.tracks[s[0]].name == "Kernels"]
+    assert sum("uninstrumented_ns" in s[4] for s in kernels) == len(load_kineto(PROFILER).kernels)
+
+
+def test_archive_refuses_what_perfetto_cannot_place(tmp_path):
+    import subprocess
+    import sys
+    run = lambda *a: subprocess.run([sys.executable, "-m", "gpuobs", "export", "-i", str(API), *a],  # noqa: E731
+                                    capture_output=True, text=True)
+    no_host = run("--archive", str(tmp_path / "a.zip"))
+    said = lambda p: " ".join(p.stderr.split())  # noqa: E731  (the console wraps long lines)
+    assert no_host.returncode != 0 and "pass at least one --host" in said(no_host)
+    device = run("--host", str(PROFILER), "--clock", "device", "--archive", str(tmp_path / "b.zip"))
+    assert device.returncode != 0 and "measured clock relation" in said(device)
+    assert not (tmp_path / "b.zip").exists() and not list(tmp_path.glob("*.tmp"))

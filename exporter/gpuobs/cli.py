@@ -154,12 +154,17 @@ def export(
                                     help="block coordinates and launch id on every block slice"),
     salvage: bool = typer.Option(False, "--salvage", help="read damaged recordings up to the damage"),
     host: Optional[List[Path]] = typer.Option(None, "--host",
-                                              help="a PyTorch-profiler JSON trace of a separate, uninstrumented run"),
+                                              help="a separate, uninstrumented run's trace: PyTorch-profiler JSON, or "
+                                                   "an Nsight Systems SQLite export (nsys export --type sqlite)"),
     align: Optional[str] = typer.Option(None, "--align",
                                         help="'kernels': shift --host traces so matched kernels line up (labelled)"),
+    archive: bool = typer.Option(False, "--archive",
+                                 help="OUTPUT is a ZIP: the gpuobs trace plus the untouched --host files and a "
+                                      "perfetto_manifest relating them (Perfetto v58+ opens it as one trace)"),
 ):
     """Write recordings as one Perfetto trace: per GPU a device-clock group, kernels, one track per SM."""
-    from .host_traces.kineto import HostTraceError, load_kineto
+    from .host_traces.kineto import HostTraceError
+    from .host_traces.nsys import load_host_trace
     from .perfetto_export.export import ExportError, ExportOptions, export as run_export
 
     paths = list(inputs) if inputs else _default_inputs()
@@ -174,11 +179,14 @@ def export(
         _fail(f"cannot write {output}: folder {output.parent} does not exist")
     recordings = [_load(p, salvage) for p in paths]
     try:
-        hosts = [load_kineto(h) for h in host or []]
+        hosts = [load_host_trace(h) for h in host or []]
     except HostTraceError as exc:
         _fail(str(exc))
+    if archive and not hosts:
+        _fail("--archive packs --host traces beside the gpuobs trace: pass at least one --host")
     opts = ExportOptions(kernels=kernels, launches=launches, time_window=time_window, clock=clock,
-                         samples=samples, block_args=block_args, align=align)
+                         samples=samples, block_args=block_args, align=align, host_tracks=not archive)
+    trace_path = output.with_name(output.name + ".pftrace.tmp") if archive else output
     big = sum(len(r.events) for r in recordings) > 200_000
     try:
         if big:
@@ -186,11 +194,18 @@ def export(
             with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                           console=err, transient=True) as bar:
                 task = bar.add_task("exporting", total=None)
-                summary = run_export(recordings, output, opts, lambda m: bar.update(task, description=m), hosts)
+                summary = run_export(recordings, trace_path, opts, lambda m: bar.update(task, description=m), hosts)
         else:
-            summary = run_export(recordings, output, opts, hosts=hosts)
+            summary = run_export(recordings, trace_path, opts, hosts=hosts)
+        if archive:
+            from .perfetto_export.archive import write_archive
+            related = any(g.clock.startswith("measured") for g in summary.gpus)
+            summary.bytes = write_archive(output, trace_path, hosts, summary.hosts, related)
     except ExportError as exc:
         _fail(str(exc))
+    finally:
+        if archive and trace_path.exists():
+            trace_path.unlink()
     _print_export_summary(summary, output)
 
 

@@ -39,6 +39,7 @@ class ExportOptions:
     block_args: bool = True
     align: Optional[str] = None          # "kernels": shift host traces so matched kernels line up
     bins: int = 2000                     # counter bins across each GPU's span
+    host_tracks: bool = True             # False: host traces only match kernels (the archive carries them)
 
 
 @dataclass
@@ -182,7 +183,8 @@ def _export_host(w, host, matches, related, opts) -> dict:
         pid = rec.run.pid if rec.run else 0
         clock = clock_relation(rec.clock_samples[rec.clock_samples["device_index"] == device], pid, device, "auto")
         shift, residual = kernel_alignment(rec, table, m, clock)
-    write_host_trace(w, host, related, shift, residual, matched)
+    if opts.host_tracks:
+        write_host_trace(w, host, related, shift, residual, matched)
     return {"path": host.path, "events": len(host.events), "kernels": len(host.kernels), "matched": matched,
             "unmatched_gpuobs": best[3].unmatched_launches if best else 0,
             "unmatched_host": best[3].unmatched_host if best else len(host.kernels),

@@ -1,5 +1,6 @@
-"""A separate run's host trace (PyTorch profiler) on its own tracks, in its own
-clock (REALTIME), never merged into gpuobs's process or device tracks."""
+"""A separate run's host trace (PyTorch profiler or Nsight Systems) on its own
+tracks, in its own clock (REALTIME), never merged into gpuobs's process or
+device tracks: its pids label tracks, they never become process tracks."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,6 +11,8 @@ from .lanes import assign_lanes
 from .protowire import Rows
 from .writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
 
+KIND_TITLES = {"pytorch-profiler": "PyTorch profiler", "nsys": "Nsight Systems"}
+
 
 def write_host_trace(w: TraceWriter, host, related: bool, shift_ns: int = 0, residual_ns: int = 0,
                      matched: int = 0) -> int:
@@ -17,9 +20,10 @@ def write_host_trace(w: TraceWriter, host, related: bool, shift_ns: int = 0, res
     measured snapshots with REALTIME, so REALTIME timestamps have a path to trace time."""
     how = ("on its own REALTIME clock" if related else
            "with no clock relation in this trace: trace time is its raw REALTIME ns")
-    desc = (f"{host.path}: a separate, uninstrumented run (PyTorch profiler), {how}. "
+    tool = KIND_TITLES.get(host.kind, host.kind)
+    desc = (f"{host.path}: a separate, uninstrumented run ({tool}), {how}. "
             f"{matched} of its {len(host.kernels)} kernels matched gpuobs launches (name, grid, block, order).")
-    title = f"PyTorch profiler run: {host.path.rsplit('/', 1)[-1]}"
+    title = f"{tool} run: {host.path.rsplit('/', 1)[-1]}"
     if shift_ns:
         title += " (shifted to line up kernels)"
         desc += (f" SHIFTED by {shift_ns / 1e6:+.3f} ms so that matched kernels line up with gpuobs's "
@@ -38,6 +42,7 @@ def write_host_trace(w: TraceWriter, host, related: bool, shift_ns: int = 0, res
     uuid = {}
     for k in keys:
         label = (f"GPU {k[1]} stream {k[2]} (uninstrumented)" if k[0] == "stream" else
+                 f"NVTX {k[2]} (pid {k[1]})" if k[0] == "nvtx" else
                  f"{host.thread_names.get((k[1], k[2])) or 'thread'} {k[2]} (pid {k[1]})")
         for lane_no in range(int(lane[grp == key_index[k]].max()) + 1):
             uuid[(key_index[k], lane_no)] = w.track(label, parent=group, merge_key=f"{group}-{key_index[k]}",
