@@ -110,7 +110,9 @@ def _print_summary(path: Path) -> None:
         f"{s['modules_patched']} modules patched ({s['modules_failed']} failed); "
         f"counted {s['counted']:,}; events kept {s['block_events'] + s['memory_events']:,}; "
         f"attempted {s['attempted']:,} = recorded {s['recorded']:,} + dropped {s['dropped']:,}"
-        f"{dmg}{'' if s['complete'] else ', run did not close cleanly'}",
+        f"{dmg}{'' if s['complete'] else ', run did not close cleanly'}"
+        + (f"; {s['unconfirmed_ends']:,} block ends stamped by a later replay (flagged)" if s["unconfirmed_ends"] else "")
+        + (f"; {len(rec.api_calls):,} CUDA API calls" if len(rec.api_calls) else ""),
         highlight=False,
     )
 
