@@ -61,6 +61,24 @@ def test_replay_split_ignores_ends_stamped_by_the_next_replay(tmp_path):
     assert np.bincount(of).tolist() == [500, 500, 500]
 
 
+def test_replay_split_survives_late_ends_without_a_flag(tmp_path):
+    # The same, but the late-stamped ends carry no flag (the block's own early
+    # exits and the later replay's stamps cancelled out in the count).
+    ev, launches = synthetic.block_trace_events(3, 500, sm_count=16, gap_ns=2_000)
+    ev["grid_id"] = 77
+    launches["grid_id"] = 77
+    launches["flags"] = 1
+    first = np.flatnonzero(ev["time_start"] < np.sort(ev["time_start"])[500])[:40]
+    ev["time_end"][first] = ev["time_end"].max()
+    path = tmp_path / "u.gpuobs"
+    with RecordingWriter(path) as w:
+        w.launches(launches)
+        w.flush(attempted=len(ev), recorded=len(ev), dropped=0)
+        w.events(ev)
+    of = analysis.launch_index_of_events(gpuobs.load(path))
+    assert np.bincount(of).tolist() == [500, 500, 500]
+
+
 def test_replays_sharing_a_grid_id_across_a_raced_flush(tmp_path):
     # 3 replays of one node ran in window 0, but the last launch record raced
     # the flush and was listed in window 1: the split must still give each its own.

@@ -105,6 +105,14 @@ def _split_replays(ev, shared, left, right, order, out) -> None:
         cut_candidates = np.flatnonzero(gaps >= 0)
         cut_candidates = cut_candidates[cut_candidates > 0]
         k = len(candidates)
+        if len(cut_candidates) < k - 1:
+            # Too few clean cuts: some end was stamped late without a flag (a later
+            # replay's early exits filled in exactly as many threads as the block's
+            # own early exits left out). Starts are never late: cut at the largest
+            # gaps between consecutive starts.
+            gaps = np.zeros(len(s), np.int64)
+            gaps[1:] = s[1:] - s[:-1]
+            cut_candidates = np.arange(1, len(s))
         cuts = np.sort(cut_candidates[np.argsort(-gaps[cut_candidates], kind="stable")[: k - 1]])
         group_of = np.searchsorted(cuts, np.arange(len(s)), side="right")
         out[members[by_time]] = candidates[np.minimum(group_of, k - 1)]
