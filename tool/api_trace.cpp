@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cstring>
 
+#include "log.h"
+
 namespace gpuobs {
 namespace {
 
@@ -57,6 +59,14 @@ void ApiTrace::on_callback(Sanitizer_CallbackDomain domain, Sanitizer_CallbackId
     c.depth = (uint32_t)t_depth;
     c.result = cd->functionReturnValue != nullptr ? *static_cast<const int32_t*>(cd->functionReturnValue) : 0;
     std::lock_guard<std::mutex> lock(mu_);
+    if (pending_.size() >= kMaxPending) {
+        if (!overflow_reported_) {
+            overflow_reported_ = true;
+            GPUOBS_LOG("%zu CUDA API calls wait for a recording file that is not open yet; later calls are "
+                       "not traced until it is", pending_.size());
+        }
+        return;
+    }
     if (names_.find(api_id) == names_.end()) {
         names_.emplace(api_id, cd->functionName != nullptr ? cd->functionName : "");
         unwritten_names_.push_back(api_id);

@@ -29,6 +29,10 @@ public:
 
 private:
     static constexpr size_t kWriteEvery = 4096;
+    // Calls kept while no recording file is open yet (a process that calls the
+    // API a lot before its first context): past this, calls are not traced.
+    static constexpr size_t kMaxPending = 1u << 20;
+    bool overflow_reported_ = false;
     std::mutex mu_;
     std::vector<gpuobs_api_call> pending_;
     std::atomic<size_t> pending_size_{0};

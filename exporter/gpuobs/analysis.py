@@ -239,6 +239,8 @@ def kernel_stats(rec: Recording) -> list[dict]:
             "counted": int(exact.sum()), "counted_shared_launches": int(((counted >= 0) & (shared > 1)).sum()),
             "memory_events": int((mine & ~is_block).sum()),
             "blocks_dropped": int(np.maximum(table.grid_blocks[members] - recorded, 0)[recorded > 0].sum()),
+            # block ends stamped by a later replay of the same graph node (see the schema's block flags)
+            "ends_unconfirmed": int((ev["flags"][blocks] & schema.BLOCK_END_UNCONFIRMED).astype(bool).sum()),
         }
         for p in (50, 90, 99):
             row[f"block_ns_p{p}"] = int(np.percentile(dur, p)) if len(dur) else None
