@@ -1,5 +1,6 @@
 """Launch resolution: events to launches, graph replays, raced launches, per-launch tables."""
 import numpy as np
+import pytest
 
 import gpuobs
 from gpuobs import analysis, schema, synthetic
@@ -39,41 +40,25 @@ def test_graph_replays_sharing_a_grid_id_are_split_in_time(tmp_path):
     assert starts == sorted(starts)
 
 
-def test_replay_split_ignores_ends_stamped_by_the_next_replay(tmp_path):
+@pytest.mark.parametrize("flagged", [True, False], ids=["flagged", "unflagged"])
+def test_replay_split_is_not_fooled_by_ends_stamped_by_the_next_replay(tmp_path, flagged):
     # A tiny graph node replayed back to back: warps of replay k+1 that exit
     # before their leader publishes the block find replay k's slot (same grid id
-    # and block) and stamp its end. Those events are flagged; the split must not
-    # let their late ends hide the gap between replays.
+    # and block) and stamp its end. Such ends are flagged when the exit count
+    # overshoots, and not when the block's own early exits cancel it out; the
+    # split must not let the late ends hide the gap between replays either way.
     ev, launches = synthetic.block_trace_events(3, 500, sm_count=16, gap_ns=2_000)
     ev["grid_id"] = 77
     launches["grid_id"] = 77
     launches["flags"] = 1
     first = np.flatnonzero(ev["time_start"] < np.sort(ev["time_start"])[500])[:40]
     ev["time_end"][first] = ev["time_end"].max()  # stamped by a later replay's exits
-    ev["flags"][first] |= schema.BLOCK_END_UNCONFIRMED
+    if flagged:
+        ev["flags"][first] |= schema.BLOCK_END_UNCONFIRMED
     path = tmp_path / "o.gpuobs"
     with RecordingWriter(path) as w:
         w.launches(launches)
-        w.flush(attempted=len(ev), recorded=len(ev), dropped=0, unconfirmed_ends=len(first))
-        w.events(ev)
-    rec = gpuobs.load(path)
-    of = analysis.launch_index_of_events(rec)
-    assert np.bincount(of).tolist() == [500, 500, 500]
-
-
-def test_replay_split_survives_late_ends_without_a_flag(tmp_path):
-    # The same, but the late-stamped ends carry no flag (the block's own early
-    # exits and the later replay's stamps cancelled out in the count).
-    ev, launches = synthetic.block_trace_events(3, 500, sm_count=16, gap_ns=2_000)
-    ev["grid_id"] = 77
-    launches["grid_id"] = 77
-    launches["flags"] = 1
-    first = np.flatnonzero(ev["time_start"] < np.sort(ev["time_start"])[500])[:40]
-    ev["time_end"][first] = ev["time_end"].max()
-    path = tmp_path / "u.gpuobs"
-    with RecordingWriter(path) as w:
-        w.launches(launches)
-        w.flush(attempted=len(ev), recorded=len(ev), dropped=0)
+        w.flush(attempted=len(ev), recorded=len(ev), dropped=0, unconfirmed_ends=len(first) if flagged else 0)
         w.events(ev)
     of = analysis.launch_index_of_events(gpuobs.load(path))
     assert np.bincount(of).tolist() == [500, 500, 500]
