@@ -106,3 +106,27 @@ def test_summary_counts(block_recording):
     s = analysis.summary(gpuobs.load(block_recording))
     assert s["launches"] == 12 and s["block_events"] == 12 * 1024 and s["dropped"] == 0
     assert s["mode"] == "block_trace" and s["complete"]
+
+
+def test_flagged_ends_do_not_stretch_their_launch(tmp_path):
+    ev, launches = synthetic.block_trace_events(2, 200, sm_count=8, gap_ns=5_000)
+    true_end = int(ev["time_end"][:200].max())
+    ev["time_end"][0] = int(ev["time_end"].max()) + 1_000_000  # stamped by a later replay
+    ev["flags"][0] |= schema.BLOCK_END_UNCONFIRMED
+    path = tmp_path / "f.gpuobs"
+    with RecordingWriter(path) as w:
+        w.launches(launches)
+        w.flush(attempted=len(ev), recorded=len(ev), dropped=0, unconfirmed_ends=1)
+        w.events(ev)
+    rec = gpuobs.load(path)
+    of = analysis.launch_index_of_events(rec)
+    table = analysis.launch_table(rec, of)
+    first = of[0]
+    assert table.ends_unconfirmed[first] == 1 and table.ends_unconfirmed.sum() == 1
+    assert int(table.last_end[first]) <= max(true_end, int(ev["time_start"][0]))
+    from gpuobs.perfetto_export.export import export
+    from .trace_decode import decode
+    export([rec], tmp_path / "f.pftrace")
+    d = decode(tmp_path / "f.pftrace")
+    kernels = [s for s in d.slices if d.tracks[s[0]].name == "Kernels"]
+    assert sorted(s[4].get("ends_unconfirmed", 0) for s in kernels) == [0, 1]

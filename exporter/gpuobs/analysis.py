@@ -131,6 +131,7 @@ class LaunchTable:
     counted_shared: np.ndarray  # launches sharing that count (1 = exact for this launch)
     sms_touched: np.ndarray
     grid_blocks: np.ndarray
+    ends_unconfirmed: np.ndarray = None  # blocks whose end a later replay may have stamped (flagged)
 
 
 def launch_table(rec: Recording, launch_of_event: np.ndarray | None = None) -> LaunchTable:
@@ -147,6 +148,10 @@ def launch_table(rec: Recording, launch_of_event: np.ndarray | None = None) -> L
     last_end = np.zeros(n, np.uint64)
     starts = ev["time_start"][ok]
     ends = np.maximum(ev["time_end"][ok], starts)
+    # A flagged end may belong to a later replay: the launch's span does not count it.
+    over = is_block & (ev["flags"][ok] & schema.BLOCK_END_UNCONFIRMED).astype(bool)
+    ends = np.where(over, starts, ends)
+    ends_unconfirmed = np.bincount(idx[over], minlength=n)[:n]
     np.minimum.at(first_start, idx, starts)
     np.maximum.at(last_end, idx, ends)
     first_start[first_start == np.iinfo(np.uint64).max] = 0
@@ -174,7 +179,7 @@ def launch_table(rec: Recording, launch_of_event: np.ndarray | None = None) -> L
     names = [rec.function(int(l["device_index"]), int(l["function_slot"])).name for l in launches]
     grid_blocks = (launches["grid"].astype(np.int64)).prod(axis=1) if n else np.zeros(0, np.int64)
     return LaunchTable(names, first_start, last_end, blocks_recorded, events_kept, counted, counted_shared,
-                       sms_touched, grid_blocks)
+                       sms_touched, grid_blocks, ends_unconfirmed)
 
 
 def summary(rec: Recording) -> dict:

@@ -22,7 +22,8 @@ from .protowire import Rows
 from .writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
 
 KERNEL_ARGS = ["launch", "grid", "block_dim", "stream", "blocks_recorded", "blocks_dropped", "counted",
-               "count_shared_by", "graph_replay", "raced_flush", "uninstrumented_ns", "instrumentation_cost"]
+               "count_shared_by", "graph_replay", "raced_flush", "uninstrumented_ns", "instrumentation_cost",
+               "ends_unconfirmed"]
 
 
 class ExportError(Exception):
@@ -331,6 +332,8 @@ def _kernel_packet_rows(rec, table, timed, start, end, track, seq, iid_of_slot, 
     ints("counted", counted, counted >= 0)
     ints("count_shared_by", shared, shared > 1)
     ints("graph_replay", l["graph_launch_id"].astype(np.int64), graph)
+    unconfirmed = table.ends_unconfirmed[i].astype(np.int64)
+    ints("ends_unconfirmed", unconfirmed, unconfirmed > 0)
     raced_ann = Rows(n).varint_field(1, arg["raced_flush"]).varint_field(2, 1)
     te.message_field(4, raced_ann, present=begin & raced)
     if host_dur:  # the same launch in a separate, uninstrumented run (--host)
