@@ -96,6 +96,9 @@ __device__ __forceinline__ char* arena(const void* userdata) {
 __device__ __forceinline__ gpuobs_control* control(const void* ud) {
     return reinterpret_cast<gpuobs_control*>(arena(ud) + GPUOBS_ARENA_CONTROL);
 }
+__device__ __forceinline__ gpuobs_event* event_at(const void* ud, uint64_t index) {
+    return event_at(ud, index);
+}
 
 // Exact per-launch counting with no loads: a fire-and-forget add into the
 // grid's hashed slot, spread over stripes by SM.
@@ -206,7 +209,7 @@ GPUOBS_PATCH gpuobs_block_trace_exit(void* userdata, uint64_t pc) {
         return SANITIZER_PATCH_SUCCESS;
     }
     if (index == ~0ULL) return SANITIZER_PATCH_SUCCESS;  // the block's event was dropped
-    gpuobs_event* r = reinterpret_cast<gpuobs_event*>(arena(userdata) + GPUOBS_ARENA_EVENTS) + index;
+    gpuobs_event* r = event_at(userdata, index);
     red_max(&r->time_end, globaltimer());
     red_add32(reinterpret_cast<uint32_t*>(&r->flags), (uint32_t)__popc(mask) << 16);  // exit_count
     return SANITIZER_PATCH_SUCCESS;

@@ -38,6 +38,19 @@ static bool parse_u64(const char* name, const char* text, uint64_t lo, uint64_t 
     return true;
 }
 
+// A 0/1 switch; unset leaves `out` as it is.
+static bool parse_switch(const char* name, bool* out, std::string* error) {
+    const char* s = std::getenv(name);
+    if (s == nullptr) return true;
+    std::string v(s);
+    if (v != "0" && v != "1") {
+        *error = std::string(name) + "='" + v + "' is not 0 or 1";
+        return false;
+    }
+    *out = v == "1";
+    return true;
+}
+
 bool Config::load(std::string* error) {
     if (const char* m = std::getenv("GPUOBS_MODE")) {
         if (!parse_mode(m, &mode)) {
@@ -86,22 +99,8 @@ bool Config::load(std::string* error) {
         output = s;
     }
     if (const char* s = std::getenv("GPUOBS_CLOCK_PROBE")) clock_probe = std::string(s) != "0";
-    if (const char* s = std::getenv("GPUOBS_API_TRACE")) {
-        std::string v(s);
-        if (v != "0" && v != "1") {
-            *error = "GPUOBS_API_TRACE='" + v + "' is not 0 or 1";
-            return false;
-        }
-        api_trace = v == "1";
-    }
-    if (const char* s = std::getenv("GPUOBS_GRAPH_NODES")) {
-        std::string v(s);
-        if (v != "0" && v != "1") {
-            *error = "GPUOBS_GRAPH_NODES='" + v + "' is not 0 or 1";
-            return false;
-        }
-        graph_nodes = v == "1";
-    }
+    if (!parse_switch("GPUOBS_API_TRACE", &api_trace, error) || !parse_switch("GPUOBS_GRAPH_NODES", &graph_nodes, error))
+        return false;
     if (const char* s = std::getenv("GPUOBS_PATCHES")) patches = s;
     if (const char* s = std::getenv("GPUOBS_PROBE")) probe = s;
     if (patches_needed() && patches.empty()) {

@@ -105,7 +105,6 @@ bool ContextState::setup(std::string* error) {
     ctl_ = reinterpret_cast<gpuobs_control*>(base + GPUOBS_ARENA_CONTROL);
     block_table_ = reinterpret_cast<gpuobs_block_slot*>(base + GPUOBS_ARENA_BLOCK_TABLE);
     events_ = reinterpret_cast<gpuobs_event*>(base + GPUOBS_ARENA_EVENTS);
-    (void)entries_bytes;
 
     gpuobs_control ctl;
     std::memset(&ctl, 0, sizeof ctl);

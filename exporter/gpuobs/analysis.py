@@ -83,6 +83,16 @@ def _match(ev, ek, lk_sorted, order, out, wanted) -> None:
         _split_replays(ev, shared, left, right, order, out)
 
 
+def _spans(ev: np.ndarray):
+    """Start, end and the over-stamped mask of events. An end stamped by a later
+    replay's exits (flagged) would stretch its block into that replay, so such a
+    block counts from its start alone."""
+    starts = ev["time_start"]
+    over = (ev["flags"] & schema.BLOCK_END_UNCONFIRMED).astype(bool) & (ev["kind"] == schema.EventKind.BLOCK)
+    ends = np.where(over, starts, np.maximum(ev["time_end"], starts))
+    return starts, ends, over
+
+
 def _split_replays(ev, shared, left, right, order, out) -> None:
     groups = {}
     for i in shared:
@@ -90,13 +100,8 @@ def _split_replays(ev, shared, left, right, order, out) -> None:
     for (lo, hi), members in groups.items():
         members = np.asarray(members)
         candidates = np.sort(order[lo:hi])  # launch order
-        starts = ev["time_start"][members].astype(np.int64)
-        ends = np.maximum(ev["time_end"][members].astype(np.int64), starts)
-        # An end stamped by a later replay's exits (flagged) would hide the gap
-        # between replays: such blocks count from their start alone.
-        over = (ev["flags"][members] & schema.BLOCK_END_UNCONFIRMED).astype(bool) & \
-            (ev["kind"][members] == schema.EventKind.BLOCK)
-        ends = np.where(over, starts, ends)
+        starts, ends, _ = _spans(ev[members])
+        starts, ends = starts.astype(np.int64), ends.astype(np.int64)
         by_time = np.argsort(starts, kind="stable")
         s, e = starts[by_time], ends[by_time]
         running_end = np.maximum.accumulate(e)
@@ -146,11 +151,7 @@ def launch_table(rec: Recording, launch_of_event: np.ndarray | None = None) -> L
     is_block = kind == schema.EventKind.BLOCK
     first_start = np.full(n, np.iinfo(np.uint64).max, np.uint64)
     last_end = np.zeros(n, np.uint64)
-    starts = ev["time_start"][ok]
-    ends = np.maximum(ev["time_end"][ok], starts)
-    # A flagged end may belong to a later replay: the launch's span does not count it.
-    over = is_block & (ev["flags"][ok] & schema.BLOCK_END_UNCONFIRMED).astype(bool)
-    ends = np.where(over, starts, ends)
+    starts, ends, over = _spans(ev[ok])
     ends_unconfirmed = np.bincount(idx[over], minlength=n)[:n]
     np.minimum.at(first_start, idx, starts)
     np.maximum.at(last_end, idx, ends)
@@ -245,7 +246,7 @@ def kernel_stats(rec: Recording) -> list[dict]:
             "memory_events": int((mine & ~is_block).sum()),
             "blocks_dropped": int(np.maximum(table.grid_blocks[members] - recorded, 0)[recorded > 0].sum()),
             # block ends stamped by a later replay of the same graph node (see the schema's block flags)
-            "ends_unconfirmed": int((ev["flags"][blocks] & schema.BLOCK_END_UNCONFIRMED).astype(bool).sum()),
+            "ends_unconfirmed": int(table.ends_unconfirmed[members].sum()),
         }
         for p in (50, 90, 99):
             row[f"block_ns_p{p}"] = int(np.percentile(dur, p)) if len(dur) else None

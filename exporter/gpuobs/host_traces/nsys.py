@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from .kineto import HostEvent, HostKernel, HostTrace, HostTraceError
+from .kineto import HostEvent, HostKernel, HostTrace, HostTraceError, load_kineto
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 EPOCH_THRESHOLD_NS = 10**17  # a time above this is on the UTC epoch (after 1973), not session-relative
@@ -117,5 +117,4 @@ def _read(db, path: Path, tables: set) -> HostTrace:
 
 def load_host_trace(path) -> HostTrace:
     """A PyTorch-profiler JSON or an nsys SQLite export, told apart by content."""
-    from .kineto import load_kineto
     return load_nsys(path) if is_sqlite(path) else load_kineto(path)

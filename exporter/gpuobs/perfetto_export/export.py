@@ -140,22 +140,21 @@ def export(recordings: list[Recording], out_path, opts: ExportOptions | None = N
                          | set(rec.launches["device_index"].tolist()))
         ev = rec.events
         window = _time_window(ev, opts)
-        # --api-trace: flows from calls to kernel slices, when the clocks are related
-        clocks = rec.clock_samples
-        rec_related = opts.clock != "device" and bool(len(clocks) and (clocks["device_ns"] > 0).any())
-        calls = set(rec.api_calls["call_id"].tolist()) if rec_related and len(rec.api_calls) else set()
-        flowed = []
+        # --api-trace: flows from calls to kernel slices, on GPUs whose clock is related
+        calls = np.unique(rec.api_calls["call_id"])
+        flowed, rec_related = [], False
         for device in devices:
             say(f"encoding GPU {device} of {rec.path}")
             gpu = _export_gpu(w, rec, device, ev, launch_of_event, table, keep_launch, window, opts, host_dur,
                               calls, rec_index)
-            related |= gpu.clock.startswith("measured")
+            rec_related |= gpu.clock.startswith("measured")
             summary.gpus.append(gpu)
             flowed.append(gpu.flowed_launches)
         if len(rec.api_calls):
             say(f"encoding the CUDA API calls of {rec.path}")
             flowed_all = np.concatenate(flowed) if flowed else np.zeros(0, np.int64)
             summary.api.append(write_api_calls(w, rec, rec_index, rec_related, flowed_all))
+        related |= rec_related
     for host in hosts:
         summary.hosts.append(_export_host(w, host, [m for m in matches if m[0] is host], related, opts))
     summary.tracks = w.tracks
@@ -194,7 +193,7 @@ def _export_host(w, host, matches, related, opts) -> dict:
 
 
 def _export_gpu(w: TraceWriter, rec: Recording, device: int, ev, launch_of_event, table, keep_launch, window,
-                opts: ExportOptions, host_dur: dict | None = None, api_calls: set = frozenset(),
+                opts: ExportOptions, host_dur: dict | None = None, api_calls: np.ndarray | None = None,
                 rec_index: int = 0) -> GpuSummary:
     pid = rec.run.pid if rec.run else 0
     clock = clock_relation(rec.clock_samples[rec.clock_samples["device_index"] == device], pid, device, opts.clock)
@@ -221,11 +220,10 @@ def _export_gpu(w: TraceWriter, rec: Recording, device: int, ev, launch_of_event
     dev_launches = np.flatnonzero((rec.launches["device_index"] == device) & keep_launch)
     s.kernel_slices, s.launches_without_time, timed = _kernel_slices(w, rec, gpu, dev_launches, table, names,
                                                                      iid_of_slot, clock, window, host_dur or {},
-                                                                     api_calls if clock.measured else set(),
+                                                                     api_calls if clock.measured else None,
                                                                      rec_index)
-    if api_calls and clock.measured:
-        made_by_call = np.isin(rec.launches["api_call_id"][timed], np.fromiter(api_calls, np.uint64))
-        s.flowed_launches = timed[made_by_call]
+    if api_calls is not None and len(api_calls) and clock.measured:
+        s.flowed_launches = timed[np.isin(rec.launches["api_call_id"][timed], api_calls)]
     if len(blocks):
         s.sms, s.lanes = _block_tracks_and_slices(w, rec, gpu, ev, blocks, launch_of_event, names, iid_of_slot,
                                                   clock, opts)
@@ -263,7 +261,7 @@ def _ts(pkt: pb.TracePacket, t: int, clock: ClockRelation) -> None:
         pkt.timestamp_clock_id = clock.clock_id
 
 
-def _kernel_slices(w, rec, gpu, launches, table, names, iid_of_slot, clock, window, host_dur, api_calls=frozenset(),
+def _kernel_slices(w, rec, gpu, launches, table, names, iid_of_slot, clock, window, host_dur, api_calls=None,
                    rec_index=0):
     has_time = table.first_start[launches] > 0
     if window is not None:
@@ -291,7 +289,7 @@ def _kernel_slices(w, rec, gpu, launches, table, names, iid_of_slot, clock, wind
 
 
 def _kernel_packet_rows(rec, table, timed, start, end, track, seq, iid_of_slot, clock, host_dur,
-                        api_calls=frozenset(), rec_index=0) -> Rows:
+                        api_calls=None, rec_index=0) -> Rows:
     """Begin and end packets of the kernel slices, in time order (at equal times an
     end closes before a begin opens), encoded in bulk."""
     m = len(timed)
@@ -344,8 +342,8 @@ def _kernel_packet_rows(rec, table, timed, start, end, track, seq, iid_of_slot, 
         cost = [f"{sp / u:.2f}x".encode() if u > 0 else b"" for sp, u in zip(spans, unins)]
         ann = Rows(n).varint_field(1, arg["instrumentation_cost"]).bytes_field(6, cost, present=begin & has)
         te.message_field(4, ann, present=begin & has)
-    if api_calls:  # the end of the flow from the API call that made this launch
-        made = np.isin(l["api_call_id"], np.fromiter(api_calls, np.uint64))
+    if api_calls is not None and len(api_calls):  # the end of the flow from the API call that made this launch
+        made = np.isin(l["api_call_id"], api_calls)
         te.fixed64_repeated_field(48, flow_id(rec_index, l["launch_id"]), np.where(begin & made, 1, 0))
     packets = Rows(n).varint_field(8, times[order])
     if clock.measured:
