@@ -14,7 +14,7 @@ from .clock import MONOTONIC
 from .protowire import Rows
 from .writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
 
-DRIVER_DOMAIN, RUNTIME_DOMAIN = 1, 2
+RUNTIME_DOMAIN = 2  # Sanitizer_CallbackDomain of the runtime API (the driver's is 1)
 
 
 def flow_id(rec_index: int, launch_id) -> np.ndarray:
@@ -104,9 +104,10 @@ def write_api_calls(w: TraceWriter, rec: Recording, rec_index: int, related: boo
           .varint_field(11, lane[row]).varint_field(10, api_iid[row], present=begin))
     err = Rows(2 * n).varint_field(1, 1).sint_as_varint_field(4, result[row])
     te.message_field(4, err, present=begin & (result[row] != 0))
-    dom = Rows(2 * n).varint_field(1, 2).bytes_field(6, [b"runtime" if domain[j] else b"driver" for j in row],
-                                                      present=begin)
-    te.message_field(4, dom, present=begin)
+    runtime = domain[row] == 1
+    for name, rows_here in ((b"runtime", begin & runtime), (b"driver", begin & ~runtime)):
+        te.message_field(4, Rows(2 * n).varint_field(1, 2).raw(b"\x32" + bytes([len(name)]) + name),
+                         present=rows_here)  # {name_iid: 2, string_value (field 6): name}
     te.fixed64_repeated_field(47, flows[row], np.where(begin, counts[row], 0))
     packets = Rows(2 * n).varint_field(8, times[order]).varint_field(58, MONOTONIC)
     w.rows(packets.message_field(11, te).varint_field(10, seq).varint_field(13, SEQ_NEEDS, present=begin))
