@@ -201,8 +201,7 @@ def export(
             summary = run_export(recordings, trace_path, opts, hosts=hosts)
         if archive:
             from .perfetto_export.archive import write_archive
-            related = any(g.clock.startswith("measured") for g in summary.gpus)
-            summary.bytes = write_archive(output, trace_path, hosts, summary.hosts, related)
+            summary.bytes = write_archive(output, trace_path, hosts, summary.hosts, summary.clock_related)
     except ExportError as exc:
         _fail(str(exc))
     finally:

@@ -74,6 +74,11 @@ class ExportSummary:
     def kernel_slices(self):
         return sum(g.kernel_slices for g in self.gpus)
 
+    @property
+    def clock_related(self) -> bool:
+        """Some GPU's device clock has a measured relation to the host clocks."""
+        return any(g.clock.startswith("measured") for g in self.gpus)
+
 
 _UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 
