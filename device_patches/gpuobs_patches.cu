@@ -97,7 +97,7 @@ __device__ __forceinline__ gpuobs_control* control(const void* ud) {
     return reinterpret_cast<gpuobs_control*>(arena(ud) + GPUOBS_ARENA_CONTROL);
 }
 __device__ __forceinline__ gpuobs_event* event_at(const void* ud, uint64_t index) {
-    return event_at(ud, index);
+    return reinterpret_cast<gpuobs_event*>(arena(ud) + GPUOBS_ARENA_EVENTS) + index;
 }
 
 // Exact per-launch counting with no loads: a fire-and-forget add into the
@@ -130,7 +130,7 @@ __device__ __forceinline__ gpuobs_event* claim(const void* ud, uint32_t sm, uint
     }
     uint64_t index = (uint64_t)stripe * capacity + i;
     *index_out = index;
-    return reinterpret_cast<gpuobs_event*>(arena(ud) + GPUOBS_ARENA_EVENTS) + index;
+    return event_at(ud, index);
 }
 
 __device__ __forceinline__ uint32_t pack_by_bz() {
