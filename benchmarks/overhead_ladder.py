@@ -15,9 +15,13 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CONFIGS = ["none", "off", "block_noop", "block_counter", "block_trace", "mem_noop", "mem_sampled", "mem_full"]
+CONFIGS = ["none", "off", "block_noop", "block_counter", "block_trace_noop", "block_trace", "mem_noop", "mem_sampled",
+           "mem_full"]
 # Variants: MODE+api (--api-trace), MODE+nographs (--no-graph-nodes).
-NOOP_OF = {"block_counter": "block_noop", "block_trace": "block_noop", "mem_sampled": "mem_noop", "mem_full": "mem_noop"}
+# Each rung against the no-op rungs below it: block_trace_noop pays for the same
+# patch points as block_trace (entry and exit), block_noop for the entry alone.
+NOOP_OF = {"block_counter": ("block_noop",), "block_trace": ("block_trace_noop", "block_noop"),
+           "mem_sampled": ("mem_noop",), "mem_full": ("mem_noop",)}
 
 
 def run_config(config: str, reps: int, only: str, workdir: Path) -> dict:
@@ -29,7 +33,8 @@ def run_config(config: str, reps: int, only: str, workdir: Path) -> dict:
     else:
         mode, *variants = config.split("+")
         flags = {"api": "--api-trace", "nographs": "--no-graph-nodes"}
-        cmd = [sys.executable, "-m", "gpuobs", "record", "--force", "--mode", mode,
+        # A buffer big enough for every repetition: timed runs record, not drop.
+        cmd = [sys.executable, "-m", "gpuobs", "record", "--force", "--mode", mode, "--capacity", str(1 << 24),
                *[flags[v] for v in variants], "-o", str(workdir / f"bench_{config}.gpuobs"), "--", *worker]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     line = next((l for l in proc.stdout.splitlines() if l.startswith("GPUOBS_BENCH ")), None)
@@ -90,9 +95,9 @@ def main():
             text = fmt(v)
             if base and c != "none":
                 text += f" ({v / base:.2f}x"
-                noop = NOOP_OF.get(c.split("+")[0])
-                if noop and cell.get((noop, w)):
-                    text += f"; {v / cell[noop, w]:.2f}x {noop}"
+                for noop in NOOP_OF.get(c.split("+")[0], ()):
+                    if cell.get((noop, w)):
+                        text += f"; {v / cell[noop, w]:.2f}x {noop}"
                 text += ")"
             row.append(text)
         lines.append("| " + " | ".join(row) + " |")

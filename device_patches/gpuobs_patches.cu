@@ -107,11 +107,18 @@ __device__ __forceinline__ void count_for_launch(const void* ud, uint64_t grid, 
     red_add(table + gpuobs_launch_counter_index(gpuobs_launch_slot(grid), sm % (GPUOBS_LAUNCH_COUNTER_STRIPES + 1)), n);
 }
 
+// The callback data pointer is the function's entry plus the sample shift.
+__device__ __forceinline__ const char* entry(const void* userdata) {
+    return reinterpret_cast<const char*>((uint64_t)userdata & ~(uint64_t)(sizeof(gpuobs_function_entry) - 1));
+}
+__device__ __forceinline__ uint32_t sample_shift(const void* userdata) {
+    return (uint32_t)(uint64_t)userdata & (uint32_t)(sizeof(gpuobs_function_entry) - 1);
+}
 __device__ __forceinline__ uint64_t entry_u64(const void* userdata, uint32_t offset) {
-    return __ldg(reinterpret_cast<const unsigned long long*>(static_cast<const char*>(userdata) + offset));
+    return __ldg(reinterpret_cast<const unsigned long long*>(entry(userdata) + offset));
 }
 __device__ __forceinline__ uint32_t entry_u32(const void* userdata, uint32_t offset) {
-    return __ldg(reinterpret_cast<const unsigned int*>(static_cast<const char*>(userdata) + offset));
+    return __ldg(reinterpret_cast<const unsigned int*>(entry(userdata) + offset));
 }
 #define GPUOBS_ENTRY_U64(ud, field) entry_u64(ud, offsetof(gpuobs_function_entry, field))
 #define GPUOBS_ENTRY_U32(ud, field) entry_u32(ud, offsetof(gpuobs_function_entry, field))
@@ -121,7 +128,10 @@ __device__ __forceinline__ gpuobs_event* claim(const void* ud, uint32_t sm, uint
     gpuobs_control* ctl = control(ud);
     const uint32_t stripes = GPUOBS_ENTRY_U32(ud, stripe_count);
     const uint64_t capacity = GPUOBS_ENTRY_U64(ud, stripe_capacity);
-    const uint32_t stripe = sm < stripes ? sm : sm % stripes;
+    // An SM's own stripe; SM ids past the stripe count (ids can have gaps) wrap.
+    // A subtraction loop, not %: a division would cost every patch registers.
+    uint32_t stripe = sm;
+    while (stripe >= stripes) stripe -= stripes;
     uint64_t i = atom_add(&ctl->stripes[stripe].claimed, 1);
     if (i >= capacity) {
         red_add(&ctl->stripes[stripe].dropped, 1);
@@ -155,6 +165,12 @@ __device__ __forceinline__ uint32_t threads_per_block() { return blockDim.x * bl
 // ---- block rungs ----------------------------------------------------------
 
 GPUOBS_PATCH gpuobs_block_noop(void* userdata, uint64_t pc) {
+    return SANITIZER_PATCH_SUCCESS;
+}
+
+// Block exit, doing nothing: with gpuobs_block_noop at entry, the block_trace_noop
+// rung, the price of the two patch points block_trace uses.
+GPUOBS_PATCH gpuobs_block_exit_noop(void* userdata, uint64_t pc) {
     return SANITIZER_PATCH_SUCCESS;
 }
 
@@ -235,31 +251,41 @@ static __device__ __forceinline__ uint32_t fmix32(uint32_t h) {
 
 // Every access counted exactly (one RED per warp group, spread by SM); the
 // access is captured when the hash of (pc, thread, block) has its low
-// sample_shift bits zero (shift 0 = mem_full, every access).
+// sample_shift bits zero (shift 0 = mem_full, every access). Nothing before that
+// test loads: the shift comes with the callback data pointer.
+// The rare path, out of line: a patch saves to the stack, and restores, every
+// register its code uses beyond a few scratch ones, on every call, whichever path
+// it takes; kept inline, the capture cost every access 7 stores and 7 loads of
+// the stack, out of line the patch pays 3 (the call's return address and
+// barrier). Ids are read again from special registers, not kept live.
+static __device__ __noinline__ void capture_access(const void* userdata, uint64_t pc, void* ptr, uint32_t size,
+                                                   uint32_t flags) {
+    const uint32_t size_flags = ((size & 0xff) << 24) | (flags & 0xffff);
+    uint64_t index;
+    gpuobs_event* r = claim(userdata, sm_id(), &index);
+    if (r == nullptr) return;
+    uint32_t* w = reinterpret_cast<uint32_t*>(r);
+    st_v4(w + 8, (uint32_t)pc, (uint32_t)(pc >> 32), GPUOBS_ENTRY_U32(userdata, function_slot), blockIdx.x);
+    const uint64_t grid = grid_id(), address = (uint64_t)ptr;
+    st_v4(w + 4, (uint32_t)grid, (uint32_t)(grid >> 32), (uint32_t)address, (uint32_t)(address >> 32));
+    const uint64_t t = globaltimer();
+    st_v4(w, (uint32_t)t, (uint32_t)(t >> 32), 0, 0);
+    // kind (byte 58) goes in the last store, so a record reads as complete only when all of it is there.
+    const uint32_t sm = sm_id();
+    st_v4(w + 12, pack_by_bz(), (flat_thread_index() & 0xffff) | (sm << 16),
+          sm | ((uint32_t)GPUOBS_EVENT_MEMORY << 16) | (size_flags & 0xff000000u), size_flags & 0xffff);
+}
+
 GPUOBS_PATCH gpuobs_mem_access(void* userdata, uint64_t pc, void* ptr, uint32_t size, uint32_t flags,
                                const void* data) {
     if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
     const uint32_t mask = __activemask();
-    const uint32_t sm = sm_id();
-    const uint64_t grid = grid_id();
     if (lane_id() == (uint32_t)(__ffs(mask) - 1))
-        count_for_launch(userdata, grid, sm, __popc(mask));
-    const uint32_t tid = flat_thread_index();
+        count_for_launch(userdata, grid_id(), sm_id(), __popc(mask));
     const uint32_t block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-    const uint32_t h = fmix32((uint32_t)pc * 0x9e3779b1u ^ tid * 0x85ebca77u ^ block * 0xc2b2ae3du ^
-                              (uint32_t)(pc >> 32));
-    const uint32_t shift = GPUOBS_ENTRY_U32(userdata, sample_shift);
-    if ((h & (uint32_t)((1ULL << shift) - 1)) != 0) return SANITIZER_PATCH_SUCCESS;
-    uint64_t index;
-    gpuobs_event* r = claim(userdata, sm, &index);
-    if (r == nullptr) return SANITIZER_PATCH_SUCCESS;
-    const uint64_t t = globaltimer(), address = (uint64_t)ptr;
-    uint32_t* w = reinterpret_cast<uint32_t*>(r);
-    st_v4(w, (uint32_t)t, (uint32_t)(t >> 32), 0, 0);
-    st_v4(w + 4, (uint32_t)grid, (uint32_t)(grid >> 32), (uint32_t)address, (uint32_t)(address >> 32));
-    st_v4(w + 8, (uint32_t)pc, (uint32_t)(pc >> 32), GPUOBS_ENTRY_U32(userdata, function_slot), blockIdx.x);
-    // kind (byte 58) goes in the last store, so a record reads as complete only when all of it is there.
-    st_v4(w + 12, pack_by_bz(), (tid & 0xffff) | (sm << 16),
-          sm | ((uint32_t)GPUOBS_EVENT_MEMORY << 16) | ((size & 0xff) << 24), flags & 0xffff);
+    const uint32_t h = fmix32((uint32_t)pc * 0x9e3779b1u ^ flat_thread_index() * 0x85ebca77u ^
+                              block * 0xc2b2ae3du ^ (uint32_t)(pc >> 32));
+    if ((h & (uint32_t)((1ULL << sample_shift(userdata)) - 1)) != 0) return SANITIZER_PATCH_SUCCESS;
+    capture_access(userdata, pc, ptr, size, flags);
     return SANITIZER_PATCH_SUCCESS;
 }

@@ -16,7 +16,7 @@
 /* gpuobs:cdef-begin */
 #define GPUOBS_FORMAT_VERSION 1
 /* FNV-1a 64 of the canonical layout text (see gpuobs/schema.py: layout_text). */
-#define GPUOBS_SCHEMA_HASH 0x84173e3cbcc629aa
+#define GPUOBS_SCHEMA_HASH 0xc033363b7beab369
 #define GPUOBS_EVENT_SIZE 64
 #define GPUOBS_MAX_STRIPES 256
 #define GPUOBS_DEFAULT_CAPACITY 1048576
@@ -36,7 +36,8 @@ enum gpuobs_mode {
     GPUOBS_MODE_BLOCK_TRACE = 3,   /* one record per block: start, end, SM */
     GPUOBS_MODE_MEM_NOOP = 4,      /* empty call before every global access */
     GPUOBS_MODE_MEM_SAMPLED = 5,   /* every access counted, 1 in 2^shift captured */
-    GPUOBS_MODE_MEM_FULL = 6       /* every access counted and captured */
+    GPUOBS_MODE_MEM_FULL = 6,      /* every access counted and captured */
+    GPUOBS_MODE_BLOCK_TRACE_NOOP = 7 /* empty calls at block entry and exit: block_trace's own floor */
 };
 
 enum gpuobs_event_kind {
@@ -95,12 +96,12 @@ typedef struct gpuobs_control {
     uint64_t stripe_capacity;   /* records per stripe */
     uint64_t events;            /* device address of gpuobs_event[stripe_count * stripe_capacity] */
     uint64_t launch_counters;   /* device address of gpuobs_launch_counter[GPUOBS_LAUNCH_TABLE_SIZE] */
-    uint64_t block_table;       /* device address of the block table (see gpuobs_function_entry) */
+    uint64_t block_table;       /* device address of gpuobs_block_slot[GPUOBS_BLOCK_TABLE_SIZE] */
     uint64_t unmatched_exit_threads; /* block_trace: exiting threads that did not find their block's slot */
     gpuobs_stripe stripes[GPUOBS_MAX_STRIPES];
 } gpuobs_control;
 
-/* Exact per-launch counts. The slot is a hash of the grid id, so the hot path
+/* Exact per-launch counts. The slot comes from the grid id alone, so the hot path
  * does no loads; the host resolves slots to the launches it saw (a slot shared
  * by two launches of one flush window is reported as shared, never split).
  * The table holds GPUOBS_LAUNCH_TABLE_SIZE of these, interleaved stripe-major
@@ -118,18 +119,17 @@ typedef struct gpuobs_block_slot {
     uint64_t event_index;       /* the block's event, or ~0 when its claim was dropped */
 } gpuobs_block_slot;
 
-/* What each patched function's callback data points to (device memory): every
- * constant the patches need, in one cache line, so a patch does one load. */
+/* What each patched function's callback data points to (device memory): the
+ * constants a patch may need, one 64-byte line per function. Entries are 64-byte
+ * aligned and the callback data pointer is the entry's address plus the sample
+ * shift, so the hot path of a memory patch reads its shift without a load. */
 typedef struct gpuobs_function_entry {
-    uint64_t control;           /* device address of gpuobs_control */
-    uint64_t events;
-    uint64_t launch_counters;
-    uint64_t block_table;       /* gpuobs_block_slot[GPUOBS_BLOCK_TABLE_SIZE] */
-    uint64_t stripe_capacity;
+    uint64_t stripe_capacity;   /* records per stripe */
     uint32_t stripe_count;
-    uint32_t sample_shift;
     uint32_t function_slot;
     uint32_t mode;
+    uint32_t sample_shift;      /* the same as the pointer's low bits; for readers of the table */
+    uint64_t reserved[5];       /* pads the entry to 64 bytes */
 } gpuobs_function_entry;
 
 /* ---- Recording file (.gpuobs) ---- */
@@ -314,9 +314,11 @@ GPUOBS_HD uint64_t gpuobs_fmix64(uint64_t k) {
     return k;
 }
 
-/* The launch-counter slot of a grid. */
+/* The launch-counter slot of a grid. Grid ids count up per context, so their
+ * low bits keep up to GPUOBS_LAUNCH_TABLE_SIZE consecutive launches apart (a
+ * hash would let two of them collide) and cost the patches no arithmetic. */
 GPUOBS_HD uint32_t gpuobs_launch_slot(uint64_t grid_id) {
-    return (uint32_t)gpuobs_fmix64(grid_id) & (GPUOBS_LAUNCH_TABLE_SIZE - 1);
+    return (uint32_t)grid_id & (GPUOBS_LAUNCH_TABLE_SIZE - 1);
 }
 
 /* Where count `stripe` of slot `slot` lives, in uint64 units from the table's start. */
@@ -336,6 +338,7 @@ GPUOBS_STATIC_ASSERT(sizeof(gpuobs_file_header) == 56, "file header is 56 bytes"
 GPUOBS_STATIC_ASSERT(sizeof(gpuobs_events_header) == 16, "events header is 16 bytes");
 GPUOBS_STATIC_ASSERT(sizeof(gpuobs_launch_counter) == 128, "launch counter is two lines");
 GPUOBS_STATIC_ASSERT(sizeof(gpuobs_block_slot) == 16, "block slot is one 16-byte store");
+GPUOBS_STATIC_ASSERT(sizeof(gpuobs_function_entry) == 64, "a function entry is one 64-byte line");
 GPUOBS_STATIC_ASSERT(GPUOBS_FUNCTION_TABLE_SIZE * sizeof(gpuobs_function_entry) <= GPUOBS_ARENA_COUNTERS,
                      "function entries fit before the launch counters");
 GPUOBS_STATIC_ASSERT(GPUOBS_ARENA_COUNTERS + GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter) <=

@@ -7,8 +7,8 @@
 
 namespace gpuobs {
 
-static const char* const kModeNames[] = {"off",     "block_noop",  "block_counter", "block_trace",
-                                         "mem_noop", "mem_sampled", "mem_full"};
+static const char* const kModeNames[] = {"off",      "block_noop",  "block_counter", "block_trace",
+                                         "mem_noop", "mem_sampled", "mem_full",      "block_trace_noop"};
 
 const char* mode_name(uint32_t mode) {
     return mode < sizeof(kModeNames) / sizeof(kModeNames[0]) ? kModeNames[mode] : "unknown";
@@ -55,8 +55,8 @@ bool Config::load(std::string* error) {
     if (const char* m = std::getenv("GPUOBS_MODE")) {
         if (!parse_mode(m, &mode)) {
             *error = std::string("GPUOBS_MODE='") + m +
-                     "' is not one of off, block_noop, block_counter, block_trace, mem_noop, "
-                     "mem_sampled, mem_full";
+                     "' is not one of off, block_noop, block_counter, block_trace, block_trace_noop, "
+                     "mem_noop, mem_sampled, mem_full";
             return false;
         }
     }

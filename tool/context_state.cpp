@@ -122,10 +122,6 @@ bool ContextState::setup(std::string* error) {
     for (uint32_t i = 0; i < GPUOBS_FUNCTION_TABLE_SIZE; ++i) {
         gpuobs_function_entry& e = entries[i];
         std::memset(&e, 0, sizeof e);
-        e.control = (uint64_t)ctl_;
-        e.events = (uint64_t)events_;
-        e.launch_counters = (uint64_t)counters_;
-        e.block_table = (uint64_t)block_table_;
         e.stripe_capacity = stripe_capacity_;
         e.stripe_count = stripe_count_;
         e.sample_shift = config_.sample_shift;
@@ -193,7 +189,9 @@ uint32_t ContextState::function_slot_for(CUfunction f, const char* name, CUmodul
                                               {mangled.data(), mangled.size()},
                                               {demangled.data(), demangled.size()}});
     if (config_.mode != GPUOBS_MODE_OFF && !config_.launch_scope) {
-        SanitizerResult r = sanitizer().set_callback_data(f, entries_ + slot);
+        // The entry's address plus the sample shift (see gpuobs_function_entry).
+        SanitizerResult r =
+            sanitizer().set_callback_data(f, reinterpret_cast<char*>(entries_ + slot) + config_.sample_shift);
         if (r != SANITIZER_SUCCESS)
             GPUOBS_LOG("cannot bind callback data to %s: %s (its events will be missing)", mangled.c_str(),
                        sanitizer().describe(r));

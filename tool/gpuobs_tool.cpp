@@ -40,6 +40,9 @@ std::vector<PatchStep> patch_plan(uint32_t mode) {
         case GPUOBS_MODE_BLOCK_TRACE:
             return {{SANITIZER_INSTRUCTION_BLOCK_ENTER, "gpuobs_block_trace_enter"},
                     {SANITIZER_INSTRUCTION_BLOCK_EXIT, "gpuobs_block_trace_exit"}};
+        case GPUOBS_MODE_BLOCK_TRACE_NOOP:
+            return {{SANITIZER_INSTRUCTION_BLOCK_ENTER, "gpuobs_block_noop"},
+                    {SANITIZER_INSTRUCTION_BLOCK_EXIT, "gpuobs_block_exit_noop"}};
         case GPUOBS_MODE_MEM_NOOP: return {{SANITIZER_INSTRUCTION_GLOBAL_MEMORY_ACCESS, "gpuobs_mem_noop"}};
         case GPUOBS_MODE_MEM_SAMPLED:
         case GPUOBS_MODE_MEM_FULL:

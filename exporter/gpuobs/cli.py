@@ -40,7 +40,8 @@ def _load(path: Path, salvage: bool):
 def record(
     ctx: typer.Context,
     mode: str = typer.Option("block_trace", "--mode", "-m",
-                             help="off | block_noop | block_counter | block_trace | mem_noop | mem_sampled | mem_full"),
+                             help="off | block_noop | block_counter | block_trace | block_trace_noop | mem_noop | "
+                                  "mem_sampled | mem_full"),
     sample_shift: int = typer.Option(10, "--sample-shift", help="mem_sampled keeps 1 access in 2^N (0..32)"),
     capacity: int = typer.Option(1 << 20, "--capacity", help="event records per CUDA context (64 B each)"),
     kernels: str = typer.Option("", "--kernels", help="keep only events of kernels whose name matches this regex"),

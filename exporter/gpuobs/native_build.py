@@ -135,11 +135,12 @@ def _gencode_flags(archs=PATCH_ARCHS) -> list[str]:
     return flags + ["-gencode", f"arch=compute_{PTX_ARCH},code=compute_{PTX_ARCH}"]
 
 
-def patch_compile_command(tc: Toolchain, out: Path, archs=PATCH_ARCHS) -> list[str]:
+def patch_compile_command(tc: Toolchain, out: Path, archs=PATCH_ARCHS, source: Path | None = None) -> list[str]:
+    """The patches' build; `source` replaces gpuobs_patches.cu (benchmarks build variants of it)."""
     root = native_root()
     return [tc.nvcc, "--fatbin", "--keep-device-functions", "-Xptxas", "--compile-as-tools-patch", "-O3",
             f"-I{root / 'schemas'}", f"-I{tc.sanitizer_include}", *_gencode_flags(archs),
-            "-o", str(out), str(root / "device_patches" / "gpuobs_patches.cu")]
+            "-o", str(out), str(source or root / "device_patches" / "gpuobs_patches.cu")]
 
 
 def probe_compile_command(tc: Toolchain, out: Path) -> list[str]:

@@ -1,0 +1,112 @@
+"""A/B test of device-patch variants: the same mode and workloads under each
+variant of gpuobs_patches.cu, side by side in one run (configurations alternate
+round by round), with what each variant's recordings say about their data.
+
+    python benchmarks/patch_ab.py --mode block_trace --only torch_silu_mul \\
+        --variant base=device_patches/gpuobs_patches.cu --variant l1=/tmp/exit_l1.cu
+
+Each variant is built with the project's own patch build command, so a change
+can be predicted, tried and measured before it replaces the shipped source.
+Prints, per workload, the median device ms, the ratio to no tool and to the
+first variant, and per variant the recordings' accounting (attempted, dropped,
+unmatched exit threads, unconfirmed ends)."""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "exporter"))
+
+from gpuobs import native_build, reader  # noqa: E402
+from gpuobs.record import RecordOptions, tool_environment  # noqa: E402
+
+
+def build_variants(variants: dict, workdir: Path) -> dict:
+    tc = native_build.find_toolchain()
+    fatbins = {}
+    for name, source in variants.items():
+        out = workdir / f"{name}.fatbin"
+        proc = subprocess.run(native_build.patch_compile_command(tc, out, source=Path(source)),
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            sys.exit(f"variant {name} ({source}) does not build:\n{proc.stderr}")
+        fatbins[name] = out
+    return fatbins
+
+
+def run_once(args, fatbin, output: Path) -> dict:
+    worker = [sys.executable, str(ROOT / "benchmarks" / "workloads.py"), "--reps", str(args.reps)]
+    if args.only:
+        worker += ["--only", args.only]
+    env = None
+    if fatbin is not None:
+        opts = RecordOptions(mode=args.mode, sample_shift=args.sample_shift, output=output, capacity=args.capacity,
+                             graph_nodes=not args.no_graph_nodes, extra_env={"GPUOBS_PATCHES": str(fatbin)})
+        env = tool_environment(native_build.build(), opts)
+    proc = subprocess.run(worker, capture_output=True, text=True, env=env)
+    line = next((l for l in proc.stdout.splitlines() if l.startswith("GPUOBS_BENCH ")), None)
+    if line is None:
+        return {"_error": f"exit {proc.returncode}: {proc.stderr[-800:]}"}
+    result = json.loads(line[len("GPUOBS_BENCH "):])
+    if fatbin is not None:
+        result["_totals"] = reader.load(output, salvage=True).totals
+    return result
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--mode", required=True)
+    p.add_argument("--variant", action="append", required=True, help="NAME=path/to/patches.cu (first = baseline)")
+    p.add_argument("--only", default="")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--sample-shift", type=int, default=10)
+    p.add_argument("--no-graph-nodes", action="store_true")
+    p.add_argument("--capacity", type=int, default=1 << 24,
+                   help="records per context: enough that no repetition runs with a full buffer")
+    args = p.parse_args()
+    variants = dict(v.split("=", 1) for v in args.variant)
+    with tempfile.TemporaryDirectory() as tmp:
+        fatbins = build_variants(variants, Path(tmp))
+        configs = ["none", *variants]
+        samples = {c: {} for c in configs}
+        totals = {c: [] for c in variants}
+        for r in range(args.rounds):
+            for c in configs if r % 2 == 0 else reversed(configs):
+                res = run_once(args, fatbins.get(c), Path(tmp) / f"{c}.gpuobs")
+                print(f"round {r} {c}: {res}", flush=True)
+                if "_totals" in res:
+                    totals[c].append(res.pop("_totals"))
+                for w, v in res.items():
+                    samples[c].setdefault(w, []).append(v)
+    base = next(iter(variants))
+    print(f"\nmode {args.mode}; median device ms (ratio to none; ratio to {base})")
+    print("| workload | " + " | ".join(configs) + " |\n" + "|---" * (len(configs) + 1) + "|")
+    workloads = [w for w in samples["none"] if not w.startswith("_")]
+    for w in workloads:
+        med = {c: statistics.median(samples[c][w]) for c in configs if w in samples[c]}
+        cells = []
+        for c in configs:
+            if c not in med:
+                cells.append("failed")
+            elif c == "none":
+                cells.append(f"{med[c]:.3f}")
+            else:
+                cells.append(f"{med[c]:.3f} ({med[c] / med['none']:.2f}x; {med[c] / med[base]:.3f}x {base})"
+                             if base in med else f"{med[c]:.3f} ({med[c] / med['none']:.2f}x)")
+        print(f"| {w} | " + " | ".join(cells) + " |")
+    for c in variants:
+        if totals[c]:
+            keys = totals[c][0].keys()
+            print(f"{c}: " + ", ".join(f"{k} {statistics.median(t[k] for t in totals[c]):,}" for k in keys))
+    errors = {c: samples[c]["_error"] for c in configs if "_error" in samples[c]}
+    if errors:
+        print("errors: " + json.dumps(errors))
+
+
+if __name__ == "__main__":
+    main()
