@@ -139,3 +139,22 @@ def test_archive_refuses_what_perfetto_cannot_place(tmp_path):
     device = run("--host", str(PROFILER), "--clock", "device", "--archive", str(tmp_path / "b.zip"))
     assert device.returncode != 0 and "measured clock relation" in said(device)
     assert not (tmp_path / "b.zip").exists() and not list(tmp_path.glob("*.tmp"))
+
+
+def test_a_host_run_from_before_the_recording_machines_boot_is_called_out(tmp_path):
+    """Trace time is BOOTTIME: events of a run older than the machine's uptime would
+    be dropped by Perfetto; the summary counts them, and aligning by kernels fixes it."""
+    import dataclasses
+
+    rec = gpuobs.load(API)
+    host = load_kineto(PROFILER)
+    assert export([rec], tmp_path / "now.pftrace", hosts=[host]).hosts[0]["before_boot"] == 0
+    boot_ns = int(rec.clock_samples["realtime_before"][0]) - int(rec.clock_samples["boottime_before"][0])
+    week = 7 * 86400 * 10**9
+    old = dataclasses.replace(host, events=[dataclasses.replace(e, start_ns=e.start_ns - week) for e in host.events],
+                              kernels=[dataclasses.replace(k, start_ns=k.start_ns - week) for k in host.kernels])
+    assert min(e.start_ns for e in old.events) < boot_ns
+    h = export([rec], tmp_path / "old.pftrace", hosts=[old]).hosts[0]
+    assert h["before_boot"] == len(old.events) and h["matched"] == len(old.kernels)
+    aligned = export([rec], tmp_path / "aligned.pftrace", ExportOptions(align="kernels"), hosts=[old]).hosts[0]
+    assert aligned["before_boot"] == 0

@@ -234,6 +234,10 @@ def _print_export_summary(summary, output: Path) -> None:
         out.print(f"  host trace {h['path']}: {h['events']:,} events, {h['matched']:,} of {h['kernels']:,} kernels "
                   f"matched ({h['unmatched_gpuobs']:,} gpuobs launches unmatched); clock {h['clock']}{shift}",
                   highlight=False)
+        if h["before_boot"]:
+            out.print(f"  warning: {h['before_boot']:,} of its {h['events']:,} events fall before the recording "
+                      "machine's boot on its REALTIME clock (a run from an earlier boot or another machine); "
+                      "Perfetto drops them. Add --align kernels to place the run by its kernels.", highlight=False)
         for row in h["per_kernel"][:8]:
             out.print(f"    {row['kernel'][:70]}: {row['matched']} matched, uninstrumented {row['uninstrumented_us']:.1f} us, "
                       f"instrumented {row['instrumented_us']:.1f} us ({row['ratio']:.2f}x)", highlight=False)

@@ -56,6 +56,7 @@ class GpuSummary:
     dropped: int = 0
     clock: str = ""
     flowed_launches: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    boot_realtime_ns: int | None = None  # REALTIME at this machine's boot (BOOTTIME 0), when measured
 
 
 @dataclass
@@ -160,8 +161,9 @@ def export(recordings: list[Recording], out_path, opts: ExportOptions | None = N
             flowed_all = np.concatenate(flowed) if flowed else np.zeros(0, np.int64)
             summary.api.append(write_api_calls(w, rec, rec_index, rec_related, flowed_all))
         related |= rec_related
+    boot = next((g.boot_realtime_ns for g in summary.gpus if g.boot_realtime_ns is not None), None)
     for host in hosts:
-        summary.hosts.append(_export_host(w, host, [m for m in matches if m[0] is host], related, opts))
+        summary.hosts.append(_export_host(w, host, [m for m in matches if m[0] is host], related, opts, boot))
     summary.tracks = w.tracks
     try:
         summary.bytes = w.save(out_path)
@@ -178,7 +180,7 @@ def _time_window(ev: np.ndarray, opts: ExportOptions):
     return (t0 + lo if lo is not None else 0, t0 + hi if hi is not None else np.iinfo(np.uint64).max)
 
 
-def _export_host(w, host, matches, related, opts) -> dict:
+def _export_host(w, host, matches, related, opts, boot_realtime_ns=None) -> dict:
     best = max(matches, key=lambda m: len(m[3].launch_index), default=None)
     shift = residual = 0
     matched = len(best[3].launch_index) if best else 0
@@ -190,7 +192,12 @@ def _export_host(w, host, matches, related, opts) -> dict:
         shift, residual = kernel_alignment(rec, table, m, clock)
     if opts.host_tracks:
         write_host_trace(w, host, related, shift, residual, matched)
-    return {"path": host.path, "events": len(host.events), "kernels": len(host.kernels), "matched": matched,
+    # Trace time is BOOTTIME; Perfetto drops what converts to before the boot of the
+    # recording machine (a host run from an earlier boot, or another machine).
+    before_boot = 0
+    if related and boot_realtime_ns is not None:
+        before_boot = sum(1 for e in host.events if e.start_ns + shift < boot_realtime_ns)
+    return {"before_boot": before_boot,"path": host.path, "events": len(host.events), "kernels": len(host.kernels), "matched": matched,
             "unmatched_gpuobs": best[3].unmatched_launches if best else 0,
             "unmatched_host": best[3].unmatched_host if best else len(host.kernels),
             "per_kernel": best[3].per_kernel if best else [], "shift_ns": shift, "residual_ns": residual,
@@ -208,6 +215,10 @@ def _export_gpu(w: TraceWriter, rec: Recording, device: int, ev, launch_of_event
                    else "device (no host relation)")
     for snap in clock.snapshots():
         w.packet(snap)
+    if clock.measured and len(clock.samples):
+        s0 = clock.samples[0]
+        s.boot_realtime_ns = ((int(s0["realtime_before"]) + int(s0["realtime_after"])) // 2
+                              - (int(s0["boottime_before"]) + int(s0["boottime_after"])) // 2)
     gpu = w.track(label, description=clock.describe() + _drop_note(rec, device))
 
     on_device = rec.event_devices == device
