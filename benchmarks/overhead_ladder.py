@@ -6,6 +6,7 @@ per-process median of device times.
     python benchmarks/overhead_ladder.py --rounds 2 --out docs/benchmarks.md
 """
 import argparse
+import ast
 import datetime
 import json
 import statistics
@@ -56,23 +57,7 @@ def fmt(v):
     return f"{v:.3f}" if isinstance(v, float) else str(v)
 
 
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--reps", type=int, default=20)
-    p.add_argument("--only", default="")
-    p.add_argument("--configs", default=",".join(CONFIGS))
-    p.add_argument("--out", default="")
-    args = p.parse_args()
-    configs = args.configs.split(",")
-    samples = {c: {} for c in configs}
-    with tempfile.TemporaryDirectory() as tmp:
-        for r in range(args.rounds):
-            for c in (configs if r % 2 == 0 else list(reversed(configs))):
-                res = run_config(c, args.reps, args.only, Path(tmp))
-                print(f"round {r} {c}: {res}", flush=True)
-                for w, v in res.items():
-                    samples[c].setdefault(w, []).append(v)
+def table(samples: dict, configs: list, rounds_done: int, args) -> str:
     workloads = sorted({w for c in samples.values() for w in c if not w.startswith("_")},
                        key=lambda w: list(samples[configs[0]]).index(w) if w in samples[configs[0]] else 99)
     cell = {}
@@ -80,10 +65,12 @@ def main():
         for w in workloads:
             vals = [v for v in samples[c].get(w, []) if isinstance(v, (int, float))]
             cell[c, w] = statistics.median(vals) if vals else None
-    lines = [f"GPU: {environment()}; date: {datetime.date.today()}; command: "
-             f"`python benchmarks/overhead_ladder.py --rounds {args.rounds} --reps {args.reps}`", "",
+    gpu = f"see {args.from_log}" if args.from_log else environment()
+    lines = [f"GPU: {gpu}; date: {datetime.date.today()}; command: "
+             f"`python benchmarks/overhead_ladder.py --rounds {args.rounds} --reps {args.reps}`"
+             + (f" ({rounds_done} rounds done)" if rounds_done < args.rounds else ""), "",
              "Median device time in ms (empty_launch_us: host microseconds per launch), then the ratio to no tool "
-             "and, for counting and capturing rungs, to their own no-op rung.", "",
+             "and, for counting and capturing rungs, to their own no-op rungs.", "",
              "| workload | " + " | ".join(configs) + " |", "|---" * (len(configs) + 1) + "|"]
     for w in workloads:
         row = [w]
@@ -95,19 +82,62 @@ def main():
             text = fmt(v)
             if base and c != "none":
                 text += f" ({v / base:.2f}x"
-                for noop in NOOP_OF.get(c.split("+")[0], ()):
-                    if cell.get((noop, w)):
-                        text += f"; {v / cell[noop, w]:.2f}x {noop}"
+                mode, *variants = c.split("+")
+                for noop in NOOP_OF.get(mode, ()):
+                    # the no-op rung with the same variants (e.g. +nographs), else the plain one
+                    same = "+".join([noop, *variants])
+                    ref = same if cell.get((same, w)) else noop
+                    if cell.get((ref, w)):
+                        text += f"; {v / cell[ref, w]:.2f}x {ref}"
                 text += ")"
             row.append(text)
         lines.append("| " + " | ".join(row) + " |")
     errors = {c: samples[c].get("_error") for c in configs if samples[c].get("_error")}
     if errors:
         lines += ["", "Errors: " + json.dumps(errors)]
-    table = "\n".join(lines)
-    print(table)
-    if args.out:
-        Path(args.out).write_text(table + "\n")
+    return "\n".join(lines)
+
+
+def samples_from_log(path: Path, configs: list) -> tuple[dict, int]:
+    """The samples of an earlier run's log ("round N CONFIG: {...}" lines), e.g. one cut short."""
+    samples = {c: {} for c in configs}
+    rounds = 0
+    for line in path.read_text().splitlines():
+        head, sep, res = line.partition(": ")
+        parts = head.split()
+        if not sep or len(parts) != 3 or parts[0] != "round" or parts[2] not in samples:
+            continue
+        rounds = max(rounds, int(parts[1]) + 1)
+        for w, v in ast.literal_eval(res).items():
+            samples[parts[2]].setdefault(w, []).append(v)
+    return samples, rounds
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--only", default="")
+    p.add_argument("--configs", default=",".join(CONFIGS))
+    p.add_argument("--out", default="", help="the table, rewritten after every round")
+    p.add_argument("--from-log", default="", help="only print the table of an earlier run's log")
+    args = p.parse_args()
+    configs = args.configs.split(",")
+    if args.from_log:
+        samples, done = samples_from_log(Path(args.from_log), configs)
+        print(table(samples, configs, done, args))
+        return
+    samples = {c: {} for c in configs}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.rounds):
+            for c in (configs if r % 2 == 0 else list(reversed(configs))):
+                res = run_config(c, args.reps, args.only, Path(tmp))
+                print(f"round {r} {c}: {res}", flush=True)
+                for w, v in res.items():
+                    samples[c].setdefault(w, []).append(v)
+            if args.out:  # a run cut short still leaves the table of its finished rounds
+                Path(args.out).write_text(table(samples, configs, r + 1, args) + "\n")
+    print(table(samples, configs, args.rounds, args))
 
 
 if __name__ == "__main__":
