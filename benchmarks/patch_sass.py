@@ -41,8 +41,11 @@ def report(text: str) -> list[dict]:
         regs = {int(r) for r in re.findall(r"\bR(\d+)\b", part)}
         mem = [i for i in ins if MEMORY_OPS.search(i)]
         waits = [i for i in mem if re.match(r"(@!?P\d+ )?(LDG|LD|ATOMG|ATOM)\b", i)]
+        # Stack stores/loads: registers the patch saves and restores on every call.
+        stack = [i for i in ins if re.match(r"(@!?P\d+ )?(STL|LDL)\b", i)]
         rows.append({"function": name, "instructions": len(ins), "max_register": max(regs, default=-1),
-                     "memory": mem, "round_trips": len(waits)})
+                     "memory": mem, "round_trips": len(waits), "stack_ops": len(stack),
+                     "calls": sum(1 for i in ins if i.startswith("CALL"))})
     return rows
 
 
@@ -52,7 +55,8 @@ def main():
     args = p.parse_args()
     for r in report(sass(args.arch)):
         print(f"{r['function']}: {r['instructions']} instructions, registers up to R{r['max_register']}, "
-              f"{r['round_trips']} load/returning-atomic (the warp waits on these)")
+              f"{r['round_trips']} load/returning-atomic (the warp waits on these), "
+              f"{r['stack_ops']} stack stores/loads, {r['calls']} calls")
         for op in r["memory"]:
             print(f"    {op}")
 
