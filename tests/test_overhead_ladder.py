@@ -1,0 +1,46 @@
+"""The ladder's table (benchmarks/overhead_ladder.py) from a run's log: ratios to
+no tool and to the no-op rungs that pay for the same patch points, variants
+against the same-variant no-op rung, and a run cut short still readable."""
+import argparse
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _ladder():
+    spec = importlib.util.spec_from_file_location("overhead_ladder", ROOT / "benchmarks" / "overhead_ladder.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+LOG = """\
+round 0 none: {'w': 1.0}
+round 0 block_noop: {'w': 2.0}
+round 0 block_trace_noop: {'w': 4.0}
+round 0 block_trace: {'w': 5.0}
+round 0 block_noop+nographs: {'w': 1.5}
+round 0 block_counter+nographs: {'w': 3.0}
+round 1 block_counter+nographs: {'w': 3.0}
+round 1 block_noop+nographs: {'w': 1.5}
+round 1 block_trace: {'w': 7.0}
+gpuobs: something else the run printed
+"""
+
+
+def test_table_from_a_log_cut_short(tmp_path):
+    ladder = _ladder()
+    log = tmp_path / "ladder.log"
+    log.write_text(LOG)
+    configs = ["none", "block_noop", "block_trace_noop", "block_trace", "block_noop+nographs", "block_counter+nographs"]
+    samples, rounds = ladder.samples_from_log(log, configs)
+    assert rounds == 2 and samples["block_trace"]["w"] == [5.0, 7.0] and samples["none"]["w"] == [1.0]
+    args = argparse.Namespace(rounds=3, reps=10, from_log=str(log))
+    text = ladder.table(samples, configs, rounds, args)
+    row = next(l for l in text.splitlines() if l.startswith("| w |")).rstrip(" |").split(" | ")
+    assert "(2 rounds done)" in text
+    # block_trace: median 6.0 -> 6x none, 1.5x its own floor, 3x the entry-only rung
+    assert row[4] == "6.000 (6.00x; 1.50x block_trace_noop; 3.00x block_noop)"
+    # a +nographs rung is compared with the +nographs no-op rung
+    assert row[6] == "3.000 (3.00x; 2.00x block_noop+nographs)"
