@@ -129,9 +129,10 @@ __device__ __forceinline__ gpuobs_event* claim(const void* ud, uint32_t sm, uint
     const uint32_t stripes = GPUOBS_ENTRY_U32(ud, stripe_count);
     const uint64_t capacity = GPUOBS_ENTRY_U64(ud, stripe_capacity);
     // An SM's own stripe; SM ids past the stripe count (ids can have gaps) wrap.
-    // A subtraction loop, not %: a division would cost every patch registers.
+    // A subtraction loop, not %: the division took 20 more instructions. An
+    // unwritten entry (0 stripes, capacity 0) must not spin: it drops below.
     uint32_t stripe = sm;
-    while (stripe >= stripes) stripe -= stripes;
+    while (stripe >= stripes && stripes != 0) stripe -= stripes;
     uint64_t i = atom_add(&ctl->stripes[stripe].claimed, 1);
     if (i >= capacity) {
         red_add(&ctl->stripes[stripe].dropped, 1);
@@ -249,10 +250,6 @@ static __device__ __forceinline__ uint32_t fmix32(uint32_t h) {
     return h;
 }
 
-// Every access counted exactly (one RED per warp group, spread by SM); the
-// access is captured when the hash of (pc, thread, block) has its low
-// sample_shift bits zero (shift 0 = mem_full, every access). Nothing before that
-// test loads: the shift comes with the callback data pointer.
 // The rare path, out of line: a patch saves to the stack, and restores, every
 // register its code uses beyond a few scratch ones, on every call, whichever path
 // it takes; kept inline, the capture cost every access 7 stores and 7 loads of
@@ -276,6 +273,10 @@ static __device__ __noinline__ void capture_access(const void* userdata, uint64_
           sm | ((uint32_t)GPUOBS_EVENT_MEMORY << 16) | (size_flags & 0xff000000u), size_flags & 0xffff);
 }
 
+// Every access counted exactly (one RED per warp group, spread by SM); the
+// access is captured when the hash of (pc, thread, block) has its low
+// sample_shift bits zero (shift 0 = mem_full, every access). Nothing before that
+// test loads: the shift comes with the callback data pointer.
 GPUOBS_PATCH gpuobs_mem_access(void* userdata, uint64_t pc, void* ptr, uint32_t size, uint32_t flags,
                                const void* data) {
     if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;

@@ -189,9 +189,7 @@ uint32_t ContextState::function_slot_for(CUfunction f, const char* name, CUmodul
                                               {mangled.data(), mangled.size()},
                                               {demangled.data(), demangled.size()}});
     if (config_.mode != GPUOBS_MODE_OFF && !config_.launch_scope) {
-        // The entry's address plus the sample shift (see gpuobs_function_entry).
-        SanitizerResult r =
-            sanitizer().set_callback_data(f, reinterpret_cast<char*>(entries_ + slot) + config_.sample_shift);
+        SanitizerResult r = sanitizer().set_callback_data(f, callback_data(slot));
         if (r != SANITIZER_SUCCESS)
             GPUOBS_LOG("cannot bind callback data to %s: %s (its events will be missing)", mangled.c_str(),
                        sanitizer().describe(r));
@@ -205,7 +203,7 @@ void ContextState::on_launch(const LaunchInfo& launch) {
     if (!active_ || destroyed_) return;
     uint32_t slot = function_slot_for(ld.function, ld.functionName, ld.module);
     if (config_.mode != GPUOBS_MODE_OFF && config_.launch_scope && !launch.graph_node)
-        sanitizer().set_launch_callback_data(ld.hLaunch, ld.function, ld.hStream, entries_ + slot);
+        sanitizer().set_launch_callback_data(ld.hLaunch, ld.function, ld.hStream, callback_data(slot));
     gpuobs_launch l;
     std::memset(&l, 0, sizeof l);
     l.launch_id = next_launch_id();

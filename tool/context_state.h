@@ -49,6 +49,11 @@ public:
 
 private:
     uint32_t function_slot_for(CUfunction f, const char* name, CUmodule module);
+    // What a patched function's callback data points at: its entry's address plus
+    // the sample shift (see gpuobs_function_entry), in both callback scopes.
+    void* callback_data(uint32_t slot) const {
+        return reinterpret_cast<char*>(entries_ + slot) + config_.sample_shift;
+    }
     void write_device_info();
     void sample_clock();
     void write_launch_counts(const std::vector<gpuobs_launch>& launches, std::vector<gpuobs_launch_count>* out,

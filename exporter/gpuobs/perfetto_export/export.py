@@ -197,11 +197,11 @@ def _export_host(w, host, matches, related, opts, boot_realtime_ns=None) -> dict
     before_boot = 0
     if related and boot_realtime_ns is not None:
         before_boot = sum(1 for e in host.events if e.start_ns + shift < boot_realtime_ns)
-    return {"before_boot": before_boot,"path": host.path, "events": len(host.events), "kernels": len(host.kernels), "matched": matched,
+    return {"path": host.path, "events": len(host.events), "kernels": len(host.kernels), "matched": matched,
             "unmatched_gpuobs": best[3].unmatched_launches if best else 0,
             "unmatched_host": best[3].unmatched_host if best else len(host.kernels),
             "per_kernel": best[3].per_kernel if best else [], "shift_ns": shift, "residual_ns": residual,
-            "clock": "REALTIME" if related else "none (raw REALTIME ns)"}
+            "clock": "REALTIME" if related else "none (raw REALTIME ns)", "before_boot": before_boot}
 
 
 def _export_gpu(w: TraceWriter, rec: Recording, device: int, ev, launch_of_event, table, keep_launch, window,
