@@ -143,6 +143,15 @@ def patch_compile_command(tc: Toolchain, out: Path, archs=PATCH_ARCHS, source: P
             "-o", str(out), str(source or root / "device_patches" / "gpuobs_patches.cu")]
 
 
+def patch_ptx_command(tc: Toolchain, out: Path, arch: str = "90", source: Path | None = None) -> list[str]:
+    """The patches as PTX for one architecture: what the tests read to check each
+    patch's memory operations without a GPU or a disassembler."""
+    root = native_root()
+    return [tc.nvcc, "--ptx", "--keep-device-functions", "-O3", f"-I{root / 'schemas'}",
+            f"-I{tc.sanitizer_include}", f"-arch=compute_{arch}", "-o", str(out),
+            str(source or root / "device_patches" / "gpuobs_patches.cu")]
+
+
 def probe_compile_command(tc: Toolchain, out: Path) -> list[str]:
     root = native_root()
     return [tc.nvcc, "--fatbin", "-O3", *_gencode_flags(), "-o", str(out),
