@@ -25,10 +25,23 @@ NOOP_OF = {"block_counter": ("block_noop",), "block_trace": ("block_trace_noop",
            "mem_sampled": ("mem_noop",), "mem_full": ("mem_noop",)}
 
 
+def worker_command(reps: int, only: str) -> list:
+    """The process that times the workloads (benchmarks/workloads.py)."""
+    return [sys.executable, str(ROOT / "benchmarks" / "workloads.py"), "--reps", str(reps),
+            *(["--only", only] if only else [])]
+
+
+def run_worker(cmd: list, env: dict | None = None) -> dict:
+    """Runs a worker (maybe under the tool); its GPUOBS_BENCH line, or why there is none."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    line = next((l for l in proc.stdout.splitlines() if l.startswith("GPUOBS_BENCH ")), None)
+    if line is None:
+        return {"_error": f"exit {proc.returncode}: {proc.stderr[-800:]}"}
+    return json.loads(line[len("GPUOBS_BENCH "):])
+
+
 def run_config(config: str, reps: int, only: str, workdir: Path) -> dict:
-    worker = [sys.executable, str(ROOT / "benchmarks" / "workloads.py"), "--reps", str(reps)]
-    if only:
-        worker += ["--only", only]
+    worker = worker_command(reps, only)
     if config == "none":
         cmd = worker
     else:
@@ -37,11 +50,7 @@ def run_config(config: str, reps: int, only: str, workdir: Path) -> dict:
         # A buffer big enough for every repetition: timed runs record, not drop.
         cmd = [sys.executable, "-m", "gpuobs", "record", "--force", "--mode", mode, "--capacity", str(1 << 24),
                *[flags[v] for v in variants], "-o", str(workdir / f"bench_{config}.gpuobs"), "--", *worker]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    line = next((l for l in proc.stdout.splitlines() if l.startswith("GPUOBS_BENCH ")), None)
-    if line is None:
-        return {"_error": f"exit {proc.returncode}: {proc.stderr[-500:]}"}
-    return json.loads(line[len("GPUOBS_BENCH "):])
+    return run_worker(cmd)
 
 
 def environment() -> str:

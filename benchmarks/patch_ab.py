@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT / "exporter"))
 
 from gpuobs import native_build, reader  # noqa: E402
 from gpuobs.record import RecordOptions, tool_environment  # noqa: E402
+from overhead_ladder import run_worker, worker_command  # noqa: E402  (same folder)
 
 
 def build_variants(variants: dict, workdir: Path) -> dict:
@@ -39,20 +40,13 @@ def build_variants(variants: dict, workdir: Path) -> dict:
 
 
 def run_once(args, fatbin, output: Path) -> dict:
-    worker = [sys.executable, str(ROOT / "benchmarks" / "workloads.py"), "--reps", str(args.reps)]
-    if args.only:
-        worker += ["--only", args.only]
     env = None
     if fatbin is not None:
         opts = RecordOptions(mode=args.mode, sample_shift=args.sample_shift, output=output, capacity=args.capacity,
                              graph_nodes=not args.no_graph_nodes, extra_env={"GPUOBS_PATCHES": str(fatbin)})
         env = tool_environment(native_build.build(), opts)
-    proc = subprocess.run(worker, capture_output=True, text=True, env=env)
-    line = next((l for l in proc.stdout.splitlines() if l.startswith("GPUOBS_BENCH ")), None)
-    if line is None:
-        return {"_error": f"exit {proc.returncode}: {proc.stderr[-800:]}"}
-    result = json.loads(line[len("GPUOBS_BENCH "):])
-    if fatbin is not None:
+    result = run_worker(worker_command(args.reps, args.only), env)
+    if fatbin is not None and "_error" not in result:
         result["_totals"] = reader.load(output, salvage=True).totals
     return result
 
