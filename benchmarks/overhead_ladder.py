@@ -9,6 +9,7 @@ import argparse
 import ast
 import datetime
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -18,7 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ["none", "off", "block_noop", "block_counter", "block_trace_noop", "block_trace", "mem_noop", "mem_sampled",
            "mem_full"]
-# Variants: MODE+api (--api-trace), MODE+nographs (--no-graph-nodes).
+# Variants: MODE+api (--api-trace), MODE+nographs (--no-graph-nodes), MODE+windowN
+# (recording windows: 1 repetition in N recorded, the mean over all repetitions).
 # Each rung against the no-op rungs below it: block_trace_noop pays for the same
 # patch points as block_trace (entry and exit), block_noop for the entry alone.
 NOOP_OF = {"block_counter": ("block_noop",), "block_trace": ("block_trace_noop", "block_noop"),
@@ -42,15 +44,21 @@ def run_worker(cmd: list, env: dict | None = None) -> dict:
 
 def run_config(config: str, reps: int, only: str, workdir: Path) -> dict:
     worker = worker_command(reps, only)
+    env = None
     if config == "none":
         cmd = worker
     else:
         mode, *variants = config.split("+")
-        flags = {"api": "--api-trace", "nographs": "--no-graph-nodes"}
+        flags = {"api": ["--api-trace"], "nographs": ["--no-graph-nodes"]}
+        window = next((v for v in variants if v.startswith("window")), "")
+        if window:  # windowN: the worker records 1 repetition in N (recording windows)
+            env = dict(os.environ, GPUOBS_BENCH_WINDOW=window[len("window"):])
+            flags[window] = ["--paused"]
         # A buffer big enough for every repetition: timed runs record, not drop.
         cmd = [sys.executable, "-m", "gpuobs", "record", "--force", "--mode", mode, "--capacity", str(1 << 24),
-               *[flags[v] for v in variants], "-o", str(workdir / f"bench_{config}.gpuobs"), "--", *worker]
-    return run_worker(cmd)
+               *[f for v in variants for f in flags[v]], "-o", str(workdir / f"bench_{config}.gpuobs"), "--",
+               *worker]
+    return run_worker(cmd, env)
 
 
 def environment() -> str:
@@ -101,6 +109,14 @@ def table(samples: dict, configs: list, rounds_done: int, args) -> str:
                 text += ")"
             row.append(text)
         lines.append("| " + " | ".join(row) + " |")
+    windowed = [c for c in configs if samples[c].get("_windows")]
+    if windowed:
+        lines += ["", "Recording windows, last round: median device ms inside and outside the window, and host ms "
+                  "per resume + pause:", ""]
+        for c in windowed:
+            for w, d in samples[c]["_windows"][-1].items():
+                lines.append(f"- {c} {w}: inside {d['in_ms']:.3f}, outside {d['out_ms']:.3f}, "
+                             f"toggle {d['toggle_host_ms']:.1f} ms")
     errors = {c: samples[c].get("_error") for c in configs if samples[c].get("_error")}
     if errors:
         lines += ["", "Errors: " + json.dumps(errors)]

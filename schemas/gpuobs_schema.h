@@ -16,7 +16,7 @@
 /* gpuobs:cdef-begin */
 #define GPUOBS_FORMAT_VERSION 1
 /* FNV-1a 64 of the canonical layout text (see gpuobs/schema.py: layout_text). */
-#define GPUOBS_SCHEMA_HASH 0xc033363b7beab369
+#define GPUOBS_SCHEMA_HASH 0x49906c504643937c
 #define GPUOBS_EVENT_SIZE 64
 #define GPUOBS_MAX_STRIPES 256
 #define GPUOBS_DEFAULT_CAPACITY 1048576
@@ -173,7 +173,8 @@ typedef struct gpuobs_run_info {
     uint64_t start_realtime_ns;
     uint64_t start_monotonic_ns;
     uint32_t argv_len;          /* bytes of NUL-separated argv after this struct */
-    uint32_t pad;
+    uint32_t window_every;      /* automatic windows: 1 of this many intervals between quiet
+                                   synchronisations recorded (0 = none) */
 } gpuobs_run_info;
 
 typedef struct gpuobs_device_info {
@@ -197,7 +198,8 @@ typedef struct gpuobs_function_info {
 typedef struct gpuobs_module_info {
     uint64_t module_id;
     uint32_t device_index;
-    uint32_t status;            /* 1 patched, 2 patch failed, 3 not patched (mode off) */
+    uint32_t status;            /* 1 patched, 2 patch failed, 3 not patched (mode off),
+                                   5 deferred (loaded while recording was paused) */
     uint32_t patch_count;       /* times the tool committed a patch for it: must be 1 */
     uint32_t cubin_size;
     uint64_t load_monotonic_ns;
@@ -241,6 +243,8 @@ typedef struct gpuobs_flush_info {
     uint64_t unattributed;      /* counts in launch-counter slots of no known launch */
     uint64_t unmatched_exit_threads; /* block_trace: exiting threads that found no event to stamp */
     uint64_t unconfirmed_ends;  /* block_trace: events flagged GPUOBS_BLOCK_END_UNCONFIRMED */
+    uint64_t unrecorded_launches; /* launches while recording was paused (outside windows): they ran
+                                     unpatched and are not in the launch table */
     uint32_t launch_count_len;  /* gpuobs_launch_count entries after this struct */
     uint32_t incomplete;        /* slots claimed but never committed (kernel aborted) */
 } gpuobs_flush_info;

@@ -302,6 +302,61 @@ def _gpus():
     return sum(1 for line in out.splitlines() if line.startswith("GPU "))
 
 
+WINDOWS = [sys.executable, str(ROOT / "examples" / "recording_windows.py")]
+
+
+def check_window_counts(rec, name_part, expected_launches):
+    """Launches recorded only inside windows, every one counted exactly, and
+    nothing counted for a launch outside them (unattributed == 0: the unpatched
+    code really ran, graph replays included)."""
+    check_accounting(rec)
+    table = analysis.launch_table(rec)
+    hits = launches_named(rec, name_part)
+    assert len(hits) == expected_launches, [table.name[i] for i in range(len(rec.launches))]
+    assert (table.counted == table.grid_blocks * table.counted_shared).all()
+    assert rec.totals["unattributed"] == 0
+
+
+@pytest.mark.parametrize("mode", ["block_counter", "block_trace", "mem_sampled"])
+def test_windows_record_only_inside_and_graphs_follow(tmp_path, mode):
+    proc, rec = record(tmp_path, mode, WINDOWS, "--paused", "--capacity", str(1 << 22))
+    ran = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(ran)
+    # the eager mul_ and the replayed add_, both inside windows only
+    check_window_counts(rec, "MulFunctor", ran["eager_in"])
+    graph = rec.launches[rec.launches["flags"] & 1 == 1]
+    assert len(graph) == ran["replays_in"]
+    assert rec.totals["unrecorded_launches"] >= ran["eager_out"] + ran["replays_out"]
+    if mode == "block_trace":
+        of = analysis.launch_index_of_events(rec)
+        assert (of >= 0).all()
+        table = analysis.launch_table(rec, of)
+        assert (table.blocks_recorded == table.grid_blocks).all()
+        check_exit_accounting(rec)
+    s = analysis.summary(rec)
+    assert s["unrecorded_launches"] == rec.totals["unrecorded_launches"]
+
+
+AUTO_WINDOWS = """
+import torch
+x = torch.randn(1 << 22, device="cuda")
+for i in range(40):
+    x.mul_(1.0001)
+    x.add_(1.0)
+    torch.cuda.synchronize()
+"""
+
+
+def test_automatic_windows_record_one_interval_in_n(tmp_path):
+    proc, rec = record(tmp_path, "block_counter", [sys.executable, "-c", AUTO_WINDOWS], "--window-every", "4")
+    assert rec.run.window_every == 4
+    # intervals end at each synchronize: the first (setup, the first step) and then every 4th
+    muls = launches_named(rec, "MulFunctor")
+    assert 9 <= len(muls) <= 11, len(muls)
+    check_window_counts(rec, "MulFunctor", len(muls))
+    assert rec.totals["unrecorded_launches"] >= 2 * (40 - len(muls))
+
+
 TWO_GPUS = """
 import json, torch
 outs = []

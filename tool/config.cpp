@@ -101,6 +101,18 @@ bool Config::load(std::string* error) {
     if (const char* s = std::getenv("GPUOBS_CLOCK_PROBE")) clock_probe = std::string(s) != "0";
     if (!parse_switch("GPUOBS_API_TRACE", &api_trace, error) || !parse_switch("GPUOBS_GRAPH_NODES", &graph_nodes, error))
         return false;
+    if (!parse_switch("GPUOBS_START_PAUSED", &start_paused, error)) return false;
+    if (const char* s = std::getenv("GPUOBS_WINDOW_EVERY")) {
+        if (!parse_u64("GPUOBS_WINDOW_EVERY", s, 0, 1u << 30, &v, error)) return false;
+        window_every = (uint32_t)v;
+    }
+    // A window may only turn at a point where no kernel runs: without per-node
+    // callbacks a graph replay is invisible to the tool and may still be running.
+    if (window_every != 0 && !graph_nodes) {
+        *error = "GPUOBS_WINDOW_EVERY needs graph node callbacks (GPUOBS_GRAPH_NODES=1): without them the tool "
+                 "cannot tell when a graph replay has finished";
+        return false;
+    }
     if (const char* s = std::getenv("GPUOBS_PATCHES")) patches = s;
     if (const char* s = std::getenv("GPUOBS_PROBE")) probe = s;
     if (patches_needed() && patches.empty()) {

@@ -14,7 +14,9 @@ struct Config {
     bool launch_scope = false;         // GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE=launch
     bool clock_probe = true;
     bool api_trace = false;
-    bool graph_nodes = true;           // GPUOBS_GRAPH_NODES=0: no per-node callbacks in graph replays            // GPUOBS_API_TRACE=1: record driver and runtime API calls
+    bool graph_nodes = true;           // GPUOBS_GRAPH_NODES=0: no per-node callbacks in graph replays
+    bool start_paused = false;         // GPUOBS_START_PAUSED=1: nothing patched until gpuobs.resume()
+    uint32_t window_every = 0;         // GPUOBS_WINDOW_EVERY=N: record 1 interval in N between quiet syncs
     bool has_kernel_filter = false;
     std::regex kernel_filter;
     std::string kernel_filter_text;

@@ -188,6 +188,7 @@ uint32_t ContextState::function_slot_for(CUfunction f, const char* name, CUmodul
     file_.write_chunk(GPUOBS_CHUNK_FUNCTION, {{&info, sizeof info},
                                               {mangled.data(), mangled.size()},
                                               {demangled.data(), demangled.size()}});
+    if (const char* dir = std::getenv("GPUOBS_DUMP_PATCHED_CODE")) dump_code(dir, module, mangled, slot);
     if (config_.mode != GPUOBS_MODE_OFF && !config_.launch_scope) {
         SanitizerResult r = sanitizer().set_callback_data(f, callback_data(slot));
         if (r != SANITIZER_SUCCESS)
@@ -197,10 +198,34 @@ uint32_t ContextState::function_slot_for(CUfunction f, const char* name, CUmodul
     return slot;
 }
 
+// A debugging aid for patch work: the function's machine code as it runs now
+// (patched), to disassemble with `nvdisasm -b SM90 FILE`.
+void ContextState::dump_code(const char* dir, CUmodule module, const std::string& name, uint32_t slot) {
+    uint64_t pc = 0, size = 0;
+    if (sanitizer().function_pc_and_size(module, name.c_str(), &pc, &size) != SANITIZER_SUCCESS || size == 0 ||
+        size > (64u << 20))
+        return;
+    std::vector<char> code(size);
+    if (sanitizer().memcpy_dtoh(code.data(), reinterpret_cast<void*>(pc), size, nullptr) != SANITIZER_SUCCESS) return;
+    std::ofstream out(std::string(dir) + "/" + std::to_string(device_index_) + "-" + std::to_string(slot) + ".bin",
+                      std::ios::binary);
+    out.write(code.data(), (std::streamsize)code.size());
+    std::ofstream names(std::string(dir) + "/functions.txt", std::ios::app);
+    names << device_index_ << "-" << slot << " " << name << "\n";
+}
+
 void ContextState::on_launch(const LaunchInfo& launch) {
     const Sanitizer_LaunchData& ld = *launch.data;
     std::lock_guard<std::mutex> lock(launch_mu_);
     if (!active_ || destroyed_) return;
+    // Paused launches still count toward quietness: a window turns only when
+    // none is in flight.
+    ++unsynced_streams_[launch.stream_key];
+    launched_since_quiet_ = true;
+    if (paused_) {
+        ++unrecorded_launches_;
+        return;
+    }
     uint32_t slot = function_slot_for(ld.function, ld.functionName, ld.module);
     if (config_.mode != GPUOBS_MODE_OFF && config_.launch_scope && !launch.graph_node)
         sanitizer().set_launch_callback_data(ld.hLaunch, ld.function, ld.hStream, callback_data(slot));
@@ -222,28 +247,46 @@ void ContextState::on_launch(const LaunchInfo& launch) {
     l.flags = launch.graph_node ? 1 : 0;
     if (config_.api_trace) l.api_call_id = ApiTrace::current_call();
     pending_launches_.push_back(l);
-    ++unsynced_streams_[launch.stream_key];
     ++launches_total_;
 }
 
-void ContextState::on_stream_synchronized(uint64_t stream_key) {
-    bool quiet;
+bool ContextState::on_stream_synchronized(uint64_t stream_key) {
+    bool quiet, pending;
     {
         std::lock_guard<std::mutex> lock(launch_mu_);
         unsynced_streams_.erase(stream_key);
-        quiet = unsynced_streams_.empty() && !pending_launches_.empty();
+        quiet = unsynced_streams_.empty() && launched_since_quiet_;
+        pending = !pending_launches_.empty() || unrecorded_launches_ != 0;
+        if (quiet) launched_since_quiet_ = false;
     }
-    if (quiet) flush("stream synchronised", true);
+    if (quiet && pending) flush("stream synchronised", true);
+    return quiet;
 }
 
-void ContextState::on_context_synchronized() {
-    bool any;
+bool ContextState::on_context_synchronized() {
+    bool quiet, pending;
     {
         std::lock_guard<std::mutex> lock(launch_mu_);
         unsynced_streams_.clear();
-        any = !pending_launches_.empty();
+        quiet = launched_since_quiet_;
+        pending = !pending_launches_.empty() || unrecorded_launches_ != 0;
+        launched_since_quiet_ = false;
     }
-    if (any) flush("context synchronised", true);
+    if (pending) flush("context synchronised", true);
+    return quiet;
+}
+
+void ContextState::set_paused(bool paused) {
+    if (!paused && config_.mode != GPUOBS_MODE_OFF && !config_.launch_scope) {
+        // Re-patching may leave a function without the data it was bound to.
+        std::vector<std::pair<CUfunction, uint32_t>> functions;
+        {
+            std::lock_guard<std::mutex> lock(launch_mu_);
+            functions.assign(function_slots_.begin(), function_slots_.end());
+        }
+        for (const auto& [f, slot] : functions) sanitizer().set_callback_data(f, callback_data(slot));
+    }
+    paused_ = paused;
 }
 
 // Host clocks read around a one-thread kernel that reads %globaltimer; the
@@ -352,11 +395,13 @@ void ContextState::flush(const char* reason, bool require_quiet) {
     if (!active_ || destroyed_) return;
     std::vector<gpuobs_launch> launches;
     std::vector<uint8_t> selected;
-    uint64_t launches_at_start;
+    uint64_t launches_at_start, unrecorded;
     {
         std::lock_guard<std::mutex> lock(launch_mu_);
         if (require_quiet && !unsynced_streams_.empty()) return;
         launches.swap(pending_launches_);
+        unrecorded = unrecorded_launches_;
+        unrecorded_launches_ = 0;
         selected = function_selected_;
         launches_at_start = launches_total_;
     }
@@ -365,6 +410,7 @@ void ContextState::flush(const char* reason, bool require_quiet) {
     info.device_index = device_index_;
     info.flush_seq = flush_seq_++;
     info.host_time_ns = monotonic_ns();
+    info.unrecorded_launches = unrecorded;
     std::vector<gpuobs_launch_count> counts;
     // A clock sample at the first flush and then at most once a second.
     if (config_.clock_probe && info.host_time_ns - last_clock_sample_ns_ > 1000000000ull) {

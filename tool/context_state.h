@@ -38,14 +38,25 @@ public:
     uint32_t device_index() const { return device_index_; }
 
     void on_launch(const LaunchInfo& launch);
-    void on_stream_synchronized(uint64_t stream_key);
-    void on_context_synchronized();
+    // Both return true at a quiet point (no launch of this context in flight)
+    // that ends an interval with launches in it: where a window may turn.
+    bool on_stream_synchronized(uint64_t stream_key);
+    bool on_context_synchronized();
     // Moves the device buffer into the file and resets it. With require_quiet,
     // only when every stream that launched since its last sync has synced.
     // Launch callbacks never wait on a flush (a flush calls into the driver,
     // which may hold locks that a launching thread holds).
     void flush(const char* reason, bool require_quiet = false);
     void on_destroy();
+
+    // Recording windows. While paused, launches run unpatched and are only
+    // counted (flush info: unrecorded_launches). The caller patches or unpatches
+    // the modules; set_paused(false) rebinds every known function's callback data.
+    bool paused() const { return paused_.load(); }
+    void set_paused(bool paused);
+    // Automatic windows: true when the interval that starts now is recorded.
+    bool next_interval_recorded(uint32_t every) { return ++intervals_ % every == 0; }
+    CUcontext context() const { return ctx_; }
 
 private:
     uint32_t function_slot_for(CUfunction f, const char* name, CUmodule module);
@@ -55,6 +66,7 @@ private:
         return reinterpret_cast<char*>(entries_ + slot) + config_.sample_shift;
     }
     void write_device_info();
+    void dump_code(const char* dir, CUmodule module, const std::string& name, uint32_t slot);
     void sample_clock();
     void write_launch_counts(const std::vector<gpuobs_launch>& launches, std::vector<gpuobs_launch_count>* out,
                              uint64_t* unattributed);
@@ -68,6 +80,8 @@ private:
     const Config& config_;
     RecordingFile& file_;
     std::atomic<bool> active_{false};
+    std::atomic<bool> paused_{false};
+    uint64_t intervals_ = 0;          // automatic windows: intervals ended at quiet points
     bool destroyed_ = false;
     bool raced_reported_ = false;
     uint32_t sm_count_ = 0;
@@ -90,6 +104,8 @@ private:
     std::vector<uint64_t> counter_staging_;  // the launch-counter table, as gpuobs_launch_counter_index lays it out
     uint32_t flush_seq_ = 0;
     uint64_t launches_total_ = 0;
+    uint64_t unrecorded_launches_ = 0;  // while paused, since the last flush
+    bool launched_since_quiet_ = false;
 
     // clock probe
     CUfunction probe_fn_ = nullptr;

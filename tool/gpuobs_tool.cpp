@@ -51,7 +51,18 @@ std::vector<PatchStep> patch_plan(uint32_t mode) {
     }
 }
 
-enum ModuleStatus : uint32_t { kNew = 0, kPatching = 4, kPatched = 1, kFailed = 2, kNotPatched = 3 };
+enum ModuleStatus : uint32_t {
+    kNew = 0, kPatching = 4, kPatched = 1, kFailed = 2, kNotPatched = 3,
+    kDeferred = 5  // loaded while recording was paused: patched when it resumes
+};
+
+// A loaded module: its status and whether its instrumentation is in place now
+// (windows patch and unpatch it; guarded by Tool::patch_mu).
+struct ModuleRecord {
+    std::atomic<uint32_t> status{kNew};
+    ContextState* context = nullptr;
+    bool instrumented = false;
+};
 
 struct Tool {
     Config config;
@@ -66,7 +77,9 @@ struct Tool {
 
     std::mutex patch_mu;  // the sanitizer's patching calls must be serialised
     std::mutex modules_mu;
-    std::unordered_map<CUmodule, std::atomic<uint32_t>*> modules;
+    std::unordered_map<CUmodule, ModuleRecord*> modules;  // never freed, like contexts
+    std::atomic<bool> paused{false};  // gpuobs.pause(): contexts created now start paused
+    std::mutex window_mu;             // one pause or resume at a time
 
     std::atomic<uint64_t> launch_callbacks{0}, node_callbacks{0}, graph_launches{0}, sync_callbacks{0};
     std::mutex file_mu;
@@ -135,6 +148,7 @@ ContextState* context_state(CUcontext ctx, CUdevice device, bool device_known) {
         }
     }
     auto* state = new ContextState(ctx, device, t.config, t.file);
+    if (t.paused) state->set_paused(true);
     std::string error;
     if (!state->setup(&error)) {
         GPUOBS_LOG("%s; device %d runs uninstrumented", error.c_str(), (int)device);
@@ -152,20 +166,42 @@ ContextState* known_context(CUcontext ctx) {
     return it == g_tool->contexts.end() ? nullptr : it->second;
 }
 
-std::atomic<uint32_t>* module_state(CUmodule m) {
+ModuleRecord* module_record(CUmodule m) {
     std::lock_guard<std::mutex> lock(g_tool->modules_mu);
     auto& slot = g_tool->modules[m];
-    if (slot == nullptr) slot = new std::atomic<uint32_t>(kNew);
+    if (slot == nullptr) slot = new ModuleRecord();
     return slot;
 }
 
+// Marks the mode's patch points in a module and instruments it; holds patch_mu.
+// Marking again before re-patching after an unpatch is harmless and does not
+// depend on the sanitizer keeping the marks.
+bool instrument_module(CUmodule module) {
+    for (const PatchStep& step : patch_plan(g_tool->config.mode)) {
+        SanitizerResult r = sanitizer().patch_instructions(step.instruction, module, step.function);
+        if (r != SANITIZER_SUCCESS) {
+            GPUOBS_LOG("cannot patch a module with %s: %s; that module runs unpatched", step.function,
+                       sanitizer().describe(r));
+            return false;
+        }
+    }
+    SanitizerResult r = sanitizer().patch_module(module);
+    if (r != SANITIZER_SUCCESS) {
+        GPUOBS_LOG("cannot commit the patch of a module: %s; that module runs unpatched", sanitizer().describe(r));
+        return false;
+    }
+    return true;
+}
+
 // Patches a module exactly once, even when several threads load modules at
-// once: the compare-and-swap on its state elects one patcher.
+// once: the compare-and-swap on its status elects one patcher. A module loaded
+// while its context is paused waits for the next window.
 void patch_module(ContextState* state, const Sanitizer_ResourceModuleData& md) {
     Tool& t = *g_tool;
-    std::atomic<uint32_t>* st = module_state(md.module);
+    ModuleRecord* m = module_record(md.module);
     uint32_t expected = kNew;
-    if (!st->compare_exchange_strong(expected, kPatching)) return;
+    if (!m->status.compare_exchange_strong(expected, kPatching)) return;
+    m->context = state;
     gpuobs_module_info info;
     std::memset(&info, 0, sizeof info);
     info.module_id = (uint64_t)md.module;
@@ -173,33 +209,69 @@ void patch_module(ContextState* state, const Sanitizer_ResourceModuleData& md) {
     info.cubin_size = (uint32_t)md.cubinSize;
     info.load_monotonic_ns = monotonic_ns();
     uint32_t status = kNotPatched;
-    std::vector<PatchStep> plan = patch_plan(t.config.mode);
-    if (!plan.empty()) {
+    if (!patch_plan(t.config.mode).empty()) {
         std::lock_guard<std::mutex> lock(t.patch_mu);
-        status = kPatched;
-        for (const PatchStep& step : plan) {
-            SanitizerResult r = sanitizer().patch_instructions(step.instruction, md.module, step.function);
-            if (r != SANITIZER_SUCCESS) {
-                GPUOBS_LOG("cannot patch a module with %s: %s; that module runs unpatched", step.function,
-                           sanitizer().describe(r));
-                status = kFailed;
-                break;
-            }
-        }
-        if (status == kPatched) {
-            SanitizerResult r = sanitizer().patch_module(md.module);
-            if (r != SANITIZER_SUCCESS) {
-                GPUOBS_LOG("cannot commit the patch of a module: %s; that module runs unpatched",
-                           sanitizer().describe(r));
-                status = kFailed;
-            } else {
-                info.patch_count = 1;
-            }
+        if (state->paused()) {
+            status = kDeferred;
+        } else if (instrument_module(md.module)) {
+            status = kPatched;
+            m->instrumented = true;
+            info.patch_count = 1;
+        } else {
+            status = kFailed;
         }
     }
     info.status = status;
-    st->store(status);
+    m->status.store(status);
     t.file.write_chunk(GPUOBS_CHUNK_MODULE, {{&info, sizeof info}});
+}
+
+// Instruments (on) or restores (off) every module of one context, or of all
+// (context null), that the tool patches. The caller makes sure no kernel of
+// those modules runs meanwhile. Returns how many modules changed.
+int set_instrumented(ContextState* only, bool on) {
+    Tool& t = *g_tool;
+    std::vector<std::pair<CUmodule, ModuleRecord*>> modules;
+    {
+        std::lock_guard<std::mutex> lock(t.modules_mu);
+        modules.assign(t.modules.begin(), t.modules.end());
+    }
+    std::lock_guard<std::mutex> lock(t.patch_mu);
+    int changed = 0;
+    for (auto& [module, m] : modules) {
+        uint32_t status = m->status.load();
+        if ((status != kPatched && status != kDeferred) || (only != nullptr && m->context != only) ||
+            m->instrumented == on)
+            continue;
+        bool ok;
+        if (on) {
+            ok = instrument_module(module);
+        } else {
+            SanitizerResult r = sanitizer().unpatch_module(module);
+            ok = r == SANITIZER_SUCCESS;
+            if (!ok) GPUOBS_LOG("cannot remove the patch of a module: %s; it stays patched", sanitizer().describe(r));
+        }
+        if (ok) {
+            m->instrumented = on;
+            if (on && status == kDeferred) m->status.store(kPatched);
+            ++changed;
+        }
+    }
+    return changed;
+}
+
+// Automatic windows: at a quiet point of a context, the interval that starts
+// now is recorded or not; the context's modules follow.
+void turn_window(ContextState* s) {
+    const bool record = s->next_interval_recorded(g_tool->config.window_every);
+    if (record == !s->paused()) return;
+    if (record) {
+        set_instrumented(s, true);
+        s->set_paused(false);
+    } else {
+        s->set_paused(true);
+        set_instrumented(s, false);
+    }
 }
 
 void on_resource(Sanitizer_CallbackId cbid, const void* cbdata) {
@@ -250,8 +322,10 @@ void on_sync(Sanitizer_CallbackId cbid, const void* cbdata) {
     g_tool->sync_callbacks.fetch_add(1, std::memory_order_relaxed);
     ContextState* s = known_context(sd->context);
     if (s == nullptr) return;
-    if (cbid == SANITIZER_CBID_SYNCHRONIZE_STREAM_SYNCHRONIZED) s->on_stream_synchronized((uint64_t)sd->hStream);
-    else if (cbid == SANITIZER_CBID_SYNCHRONIZE_CONTEXT_SYNCHRONIZED) s->on_context_synchronized();
+    bool quiet = false;
+    if (cbid == SANITIZER_CBID_SYNCHRONIZE_STREAM_SYNCHRONIZED) quiet = s->on_stream_synchronized((uint64_t)sd->hStream);
+    else if (cbid == SANITIZER_CBID_SYNCHRONIZE_CONTEXT_SYNCHRONIZED) quiet = s->on_context_synchronized();
+    if (quiet && g_tool->config.window_every != 0 && !g_tool->paused) turn_window(s);
     if (g_tool->config.api_trace) g_tool->api.write_pending(g_tool->file);
 }
 
@@ -296,6 +370,7 @@ void write_run_info(Tool& t) {
     info.start_realtime_ns = (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
     info.start_monotonic_ns = monotonic_ns();
     info.argv_len = (uint32_t)argv.size();
+    info.window_every = t.config.window_every;
     t.file.write_chunk(GPUOBS_CHUNK_RUN, {{&info, sizeof info}, {argv.data(), argv.size()}});
 }
 
@@ -330,6 +405,7 @@ bool start() {
     if (t.config.api_trace)
         for (Sanitizer_CallbackDomain d : {SANITIZER_CB_DOMAIN_DRIVER_API, SANITIZER_CB_DOMAIN_RUNTIME_API})
             sanitizer().enable_domain(1, t.subscriber, d);
+    t.paused = t.config.start_paused;
     t.active = true;
     if (std::getenv("GPUOBS_DEBUG"))
         GPUOBS_LOG("pid %d: recording %s to %s with %s", (int)getpid(), mode_name(t.config.mode),
@@ -347,27 +423,52 @@ __attribute__((constructor)) void gpuobs_init() {
     }
 }
 
-uint64_t flush_all(const char* reason, bool synchronize) {
-    std::vector<std::pair<CUcontext, ContextState*>> states;
-    {
-        std::lock_guard<std::mutex> lock(g_tool->contexts_mu);
-        states.assign(g_tool->contexts.begin(), g_tool->contexts.end());
+std::vector<std::pair<CUcontext, ContextState*>> all_contexts() {
+    std::lock_guard<std::mutex> lock(g_tool->contexts_mu);
+    return {g_tool->contexts.begin(), g_tool->contexts.end()};
+}
+
+void synchronize_context(CUcontext ctx) {
+    CudaDriver& d = driver();
+    CUcontext popped;
+    g_in_tool = true;
+    if (d.ctx_push(ctx) == CUDA_SUCCESS) {
+        d.ctx_synchronize();
+        d.ctx_pop(&popped);
     }
+    g_in_tool = false;
+}
+
+uint64_t flush_all(const char* reason, bool synchronize) {
+    auto states = all_contexts();
     for (auto& [ctx, state] : states) {
-        if (synchronize) {
-            CudaDriver& d = driver();
-            CUcontext popped;
-            g_in_tool = true;
-            if (d.ctx_push(ctx) == CUDA_SUCCESS) {
-                d.ctx_synchronize();
-                d.ctx_pop(&popped);
-            }
-            g_in_tool = false;
-        }
+        if (synchronize) synchronize_context(ctx);
         state->flush(reason);
     }
     if (g_tool->config.api_trace) g_tool->api.write_pending(g_tool->file);
     return states.size();
+}
+
+// gpuobs.pause() / gpuobs.resume(): every context is synchronised first, so no
+// kernel runs while its code is patched or restored. Returns the modules changed.
+int set_recording(bool on) {
+    Tool& t = *g_tool;
+    std::lock_guard<std::mutex> lock(t.window_mu);
+    if (t.paused == !on) return 0;
+    auto states = all_contexts();
+    for (auto& [ctx, state] : states) {
+        synchronize_context(ctx);
+        if (!on) {
+            state->flush("pause");
+            state->set_paused(true);
+        }
+    }
+    t.paused = !on;
+    int changed = set_instrumented(nullptr, on);
+    if (on)
+        for (auto& [ctx, state] : states) state->set_paused(false);
+    if (t.config.api_trace) t.api.write_pending(t.file);
+    return changed;
 }
 
 __attribute__((destructor)) void gpuobs_fini() {
@@ -418,4 +519,29 @@ extern "C" __attribute__((visibility("default"))) const char* gpuobs_tool_output
 extern "C" __attribute__((visibility("default"))) unsigned long long gpuobs_tool_launches(void) {
     if (gpuobs::g_tool == nullptr) return 0;
     return gpuobs::g_tool->launch_callbacks.load() + gpuobs::g_tool->node_callbacks.load();
+}
+
+// Recording windows: pause unpatches every module (the program runs at native
+// speed, its launches only counted), resume patches them again. Both return the
+// modules changed, or -1 when the tool is not recording.
+extern "C" __attribute__((visibility("default"))) int gpuobs_tool_pause(void) {
+    if (!gpuobs_tool_active()) return -1;
+    try {
+        return gpuobs::set_recording(false);
+    } catch (...) {
+        return -1;
+    }
+}
+
+extern "C" __attribute__((visibility("default"))) int gpuobs_tool_resume(void) {
+    if (!gpuobs_tool_active()) return -1;
+    try {
+        return gpuobs::set_recording(true);
+    } catch (...) {
+        return -1;
+    }
+}
+
+extern "C" __attribute__((visibility("default"))) int gpuobs_tool_paused(void) {
+    return gpuobs_tool_active() && gpuobs::g_tool->paused ? 1 : 0;
 }

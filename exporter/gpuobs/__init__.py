@@ -9,7 +9,7 @@ __version__ = "0.1.0"
 from .errors import RecordingError  # noqa: E402
 from .reader import load  # noqa: E402
 
-__all__ = ["load", "RecordingError", "__version__", "attach", "flush"]
+__all__ = ["load", "RecordingError", "__version__", "attach", "flush", "pause", "resume", "window"]
 
 
 def attach(**options):
@@ -24,3 +24,24 @@ def flush():
     from .runtime import flush as _flush
 
     return _flush()
+
+
+def pause():
+    """End a recording window: kernels run unpatched until resume()."""
+    from .runtime import pause as _pause
+
+    return _pause()
+
+
+def resume():
+    """Start a recording window: every module is patched again."""
+    from .runtime import resume as _resume
+
+    return _resume()
+
+
+def window():
+    """`with gpuobs.window(): ...` records only that region (start paused)."""
+    from .runtime import window as _window
+
+    return _window()

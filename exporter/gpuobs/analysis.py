@@ -205,6 +205,8 @@ def summary(rec: Recording) -> dict:
         "incomplete": t["incomplete"],
         "unconfirmed_ends": t["unconfirmed_ends"],
         "unmatched_exit_threads": t["unmatched_exit_threads"],
+        "unrecorded_launches": t["unrecorded_launches"],
+        "modules_deferred": int((rec.modules["status"] == 5).sum()) if len(rec.modules) else 0,
         "flushes": int(len(rec.flushes)),
         "complete": rec.complete,
     }

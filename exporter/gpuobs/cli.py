@@ -52,6 +52,13 @@ def record(
     graph_nodes: bool = typer.Option(True, "--graph-nodes/--no-graph-nodes",
                                      help="list each kernel of every CUDA-graph replay as a launch (costs per-node "
                                           "callbacks; without, replayed blocks are recorded but not tied to launches)"),
+    paused: bool = typer.Option(False, "--paused",
+                                help="start with nothing patched: the program records only between its own "
+                                     "gpuobs.resume() and gpuobs.pause() calls (or `with gpuobs.window():`)"),
+    window_every: int = typer.Option(0, "--window-every", metavar="N",
+                                     help="record 1 interval in N, an interval ending where the program "
+                                          "synchronises with nothing left running; the others run unpatched, "
+                                          "their launches only counted"),
     force: bool = typer.Option(False, "--force", "-f", help="overwrite an existing recording"),
 ):
     """Run a program with every kernel patched: gpuobs record [OPTIONS] -- CMD [ARGS...]"""
@@ -69,6 +76,11 @@ def record(
         _fail(f"--capacity {capacity} is outside 1024..{1 << 28}")
     if scope not in ("function", "launch"):
         _fail(f"--scope {scope!r} is not function or launch")
+    if not 0 <= window_every <= 1 << 30:
+        _fail(f"--window-every {window_every} is outside 0..{1 << 30}")
+    if window_every and not graph_nodes:
+        _fail("--window-every needs graph node callbacks: without them a graph replay may still run where a "
+              "window turns (drop --no-graph-nodes)")
     stale = ([output] if output.exists() else []) + child_recordings(output)
     if stale and not force:
         _fail(f"{', '.join(map(str, stale))} exist(s) from an earlier run; pass --force to replace them, "
@@ -83,7 +95,7 @@ def record(
         path.unlink()
     opts = RecordOptions(mode=mode, sample_shift=sample_shift, capacity=capacity, kernels=kernels,
                          output=output, scope=scope, api_trace=api_trace,
-                         graph_nodes=graph_nodes)
+                         graph_nodes=graph_nodes, paused=paused, window_every=window_every)
     started = time.time()
     code = run_recorded(cmd, tool_environment(native, opts))
     files = outputs_of_run(output, started)
@@ -113,7 +125,9 @@ def _print_summary(path: Path) -> None:
         f"attempted {s['attempted']:,} = recorded {s['recorded']:,} + dropped {s['dropped']:,}"
         f"{dmg}{'' if s['complete'] else ', run did not close cleanly'}"
         + (f"; {s['unconfirmed_ends']:,} block ends stamped by a later replay (flagged)" if s["unconfirmed_ends"] else "")
-        + (f"; {len(rec.api_calls):,} CUDA API calls" if len(rec.api_calls) else ""),
+        + (f"; {len(rec.api_calls):,} CUDA API calls" if len(rec.api_calls) else "")
+        + (f"; {s['unrecorded_launches']:,} launches ran outside recording windows (unpatched, not in the trace)"
+           if s["unrecorded_launches"] else ""),
         highlight=False,
     )
 

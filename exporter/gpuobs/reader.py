@@ -246,6 +246,7 @@ class _Parser:
             callback_scope=int(info["callback_scope"]), capacity=int(info["capacity"]),
             start_realtime_ns=int(info["start_realtime_ns"]),
             start_monotonic_ns=int(info["start_monotonic_ns"]), argv=argv,
+            window_every=int(info["window_every"]),
         )
 
     def _finish(self, rec: Recording) -> None:

@@ -24,6 +24,8 @@ class RecordOptions:
     clock_probe: bool = True
     api_trace: bool = False
     graph_nodes: bool = True
+    paused: bool = False
+    window_every: int = 0
     extra_env: dict = field(default_factory=dict)
 
 
@@ -45,6 +47,8 @@ def tool_environment(build: NativeBuild, opts: RecordOptions, base: dict | None 
         "GPUOBS_CLOCK_PROBE": "1" if opts.clock_probe else "0",
         "GPUOBS_API_TRACE": "1" if opts.api_trace else "0",
         "GPUOBS_GRAPH_NODES": "1" if opts.graph_nodes else "0",
+        "GPUOBS_START_PAUSED": "1" if opts.paused else "0",
+        "GPUOBS_WINDOW_EVERY": str(opts.window_every),
     })
     env.update(opts.extra_env)
     return env

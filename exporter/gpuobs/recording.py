@@ -32,6 +32,7 @@ class RunInfo:
     start_realtime_ns: int
     start_monotonic_ns: int
     argv: list[str]
+    window_every: int = 0  # automatic windows: 1 interval in this many recorded
 
     @property
     def mode_name(self) -> str:
@@ -119,6 +120,7 @@ class Recording:
             "unmatched_exit_threads": int(f["unmatched_exit_threads"].sum()),
             "unconfirmed_ends": int(f["unconfirmed_ends"].sum()),
             "incomplete": int(f["incomplete"].sum()),
+            "unrecorded_launches": int(f["unrecorded_launches"].sum()),
             "events_in_file": int(sum(len(c) for c in self.event_chunks)),
         }
 

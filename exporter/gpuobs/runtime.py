@@ -5,9 +5,15 @@ through cffi before CUDA starts, flush on demand, read counters.
     gpuobs.attach(mode="block_trace", output="run.gpuobs")   # before torch.cuda is used
     ...
     gpuobs.flush()
+
+Recording windows: gpuobs.pause() restores every kernel's original code, so the
+program runs at native speed (its launches are only counted), and
+gpuobs.resume() patches them again; `with gpuobs.window(): ...` records just
+that region. They work in a process started by `gpuobs record` as well.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -22,6 +28,9 @@ int gpuobs_tool_active(void);
 int gpuobs_tool_flush(void);
 const char* gpuobs_tool_output(void);
 unsigned long long gpuobs_tool_launches(void);
+int gpuobs_tool_pause(void);
+int gpuobs_tool_resume(void);
+int gpuobs_tool_paused(void);
 """)
 _lib = None
 
@@ -31,7 +40,8 @@ class AttachError(RuntimeError):
 
 
 def attach(mode: str = "block_trace", output: str = "gpuobs.gpuobs", sample_shift: int = 10,
-           capacity: int = 1 << 20, kernels: str = "", scope: str = "function"):
+           capacity: int = 1 << 20, kernels: str = "", scope: str = "function", paused: bool = False,
+           window_every: int = 0):
     """Loads the tool into this process. Must run before the process's first CUDA call."""
     global _lib
     if _lib is not None:
@@ -41,7 +51,7 @@ def attach(mode: str = "block_trace", output: str = "gpuobs.gpuobs", sample_shif
                           "the first CUDA call (before torch.cuda is used), or use `gpuobs record`")
     native = build()
     opts = RecordOptions(mode=mode, sample_shift=sample_shift, capacity=capacity, kernels=kernels,
-                         output=Path(output), scope=scope)
+                         output=Path(output), scope=scope, paused=paused, window_every=window_every)
     env = tool_environment(native, opts, base={})
     env.pop("LD_PRELOAD")
     os.environ.update(env)
@@ -62,11 +72,59 @@ def _cuda_already_initialised() -> bool:
         return False
 
 
+def _tool():
+    """The tool's control surface: the attached library, or the one `gpuobs
+    record` preloaded into this process."""
+    global _lib
+    if _lib is None:
+        process = _FFI.dlopen(None)
+        try:
+            if process.gpuobs_tool_active():
+                _lib = process
+        except AttributeError:
+            pass
+    if _lib is None:
+        raise AttachError("gpuobs is not attached: call gpuobs.attach() first, or run under `gpuobs record`")
+    return _lib
+
+
 def flush() -> int:
     """Synchronises every instrumented context and writes its events now."""
-    if _lib is None:
-        raise AttachError("gpuobs is not attached: call gpuobs.attach() first")
-    return int(_lib.gpuobs_tool_flush())
+    return int(_tool().gpuobs_tool_flush())
+
+
+def pause() -> int:
+    """Ends a recording window: synchronises, flushes, and restores every module's
+    original code. Launches until resume() run unpatched and are only counted.
+    Returns the modules restored."""
+    changed = int(_tool().gpuobs_tool_pause())
+    if changed < 0:
+        raise AttachError("the gpuobs tool is not recording (see the 'gpuobs:' line on stderr)")
+    return changed
+
+
+def resume() -> int:
+    """Starts a recording window: synchronises, then patches every module again
+    (modules loaded while paused for the first time). Returns the modules patched."""
+    changed = int(_tool().gpuobs_tool_resume())
+    if changed < 0:
+        raise AttachError("the gpuobs tool is not recording (see the 'gpuobs:' line on stderr)")
+    return changed
+
+
+def paused() -> bool:
+    return bool(_tool().gpuobs_tool_paused())
+
+
+@contextlib.contextmanager
+def window():
+    """Records only the code inside the block (start the run paused: `gpuobs
+    record --paused`, or call pause() first)."""
+    resume()
+    try:
+        yield
+    finally:
+        pause()
 
 
 def output_path() -> str:

@@ -41,12 +41,12 @@ class RecordingWriter:
 
     # chunks ----------------------------------------------------------------
     def run(self, *, pid=0, mode=schema.Mode.BLOCK_TRACE, sample_shift=10, callback_scope=0,
-            capacity=1 << 20, start_realtime_ns=0, start_monotonic_ns=0, argv=()):
+            capacity=1 << 20, start_realtime_ns=0, start_monotonic_ns=0, argv=(), window_every=0):
         argv_bytes = b"".join(a.encode() + b"\0" for a in argv)
         info = _one("gpuobs_run_info", pid=pid, mode=int(mode), sample_shift=sample_shift,
                     callback_scope=callback_scope, capacity=capacity,
                     start_realtime_ns=start_realtime_ns, start_monotonic_ns=start_monotonic_ns,
-                    argv_len=len(argv_bytes))
+                    argv_len=len(argv_bytes), window_every=window_every)
         self._chunk(ChunkType.RUN, info.tobytes() + argv_bytes)
 
     def device(self, *, device_index=0, name="NVIDIA H200", sm_count=132, cc=(9, 0),
@@ -77,7 +77,7 @@ class RecordingWriter:
 
     def flush(self, *, device_index=0, flush_seq=0, attempted, recorded, dropped, host_time_ns=0,
               launch_counts=None, filtered=0, unattributed=0, unmatched_exit_threads=0, unconfirmed_ends=0,
-              incomplete=0):
+              incomplete=0, unrecorded_launches=0):
         counts = np.zeros(0, schema.dtype("gpuobs_launch_count")) if launch_counts is None else \
             np.ascontiguousarray(launch_counts, schema.dtype("gpuobs_launch_count"))
         info = _one("gpuobs_flush_info", device_index=device_index, flush_seq=flush_seq,
@@ -85,7 +85,7 @@ class RecordingWriter:
                     host_time_ns=host_time_ns, filtered=filtered, unattributed=unattributed,
                     unmatched_exit_threads=unmatched_exit_threads,
                     unconfirmed_ends=unconfirmed_ends, launch_count_len=len(counts),
-                    incomplete=incomplete)
+                    incomplete=incomplete, unrecorded_launches=unrecorded_launches)
         self._chunk(ChunkType.FLUSH, info.tobytes() + counts.tobytes())
 
     def events(self, events: np.ndarray, *, device_index=0, flush_seq=0):
@@ -135,7 +135,7 @@ def copy_recording(rec, path, flushes: tuple | None = None) -> None:
             r = rec.run
             w.run(pid=r.pid, mode=r.mode, sample_shift=r.sample_shift, callback_scope=r.callback_scope,
                   capacity=r.capacity, start_realtime_ns=r.start_realtime_ns,
-                  start_monotonic_ns=r.start_monotonic_ns, argv=r.argv)
+                  start_monotonic_ns=r.start_monotonic_ns, argv=r.argv, window_every=r.window_every)
         for d in rec.devices:
             w._chunk(ChunkType.DEVICE, d.tobytes())
         for m in rec.modules:
@@ -158,7 +158,8 @@ def copy_recording(rec, path, flushes: tuple | None = None) -> None:
                     dropped=int(f["dropped"]), host_time_ns=int(f["host_time_ns"]), launch_counts=c,
                     filtered=int(f["filtered"]), unattributed=int(f["unattributed"]),
                     unmatched_exit_threads=int(f["unmatched_exit_threads"]),
-                    unconfirmed_ends=int(f["unconfirmed_ends"]), incomplete=int(f["incomplete"]))
+                    unconfirmed_ends=int(f["unconfirmed_ends"]), incomplete=int(f["incomplete"]),
+                    unrecorded_launches=int(f["unrecorded_launches"]))
             for chunk, cdev, cseq in zip(rec.event_chunks, rec.event_chunk_devices, rec.event_chunk_flushes):
                 if cdev == dev and cseq == seq:
                     w.events(chunk, device_index=dev, flush_seq=seq)
