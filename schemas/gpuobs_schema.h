@@ -243,8 +243,8 @@ typedef struct gpuobs_flush_info {
     uint64_t unattributed;      /* counts in launch-counter slots of no known launch */
     uint64_t unmatched_exit_threads; /* block_trace: exiting threads that found no event to stamp */
     uint64_t unconfirmed_ends;  /* block_trace: events flagged GPUOBS_BLOCK_END_UNCONFIRMED */
-    uint64_t unrecorded_launches; /* launches while recording was paused (outside windows): they ran
-                                     unpatched and are not in the launch table */
+    uint64_t unrecorded_launches; /* kernel launches and graph replays (one each) while recording was
+                                     paused (outside windows): not in the launch table */
     uint32_t launch_count_len;  /* gpuobs_launch_count entries after this struct */
     uint32_t incomplete;        /* slots claimed but never committed (kernel aborted) */
 } gpuobs_flush_info;

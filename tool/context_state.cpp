@@ -212,6 +212,25 @@ void ContextState::dump_code(const char* dir, CUmodule module, const std::string
     out.write(code.data(), (std::streamsize)code.size());
     std::ofstream names(std::string(dir) + "/functions.txt", std::ios::app);
     names << device_index_ << "-" << slot << " " << name << "\n";
+    // Where the sanitizer's trampolines are: the 64 KB around each absolute JMP
+    // target (sm_90 JMP: opcode bytes 4a 79, the target from bit 24).
+    for (size_t at = 0; at + 16 <= code.size(); at += 16) {
+        const auto* ins = reinterpret_cast<const uint8_t*>(code.data() + at);
+        if (ins[0] != 0x4a || ins[1] != 0x79) continue;
+        uint64_t target = 0;
+        for (int k = 8; k >= 3; --k) target = (target << 8) | ins[k];
+        uint64_t base = target & ~0xffffull;
+        if (target < pc + size && target >= pc) continue;
+        if (!dumped_regions_.insert(base).second) continue;
+        std::vector<char> region(0x10000);
+        if (sanitizer().memcpy_dtoh(region.data(), reinterpret_cast<void*>(base), region.size(), nullptr) !=
+            SANITIZER_SUCCESS)
+            continue;
+        char hex[32];
+        std::snprintf(hex, sizeof hex, "%llx", (unsigned long long)base);
+        std::ofstream r(std::string(dir) + "/region-" + hex + ".bin", std::ios::binary);
+        r.write(region.data(), (std::streamsize)region.size());
+    }
 }
 
 void ContextState::on_launch(const LaunchInfo& launch) {
@@ -222,11 +241,13 @@ void ContextState::on_launch(const LaunchInfo& launch) {
     // none is in flight.
     ++unsynced_streams_[launch.stream_key];
     launched_since_quiet_ = true;
+    // A function first seen while paused gets its slot and callback data now:
+    // a graph captured outside a window may replay it inside one.
+    uint32_t slot = function_slot_for(ld.function, ld.functionName, ld.module);
     if (paused_) {
-        ++unrecorded_launches_;
+        if (!launch.graph_node) ++unrecorded_launches_;  // replays count once, at on_graph_launch
         return;
     }
-    uint32_t slot = function_slot_for(ld.function, ld.functionName, ld.module);
     if (config_.mode != GPUOBS_MODE_OFF && config_.launch_scope && !launch.graph_node)
         sanitizer().set_launch_callback_data(ld.hLaunch, ld.function, ld.hStream, callback_data(slot));
     gpuobs_launch l;
@@ -248,6 +269,14 @@ void ContextState::on_launch(const LaunchInfo& launch) {
     if (config_.api_trace) l.api_call_id = ApiTrace::current_call();
     pending_launches_.push_back(l);
     ++launches_total_;
+}
+
+void ContextState::on_graph_launch(uint64_t stream_key) {
+    std::lock_guard<std::mutex> lock(launch_mu_);
+    if (!paused_ || !active_ || destroyed_) return;  // recorded replays are seen node by node
+    ++unsynced_streams_[stream_key];
+    launched_since_quiet_ = true;
+    ++unrecorded_launches_;
 }
 
 bool ContextState::on_stream_synchronized(uint64_t stream_key) {

@@ -38,6 +38,9 @@ public:
     uint32_t device_index() const { return device_index_; }
 
     void on_launch(const LaunchInfo& launch);
+    // A graph replay begins; while paused it is counted here (once), since the
+    // per-node callbacks are off outside windows.
+    void on_graph_launch(uint64_t stream_key);
     // Both return true at a quiet point (no launch of this context in flight)
     // that ends an interval with launches in it: where a window may turn.
     bool on_stream_synchronized(uint64_t stream_key);
@@ -112,6 +115,7 @@ private:
     CUstream probe_stream_ = nullptr;
     uint64_t* probe_out_ = nullptr;
     uint64_t last_clock_sample_ns_ = 0;
+    std::unordered_set<uint64_t> dumped_regions_;  // GPUOBS_DUMP_PATCHED_CODE
 };
 
 // Process-wide launch ids, in launch order across contexts.

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "api_trace.h"
@@ -80,6 +81,15 @@ struct Tool {
     std::unordered_map<CUmodule, ModuleRecord*> modules;  // never freed, like contexts
     std::atomic<bool> paused{false};  // gpuobs.pause(): contexts created now start paused
     std::mutex window_mu;             // one pause or resume at a time
+    std::mutex callbacks_mu;
+    bool node_callbacks_on = false;   // SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN enabled
+    // Instantiated CUDA graphs: a graph keeps the code its kernels had when it was
+    // instantiated, and patching or unpatching a module under a live graph made
+    // later replays run freed code (illegal instruction, seen on the H200), so
+    // windows do not turn while any exists.
+    std::mutex graphs_mu;
+    std::unordered_set<CUgraphExec> live_graphs;
+    bool graphs_reported = false;
 
     std::atomic<uint64_t> launch_callbacks{0}, node_callbacks{0}, graph_launches{0}, sync_callbacks{0};
     std::mutex file_mu;
@@ -166,6 +176,16 @@ ContextState* known_context(CUcontext ctx) {
     return it == g_tool->contexts.end() ? nullptr : it->second;
 }
 
+std::vector<std::pair<CUcontext, ContextState*>> all_contexts() {
+    std::lock_guard<std::mutex> lock(g_tool->contexts_mu);
+    return {g_tool->contexts.begin(), g_tool->contexts.end()};
+}
+
+size_t live_graphs() {
+    std::lock_guard<std::mutex> lock(g_tool->graphs_mu);
+    return g_tool->live_graphs.size();
+}
+
 ModuleRecord* module_record(CUmodule m) {
     std::lock_guard<std::mutex> lock(g_tool->modules_mu);
     auto& slot = g_tool->modules[m];
@@ -174,8 +194,8 @@ ModuleRecord* module_record(CUmodule m) {
 }
 
 // Marks the mode's patch points in a module and instruments it; holds patch_mu.
-// Marking again before re-patching after an unpatch is harmless and does not
-// depend on the sanitizer keeping the marks.
+// Every time: unpatching a module drops its marks (patching again without them
+// left the code unpatched, seen on the H200).
 bool instrument_module(CUmodule module) {
     for (const PatchStep& step : patch_plan(g_tool->config.mode)) {
         SanitizerResult r = sanitizer().patch_instructions(step.instruction, module, step.function);
@@ -260,11 +280,35 @@ int set_instrumented(ContextState* only, bool on) {
     return changed;
 }
 
+// Per-node callbacks make every graph replay launch node by node from the host
+// (the decode step: 1.4x with them on, nothing patched): they are on only while
+// some context records. Outside windows a replay is seen once, at its launch.
+void node_callbacks_follow_windows() {
+    Tool& t = *g_tool;
+    if (!t.config.graph_nodes) return;
+    auto states = all_contexts();
+    bool any_recording = states.empty() && !t.paused;
+    for (auto& [ctx, state] : states) any_recording |= !state->paused();
+    std::lock_guard<std::mutex> lock(t.callbacks_mu);
+    if (any_recording == t.node_callbacks_on) return;
+    SanitizerResult r = sanitizer().enable_callback(any_recording ? 1 : 0, t.subscriber, SANITIZER_CB_DOMAIN_GRAPHS,
+                                                    SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN);
+    if (r == SANITIZER_SUCCESS) t.node_callbacks_on = any_recording;
+}
+
 // Automatic windows: at a quiet point of a context, the interval that starts
 // now is recorded or not; the context's modules follow.
 void turn_window(ContextState* s) {
     const bool record = s->next_interval_recorded(g_tool->config.window_every);
     if (record == !s->paused()) return;
+    if (size_t graphs = live_graphs()) {
+        if (!g_tool->graphs_reported)
+            GPUOBS_LOG("%zu CUDA graph(s) instantiated: recording windows stop turning while any exists (a graph "
+                       "keeps the code of the moment it was instantiated); recording stays %s",
+                       graphs, s->paused() ? "paused" : "on");
+        g_tool->graphs_reported = true;
+        return;
+    }
     if (record) {
         set_instrumented(s, true);
         s->set_paused(false);
@@ -272,6 +316,7 @@ void turn_window(ContextState* s) {
         s->set_paused(true);
         set_instrumented(s, false);
     }
+    node_callbacks_follow_windows();
 }
 
 void on_resource(Sanitizer_CallbackId cbid, const void* cbdata) {
@@ -304,8 +349,18 @@ void on_launch(Sanitizer_CallbackId cbid, const void* cbdata) {
 }
 
 void on_graph(Sanitizer_CallbackId cbid, const void* cbdata) {
+    if (cbid == SANITIZER_CBID_GRAPHS_GRAPHEXEC_CREATED || cbid == SANITIZER_CBID_GRAPHS_GRAPHEXEC_DESTROYING) {
+        auto* gd = static_cast<const Sanitizer_GraphExecData*>(cbdata);
+        std::lock_guard<std::mutex> lock(g_tool->graphs_mu);
+        if (cbid == SANITIZER_CBID_GRAPHS_GRAPHEXEC_CREATED) g_tool->live_graphs.insert(gd->graphExec);
+        else g_tool->live_graphs.erase(gd->graphExec);
+        return;
+    }
     if (cbid == SANITIZER_CBID_GRAPHS_LAUNCH_BEGIN) {
+        auto* gd = static_cast<const Sanitizer_GraphLaunchData*>(cbdata);
+        if (gd->isGraphUpload) return;
         g_tool->graph_launches.fetch_add(1, std::memory_order_relaxed);
+        if (ContextState* s = known_context(gd->context)) s->on_graph_launch((uint64_t)gd->hStream);
         return;
     }
     if (cbid != SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN) return;
@@ -401,12 +456,19 @@ bool start() {
         sanitizer().enable_domain(1, t.subscriber, d);
     // Per-node callbacks tell which kernel ran in each graph replay; without them
     // a replay's blocks are still recorded but belong to no listed launch.
-    if (t.config.graph_nodes) sanitizer().enable_domain(1, t.subscriber, SANITIZER_CB_DOMAIN_GRAPHS);
+    if (t.config.graph_nodes) {
+        sanitizer().enable_domain(1, t.subscriber, SANITIZER_CB_DOMAIN_GRAPHS);
+        t.node_callbacks_on = true;
+    } else {
+        for (Sanitizer_CallbackId id : {SANITIZER_CBID_GRAPHS_GRAPHEXEC_CREATED, SANITIZER_CBID_GRAPHS_GRAPHEXEC_DESTROYING})
+            sanitizer().enable_callback(1, t.subscriber, SANITIZER_CB_DOMAIN_GRAPHS, id);
+    }
     if (t.config.api_trace)
         for (Sanitizer_CallbackDomain d : {SANITIZER_CB_DOMAIN_DRIVER_API, SANITIZER_CB_DOMAIN_RUNTIME_API})
             sanitizer().enable_domain(1, t.subscriber, d);
     t.paused = t.config.start_paused;
     t.active = true;
+    node_callbacks_follow_windows();
     if (std::getenv("GPUOBS_DEBUG"))
         GPUOBS_LOG("pid %d: recording %s to %s with %s", (int)getpid(), mode_name(t.config.mode),
                    t.config.output.c_str(), sanitizer().path.c_str());
@@ -421,11 +483,6 @@ __attribute__((constructor)) void gpuobs_init() {
         GPUOBS_LOG("internal error at start; running uninstrumented");
         g_tool->active = false;
     }
-}
-
-std::vector<std::pair<CUcontext, ContextState*>> all_contexts() {
-    std::lock_guard<std::mutex> lock(g_tool->contexts_mu);
-    return {g_tool->contexts.begin(), g_tool->contexts.end()};
 }
 
 void synchronize_context(CUcontext ctx) {
@@ -455,6 +512,7 @@ int set_recording(bool on) {
     Tool& t = *g_tool;
     std::lock_guard<std::mutex> lock(t.window_mu);
     if (t.paused == !on) return 0;
+    if (live_graphs() != 0) return -2;
     auto states = all_contexts();
     for (auto& [ctx, state] : states) {
         synchronize_context(ctx);
@@ -467,6 +525,7 @@ int set_recording(bool on) {
     int changed = set_instrumented(nullptr, on);
     if (on)
         for (auto& [ctx, state] : states) state->set_paused(false);
+    node_callbacks_follow_windows();
     if (t.config.api_trace) t.api.write_pending(t.file);
     return changed;
 }
@@ -523,7 +582,8 @@ extern "C" __attribute__((visibility("default"))) unsigned long long gpuobs_tool
 
 // Recording windows: pause unpatches every module (the program runs at native
 // speed, its launches only counted), resume patches them again. Both return the
-// modules changed, or -1 when the tool is not recording.
+// modules changed, -1 when the tool is not recording, -2 (nothing changed) while
+// a CUDA graph is instantiated.
 extern "C" __attribute__((visibility("default"))) int gpuobs_tool_pause(void) {
     if (!gpuobs_tool_active()) return -1;
     try {
@@ -540,6 +600,10 @@ extern "C" __attribute__((visibility("default"))) int gpuobs_tool_resume(void) {
     } catch (...) {
         return -1;
     }
+}
+
+extern "C" __attribute__((visibility("default"))) int gpuobs_tool_live_graphs(void) {
+    return gpuobs_tool_active() ? (int)gpuobs::live_graphs() : 0;
 }
 
 extern "C" __attribute__((visibility("default"))) int gpuobs_tool_paused(void) {

@@ -53,6 +53,7 @@ bool SanitizerApi::load(std::string* error) {
     bool ok = true;
     ok &= bind(handle, "sanitizerSubscribe", &subscribe, &missing);
     ok &= bind(handle, "sanitizerEnableDomain", &enable_domain, &missing);
+    ok &= bind(handle, "sanitizerEnableCallback", &enable_callback, &missing);
     ok &= bind(handle, "sanitizerAddPatchesFromFile", &add_patches_from_file, &missing);
     ok &= bind(handle, "sanitizerPatchInstructions", &patch_instructions, &missing);
     ok &= bind(handle, "sanitizerPatchModule", &patch_module, &missing);

@@ -10,6 +10,7 @@ namespace gpuobs {
 struct SanitizerApi {
     decltype(&::sanitizerSubscribe) subscribe = nullptr;
     decltype(&::sanitizerEnableDomain) enable_domain = nullptr;
+    decltype(&::sanitizerEnableCallback) enable_callback = nullptr;
     decltype(&::sanitizerAddPatchesFromFile) add_patches_from_file = nullptr;
     decltype(&::sanitizerPatchInstructions) patch_instructions = nullptr;
     decltype(&::sanitizerPatchModule) patch_module = nullptr;

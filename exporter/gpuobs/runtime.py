@@ -9,7 +9,8 @@ through cffi before CUDA starts, flush on demand, read counters.
 Recording windows: gpuobs.pause() restores every kernel's original code, so the
 program runs at native speed (its launches are only counted), and
 gpuobs.resume() patches them again; `with gpuobs.window(): ...` records just
-that region. They work in a process started by `gpuobs record` as well.
+that region. They work in a process started by `gpuobs record` as well, and
+only while no CUDA graph is instantiated (WindowError says so).
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ unsigned long long gpuobs_tool_launches(void);
 int gpuobs_tool_pause(void);
 int gpuobs_tool_resume(void);
 int gpuobs_tool_paused(void);
+int gpuobs_tool_live_graphs(void);
 """)
 _lib = None
 
@@ -93,23 +95,35 @@ def flush() -> int:
     return int(_tool().gpuobs_tool_flush())
 
 
+class WindowError(RuntimeError):
+    pass
+
+
+def _turn(fn, verb: str) -> int:
+    lib = _tool()
+    changed = int(fn(lib))
+    if changed == -2:
+        raise WindowError(
+            f"cannot {verb} recording: {int(lib.gpuobs_tool_live_graphs())} CUDA graph(s) are instantiated. A graph "
+            "keeps the code its kernels had when it was instantiated, and patching modules under a live graph "
+            "made its replays crash, so windows only turn while no graph exists (destroy them first, e.g. "
+            "`del graph`, or record the whole run)")
+    if changed < 0:
+        raise AttachError("the gpuobs tool is not recording (see the 'gpuobs:' line on stderr)")
+    return changed
+
+
 def pause() -> int:
     """Ends a recording window: synchronises, flushes, and restores every module's
     original code. Launches until resume() run unpatched and are only counted.
     Returns the modules restored."""
-    changed = int(_tool().gpuobs_tool_pause())
-    if changed < 0:
-        raise AttachError("the gpuobs tool is not recording (see the 'gpuobs:' line on stderr)")
-    return changed
+    return _turn(lambda lib: lib.gpuobs_tool_pause(), "pause")
 
 
 def resume() -> int:
     """Starts a recording window: synchronises, then patches every module again
     (modules loaded while paused for the first time). Returns the modules patched."""
-    changed = int(_tool().gpuobs_tool_resume())
-    if changed < 0:
-        raise AttachError("the gpuobs tool is not recording (see the 'gpuobs:' line on stderr)")
-    return changed
+    return _turn(lambda lib: lib.gpuobs_tool_resume(), "resume")
 
 
 def paused() -> bool:
