@@ -1,6 +1,8 @@
 """The gpuobs command line: clear errors, and the commands a user runs."""
 import json
 
+import pytest
+
 from typer.testing import CliRunner
 
 import gpuobs
@@ -64,6 +66,18 @@ def test_record_refuses_bad_options_before_running_anything(tmp_path, monkeypatc
     assert r.exit_code == 2 and "gpuobs.gpuobs, gpuobs.4242.gpuobs exist(s)" in r.output
     r = runner.invoke(app, ["record"])
     assert r.exit_code == 2 and "no program to run" in r.output
+    r = runner.invoke(app, ["record", "-f", "--window-every", "4", "--no-graph-nodes", "--", "true"])
+    assert r.exit_code == 2 and "--window-every needs graph node callbacks" in r.output
+    r = runner.invoke(app, ["record", "-f", "--window-every", "-1", "--", "true"])
+    assert r.exit_code == 2 and "--window-every -1 is outside" in r.output
+
+
+def test_windows_without_the_tool_say_how_to_get_it():
+    import gpuobs
+    from gpuobs.runtime import AttachError
+    for turn in (gpuobs.pause, gpuobs.resume):
+        with pytest.raises(AttachError, match="gpuobs record"):
+            turn()
 
 
 def test_plot_writes_a_heatmap(tmp_path, block_recording):

@@ -15,14 +15,15 @@ def _full_recording(path):
     counts = np.zeros(2, schema.dtype("gpuobs_launch_count"))
     counts["grid_id"], counts["count"] = (1000, 1001), (39_807_744, 6_098)
     with RecordingWriter(path) as w:
-        w.run(pid=77, mode=schema.Mode.MEM_SAMPLED, sample_shift=10, capacity=4096, argv=["a.out", "--x", "ü"])
+        w.run(pid=77, mode=schema.Mode.MEM_SAMPLED, sample_shift=10, capacity=4096, argv=["a.out", "--x", "ü"],
+              window_every=8)
         w.device(device_index=1, name="NVIDIA H200", sm_count=132, cc=(9, 0), uuid=bytes(range(16)))
         w.module(module_id=5, device_index=1, patch_count=1, cubin_size=12345)
         w.function(function_slot=2, mangled="_Z3fooi", demangled="foo(int)", device_index=1, module_id=5)
         w.launches(launches)
         w.clock_samples(clocks)
         w.flush(device_index=1, flush_seq=3, attempted=610, recorded=600, dropped=10, launch_counts=counts,
-                unattributed=1, unmatched_exit_threads=2, unconfirmed_ends=3, incomplete=0)
+                unattributed=1, unmatched_exit_threads=2, unconfirmed_ends=3, incomplete=0, unrecorded_launches=7)
         w.events(ev, device_index=1, flush_seq=3)
         w.end(flushes=1, launches=3, events=600)
     return ev, launches, clocks, counts
@@ -36,7 +37,7 @@ def test_round_trip_of_every_chunk_type(tmp_path):
     assert rec.format_version == schema.FORMAT_VERSION and rec.schema_hash == schema.SCHEMA_HASH
     assert rec.tool_version.startswith("gpuobs-py")
     assert rec.run.pid == 77 and rec.run.mode_name == "mem_sampled" and rec.run.argv == ["a.out", "--x", "ü"]
-    assert rec.run.capacity == 4096 and rec.run.sample_shift == 10
+    assert rec.run.capacity == 4096 and rec.run.sample_shift == 10 and rec.run.window_every == 8
     dev = rec.devices[0]
     assert dev["device_index"] == 1 and dev["sm_count"] == 132 and bytes(dev["uuid"]) == bytes(range(16))
     assert rec.device_name(1) == "NVIDIA H200"
@@ -52,6 +53,7 @@ def test_round_trip_of_every_chunk_type(tmp_path):
     assert rec.event_devices.tolist() == [1] * len(ev)
     assert rec.end["events"] == 600
     assert rec.totals["dropped"] == 10 and rec.totals["events_in_file"] == 600
+    assert rec.totals["unrecorded_launches"] == 7
 
 
 def test_events_are_zero_copy_views_of_the_file(tmp_path):
