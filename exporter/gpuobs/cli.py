@@ -120,7 +120,9 @@ def _print_summary(path: Path) -> None:
     dmg = f", damaged tail at byte {rec.damage.offset}" if rec.damage else ""
     err.print(
         f"gpuobs: {path}: {s['mode']}, {s['launches']} launches of {s['functions']} kernels, "
-        f"{s['modules_patched']} modules patched ({s['modules_failed']} failed); "
+        f"{s['modules_patched']} modules patched ({s['modules_failed']} failed"
+        + (f", {s['modules_deferred']} loaded while paused, patched at their first window" if s["modules_deferred"]
+           else "") + "); "
         f"counted {s['counted']:,}; events kept {s['block_events'] + s['memory_events']:,}; "
         f"attempted {s['attempted']:,} = recorded {s['recorded']:,} + dropped {s['dropped']:,}"
         f"{dmg}{'' if s['complete'] else ', run did not close cleanly'}"
