@@ -56,6 +56,16 @@ def check_exit_accounting(rec):
     print(f"blocks {len(ev)}: early exits {int(early.sum())}, over-stamped {int(over.sum())}")
 
 
+def check_every_block_recorded(rec):
+    """block_trace: every event belongs to a listed launch, every launch has one
+    record per block, and the exits add up."""
+    of = analysis.launch_index_of_events(rec)
+    assert (of >= 0).all()
+    table = analysis.launch_table(rec, of)
+    assert (table.blocks_recorded == table.grid_blocks).all()
+    check_exit_accounting(rec)
+
+
 def launches_named(rec, pattern):
     return [i for i, l in enumerate(rec.launches) if pattern in rec.function(l["device_index"], l["function_slot"]).name]
 
@@ -133,11 +143,7 @@ def test_pytorch_every_mode(tmp_path, mode):
         assert known.all(), [names[i] for i in np.flatnonzero(~known)]
         assert (table.counted == table.grid_blocks * table.counted_shared).all()
     if mode == "block_trace":
-        of = analysis.launch_index_of_events(rec)
-        assert (of >= 0).all()
-        table = analysis.launch_table(rec, of)
-        assert (table.blocks_recorded == table.grid_blocks).all()
-        check_exit_accounting(rec)
+        check_every_block_recorded(rec)
 
 
 def test_modules_from_eight_threads_each_patched_once(tmp_path):
@@ -341,11 +347,7 @@ def test_windows_record_only_inside_and_refuse_under_a_graph(tmp_path, mode):
     assert not any("CUDAFunctor_add" in rec.function(int(l["device_index"]), int(l["function_slot"])).name
                    for l in rec.launches)
     if mode == "block_trace":
-        of = analysis.launch_index_of_events(rec)
-        assert (of >= 0).all()
-        table = analysis.launch_table(rec, of)
-        assert (table.blocks_recorded == table.grid_blocks).all()
-        check_exit_accounting(rec)
+        check_every_block_recorded(rec)
     assert analysis.summary(rec)["unrecorded_launches"] == rec.totals["unrecorded_launches"]
 
 

@@ -241,8 +241,8 @@ void ContextState::on_launch(const LaunchInfo& launch) {
     // none is in flight.
     ++unsynced_streams_[launch.stream_key];
     launched_since_quiet_ = true;
-    // A function first seen while paused gets its slot and callback data now:
-    // a graph captured outside a window may replay it inside one.
+    // A function first seen while paused gets its slot and callback data now,
+    // ready for the next window.
     uint32_t slot = function_slot_for(ld.function, ld.functionName, ld.module);
     if (paused_) {
         if (!launch.graph_node) ++unrecorded_launches_;  // replays count once, at on_graph_launch
@@ -307,7 +307,8 @@ bool ContextState::on_context_synchronized() {
 
 void ContextState::set_paused(bool paused) {
     if (!paused && config_.mode != GPUOBS_MODE_OFF && !config_.launch_scope) {
-        // Re-patching may leave a function without the data it was bound to.
+        // Bound again after every re-patch: cheap, and not left to whether the
+        // sanitizer keeps a function's data across an unpatch.
         std::vector<std::pair<CUfunction, uint32_t>> functions;
         {
             std::lock_guard<std::mutex> lock(launch_mu_);

@@ -59,7 +59,6 @@ public:
     void set_paused(bool paused);
     // Automatic windows: true when the interval that starts now is recorded.
     bool next_interval_recorded(uint32_t every) { return ++intervals_ % every == 0; }
-    CUcontext context() const { return ctx_; }
 
 private:
     uint32_t function_slot_for(CUfunction f, const char* name, CUmodule module);

@@ -247,8 +247,9 @@ void patch_module(ContextState* state, const Sanitizer_ResourceModuleData& md) {
 }
 
 // Instruments (on) or restores (off) every module of one context, or of all
-// (context null), that the tool patches. The caller makes sure no kernel of
-// those modules runs meanwhile. Returns how many modules changed.
+// (`only` null), that the tool patches, and sets those contexts' paused flag to
+// match, all under patch_mu: a module loaded meanwhile sees the final state. The
+// caller makes sure no kernel of those modules runs. Returns the modules changed.
 int set_instrumented(ContextState* only, bool on) {
     Tool& t = *g_tool;
     std::vector<std::pair<CUmodule, ModuleRecord*>> modules;
@@ -256,7 +257,10 @@ int set_instrumented(ContextState* only, bool on) {
         std::lock_guard<std::mutex> lock(t.modules_mu);
         modules.assign(t.modules.begin(), t.modules.end());
     }
+    auto states = all_contexts();
     std::lock_guard<std::mutex> lock(t.patch_mu);
+    for (auto& [ctx, state] : states)
+        if (!on && (only == nullptr || state == only)) state->set_paused(true);  // before any code changes
     int changed = 0;
     for (auto& [module, m] : modules) {
         uint32_t status = m->status.load();
@@ -277,6 +281,8 @@ int set_instrumented(ContextState* only, bool on) {
             ++changed;
         }
     }
+    for (auto& [ctx, state] : states)
+        if (on && (only == nullptr || state == only)) state->set_paused(false);  // after all of it
     return changed;
 }
 
@@ -309,13 +315,7 @@ void turn_window(ContextState* s) {
         g_tool->graphs_reported = true;
         return;
     }
-    if (record) {
-        set_instrumented(s, true);
-        s->set_paused(false);
-    } else {
-        s->set_paused(true);
-        set_instrumented(s, false);
-    }
+    set_instrumented(s, record);
     node_callbacks_follow_windows();
 }
 
@@ -513,18 +513,12 @@ int set_recording(bool on) {
     std::lock_guard<std::mutex> lock(t.window_mu);
     if (t.paused == !on) return 0;
     if (live_graphs() != 0) return -2;
-    auto states = all_contexts();
-    for (auto& [ctx, state] : states) {
+    for (auto& [ctx, state] : all_contexts()) {
         synchronize_context(ctx);
-        if (!on) {
-            state->flush("pause");
-            state->set_paused(true);
-        }
+        if (!on) state->flush("pause");
     }
     t.paused = !on;
     int changed = set_instrumented(nullptr, on);
-    if (on)
-        for (auto& [ctx, state] : states) state->set_paused(false);
     node_callbacks_follow_windows();
     if (t.config.api_trace) t.api.write_pending(t.file);
     return changed;
@@ -584,23 +578,18 @@ extern "C" __attribute__((visibility("default"))) unsigned long long gpuobs_tool
 // speed, its launches only counted), resume patches them again. Both return the
 // modules changed, -1 when the tool is not recording, -2 (nothing changed) while
 // a CUDA graph is instantiated.
-extern "C" __attribute__((visibility("default"))) int gpuobs_tool_pause(void) {
+static int turn_recording(bool on) {
     if (!gpuobs_tool_active()) return -1;
     try {
-        return gpuobs::set_recording(false);
+        return gpuobs::set_recording(on);
     } catch (...) {
         return -1;
     }
 }
 
-extern "C" __attribute__((visibility("default"))) int gpuobs_tool_resume(void) {
-    if (!gpuobs_tool_active()) return -1;
-    try {
-        return gpuobs::set_recording(true);
-    } catch (...) {
-        return -1;
-    }
-}
+extern "C" __attribute__((visibility("default"))) int gpuobs_tool_pause(void) { return turn_recording(false); }
+
+extern "C" __attribute__((visibility("default"))) int gpuobs_tool_resume(void) { return turn_recording(true); }
 
 extern "C" __attribute__((visibility("default"))) int gpuobs_tool_live_graphs(void) {
     return gpuobs_tool_active() ? (int)gpuobs::live_graphs() : 0;
