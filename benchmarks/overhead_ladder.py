@@ -81,12 +81,15 @@ def table(samples: dict, configs: list, rounds_done: int, args) -> str:
     for c in configs:
         for w in workloads:
             vals = [v for v in samples[c].get(w, []) if isinstance(v, (int, float))]
-            cell[c, w] = statistics.median(vals) if vals else None
+            across = min if args.across_rounds == "min" else statistics.median
+            cell[c, w] = across(vals) if vals else None
     gpu = f"see {args.from_log}" if args.from_log else environment()
     lines = [f"GPU: {gpu}; date: {datetime.date.today()}; command: "
-             f"`python benchmarks/overhead_ladder.py --rounds {args.rounds} --reps {args.reps}`"
+             f"`python benchmarks/overhead_ladder.py --rounds {args.rounds} --reps {args.reps}"
+             + (f" --across-rounds {args.across_rounds}`" if args.across_rounds != "median" else "`")
              + (f" ({rounds_done} rounds done)" if rounds_done < args.rounds else ""), "",
-             "Median device time in ms (empty_launch_us: host microseconds per launch), then the ratio to no tool "
+             f"Device time in ms, the {args.across_rounds} over rounds of each process's median (empty_launch_us: "
+             "host microseconds per launch), then the ratio to no tool "
              "and, for counting and capturing rungs, to their own no-op rungs.", "",
              "| workload | " + " | ".join(configs) + " |", "|---" * (len(configs) + 1) + "|"]
     for w in workloads:
@@ -146,6 +149,9 @@ def main():
     p.add_argument("--configs", default=",".join(CONFIGS))
     p.add_argument("--out", default="", help="the table, rewritten after every round")
     p.add_argument("--from-log", default="", help="only print the table of an earlier run's log")
+    p.add_argument("--across-rounds", choices=("median", "min"), default="median",
+                   help="how each cell combines its rounds: min keeps each configuration's fastest process, for "
+                        "kernels whose processes differ by more than the effect measured")
     args = p.parse_args()
     configs = args.configs.split(",")
     if args.from_log:

@@ -36,7 +36,7 @@ def test_table_from_a_log_cut_short(tmp_path):
     configs = ["none", "block_noop", "block_trace_noop", "block_trace", "block_noop+nographs", "block_counter+nographs"]
     samples, rounds = ladder.samples_from_log(log, configs)
     assert rounds == 2 and samples["block_trace"]["w"] == [5.0, 7.0] and samples["none"]["w"] == [1.0]
-    args = argparse.Namespace(rounds=3, reps=10, from_log=str(log))
+    args = argparse.Namespace(rounds=3, reps=10, from_log=str(log), across_rounds="median")
     text = ladder.table(samples, configs, rounds, args)
     row = next(l for l in text.splitlines() if l.startswith("| w |")).rstrip(" |").split(" | ")
     assert "(2 rounds done)" in text
@@ -44,3 +44,8 @@ def test_table_from_a_log_cut_short(tmp_path):
     assert row[4] == "6.000 (6.00x; 1.50x block_trace_noop; 3.00x block_noop)"
     # a +nographs rung is compared with the +nographs no-op rung
     assert row[6] == "3.000 (3.00x; 2.00x block_noop+nographs)"
+    # each configuration's fastest process instead of the median of its rounds
+    args.across_rounds = "min"
+    text = ladder.table(samples, configs, rounds, args)
+    row = next(l for l in text.splitlines() if l.startswith("| w |")).rstrip(" |").split(" | ")
+    assert row[4] == "5.000 (5.00x; 1.25x block_trace_noop; 2.50x block_noop)" and "--across-rounds min" in text
