@@ -15,8 +15,6 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-import gpuobs
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "exporter"))
 sys.path.insert(0, str(ROOT / "examples"))
@@ -31,6 +29,8 @@ WINDOW_DETAILS = {}
 
 
 def device_ms(fn, reps, warmup=3, name=""):
+    if WINDOW:
+        import gpuobs  # installed, or the checkout's exporter/ (on sys.path above)
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
