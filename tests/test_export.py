@@ -131,6 +131,21 @@ def test_drops_are_visible(tmp_path):
     assert sum(k[4]["blocks_dropped"] for k in kernels) == 100
 
 
+def test_launches_outside_recording_windows_are_said_not_drawn(tmp_path):
+    path = synthetic.write_block_trace_recording(tmp_path / "w.gpuobs", unrecorded_launches=35)
+    rec = gpuobs.load(path)
+    out = tmp_path / "w.pftrace"
+    summary = export([rec], out)
+    assert summary.gpus[0].unrecorded_launches == 35
+    d = decode(out)
+    gpu = [t for t in d.tracks.values() if t.name.startswith("GPU ")][0]
+    assert "35 kernel launches and graph replays ran outside them" in gpu.description
+    assert len([s for s in d.slices if d.tracks[s[0]].name == "Kernels"]) == len(rec.launches)
+    plain = synthetic.write_block_trace_recording(tmp_path / "p.gpuobs")
+    decoded = decode(export_to(tmp_path / "p.pftrace", [gpuobs.load(plain)]))
+    assert "windows" not in [t for t in decoded.tracks.values() if t.name.startswith("GPU ")][0].description
+
+
 def test_memory_counters_add_up_to_exact_counts(tmp_path):
     ev, launches = synthetic.block_trace_events(2, 300, sm_count=8)
     ev["kind"] = schema.EventKind.MEMORY

@@ -235,6 +235,9 @@ def _print_export_summary(summary, output: Path) -> None:
         out.print(f"  {g.label}: {g.sms} SMs ({g.lanes} lanes), {g.block_slices:,} blocks, "
                   f"{g.kernel_slices:,} kernels, {g.memory_events:,} memory samples "
                   f"({g.accesses_counted:,} accesses counted), {drops}; clock: {g.clock}", highlight=False)
+        if g.unrecorded_launches:
+            out.print(f"    {g.unrecorded_launches:,} launches ran outside recording windows: unpatched, not in the "
+                      "trace", highlight=False)
         if g.launches_without_time:
             out.print(f"    {g.launches_without_time:,} launches carry no device timestamps in this mode "
                       "(counts only), so they have no kernel slice", highlight=False)

@@ -59,7 +59,8 @@ FUNCTION_NAMES = [
 
 def write_block_trace_recording(path, n_launches: int = 12, blocks_per_launch: int = 1024,
                                 sm_count: int = 132, seed: int = 0, dropped: int = 0,
-                                clock_offset_ns: int | None = 568_000, device_name: str = "NVIDIA H200"):
+                                clock_offset_ns: int | None = 568_000, device_name: str = "NVIDIA H200",
+                                unrecorded_launches: int = 0):
     """A complete block_trace recording; clock samples bracket the device clock when
     clock_offset_ns is given (device = host + offset, within a few microseconds)."""
     ev, launches = block_trace_events(n_launches, blocks_per_launch, sm_count, seed=seed)
@@ -78,7 +79,8 @@ def write_block_trace_recording(path, n_launches: int = 12, blocks_per_launch: i
         counts["grid_id"] = launches["grid_id"]
         counts["count"] = blocks_per_launch
         counts["launches_sharing"] = 1
-        w.flush(attempted=len(ev) + dropped, recorded=len(ev), dropped=dropped, launch_counts=counts)
+        w.flush(attempted=len(ev) + dropped, recorded=len(ev), dropped=dropped, launch_counts=counts,
+                unrecorded_launches=unrecorded_launches)
         w.events(ev)
         w.end(flushes=1, launches=n_launches, events=len(ev))
     return path

@@ -54,6 +54,7 @@ class GpuSummary:
     memory_events: int = 0
     accesses_counted: int = 0
     dropped: int = 0
+    unrecorded_launches: int = 0  # outside recording windows: ran unpatched, not in the trace
     clock: str = ""
     flowed_launches: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     boot_realtime_ns: int | None = None  # REALTIME at this machine's boot (BOOTTIME 0), when measured
@@ -219,7 +220,7 @@ def _export_gpu(w: TraceWriter, rec: Recording, device: int, ev, launch_of_event
         s0 = clock.samples[0]
         s.boot_realtime_ns = ((int(s0["realtime_before"]) + int(s0["realtime_after"])) // 2
                               - (int(s0["boottime_before"]) + int(s0["boottime_after"])) // 2)
-    gpu = w.track(label, description=clock.describe() + _drop_note(rec, device))
+    gpu = w.track(label, description=clock.describe() + _drop_note(rec, device) + _window_note(rec, device))
 
     on_device = rec.event_devices == device
     resolved = launch_of_event >= 0
@@ -248,6 +249,7 @@ def _export_gpu(w: TraceWriter, rec: Recording, device: int, ev, launch_of_event
         s.memory_events = len(mem)
         s.accesses_counted = _memory_counters(w, rec, gpu, ev, mem, launch_of_event, table, clock, opts)
     s.dropped = int(rec.flushes["dropped"][rec.flushes["device_index"] == device].sum())
+    s.unrecorded_launches = int(rec.flushes["unrecorded_launches"][rec.flushes["device_index"] == device].sum())
     _drop_counter(w, rec, gpu, device, ev, clock)
     return s
 
@@ -259,6 +261,14 @@ def _drop_note(rec: Recording, device: int) -> str:
         return " No records were dropped."
     return (f" {dropped:,} of {int(f['attempted'].sum()):,} records were DROPPED (buffer full; counted on the "
             f"device): see the 'Dropped records' counter and each kernel's blocks_dropped.")
+
+
+def _window_note(rec: Recording, device: int) -> str:
+    n = int(rec.flushes["unrecorded_launches"][rec.flushes["device_index"] == device].sum())
+    if n == 0:
+        return ""
+    return (f" Recorded in windows: {n:,} kernel launches and graph replays ran outside them, unpatched, and are "
+            "not in this trace (gaps between kernels may be theirs).")
 
 
 def _kernel_names(rec: Recording, device: int):
