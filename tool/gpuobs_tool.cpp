@@ -85,7 +85,7 @@ struct Tool {
     bool node_callbacks_on = false;   // SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN enabled
     // Instantiated CUDA graphs: a graph keeps the code its kernels had when it was
     // instantiated, and patching or unpatching a module under a live graph made
-    // later replays run freed code (illegal instruction, seen on the H200), so
+    // later replays crash (illegal instruction, seen on the H200), so
     // windows do not turn while any exists.
     std::mutex graphs_mu;
     std::unordered_set<CUgraphExec> live_graphs;
