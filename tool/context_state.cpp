@@ -213,7 +213,9 @@ void ContextState::dump_code(const char* dir, CUmodule module, const std::string
     std::ofstream names(std::string(dir) + "/functions.txt", std::ios::app);
     names << device_index_ << "-" << slot << " " << name << "\n";
     // Where the sanitizer's trampolines are: the 64 KB around each absolute JMP
-    // target (sm_90 JMP: opcode bytes 4a 79, the target from bit 24).
+    // target (sm_90 JMP: opcode bytes 4a 79, the target from bit 24), read now,
+    // for this function: modules loaded later add trampolines to the same pages.
+    std::unordered_set<uint64_t> dumped;
     for (size_t at = 0; at + 16 <= code.size(); at += 16) {
         const auto* ins = reinterpret_cast<const uint8_t*>(code.data() + at);
         if (ins[0] != 0x4a || ins[1] != 0x79) continue;
@@ -221,14 +223,16 @@ void ContextState::dump_code(const char* dir, CUmodule module, const std::string
         for (int k = 8; k >= 3; --k) target = (target << 8) | ins[k];
         uint64_t base = target & ~0xffffull;
         if (target < pc + size && target >= pc) continue;
-        if (!dumped_regions_.insert(base).second) continue;
+        if (!dumped.insert(base).second) continue;
         std::vector<char> region(0x10000);
         if (sanitizer().memcpy_dtoh(region.data(), reinterpret_cast<void*>(base), region.size(), nullptr) !=
             SANITIZER_SUCCESS)
             continue;
         char hex[32];
         std::snprintf(hex, sizeof hex, "%llx", (unsigned long long)base);
-        std::ofstream r(std::string(dir) + "/region-" + hex + ".bin", std::ios::binary);
+        std::ofstream r(std::string(dir) + "/" + std::to_string(device_index_) + "-" + std::to_string(slot) +
+                            ".region-" + hex + ".bin",
+                        std::ios::binary);
         r.write(region.data(), (std::streamsize)region.size());
     }
 }

@@ -114,7 +114,6 @@ private:
     CUstream probe_stream_ = nullptr;
     uint64_t* probe_out_ = nullptr;
     uint64_t last_clock_sample_ns_ = 0;
-    std::unordered_set<uint64_t> dumped_regions_;  // GPUOBS_DUMP_PATCHED_CODE
 };
 
 // Process-wide launch ids, in launch order across contexts.
