@@ -115,6 +115,7 @@ bool Config::load(std::string* error) {
     }
     if (const char* s = std::getenv("GPUOBS_PATCHES")) patches = s;
     if (const char* s = std::getenv("GPUOBS_PROBE")) probe = s;
+    if (const char* s = std::getenv("GPUOBS_DUMP_PATCHED_CODE")) dump_patched_code = s;
     if (patches_needed() && patches.empty()) {
         *error = "GPUOBS_PATCHES is not set: no device patches to insert (run through `gpuobs record`)";
         return false;

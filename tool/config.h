@@ -23,6 +23,7 @@ struct Config {
     std::string output = "gpuobs.gpuobs";
     std::string patches;               // fatbin with the device patches
     std::string probe;                 // fatbin with the clock probe
+    std::string dump_patched_code;     // GPUOBS_DUMP_PATCHED_CODE=DIR: write launched functions' code there
 
     // False with `error` set when an option is unusable.
     bool load(std::string* error);

@@ -188,7 +188,7 @@ uint32_t ContextState::function_slot_for(CUfunction f, const char* name, CUmodul
     file_.write_chunk(GPUOBS_CHUNK_FUNCTION, {{&info, sizeof info},
                                               {mangled.data(), mangled.size()},
                                               {demangled.data(), demangled.size()}});
-    if (const char* dir = std::getenv("GPUOBS_DUMP_PATCHED_CODE")) dump_code(dir, module, mangled, slot);
+    if (!config_.dump_patched_code.empty()) dump_code(config_.dump_patched_code, module, mangled, slot);
     if (config_.mode != GPUOBS_MODE_OFF && !config_.launch_scope) {
         SanitizerResult r = sanitizer().set_callback_data(f, callback_data(slot));
         if (r != SANITIZER_SUCCESS)
@@ -200,17 +200,17 @@ uint32_t ContextState::function_slot_for(CUfunction f, const char* name, CUmodul
 
 // A debugging aid for patch work: the function's machine code as it runs now
 // (patched), to disassemble with `nvdisasm -b SM90 FILE`.
-void ContextState::dump_code(const char* dir, CUmodule module, const std::string& name, uint32_t slot) {
+void ContextState::dump_code(const std::string& dir, CUmodule module, const std::string& name, uint32_t slot) {
     uint64_t pc = 0, size = 0;
     if (sanitizer().function_pc_and_size(module, name.c_str(), &pc, &size) != SANITIZER_SUCCESS || size == 0 ||
         size > (64u << 20))
         return;
     std::vector<char> code(size);
     if (sanitizer().memcpy_dtoh(code.data(), reinterpret_cast<void*>(pc), size, nullptr) != SANITIZER_SUCCESS) return;
-    std::ofstream out(std::string(dir) + "/" + std::to_string(device_index_) + "-" + std::to_string(slot) + ".bin",
+    std::ofstream out(dir + "/" + std::to_string(device_index_) + "-" + std::to_string(slot) + ".bin",
                       std::ios::binary);
     out.write(code.data(), (std::streamsize)code.size());
-    std::ofstream names(std::string(dir) + "/functions.txt", std::ios::app);
+    std::ofstream names(dir + "/functions.txt", std::ios::app);
     names << device_index_ << "-" << slot << " " << name << "\n";
     // Where the sanitizer's trampolines are: the 64 KB around each absolute JMP
     // target (sm_90 JMP: opcode bytes 4a 79, the target from bit 24), read now,
@@ -230,7 +230,7 @@ void ContextState::dump_code(const char* dir, CUmodule module, const std::string
             continue;
         char hex[32];
         std::snprintf(hex, sizeof hex, "%llx", (unsigned long long)base);
-        std::ofstream r(std::string(dir) + "/" + std::to_string(device_index_) + "-" + std::to_string(slot) +
+        std::ofstream r(dir + "/" + std::to_string(device_index_) + "-" + std::to_string(slot) +
                             ".region-" + hex + ".bin",
                         std::ios::binary);
         r.write(region.data(), (std::streamsize)region.size());

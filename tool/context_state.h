@@ -68,7 +68,7 @@ private:
         return reinterpret_cast<char*>(entries_ + slot) + config_.sample_shift;
     }
     void write_device_info();
-    void dump_code(const char* dir, CUmodule module, const std::string& name, uint32_t slot);
+    void dump_code(const std::string& dir, CUmodule module, const std::string& name, uint32_t slot);
     void sample_clock();
     void write_launch_counts(const std::vector<gpuobs_launch>& launches, std::vector<gpuobs_launch_count>* out,
                              uint64_t* unattributed);
