@@ -314,7 +314,7 @@ class _Parser:
             ends = np.cumsum([len(p) for p in parts])
             i = int(np.searchsorted(ends, bad.row, side="right"))
             row = bad.row - (int(ends[i - 1]) if i else 0)
-            raise self._bad_value(self.offsets[table][i], f"{bad} (row {row} of this chunk)") from None
+            raise self._bad_value(self.offsets[table][i], f"{bad.what} {row}: {bad}") from None
 
     def _check_events(self, rec: Recording) -> None:
         limits = checks.sm_limits(rec.devices)
@@ -322,7 +322,7 @@ class _Parser:
             try:
                 checks.check_events(chunk, limits.get(device, checks.SM_ID_LIMIT))
             except checks.BadValue as bad:
-                raise self._bad_value(offset, str(bad)) from None
+                raise self._bad_value(offset, f"{bad.what} {bad.row}: {bad}") from None
         depth, chunk, row = checks.deepest_block_overlap(rec.event_chunks, rec.event_chunk_devices)
         if depth > checks.MAX_BLOCK_OVERLAP:
             sm = int(rec.event_chunks[chunk][row]["sm_id"])

@@ -34,11 +34,13 @@ FLUSH_COUNTERS = ("attempted", "recorded", "dropped", "filtered", "unattributed"
 
 
 class BadValue(Exception):
-    """A value no gpuobs tool writes; `row` is its index within the checked part (None: the chunk's header)."""
+    """A value no gpuobs tool writes: in `row` of the checked part, a `what` (None:
+    in a chunk's own struct)."""
 
-    def __init__(self, message: str, row: int | None = None):
+    def __init__(self, message: str, row: int | None = None, what: str = ""):
         super().__init__(message)
         self.row = row
+        self.what = what
 
 
 def _first(bad: np.ndarray) -> int | None:
@@ -56,17 +58,17 @@ def _below(part: np.ndarray, field: str, limit, why: str, what: str) -> None:
     row = _first(values >= limit)
     if row is not None:
         bound = limit if np.ndim(limit) == 0 else int(limit[row])
-        raise BadValue(f"{what} {row}: {field} {int(values[row])} is not below {bound:,} ({why})", row)
+        raise BadValue(f"{field} {int(values[row])} is not below {bound:,} ({why})", row, what)
 
 
-def _device(index: int, what: str) -> None:
+def _device(index: int) -> None:
     if index >= MAX_DEVICES:
-        raise BadValue(f"{what}: device_index {index} is not below {MAX_DEVICES} (CUDA ordinals of one process)")
+        raise BadValue(f"device_index {index} is not below {MAX_DEVICES} (CUDA ordinals of one process)")
 
 
-def _seq(seq: int, what: str) -> None:
+def _seq(seq: int) -> None:
     if seq == UNFLUSHED:
-        raise BadValue(f"{what}: flush_seq {seq:#x} is reserved (it marks launches after the last flush)")
+        raise BadValue(f"flush_seq {seq:#x} is reserved (it marks launches after the last flush)")
 
 
 def sm_limits(devices: np.ndarray) -> dict:
@@ -82,25 +84,25 @@ def sm_limits(devices: np.ndarray) -> dict:
 # -- one-struct chunks, checked as they are read --------------------------------------
 
 def check_device(info: np.void) -> None:
-    _device(int(info["device_index"]), "device")
+    _device(int(info["device_index"]))
     if int(info["sm_count"]) > SM_ID_LIMIT:
         raise BadValue(f"sm_count {int(info['sm_count'])} is above {SM_ID_LIMIT} (no GPU has that many SMs)")
 
 
 def check_function(info: np.void) -> None:
-    _device(int(info["device_index"]), "function")
+    _device(int(info["device_index"]))
     slot = int(info["function_slot"])
     if slot >= FUNCTION_SLOTS:
         raise BadValue(f"function_slot {slot} is outside the tool's {FUNCTION_SLOTS}-slot function table")
 
 
 def check_module(info: np.void) -> None:
-    _device(int(info["device_index"]), "module")
+    _device(int(info["device_index"]))
 
 
 def check_flush(info: np.void, counts: np.ndarray) -> None:
-    _device(int(info["device_index"]), "flush")
-    _seq(int(info["flush_seq"]), "flush")
+    _device(int(info["device_index"]))
+    _seq(int(info["flush_seq"]))
     for name in FLUSH_COUNTERS:
         if int(info[name]) >= COUNT_LIMIT:
             raise BadValue(f"{name} {int(info[name])} is not below 2^63")
@@ -110,12 +112,15 @@ def check_flush(info: np.void, counts: np.ndarray) -> None:
                        "(every claim is either recorded or dropped)")
     if int(info["host_time_ns"]) >= TIME_LIMIT_NS:
         raise BadValue(f"host_time_ns {int(info['host_time_ns'])} is not below 2^62")
-    _below(counts, "count", COUNT_LIMIT, "counts are read as signed 64-bit", "launch count")
+    try:
+        _below(counts, "count", COUNT_LIMIT, "counts are read as signed 64-bit", "launch count")
+    except BadValue as bad:
+        raise BadValue(f"launch count {bad.row}: {bad}") from None
 
 
 def check_events_header(device_index: int, flush_seq: int) -> None:
-    _device(device_index, "events header")
-    _seq(flush_seq, "events header")
+    _device(device_index)
+    _seq(flush_seq)
 
 
 # -- arrays, checked once every chunk is read ----------------------------------------
@@ -132,13 +137,13 @@ def check_launches(part: np.ndarray) -> None:
         row = _first(over)
         if row is not None:
             axis = int(np.argmax(dims[row] > np.asarray(limits)))
-            raise BadValue(f"{what} {row}: {field} {_dims(dims[row])}: {field}Dim.{'xyz'[axis]} "
-                           f"{int(dims[row][axis])} is above CUDA's limit {limits[axis]:,}", row)
+            raise BadValue(f"{field} {_dims(dims[row])}: {field}Dim.{'xyz'[axis]} {int(dims[row][axis])} is above "
+                           f"CUDA's limit {limits[axis]:,}", row, what)
     threads = part["block"].astype(np.int64).prod(axis=1)
     row = _first(threads > THREADS_PER_BLOCK)
     if row is not None:
-        raise BadValue(f"{what} {row}: block {_dims(part['block'][row])} has {int(threads[row]):,} threads, "
-                       f"above CUDA's {THREADS_PER_BLOCK}", row)
+        raise BadValue(f"block {_dims(part['block'][row])} has {int(threads[row]):,} threads, above CUDA's "
+                       f"{THREADS_PER_BLOCK}", row, what)
 
 
 def check_events(part: np.ndarray, sm_limit: int) -> None:
@@ -146,8 +151,7 @@ def check_events(part: np.ndarray, sm_limit: int) -> None:
     kinds = part["kind"]
     if len(kinds) and int(kinds.max()) > max(EVENT_KINDS):
         row = _first(~np.isin(kinds, EVENT_KINDS))
-        raise BadValue(f"{what} {row}: kind {int(kinds[row])} is not an event kind "
-                       "(0 empty, 1 block, 2 memory access)", row)
+        raise BadValue(f"kind {int(kinds[row])} is not an event kind (0 empty, 1 block, 2 memory access)", row, what)
     _below(part, "function_slot", FUNCTION_SLOTS, f"the tool's function table has {FUNCTION_SLOTS} slots", what)
     for field in ("sm_id", "sm_id_end"):
         _below(part, field, sm_limit, "its device's SM ids", what)
@@ -164,8 +168,8 @@ def check_clock_samples(part: np.ndarray) -> None:
         _below(part, f"{clock}_after", TIME_LIMIT_NS, "2^62 ns: the year 2116", what)
         row = _first(after < before)
         if row is not None:
-            raise BadValue(f"{what} {row}: {clock}_after {int(after[row])} is before {clock}_before "
-                           f"{int(before[row])} (an inverted bracket)", row)
+            raise BadValue(f"{clock}_after {int(after[row])} is before {clock}_before {int(before[row])} "
+                           "(an inverted bracket)", row, what)
 
 
 def check_api_calls(part: np.ndarray) -> None:
@@ -174,8 +178,8 @@ def check_api_calls(part: np.ndarray) -> None:
     _below(part, "depth", MAX_API_DEPTH, "nesting of CUDA API calls on one thread", what)
     row = _first(part["exit_ns"] < part["enter_ns"])
     if row is not None:
-        raise BadValue(f"{what} {row}: exit_ns {int(part['exit_ns'][row])} is before enter_ns "
-                       f"{int(part['enter_ns'][row])}", row)
+        raise BadValue(f"exit_ns {int(part['exit_ns'][row])} is before enter_ns {int(part['enter_ns'][row])}",
+                       row, what)
 
 
 def _dims(row) -> str:
