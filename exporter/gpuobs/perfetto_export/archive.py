@@ -44,7 +44,7 @@ def write_archive(out_path, trace_path, hosts: list, summaries: list, related: b
         if host.kind != "pytorch-profiler":
             raise ExportError(f"--archive: {host.path} is an {host.kind} export, which Perfetto cannot open; "
                               "export without --archive to get its events converted into the trace")
-        base = json.loads(Path(host.path).read_text()).get("baseTimeNanoseconds")
+        base = host.base_ns  # read with the trace: the file is not parsed again
         name = f"host{len(entries)}_{Path(host.path).name}"
         entries.append((name, int(base) + int(row["shift_ns"]), int(row["shift_ns"])))
         members.append((name, Path(host.path)))
