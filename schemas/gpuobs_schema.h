@@ -16,7 +16,7 @@
 /* gpuobs:cdef-begin */
 #define GPUOBS_FORMAT_VERSION 1
 /* FNV-1a 64 of the canonical layout text (see gpuobs/schema.py: layout_text). */
-#define GPUOBS_SCHEMA_HASH 0x16609f7800e9bced
+#define GPUOBS_SCHEMA_HASH 0x60679c2dc9e5a77d
 #define GPUOBS_EVENT_SIZE 64
 #define GPUOBS_MAX_STRIPES 256
 #define GPUOBS_DEFAULT_CAPACITY 1048576
@@ -65,7 +65,8 @@ typedef struct gpuobs_event {
     uint64_t time_end;       /* %globaltimer ns: block end (last thread's exit); 0 for memory */
     uint64_t grid_id;        /* %gridid of the launch; matched to gpuobs_launch.grid_id */
     uint64_t address;        /* memory: generic address accessed */
-    uint64_t pc;             /* memory: pc of the access as the sanitizer reports it */
+    uint64_t pc;             /* memory: pc of the access as the sanitizer reports it; block: pc of the
+                                block entry (the host finds a device-launched grid's function by it) */
     uint32_t function_slot;  /* per-context function slot (gpuobs_function_info) */
     uint32_t block_x;
     uint16_t block_y;
@@ -173,7 +174,8 @@ enum gpuobs_notice_code {
     GPUOBS_NOTICE_CONTEXT_UNINSTRUMENTED = 1, /* a context could not be set up: nothing of it is recorded */
     GPUOBS_NOTICE_MODULE_UNPATCHED = 2,       /* a module could not be patched: its kernels run unrecorded */
     GPUOBS_NOTICE_FUNCTION_UNBOUND = 3,       /* a function's callback data could not be bound */
-    GPUOBS_NOTICE_CONTEXT_SETUP_RETRIED = 4   /* the first setup of a context failed and a later one worked */
+    GPUOBS_NOTICE_CONTEXT_SETUP_RETRIED = 4,  /* the first setup of a context failed and a later one worked */
+    GPUOBS_NOTICE_DEVICE_LAUNCHES = 5         /* grids were launched from the device: what is and is not known */
 };
 
 typedef struct gpuobs_file_header {

@@ -87,33 +87,47 @@ def check_against_truth(rec, truth):
     return e
 
 
+def parent_rows(ran, truth):
+    """The rows of gt_parent, the kernel that launches grids from the device."""
+    launch = next(l for l in ran["launches"] if l["name"] == "gt_parent")
+    mask = np.zeros(len(truth), bool)
+    mask[launch["first"]:launch["first"] + launch["count"]] = True
+    return mask
+
+
 def test_ground_truth_every_launch_kind(tmp_path, programs):
     truth_file = tmp_path / "truth.bin"
     proc, rec = record(tmp_path, "block_trace", [str(programs / "ground_truth"), str(truth_file)], name="truth")
     ran = json.loads(proc.stdout.strip().splitlines()[-1])
     truth = read_truth(truth_file)
-    check_against_truth(rec, truth)
+    # Measured limitation: the blocks of a kernel that launches grids from the
+    # device are not recorded (the sanitizer hands its callback data to the grids
+    # it launches); the recording says so in a notice. Everything else: exact.
+    parents = parent_rows(ran, truth)
+    check_against_truth(rec, truth[~parents])
+    assert [n.code for n in rec.notices] == ["device_launches"], rec.notices
     of = analysis.launch_index_of_events(rec)
     assert (of >= 0).all(), "every record belongs to a listed launch"
     table = analysis.launch_table(rec, of)
-    assert (table.blocks_recorded == table.grid_blocks).all()
-    names = [table.names[i] for i in range(len(table.names))]
+    names = list(table.name)
+    complete = np.array(["gt_parent" not in n for n in names])
+    assert (table.blocks_recorded[complete] == table.grid_blocks[complete]).all()
     for launch in ran["launches"]:
         assert any(launch["name"] in n for n in names), launch["name"]
     device = (rec.launches["flags"] & schema.LaunchFlag.FROM_DEVICE) != 0
-    child = [i for i in np.flatnonzero(device)]
+    child = list(np.flatnonzero(device))
     assert len(child) == 4 and all("gt_child" in names[i] for i in child), [names[i] for i in child]
-    assert (rec.launches["grid"][device][:, 0] == 3).all()
-    assert rec.totals["dropped"] == 0 and not rec.notices
+    assert (rec.launches["grid"][device][:, 0] == 3).all() and (rec.launches["block"][device][:, 0] == 64).all()
+    assert rec.totals["dropped"] == 0
 
 
 def test_ground_truth_counts_in_block_counter(tmp_path, programs):
     truth_file = tmp_path / "truth.bin"
     proc, rec = record(tmp_path, "block_counter", [str(programs / "ground_truth"), str(truth_file)], name="counter")
     table = analysis.launch_table(rec)
-    host = (rec.launches["flags"] & schema.LaunchFlag.FROM_DEVICE) == 0
-    assert (table.counted[host] == table.grid_blocks[host]).all()
-    assert (table.counted_shared[host] == 1).all()
+    exact = np.array(["gt_parent" not in n for n in table.name])
+    assert (table.counted[exact] == table.grid_blocks[exact]).all()
+    assert (table.counted_shared[exact] == 1).all()
     # Device-launched grids leave no records in this mode: their blocks are
     # counted, and said to belong to no listed launch.
     assert rec.totals["unattributed"] == 4 * 3
@@ -139,8 +153,8 @@ def test_device_reset_then_new_launches(tmp_path, programs):
         proc, rec = record(tmp_path, mode, [str(programs / "device_reset"), str(truth_file)], name=mode)
         assert "cannot patch" not in proc.stderr and not rec.notices
         table = analysis.launch_table(rec)
-        plain = [i for i, n in enumerate(table.names) if "gt_plain" in n]
-        assert len(plain) == 8, table.names
+        plain = [i for i, n in enumerate(table.name) if "gt_plain" in n]
+        assert len(plain) == 8, table.name
         assert len(rec.devices) == 2, "each context is set up"
         if mode == "block_counter":
             assert (table.counted[plain] == 200).all()

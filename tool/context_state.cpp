@@ -216,6 +216,10 @@ uint32_t ContextState::function_slot_for(CUfunction f, const char* name, CUmodul
     file_.write_chunk(GPUOBS_CHUNK_FUNCTION, {{&info, sizeof info},
                                               {mangled.data(), mangled.size()},
                                               {demangled.data(), demangled.size()}});
+    uint64_t pc = 0, size = 0;
+    if (!mangled.empty() && sanitizer().function_pc_and_size(module, mangled.c_str(), &pc, &size) == SANITIZER_SUCCESS &&
+        size != 0)
+        code_ranges_[pc] = {pc + size, slot};
     if (!config_.dump_patched_code.empty()) dump_code(config_.dump_patched_code, module, mangled, slot);
     if (config_.mode != GPUOBS_MODE_OFF && !config_.launch_scope) {
         SanitizerResult r = sanitizer().set_callback_data(f, callback_data(slot));
@@ -445,13 +449,17 @@ bool ContextState::harvest_counts() {
         uint64_t* table = reinterpret_cast<uint64_t*>(counters_);
         uint32_t n = slots, k = stripes;
         void* args[] = {&table, &totals_, &n, &k};
-        if (current.pushed && d.launch_kernel(gather_fn_, 128, 1, 1, 256, 1, 1, 0, probe_stream_, args, nullptr) ==
-                                  CUDA_SUCCESS &&
-            d.stream_synchronize(probe_stream_) == CUDA_SUCCESS &&
-            sanitizer().memcpy_dtoh(counter_staging_.data(), totals_, slots * sizeof(uint64_t), stream_) ==
-                SANITIZER_SUCCESS)
-            return true;
-        GPUOBS_LOG("the counter harvest kernel failed; copying the whole counter table from now on");
+        CUresult launched = current.pushed ? d.launch_kernel(gather_fn_, 128, 1, 1, 256, 1, 1, 0, probe_stream_, args,
+                                                             nullptr)
+                                           : CUDA_ERROR_INVALID_CONTEXT;
+        CUresult synced = launched == CUDA_SUCCESS ? d.stream_synchronize(probe_stream_) : CUDA_ERROR_NOT_READY;
+        SanitizerResult copied =
+            synced == CUDA_SUCCESS
+                ? sanitizer().memcpy_dtoh(counter_staging_.data(), totals_, slots * sizeof(uint64_t), stream_)
+                : SANITIZER_ERROR_NOT_READY;
+        if (copied == SANITIZER_SUCCESS) return true;
+        GPUOBS_LOG("the counter harvest kernel failed (launch %d, sync %d, copy %d); copying the whole counter table "
+                   "from now on", (int)launched, (int)synced, (int)copied);
         gather_fn_ = nullptr;
     }
     std::vector<uint64_t> table((size_t)slots * stripes);
@@ -463,13 +471,20 @@ bool ContextState::harvest_counts() {
     return true;
 }
 
-void ContextState::list_device_launches(const std::vector<gpuobs_event>& events,
-                                        std::vector<gpuobs_launch>* launches) {
+// Grids launched by kernels (dynamic parallelism): the host never saw them,
+// and the sanitizer hands them the callback data of the kernel that launched
+// them (seen on the H200), so each record's function is found from its pc and
+// corrected in place; one launch is listed per such grid id.
+void ContextState::list_device_launches(std::vector<gpuobs_event>& events, std::vector<gpuobs_launch>* launches) {
     std::unordered_set<uint64_t> known;
     for (const gpuobs_launch& l : *launches) known.insert(l.grid_id);
     std::map<uint64_t, gpuobs_launch> found;  // grid id -> launch, in grid id order
-    for (const gpuobs_event& e : events) {
+    std::lock_guard<std::mutex> lock(launch_mu_);  // code_ranges_
+    for (gpuobs_event& e : events) {
         if (!gpuobs_grid_from_device(e.grid_id) || known.count(e.grid_id)) continue;
+        auto code = code_ranges_.upper_bound(e.pc);
+        if (e.pc != 0 && code != code_ranges_.begin() && e.pc < std::prev(code)->second.first)
+            e.function_slot = std::prev(code)->second.second;
         auto [it, fresh] = found.try_emplace(e.grid_id);
         gpuobs_launch& l = it->second;
         if (fresh) {
@@ -489,6 +504,13 @@ void ContextState::list_device_launches(const std::vector<gpuobs_event>& events,
     for (auto& [grid, l] : found) {
         l.launch_id = next_launch_id();
         launches->push_back(l);
+    }
+    if (!found.empty() && !device_launch_noticed_) {
+        device_launch_noticed_ = true;
+        write_notice(file_, GPUOBS_NOTICE_DEVICE_LAUNCHES, device_index_,
+                     "kernels launched grids from the device (dynamic parallelism): those grids are listed from "
+                     "their records; the blocks of a kernel that launches grids are not recorded (the sanitizer gives "
+                     "its callback data to the grids it launches, and none to it)");
     }
 }
 

@@ -5,6 +5,7 @@
 #include <sanitizer.h>
 
 #include <atomic>
+#include <map>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -72,7 +73,7 @@ private:
     uint32_t function_slot_for(CUfunction f, const char* name, CUmodule module);
     // Kernels launched from the device appear only in their blocks' records:
     // lists one launch per grid id the host never saw (flagged FROM_DEVICE).
-    void list_device_launches(const std::vector<gpuobs_event>& events, std::vector<gpuobs_launch>* launches);
+    void list_device_launches(std::vector<gpuobs_event>& events, std::vector<gpuobs_launch>* launches);
     bool harvest_counts();  // fills counter_staging_ with one total per slot and zeroes the table
     bool load_tool_kernels();
     // What a patched function's callback data points at: its entry's address plus
@@ -116,6 +117,9 @@ private:
         CUmodule module;
     };
     std::unordered_map<CUfunction, FunctionSlot> function_slots_;
+    // Each slot's code (start -> end, slot), to find a record's function by its pc.
+    std::map<uint64_t, std::pair<uint64_t, uint32_t>> code_ranges_;
+    bool device_launch_noticed_ = false;
     std::vector<uint8_t> function_selected_;  // by slot: passes the kernel filter
     std::vector<gpuobs_launch> pending_launches_;
     std::unordered_map<uint64_t, uint64_t> unsynced_streams_;  // stream -> launches since its sync
