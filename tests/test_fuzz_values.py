@@ -51,6 +51,10 @@ def write_every_chunk(path):
         w.flush(flush_seq=1, attempted=len(mem) + 2, recorded=len(mem), dropped=2, launch_counts=counts[2:])
         w.events(mem, flush_seq=1)
         w.api_calls(calls)
+        text = b"a module could not be patched"
+        notice = np.zeros(1, schema.dtype("gpuobs_notice"))
+        notice["code"], notice["monotonic_ns"], notice["text_len"] = schema.NoticeCode.MODULE_UNPATCHED, 5, len(text)
+        w._chunk(ChunkType.NOTICE, notice.tobytes() + text)
         w.end(flushes=2, launches=3, events=len(ev) + len(mem))
 
 
@@ -78,6 +82,7 @@ def structs_of(data: bytes, start: int, ctype: int, length: int):
             ChunkType.FUNCTION: one("gpuobs_function_info"), ChunkType.MODULE: one("gpuobs_module_info"),
             ChunkType.LAUNCHES: array("gpuobs_launch"), ChunkType.CLOCK: array("gpuobs_clock_sample"),
             ChunkType.API_CALLS: array("gpuobs_api_call"), ChunkType.API_NAMES: one("gpuobs_api_name"),
+            ChunkType.NOTICE: one("gpuobs_notice"),
             ChunkType.END: one("gpuobs_end_info")}[ctype]
 
 
