@@ -20,6 +20,7 @@ from ..recording_checks import TIME_LIMIT_NS
 from .json_stream import JsonStreamError, read_object
 from .trace import MAX_CATEGORY_CHARS, NO_DIMS, HostKernel, HostTrace, HostTraceBuilder, HostTraceError  # noqa: F401
 
+GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")  # on a GPU stream's track
 MAX_DEVICE = 1 << 31
 MAX_ID = 1 << 63
 MAX_DIM = 1 << 32
@@ -33,6 +34,7 @@ class _Events:
         self.path = path
         self.builder = HostTraceBuilder()
         self.thread_names: dict = {}
+        self.process_names: dict = {}
         self.index = array("q")  # traceEvents index of each row, for errors found once the base is known
 
     def bad(self, i: int, message: str) -> HostTraceError:
@@ -42,12 +44,15 @@ class _Events:
         if not isinstance(e, dict):
             return
         ph = e.get("ph")
-        if ph == "M" and e.get("name") == "thread_name":
+        if ph == "M" and e.get("name") in ("thread_name", "process_name"):
             args = e.get("args")
             name = args.get("name", "") if isinstance(args, dict) else ""
             if not isinstance(name, str):
-                raise self.bad(i, f"thread_name args.name is {_kind(name)}, not a string")
-            self.thread_names[(self.ident(i, e, "pid"), self.ident(i, e, "tid"))] = name
+                raise self.bad(i, f"{e['name']} args.name is {_kind(name)}, not a string")
+            if e["name"] == "thread_name":
+                self.thread_names[(self.ident(i, e, "pid"), self.ident(i, e, "tid"))] = name
+            else:
+                self.process_names[self.ident(i, e, "pid")] = name
             return
         if ph != "X":
             return
@@ -60,11 +65,15 @@ class _Events:
         if not isinstance(cat, str) or len(cat) > MAX_CATEGORY_CHARS:
             raise self.bad(i, f"cat is {_kind(cat)}, not a category name of at most {MAX_CATEGORY_CHARS} characters")
         args = e.get("args") if isinstance(e.get("args"), dict) else {}
-        if cat == "kernel":
-            self.builder.kernel(self.integer(i, args.get("device", e.get("pid", 0)), "device", 0, MAX_DEVICE),
-                                self.integer(i, args.get("stream", e.get("tid", 0)), "stream", 0, MAX_ID),
-                                name, self.dims(i, args, "grid"), self.dims(i, args, "block"), ts, dur,
-                                self.integer(i, args.get("correlation", -1), "correlation", -MAX_ID, MAX_ID))
+        if cat in GPU_CATEGORIES:  # Kineto's pid is the device here, its tid the stream
+            device = self.integer(i, args.get("device", e.get("pid", 0)), "device", 0, MAX_DEVICE)
+            stream = self.integer(i, args.get("stream", e.get("tid", 0)), "stream", 0, MAX_ID)
+            if cat == "kernel":
+                self.builder.kernel(device, stream, name, self.dims(i, args, "grid"), self.dims(i, args, "block"),
+                                    ts, dur, self.integer(i, args.get("correlation", -1), "correlation", -MAX_ID,
+                                                          MAX_ID))
+            else:
+                self.builder.event(("stream", device, stream), name, ts, dur, cat)
         else:
             self.builder.event(("thread", self.ident(i, e, "pid"), self.ident(i, e, "tid")), name, ts, dur, cat)
         self.index.append(i)
@@ -140,4 +149,5 @@ def load_kineto(path) -> HostTrace:
     if not 0 <= base < TIME_LIMIT_NS:
         raise HostTraceError(f"{path}: baseTimeNanoseconds {base:,} is outside 0 .. 2^62 ns (1970 to 2116)")
     events.check_ends(base)
-    return events.builder.build(path, "pytorch-profiler", events.thread_names, base_ns=base, offset_ns=base)
+    return events.builder.build(path, "pytorch-profiler", events.thread_names, base_ns=base, offset_ns=base,
+                                process_names=events.process_names)

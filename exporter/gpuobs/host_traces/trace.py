@@ -58,6 +58,7 @@ class HostTrace:
     thread_names: dict = field(default_factory=dict)  # (pid, tid) -> name
     clock: str = "REALTIME"
     base_ns: int | None = None      # a Kineto trace's baseTimeNanoseconds
+    process_names: dict = field(default_factory=dict)  # pid -> name
 
     def event(self, i: int) -> HostEvent:
         e = self.events[i]
@@ -119,7 +120,7 @@ class HostTraceBuilder:
         return np.frombuffer(self._events["start_ns"], np.int64) + np.frombuffer(self._events["dur_ns"], np.int64)
 
     def build(self, path, kind: str, thread_names: dict | None = None, base_ns: int | None = None,
-              offset_ns: int = 0) -> HostTrace:
+              offset_ns: int = 0, process_names: dict | None = None) -> HostTrace:
         """`offset_ns` is added to every start (Kineto's times are from its base)."""
         events = np.zeros(len(self._events["start_ns"]), EVENT)
         for key, column in self._events.items():
@@ -133,7 +134,8 @@ class HostTraceBuilder:
         kernels["start_ns"] += offset_ns
         kernels = kernels[np.argsort(kernels["start_ns"], kind="stable")]
         return HostTrace(str(path), kind, events, kernels, list(self._names), list(self._tracks),
-                         list(self._categories), thread_names or {}, base_ns=base_ns)
+                         list(self._categories), thread_names or {}, base_ns=base_ns,
+                         process_names=process_names or {})
 
 
 def check_time(start_ns: int, dur_ns: int, where: str) -> None:

@@ -11,6 +11,7 @@ from .lanes import assign_lanes
 from .protowire import Rows
 from .writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
 
+PACKETS_PER_BATCH = 1 << 17
 KIND_TITLES = {"pytorch-profiler": "PyTorch profiler", "nsys": "Nsight Systems"}
 
 
@@ -65,16 +66,20 @@ def write_host_trace(w: TraceWriter, host, related: bool, shift_ns: int = 0, res
     order = np.lexsort((rank, marks))
     k = np.concatenate([np.arange(n), np.arange(n)])[order]
     begin = order < n
-    tracks = (first_uuid[grp] + lane.astype(np.uint64))[k]
-    name_iid = (ev["name"].astype(np.uint64) + np.uint64(1))[k]
-    te = (Rows(len(k)).varint_field(9, np.where(begin, pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END))
-          .varint_field(11, tracks).varint_field(10, name_iid, present=begin))
+    tracks = first_uuid[grp] + lane.astype(np.uint64)
+    name_iid = ev["name"].astype(np.uint64) + np.uint64(1)
     categories = [c.encode() for c in host.categories]
-    cat = Rows(len(k)).varint_field(1, 1).bytes_field(6, [categories[c] for c in ev["category"][k].tolist()],
-                                                      present=begin)
-    te.message_field(4, cat, present=begin)
-    packets = Rows(len(k)).varint_field(8, marks[order].astype(np.uint64))
-    if related:
-        packets.varint_field(58, REALTIME)
-    w.rows(packets.message_field(11, te).varint_field(10, seq).varint_field(13, SEQ_NEEDS, present=begin))
+    times = marks[order].astype(np.uint64)
+    for lo in range(0, 2 * n, PACKETS_PER_BATCH):  # encoded a batch at a time: memory stays bounded
+        part = slice(lo, lo + PACKETS_PER_BATCH)
+        kk, bb = k[part], begin[part]
+        te = (Rows(len(kk)).varint_field(9, np.where(bb, pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END))
+              .varint_field(11, tracks[kk]).varint_field(10, name_iid[kk], present=bb))
+        cat = Rows(len(kk)).varint_field(1, 1).bytes_field(6, [categories[c] for c in ev["category"][kk].tolist()],
+                                                           present=bb)
+        te.message_field(4, cat, present=bb)
+        packets = Rows(len(kk)).varint_field(8, times[part])
+        if related:
+            packets.varint_field(58, REALTIME)
+        w.rows(packets.message_field(11, te).varint_field(10, seq).varint_field(13, SEQ_NEEDS, present=bb))
     return n
