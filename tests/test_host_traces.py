@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 import gpuobs
-from gpuobs import analysis
+from gpuobs.analysis import launches as analysis
 from gpuobs.cli import app
 from gpuobs.host_traces.kineto import HostTraceError, load_kineto
 from gpuobs.perfetto_export.export import ExportOptions, export

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuobs.native_build import NativeUnavailable, build, find_toolchain
+from gpuobs.record.native_build import NativeUnavailable, build, find_toolchain
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +72,7 @@ def test_a_process_that_never_uses_cuda_writes_no_recording(native, tmp_path):
 
 def test_the_tools_writer_is_read_by_the_python_reader(tmp_path):
     import gpuobs
-    from gpuobs import analysis
+    from gpuobs.analysis import launches as analysis
     from gpuobs.native_sources import native_root
     cxx = shutil.which("g++") or shutil.which("c++")
     if cxx is None:

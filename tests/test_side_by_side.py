@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import gpuobs
-from gpuobs import analysis
+from gpuobs.analysis import launches as analysis
 from gpuobs.host_traces.kineto import load_kineto
 from gpuobs.perfetto_export.api_tracks import flow_id
 from gpuobs.perfetto_export.export import ExportOptions, export

@@ -24,7 +24,7 @@ def _fail(message: str, code: int = 2):
 
 
 def _load(path: Path, salvage: bool):
-    from .reader import load
+    from .recording_file.reader import load
     try:
         rec = load(path, salvage=salvage)
     except RecordingError as exc:
@@ -62,8 +62,8 @@ def record(
     force: bool = typer.Option(False, "--force", "-f", help="overwrite an existing recording"),
 ):
     """Run a program with every kernel patched: gpuobs record [OPTIONS] -- CMD [ARGS...]"""
-    from .native_build import NativeUnavailable, build
-    from .record import RecordOptions, child_recordings, mode_names, outputs_of_run, run_recorded, tool_environment
+    from .record.native_build import NativeUnavailable, build
+    from .record.run import RecordOptions, child_recordings, mode_names, outputs_of_run, run_recorded, tool_environment
 
     cmd = list(ctx.args)
     if not cmd:
@@ -109,8 +109,8 @@ def record(
 
 
 def _print_summary(path: Path) -> None:
-    from .analysis import summary
-    from .reader import load
+    from .analysis.launches import summary
+    from .recording_file.reader import load
     try:
         rec = load(path, salvage=True)
     except RecordingError as exc:
@@ -139,7 +139,7 @@ def info(recording: Path = typer.Argument(Path("gpuobs.gpuobs")),
          salvage: bool = typer.Option(False, "--salvage", help="keep what precedes damage"),
          as_json: bool = typer.Option(False, "--json")):
     """A recording's summary: mode, launches, counts, drops."""
-    from .analysis import summary
+    from .analysis.launches import summary
     rec = _load(recording, salvage)
     s = summary(rec)
     if as_json:
@@ -152,7 +152,7 @@ def info(recording: Path = typer.Argument(Path("gpuobs.gpuobs")),
 
 def _default_inputs() -> List[Path]:
     """What `gpuobs record` writes by default here: gpuobs.gpuobs and its child processes' files."""
-    from .record import child_recordings
+    from .record.run import child_recordings
     main = Path("gpuobs.gpuobs")
     return ([main] if main.exists() else []) + child_recordings(main)
 
@@ -270,7 +270,7 @@ def stats(recording: Path = typer.Argument(Path("gpuobs.gpuobs")),
           salvage: bool = typer.Option(False, "--salvage")):
     """Per kernel: launches, blocks, SMs touched, block-duration percentiles, exact counts, drops."""
     from rich.table import Table
-    from .analysis import kernel_stats
+    from .analysis.launches import kernel_stats
     rows = kernel_stats(_load(recording, salvage))
     if as_json:
         out.print_json(json.dumps(rows))
@@ -292,7 +292,7 @@ def plot_cmd(recording: Path = typer.Argument(Path("gpuobs.gpuobs")),
              output: Path = typer.Option(Path("gpuobs.png"), "-o", "--output", help="PNG to write"),
              salvage: bool = typer.Option(False, "--salvage")):
     """SM x time occupancy heatmap and block-duration histograms (needs matplotlib)."""
-    from .plot import PlotUnavailable, plot
+    from .analysis.plot import PlotUnavailable, plot
     rec = _load(recording, salvage)
     try:
         written = plot(rec, output)
@@ -311,7 +311,7 @@ def trim(recording: Path = typer.Argument(..., help="recording to read"),
          salvage: bool = typer.Option(False, "--salvage")):
     """Copy part of a recording (whole flush windows), e.g. to share the interesting part."""
     from .perfetto_export.export import ExportError, parse_range
-    from .writer import copy_recording
+    from .recording_file.recording_writer import copy_recording
     if output.resolve() == recording.resolve():
         _fail("trim writes a new file: give an output other than the input")
     try:
@@ -327,7 +327,7 @@ def trim(recording: Path = typer.Argument(..., help="recording to read"),
 @app.command(name="build")
 def build_cmd(force: bool = typer.Option(False, "--force", help="rebuild even if cached")):
     """Build the native tool and device patches (done on demand by `record`)."""
-    from .native_build import NativeUnavailable, build
+    from .record.native_build import NativeUnavailable, build
     try:
         b = build(force=force)
     except NativeUnavailable as exc:

@@ -10,8 +10,9 @@ from typing import Callable, Optional
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from .. import analysis, schema
-from ..recording import Recording
+from ..analysis import launches as analysis
+from ..recording_file import schema
+from ..recording_file.recording import Recording
 from .api_tracks import flow_id, write_api_calls
 from .blocks import BlockSlices, encode_blocks
 from .clock import ClockRelation, clock_relation
@@ -19,7 +20,7 @@ from ..host_traces.matching import kernel_alignment, match_kernels
 from .host_tracks import write_host_trace
 from .lanes import assign_lanes
 from .protowire import Rows
-from .writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
+from .trace_writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
 
 KERNEL_ARGS = ["launch", "grid", "block_dim", "stream", "blocks_recorded", "blocks_dropped", "counted",
                "count_shared_by", "graph_replay", "raced_flush", "uninstrumented_ns", "instrumentation_cost",

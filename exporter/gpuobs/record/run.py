@@ -7,7 +7,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import schema
+from ..recording_file import schema
 from .native_build import NativeBuild
 
 DEFAULT_OUTPUT = "gpuobs.gpuobs"
