@@ -248,16 +248,16 @@ def _print_export_summary(summary, output: Path) -> None:
         else:
             out.print(f"  CUDA API calls of pid {a.pid}: {a.calls:,} recorded, not shown: {a.why_not}", highlight=False)
     for h in summary.hosts:
-        shift = (f"; shifted {h['shift_ns'] / 1e6:+.3f} ms to line up kernels (residual {h['residual_ns'] / 1e3:.1f} us)"
-                 if h["shift_ns"] else "")
-        out.print(f"  host trace {h['path']}: {h['events']:,} events, {h['matched']:,} of {h['kernels']:,} kernels "
-                  f"matched ({h['unmatched_gpuobs']:,} gpuobs launches unmatched); clock {h['clock']}{shift}",
+        shift = (f"; shifted {h.shift_ns / 1e6:+.3f} ms to line up kernels (residual {h.residual_ns / 1e3:.1f} us)"
+                 if h.shift_ns else "")
+        out.print(f"  host trace {h.path}: {h.events:,} events, {h.matched:,} of {h.kernels:,} kernels "
+                  f"matched ({h.unmatched_gpuobs:,} gpuobs launches unmatched); clock {h.clock}{shift}",
                   highlight=False)
-        if h["before_boot"]:
-            out.print(f"  warning: {h['before_boot']:,} of its {h['events']:,} events fall before the recording "
+        if h.before_boot:
+            out.print(f"  warning: {h.before_boot:,} of its {h.events:,} events fall before the recording "
                       "machine's boot on its REALTIME clock (a run from an earlier boot or another machine); "
                       "Perfetto drops them. Add --align kernels to place the run by its kernels.", highlight=False)
-        for row in h["per_kernel"][:8]:
+        for row in h.per_kernel[:8]:
             out.print(f"    {row['kernel'][:70]}: {row['matched']} matched, uninstrumented {row['uninstrumented_us']:.1f} us, "
                       f"instrumented {row['instrumented_us']:.1f} us ({row['ratio']:.2f}x)", highlight=False)
     out.print("Open it at ui.perfetto.dev, or in trace_processor.", highlight=False)
@@ -310,13 +310,13 @@ def trim(recording: Path = typer.Argument(..., help="recording to read"),
          flushes: str = typer.Option(..., "--flushes", help="flush windows START:END to keep (END excluded)"),
          salvage: bool = typer.Option(False, "--salvage")):
     """Copy part of a recording (whole flush windows), e.g. to share the interesting part."""
-    from .perfetto_export.export import ExportError, parse_range
+    from .ranges import RangeError, parse_range
     from .recording_file.recording_writer import copy_recording
     if output.resolve() == recording.resolve():
         _fail("trim writes a new file: give an output other than the input")
     try:
         window = parse_range(flushes, "--flushes")
-    except ExportError as exc:
+    except RangeError as exc:
         _fail(str(exc))
     copy_recording(_load(recording, salvage), output, window)
     kept = _load(output, False)
