@@ -77,7 +77,7 @@ class PerfettoUI:
         debug_port = _free_port()
         url = f"http://127.0.0.1:{port}/ui/index.html#!/?url=http://127.0.0.1:{port}/trace.pftrace"
         self._browser = subprocess.Popen(
-            [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            [chromium(), "--headless", "--no-sandbox", "--remote-allow-origins=*", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              "--disable-dev-shm-usage", f"--user-data-dir={root / 'profile'}",
              f"--remote-debugging-port={debug_port}", "--window-size=1600,1000", url],

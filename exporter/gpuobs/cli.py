@@ -129,9 +129,15 @@ def _print_summary(path: Path) -> None:
         + (f"; {s['unconfirmed_ends']:,} block ends stamped by a later replay (flagged)" if s["unconfirmed_ends"] else "")
         + (f"; {len(rec.api_calls):,} CUDA API calls" if len(rec.api_calls) else "")
         + (f"; {s['unrecorded_launches']:,} launches ran outside recording windows (unpatched, not in the trace)"
-           if s["unrecorded_launches"] else ""),
+           if s["unrecorded_launches"] else "")
+        + (f"; {s['device_launches']:,} of the launches were made by kernels (dynamic parallelism)"
+           if s["device_launches"] else ""),
         highlight=False,
     )
+    # What the tool could not record, said once more after the program's own output.
+    for note in s["notices"]:
+        err.print(f"gpuobs: {path}: {'NOTHING WAS RECORDED: ' if s['launches'] == 0 else ''}{note}",
+                  highlight=False, markup=False)
 
 
 @app.command()

@@ -55,7 +55,7 @@ def launch_index_of_events(rec: Recording) -> np.ndarray:
     # have run: it is also a candidate in the window before, so that replays
     # sharing its grid id there are split among all of them.
     lf = rec.launch_flushes
-    raced = np.flatnonzero(((launches["flags"] & 2) != 0) & (lf > 0) & (lf != 0xFFFFFFFF))
+    raced = np.flatnonzero(((launches["flags"] & schema.LaunchFlag.RACED_FLUSH) != 0) & (lf > 0) & (lf != 0xFFFFFFFF))
     lk = np.concatenate([_key(launches["device_index"], lf, launches["grid_id"]),
                          _key(launches["device_index"][raced], lf[raced] - 1, launches["grid_id"][raced])])
     index = np.concatenate([np.arange(len(launches)), raced])
@@ -183,21 +183,37 @@ def launch_table(rec: Recording, launch_of_event: np.ndarray | None = None) -> L
                        sms_touched, grid_blocks, ends_unconfirmed)
 
 
+def counted_total(rec: Recording) -> int:
+    """Every count once: launches that shared a counter slot in one flush window
+    carry the slot's one total each, so a slot counts once per window."""
+    c = rec.launch_counts
+    if len(c) == 0:
+        return 0
+    slot = c["grid_id"] & np.uint64(schema.launch_table_size(rec.schema_hash) - 1)
+    _, first = np.unique(_key(c["device_index"], c["flush_seq"], slot), return_index=True)
+    return int(c["count"][first].sum())
+
+
+def _modules_with(rec: Recording, status) -> int:
+    return int((rec.modules["status"] == status).sum()) if len(rec.modules) else 0
+
+
 def summary(rec: Recording) -> dict:
     """The numbers `gpuobs record` prints after a run."""
     t = rec.totals
     mode = rec.run.mode_name if rec.run else "unknown"
-    counted = int(rec.launch_counts["count"].sum()) if len(rec.launch_counts) else 0
     ev = rec.events
+    flags = rec.launches["flags"]
     return {
         "mode": mode,
         "launches": int(len(rec.launches)),
+        "device_launches": int(((flags & schema.LaunchFlag.FROM_DEVICE) != 0).sum()),
         "functions": len(rec.functions),
-        "modules_patched": int((rec.modules["status"] == 1).sum()) if len(rec.modules) else 0,
-        "modules_failed": int((rec.modules["status"] == 2).sum()) if len(rec.modules) else 0,
+        "modules_patched": _modules_with(rec, schema.ModuleStatus.PATCHED),
+        "modules_failed": _modules_with(rec, schema.ModuleStatus.PATCH_FAILED),
         "block_events": int((ev["kind"] == schema.EventKind.BLOCK).sum()),
         "memory_events": int((ev["kind"] == schema.EventKind.MEMORY).sum()),
-        "counted": counted,
+        "counted": counted_total(rec),
         "attempted": t["attempted"],
         "recorded": t["recorded"],
         "dropped": t["dropped"],
@@ -206,7 +222,8 @@ def summary(rec: Recording) -> dict:
         "unconfirmed_ends": t["unconfirmed_ends"],
         "unmatched_exit_threads": t["unmatched_exit_threads"],
         "unrecorded_launches": t["unrecorded_launches"],
-        "modules_deferred": int((rec.modules["status"] == 5).sum()) if len(rec.modules) else 0,
+        "modules_deferred": _modules_with(rec, schema.ModuleStatus.DEFERRED),
+        "notices": [n.text for n in rec.notices],
         "flushes": int(len(rec.flushes)),
         "complete": rec.complete,
     }

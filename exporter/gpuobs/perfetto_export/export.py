@@ -365,8 +365,8 @@ def _kernel_packet_rows(g: GpuExport, timed, start, end, track, seq) -> Rows:
     recorded = table.blocks_recorded[i].astype(np.int64)
     counted = table.counted[i]
     shared = table.counted_shared[i]
-    graph = (l["flags"] & 1).astype(bool)
-    raced = (l["flags"] & 2).astype(bool)
+    graph = (l["flags"] & schema.LaunchFlag.GRAPH_NODE).astype(bool)
+    raced = (l["flags"] & schema.LaunchFlag.RACED_FLUSH).astype(bool)
     arg = {a: j for j, a in enumerate(KERNEL_ARGS, start=1)}
     te = (Rows(n).varint_field(9, np.where(begin, pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END))
           .varint_field(11, track[k])
