@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import gpuobs
-from gpuobs import analysis, schema
+from gpuobs.analysis import launches as analysis
+from gpuobs.recording_file import schema
 
 pytestmark = pytest.mark.gpu
 SRC = Path(__file__).resolve().parent / "gpu_programs"

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from . import schema
-from .errors import (
+from ..errors import (
     BadMagic,
     CorruptChunk,
     RecordingError,
