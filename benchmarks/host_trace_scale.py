@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from measure import measure  # noqa: E402
 
-from gpuobs import synthetic  # noqa: E402
+from gpuobs.recording_file import synthetic  # noqa: E402
 from tests.nsys_fixture import SCHEMA, global_tid  # noqa: E402
 
 BASE = 1_790_857_026_000_000_000

@@ -40,7 +40,8 @@ def run(exe: Path, mode: str, args: list, out_dir: Path) -> dict:
         result["stderr"] = proc.stderr[-600:]
     if mode != "none" and rec_path.exists():
         sys.path.insert(0, str(ROOT / "exporter"))
-        from gpuobs import analysis, load
+        from gpuobs import load
+        from gpuobs.analysis import launches as analysis
         rec = load(rec_path)
         s = analysis.summary(rec)
         table = analysis.launch_table(rec)

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from measure import measure  # noqa: E402
 
-from gpuobs import synthetic  # noqa: E402
+from gpuobs.recording_file import synthetic  # noqa: E402
 
 LOAD = "import sys, gpuobs; r = gpuobs.load(sys.argv[1]); print(len(r.flushes))"
 

@@ -15,7 +15,7 @@
 
 /* gpuobs:cdef-begin */
 #define GPUOBS_FORMAT_VERSION 1
-/* FNV-1a 64 of the canonical layout text (see gpuobs/schema.py: layout_text). */
+/* FNV-1a 64 of the canonical layout text (see gpuobs/recording_file/schema.py: layout_text). */
 #define GPUOBS_SCHEMA_HASH 0x60679c2dc9e5a77d
 #define GPUOBS_EVENT_SIZE 64
 #define GPUOBS_MAX_STRIPES 256

@@ -74,7 +74,7 @@ def test_record_refuses_bad_options_before_running_anything(tmp_path, monkeypatc
 
 def test_windows_without_the_tool_say_how_to_get_it():
     import gpuobs
-    from gpuobs.runtime import AttachError
+    from gpuobs.record.runtime import AttachError
     for turn in (gpuobs.pause, gpuobs.resume):
         with pytest.raises(AttachError, match="gpuobs record"):
             turn()
@@ -87,7 +87,7 @@ def test_plot_writes_a_heatmap(tmp_path, block_recording):
     r = runner.invoke(app, ["plot", str(block_recording), "-o", str(out)])
     assert r.exit_code == 0, r.output
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 20_000
-    from gpuobs.plot import occupancy
+    from gpuobs.analysis.plot import occupancy
     grid, _t0, width = occupancy(gpuobs.load(block_recording), 0)
     ev = gpuobs.load(block_recording).events
     busy = (ev["time_end"].astype("int64") - ev["time_start"].astype("int64")).sum()

@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import gpuobs
-from gpuobs import schema, synthetic
+from gpuobs.recording_file import schema, synthetic
 from gpuobs.cli import app
 from gpuobs.errors import RecordingError
-from gpuobs.fileformat import CHUNK_HEADER, CRC_COVERED_HEADER_BYTES, FILE_HEADER, chunk_crc
-from gpuobs.writer import RecordingWriter
+from gpuobs.recording_file.fileformat import CHUNK_HEADER, CRC_COVERED_HEADER_BYTES, FILE_HEADER, chunk_crc
+from gpuobs.recording_file.recording_writer import RecordingWriter
 
 EDGES = [0, 1, 2, 3, 31, 32, 33, 255, 256, 1023, 1024, 1025, 65535, 65536, 2**31 - 1, 2**31, 2**32 - 1, 2**32,
          2**62, 2**63 - 1, 2**63, 2**64 - 1]

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from gpuobs import synthetic
+from gpuobs.recording_file import synthetic
 from gpuobs.cli import app
 from gpuobs.host_traces.nsys import load_host_trace
 from gpuobs.host_traces.trace import HostTraceError

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuobs.native_build import NativeUnavailable, find_toolchain, patch_ptx_command
+from gpuobs.record.native_build import NativeUnavailable, find_toolchain, patch_ptx_command
 from gpuobs.native_sources import native_root
 
 

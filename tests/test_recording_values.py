@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import gpuobs
-from gpuobs import recording_checks, schema, synthetic
+from gpuobs.recording_file import recording_checks, schema, synthetic
 from gpuobs.errors import CorruptChunk, RecordingError
-from gpuobs.writer import RecordingWriter
+from gpuobs.recording_file.recording_writer import RecordingWriter
 
 EXPORTER = Path(__file__).resolve().parents[1] / "exporter"
 

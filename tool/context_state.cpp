@@ -105,16 +105,15 @@ bool ContextState::setup(std::string* error) {
     }
     // Every step says which one failed and why: a context that cannot be set up
     // runs uninstrumented, and the user is told exactly what went wrong.
-    auto step = [&](const char* what, SanitizerResult r) {
+    auto step = [&](const std::string& what, SanitizerResult r) {
         if (r == SANITIZER_SUCCESS) return true;
-        *error = std::string("cannot set up the device buffers: ") + what + " failed (" + sanitizer().describe(r) + ")";
+        *error = "cannot " + what + ": " + sanitizer().describe(r);
         return false;
     };
     if (sanitizer().get_stream_handle != nullptr &&
-        !step("sanitizerGetStreamHandle", sanitizer().get_stream_handle(ctx_, nullptr, &stream_)))
+        !step("get the context's stream handle", sanitizer().get_stream_handle(ctx_, nullptr, &stream_)))
         return false;
-    if (!step(("sanitizerAddPatchesFromFile(" + config_.patches + ")").c_str(),
-              sanitizer().add_patches_from_file(config_.patches.c_str(), ctx_)))
+    if (!step("load the device patches " + config_.patches, sanitizer().add_patches_from_file(config_.patches.c_str(), ctx_)))
         return false;
     const size_t events_bytes = stripe_count_ * stripe_capacity_ * sizeof(gpuobs_event);
     const size_t counters_bytes = GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter);
@@ -157,16 +156,18 @@ bool ContextState::setup(std::string* error) {
     uint32_t check = 0;
     // block_trace events are stamped by atomics on zeroed ends and exit counts.
     // The blocking copy at the end returns once the writes before it are done.
-    bool ok = step("copying the control block", sanitizer().memcpy_htod_async(ctl_, &ctl, sizeof ctl, stream_)) &&
-              step("copying the function table",
+    bool ok = step("initialise the device buffers (control block)",
+                   sanitizer().memcpy_htod_async(ctl_, &ctl, sizeof ctl, stream_)) &&
+              step("initialise the device buffers (function table)",
                    sanitizer().memcpy_htod_async(entries_, entries.data(), entries_bytes, stream_)) &&
-              step("clearing the launch counters", sanitizer().memset(counters_, 0, counters_bytes, stream_)) &&
-              step("clearing the block table", sanitizer().memset(block_table_, 0, table_bytes, stream_)) &&
-              step("clearing the event buffer", sanitizer().memset(events_, 0, events_bytes, stream_)) &&
-              step("reading the control block back", sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, stream_));
+              step("initialise the device buffers (launch counters)",
+                   sanitizer().memset(counters_, 0, counters_bytes, stream_)) &&
+              step("initialise the device buffers (block table)", sanitizer().memset(block_table_, 0, table_bytes, stream_)) &&
+              step("initialise the device buffers (events)", sanitizer().memset(events_, 0, events_bytes, stream_)) &&
+              step("initialise the device buffers (read back)", sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, stream_));
     if (!ok) return false;
     if (check != GPUOBS_CONTROL_MAGIC) {
-        *error = "cannot set up the device buffers: the control block read back wrong";
+        *error = "cannot initialise the device buffers: the control block read back wrong";
         return false;
     }
     function_selected_.assign(GPUOBS_FUNCTION_TABLE_SIZE, 1);

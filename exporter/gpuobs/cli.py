@@ -24,7 +24,7 @@ def _fail(message: str, code: int = 2):
 
 
 def _load(path: Path, salvage: bool):
-    from .reader import load
+    from .recording_file.reader import load
     try:
         rec = load(path, salvage=salvage)
     except RecordingError as exc:
@@ -62,8 +62,8 @@ def record(
     force: bool = typer.Option(False, "--force", "-f", help="overwrite an existing recording"),
 ):
     """Run a program with every kernel patched: gpuobs record [OPTIONS] -- CMD [ARGS...]"""
-    from .native_build import NativeUnavailable, build
-    from .record import RecordOptions, child_recordings, mode_names, outputs_of_run, run_recorded, tool_environment
+    from .record.native_build import NativeUnavailable, build
+    from .record.run import RecordOptions, child_recordings, mode_names, outputs_of_run, run_recorded, tool_environment
 
     cmd = list(ctx.args)
     if not cmd:
@@ -109,8 +109,8 @@ def record(
 
 
 def _print_summary(path: Path) -> None:
-    from .analysis import summary
-    from .reader import load
+    from .analysis.launches import summary
+    from .recording_file.reader import load
     try:
         rec = load(path, salvage=True)
     except RecordingError as exc:
@@ -145,7 +145,7 @@ def info(recording: Path = typer.Argument(Path("gpuobs.gpuobs")),
          salvage: bool = typer.Option(False, "--salvage", help="keep what precedes damage"),
          as_json: bool = typer.Option(False, "--json")):
     """A recording's summary: mode, launches, counts, drops."""
-    from .analysis import summary
+    from .analysis.launches import summary
     rec = _load(recording, salvage)
     s = summary(rec)
     if as_json:
@@ -158,7 +158,7 @@ def info(recording: Path = typer.Argument(Path("gpuobs.gpuobs")),
 
 def _default_inputs() -> List[Path]:
     """What `gpuobs record` writes by default here: gpuobs.gpuobs and its child processes' files."""
-    from .record import child_recordings
+    from .record.run import child_recordings
     main = Path("gpuobs.gpuobs")
     return ([main] if main.exists() else []) + child_recordings(main)
 
@@ -254,16 +254,16 @@ def _print_export_summary(summary, output: Path) -> None:
         else:
             out.print(f"  CUDA API calls of pid {a.pid}: {a.calls:,} recorded, not shown: {a.why_not}", highlight=False)
     for h in summary.hosts:
-        shift = (f"; shifted {h['shift_ns'] / 1e6:+.3f} ms to line up kernels (residual {h['residual_ns'] / 1e3:.1f} us)"
-                 if h["shift_ns"] else "")
-        out.print(f"  host trace {h['path']}: {h['events']:,} events, {h['matched']:,} of {h['kernels']:,} kernels "
-                  f"matched ({h['unmatched_gpuobs']:,} gpuobs launches unmatched); clock {h['clock']}{shift}",
+        shift = (f"; shifted {h.shift_ns / 1e6:+.3f} ms to line up kernels (residual {h.residual_ns / 1e3:.1f} us)"
+                 if h.shift_ns else "")
+        out.print(f"  host trace {h.path}: {h.events:,} events, {h.matched:,} of {h.kernels:,} kernels "
+                  f"matched ({h.unmatched_gpuobs:,} gpuobs launches unmatched); clock {h.clock}{shift}",
                   highlight=False)
-        if h["before_boot"]:
-            out.print(f"  warning: {h['before_boot']:,} of its {h['events']:,} events fall before the recording "
+        if h.before_boot:
+            out.print(f"  warning: {h.before_boot:,} of its {h.events:,} events fall before the recording "
                       "machine's boot on its REALTIME clock (a run from an earlier boot or another machine); "
                       "Perfetto drops them. Add --align kernels to place the run by its kernels.", highlight=False)
-        for row in h["per_kernel"][:8]:
+        for row in h.per_kernel[:8]:
             out.print(f"    {row['kernel'][:70]}: {row['matched']} matched, uninstrumented {row['uninstrumented_us']:.1f} us, "
                       f"instrumented {row['instrumented_us']:.1f} us ({row['ratio']:.2f}x)", highlight=False)
     out.print("Open it at ui.perfetto.dev, or in trace_processor.", highlight=False)
@@ -276,7 +276,7 @@ def stats(recording: Path = typer.Argument(Path("gpuobs.gpuobs")),
           salvage: bool = typer.Option(False, "--salvage")):
     """Per kernel: launches, blocks, SMs touched, block-duration percentiles, exact counts, drops."""
     from rich.table import Table
-    from .analysis import kernel_stats
+    from .analysis.launches import kernel_stats
     rows = kernel_stats(_load(recording, salvage))
     if as_json:
         out.print_json(json.dumps(rows))
@@ -298,7 +298,7 @@ def plot_cmd(recording: Path = typer.Argument(Path("gpuobs.gpuobs")),
              output: Path = typer.Option(Path("gpuobs.png"), "-o", "--output", help="PNG to write"),
              salvage: bool = typer.Option(False, "--salvage")):
     """SM x time occupancy heatmap and block-duration histograms (needs matplotlib)."""
-    from .plot import PlotUnavailable, plot
+    from .analysis.plot import PlotUnavailable, plot
     rec = _load(recording, salvage)
     try:
         written = plot(rec, output)
@@ -316,13 +316,13 @@ def trim(recording: Path = typer.Argument(..., help="recording to read"),
          flushes: str = typer.Option(..., "--flushes", help="flush windows START:END to keep (END excluded)"),
          salvage: bool = typer.Option(False, "--salvage")):
     """Copy part of a recording (whole flush windows), e.g. to share the interesting part."""
-    from .perfetto_export.export import ExportError, parse_range
-    from .writer import copy_recording
+    from .ranges import RangeError, parse_range
+    from .recording_file.recording_writer import copy_recording
     if output.resolve() == recording.resolve():
         _fail("trim writes a new file: give an output other than the input")
     try:
         window = parse_range(flushes, "--flushes")
-    except ExportError as exc:
+    except RangeError as exc:
         _fail(str(exc))
     copy_recording(_load(recording, salvage), output, window)
     kept = _load(output, False)
@@ -333,7 +333,7 @@ def trim(recording: Path = typer.Argument(..., help="recording to read"),
 @app.command(name="build")
 def build_cmd(force: bool = typer.Option(False, "--force", help="rebuild even if cached")):
     """Build the native tool and device patches (done on demand by `record`)."""
-    from .native_build import NativeUnavailable, build
+    from .record.native_build import NativeUnavailable, build
     try:
         b = build(force=force)
     except NativeUnavailable as exc:

@@ -15,7 +15,7 @@
 
 #define CHECK(x) do { CUresult r = (x); if (r != CUDA_SUCCESS) { const char* s = nullptr; cuGetErrorString(r, &s); std::fprintf(stderr, "%s: %s\n", #x, s ? s : "?"); std::exit(3); } } while (0)
 
-struct TruthRow { unsigned long long v[6]; };
+struct TruthRow { unsigned long long v[7]; };  // truth.cuh's layout
 
 int main(int argc, char** argv) {
     if (argc < 4) { std::fprintf(stderr, "usage: driver_only KERNELS.ptx OUT.bin CONTEXT_KIND\n"); return 2; }

@@ -13,6 +13,7 @@ struct TruthRow {
     unsigned long long t_first;
     unsigned long long t_last_inv;
     unsigned long long tag;         // which launch kind (see ground_truth.cu)
+    unsigned long long t_leader;    // thread (0,0,0)'s own first read: the thread whose entry gpuobs times
 };
 
 __device__ __forceinline__ unsigned long long truth_timer() {
@@ -35,6 +36,7 @@ __device__ __forceinline__ TruthRow* truth_begin(TruthRow* rows, unsigned long l
         r->block_xy = blockIdx.x | ((unsigned long long)blockIdx.y << 32);
         r->block_z_sm = blockIdx.z | ((unsigned long long)sm << 32);
         r->tag = tag;
+        r->t_leader = t;
     }
     return r;
 }

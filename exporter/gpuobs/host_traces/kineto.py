@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..input_files import describe, open_regular
-from ..recording_checks import TIME_LIMIT_NS
+from ..recording_file.recording_checks import TIME_LIMIT_NS
 from .json_stream import JsonStreamError, read_object
 from .trace import MAX_CATEGORY_CHARS, NO_DIMS, HostKernel, HostTrace, HostTraceBuilder, HostTraceError  # noqa: F401
 

@@ -20,7 +20,7 @@ import sqlite3
 from pathlib import Path
 
 from ..input_files import describe, open_regular
-from ..recording_checks import TIME_LIMIT_NS
+from ..recording_file.recording_checks import TIME_LIMIT_NS
 from .kineto import load_kineto
 from .trace import HostTrace, HostTraceBuilder, HostTraceError
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..recording_checks import TIME_LIMIT_NS
+from ..recording_file.recording_checks import TIME_LIMIT_NS
 
 EVENT = np.dtype([("start_ns", "<i8"), ("dur_ns", "<i8"), ("track", "<i4"), ("name", "<i4"), ("category", "<i4")])
 KERNEL = np.dtype([("device", "<i8"), ("stream", "<i8"), ("name", "<i4"), ("grid", "<i8", (3,)),

@@ -35,7 +35,7 @@ def manifest(host_entries: list, related: bool) -> dict:
 
 
 def write_archive(out_path, trace_path, hosts: list, summaries: list, related: bool) -> int:
-    """`hosts` and `summaries` (ExportSummary.hosts rows) in the same order."""
+    """`hosts` and `summaries` (ExportSummary.hosts: HostSummary) in the same order."""
     if not related:
         raise ExportError("--archive needs a measured clock relation (the recording has no clock probe samples, "
                           "or --clock device): without it the host traces cannot be placed")
@@ -46,7 +46,7 @@ def write_archive(out_path, trace_path, hosts: list, summaries: list, related: b
                               "export without --archive to get its events converted into the trace")
         base = host.base_ns  # read with the trace: the file is not parsed again
         name = f"host{len(entries)}_{Path(host.path).name}"
-        entries.append((name, int(base) + int(row["shift_ns"]), int(row["shift_ns"])))
+        entries.append((name, int(base) + int(row.shift_ns), int(row.shift_ns)))
         members.append((name, Path(host.path)))
     try:
         with zipfile.ZipFile(out_path, "w", compression=zipfile.ZIP_DEFLATED) as z:

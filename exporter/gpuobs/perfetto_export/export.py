@@ -10,8 +10,10 @@ from typing import Callable, Optional
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from .. import analysis, schema
-from ..recording import Recording
+from ..analysis import launches as analysis
+from ..recording_file import schema
+from ..ranges import RangeError, parse_duration, parse_range
+from ..recording_file.recording import Recording
 from .api_tracks import flow_id, write_api_calls
 from .blocks import BlockSlices, encode_blocks
 from .clock import ClockRelation, clock_relation
@@ -19,7 +21,7 @@ from ..host_traces.matching import kernel_alignment, match_kernels
 from .host_tracks import write_host_trace
 from .lanes import assign_lanes
 from .protowire import Rows
-from .writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
+from .trace_writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
 
 KERNEL_ARGS = ["launch", "grid", "block_dim", "stream", "blocks_recorded", "blocks_dropped", "counted",
                "count_shared_by", "graph_replay", "raced_flush", "uninstrumented_ns", "instrumentation_cost",
@@ -61,10 +63,26 @@ class GpuSummary:
 
 
 @dataclass
+class HostSummary:
+    """One --host trace: how its kernels matched the recording's, and where it was placed."""
+    path: str
+    events: int
+    kernels: int
+    matched: int
+    unmatched_gpuobs: int
+    unmatched_host: int
+    per_kernel: list          # rows: kernel, matched, uninstrumented_us, instrumented_us, ratio
+    shift_ns: int
+    residual_ns: int
+    clock: str
+    before_boot: int          # events Perfetto drops: before the recording machine's boot
+
+
+@dataclass
 class ExportSummary:
-    gpus: list = field(default_factory=list)
+    gpus: list = field(default_factory=list)    # GpuSummary per GPU of each recording
     api: list = field(default_factory=list)     # ApiSummary per recording with --api-trace calls
-    hosts: list = field(default_factory=list)   # one dict per host trace: matching and per-kernel cost
+    hosts: list = field(default_factory=list)   # HostSummary per host trace
     tracks: int = 0
     bytes: int = 0
 
@@ -82,24 +100,47 @@ class ExportSummary:
         return any(g.clock.startswith("measured") for g in self.gpus)
 
 
-_UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+@dataclass
+class GpuExport:
+    """One GPU of one recording while it is written: what every step of its export reads.
+    The recording's part (launches, filters, host matches) is the same for all its GPUs."""
+    w: TraceWriter
+    rec: Recording
+    rec_index: int                       # the recording's place in the export (flow ids)
+    device: int
+    opts: ExportOptions
+    launch_of_event: np.ndarray          # index into rec.launches per event, -1 unresolved
+    table: analysis.LaunchTable
+    keep_launch: np.ndarray              # per launch: passes --kernels and --launches
+    window: Optional[tuple]              # --time-window on the device clock, or None
+    host_dur: dict                       # launch index -> its duration in the uninstrumented --host run
+    api_calls: np.ndarray                # --api-trace call ids of the recording
+    clock: ClockRelation = field(init=False)
+    names: dict = field(init=False)      # name iid -> kernel name
+    iid_of_slot: dict = field(init=False)
+    track: int = 0                       # the GPU's group track, once written
+
+    def __post_init__(self):
+        pid = self.rec.run.pid if self.rec.run else 0
+        samples = self.rec.clock_samples
+        self.clock = clock_relation(samples[samples["device_index"] == self.device], pid, self.device, self.opts.clock)
+        self.names, self.iid_of_slot = _kernel_names(self.rec, self.device)
+
+    @property
+    def ev(self) -> np.ndarray:
+        return self.rec.events
+
+    @property
+    def flow_calls(self) -> Optional[np.ndarray]:
+        """The API calls whose flows end on this GPU's kernel slices: none unless its clock is related."""
+        return self.api_calls if self.clock.measured and len(self.api_calls) else None
 
 
-def parse_duration(text: str) -> int:
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ns|us|ms|s)?\s*", text)
-    if not m:
-        raise ExportError(f"time {text!r} is not a number with an optional unit (ns, us, ms, s)")
-    return int(float(m.group(1)) * _UNITS[m.group(2) or "ns"])
-
-
-def parse_range(text: str, what: str, parse=int) -> tuple[Optional[int], Optional[int]]:
-    if ":" not in text:
-        raise ExportError(f"{what} {text!r} must look like START:END (either side may be empty)")
-    lo, hi = text.split(":", 1)
+def _range(text: str, what: str, parse=int):
     try:
-        return (parse(lo) if lo.strip() else None, parse(hi) if hi.strip() else None)
-    except ValueError as exc:
-        raise ExportError(f"{what} {text!r}: {exc}") from None
+        return parse_range(text, what, parse)
+    except RangeError as exc:
+        raise ExportError(str(exc)) from None
 
 
 def _launch_filter(rec: Recording, opts: ExportOptions) -> np.ndarray:
@@ -112,7 +153,7 @@ def _launch_filter(rec: Recording, opts: ExportOptions) -> np.ndarray:
         names = [rec.function(int(l["device_index"]), int(l["function_slot"])) for l in rec.launches]
         keep &= np.array([bool(pattern.search(f.name) or pattern.search(f.mangled)) for f in names], bool)
     if opts.launches:
-        lo, hi = parse_range(opts.launches, "--launches")
+        lo, hi = _range(opts.launches, "--launches")
         ids = rec.launches["launch_id"].astype(np.int64)
         if lo is not None:
             keep &= ids >= lo
@@ -145,15 +186,15 @@ def export(recordings: list[Recording], out_path, opts: ExportOptions | None = N
         keep_launch = _launch_filter(rec, opts)
         devices = sorted(set(rec.devices["device_index"].tolist()) | set(rec.event_devices.tolist())
                          | set(rec.launches["device_index"].tolist()))
-        ev = rec.events
-        window = _time_window(ev, opts)
+        window = _time_window(rec.events, opts)
         # --api-trace: flows from calls to kernel slices, on GPUs whose clock is related
         calls = np.unique(rec.api_calls["call_id"])
         flowed, rec_related = [], False
         for device in devices:
             say(f"encoding GPU {device} of {rec.path}")
-            gpu = _export_gpu(w, rec, device, ev, launch_of_event, table, keep_launch, window, opts, host_dur,
-                              calls, rec_index)
+            gpu = _export_gpu(GpuExport(w=w, rec=rec, rec_index=rec_index, device=device, opts=opts,
+                                        launch_of_event=launch_of_event, table=table, keep_launch=keep_launch,
+                                        window=window, host_dur=host_dur, api_calls=calls))
             rec_related |= gpu.clock.startswith("measured")
             summary.gpus.append(gpu)
             flowed.append(gpu.flowed_launches)
@@ -176,12 +217,12 @@ def export(recordings: list[Recording], out_path, opts: ExportOptions | None = N
 def _time_window(ev: np.ndarray, opts: ExportOptions):
     if not opts.time_window or len(ev) == 0:
         return None
-    lo, hi = parse_range(opts.time_window, "--time-window", parse_duration)
+    lo, hi = _range(opts.time_window, "--time-window", parse_duration)
     t0 = int(ev["time_start"].min())
     return (t0 + lo if lo is not None else 0, t0 + hi if hi is not None else np.iinfo(np.uint64).max)
 
 
-def _export_host(w, host, matches, related, opts, boot_realtime_ns=None) -> dict:
+def _export_host(w, host, matches, related, opts, boot_realtime_ns=None) -> HostSummary:
     best = max(matches, key=lambda m: len(m[3].launch_index), default=None)
     shift = residual = 0
     matched = len(best[3].launch_index) if best else 0
@@ -198,18 +239,16 @@ def _export_host(w, host, matches, related, opts, boot_realtime_ns=None) -> dict
     before_boot = 0
     if related and boot_realtime_ns is not None:
         before_boot = int((host.events["start_ns"] + shift < boot_realtime_ns).sum())
-    return {"path": host.path, "events": len(host.events), "kernels": len(host.kernels), "matched": matched,
-            "unmatched_gpuobs": best[3].unmatched_launches if best else 0,
-            "unmatched_host": best[3].unmatched_host if best else len(host.kernels),
-            "per_kernel": best[3].per_kernel if best else [], "shift_ns": shift, "residual_ns": residual,
-            "clock": "REALTIME" if related else "none (raw REALTIME ns)", "before_boot": before_boot}
+    return HostSummary(path=host.path, events=len(host.events), kernels=len(host.kernels), matched=matched,
+                       unmatched_gpuobs=best[3].unmatched_launches if best else 0,
+                       unmatched_host=best[3].unmatched_host if best else len(host.kernels),
+                       per_kernel=best[3].per_kernel if best else [], shift_ns=shift, residual_ns=residual,
+                       clock="REALTIME" if related else "none (raw REALTIME ns)", before_boot=before_boot)
 
 
-def _export_gpu(w: TraceWriter, rec: Recording, device: int, ev, launch_of_event, table, keep_launch, window,
-                opts: ExportOptions, host_dur: dict | None = None, api_calls: np.ndarray | None = None,
-                rec_index: int = 0) -> GpuSummary:
+def _export_gpu(g: GpuExport) -> GpuSummary:
+    w, rec, device, ev, clock, opts = g.w, g.rec, g.device, g.ev, g.clock, g.opts
     pid = rec.run.pid if rec.run else 0
-    clock = clock_relation(rec.clock_samples[rec.clock_samples["device_index"] == device], pid, device, opts.clock)
     name = rec.device_name(device)
     label = f"GPU {device}: {name}" + (f" (pid {pid})" if pid else "") + " - device clock"
     s = GpuSummary(label=label, clock=("measured, +/- %.1f us" % (clock.uncertainty_ns / 1e3)) if clock.measured
@@ -220,37 +259,32 @@ def _export_gpu(w: TraceWriter, rec: Recording, device: int, ev, launch_of_event
         s0 = clock.samples[0]
         s.boot_realtime_ns = ((int(s0["realtime_before"]) + int(s0["realtime_after"])) // 2
                               - (int(s0["boottime_before"]) + int(s0["boottime_after"])) // 2)
-    gpu = w.track(label, description=clock.describe() + _drop_note(rec, device) + _window_note(rec, device))
+    g.track = w.track(label, description=clock.describe() + _drop_note(rec, device) + _window_note(rec, device))
 
     on_device = rec.event_devices == device
-    resolved = launch_of_event >= 0
-    sel = on_device & (~resolved | keep_launch[np.maximum(launch_of_event, 0)])
+    resolved = g.launch_of_event >= 0
+    sel = on_device & (~resolved | g.keep_launch[np.maximum(g.launch_of_event, 0)])
     if opts.kernels or opts.launches:
         sel &= resolved
-    if window is not None:
-        sel &= (ev["time_start"] >= window[0]) & (ev["time_start"] < window[1])
+    if g.window is not None:
+        sel &= (ev["time_start"] >= g.window[0]) & (ev["time_start"] < g.window[1])
     is_block = ev["kind"] == schema.EventKind.BLOCK
     blocks = np.flatnonzero(sel & is_block)
     mem = np.flatnonzero(sel & (ev["kind"] == schema.EventKind.MEMORY))
 
-    names, iid_of_slot = _kernel_names(rec, device)
-    dev_launches = np.flatnonzero((rec.launches["device_index"] == device) & keep_launch)
-    s.kernel_slices, s.launches_without_time, timed = _kernel_slices(w, rec, gpu, dev_launches, table, names,
-                                                                     iid_of_slot, clock, window, host_dur or {},
-                                                                     api_calls if clock.measured else None,
-                                                                     rec_index)
-    if api_calls is not None and len(api_calls) and clock.measured:
-        s.flowed_launches = timed[np.isin(rec.launches["api_call_id"][timed], api_calls)]
+    dev_launches = np.flatnonzero((rec.launches["device_index"] == device) & g.keep_launch)
+    s.kernel_slices, s.launches_without_time, timed = _kernel_slices(g, dev_launches)
+    if g.flow_calls is not None:
+        s.flowed_launches = timed[np.isin(rec.launches["api_call_id"][timed], g.flow_calls)]
     if len(blocks):
-        s.sms, s.lanes = _block_tracks_and_slices(w, rec, gpu, ev, blocks, launch_of_event, names, iid_of_slot,
-                                                  clock, opts)
+        s.sms, s.lanes = _block_tracks_and_slices(g, blocks)
         s.block_slices = len(blocks)
     if len(mem):
         s.memory_events = len(mem)
-        s.accesses_counted = _memory_counters(w, rec, gpu, ev, mem, launch_of_event, table, clock, opts)
+        s.accesses_counted = _memory_counters(g, mem)
     s.dropped = int(rec.flushes["dropped"][rec.flushes["device_index"] == device].sum())
     s.unrecorded_launches = int(rec.flushes["unrecorded_launches"][rec.flushes["device_index"] == device].sum())
-    _drop_counter(w, rec, gpu, device, ev, clock)
+    _drop_counter(g)
     return s
 
 
@@ -287,8 +321,8 @@ def _ts(pkt: pb.TracePacket, t: int, clock: ClockRelation) -> None:
         pkt.timestamp_clock_id = clock.clock_id
 
 
-def _kernel_slices(w, rec, gpu, launches, table, names, iid_of_slot, clock, window, host_dur, api_calls=None,
-                   rec_index=0):
+def _kernel_slices(g: GpuExport, launches: np.ndarray):
+    w, table, window = g.w, g.table, g.window
     has_time = table.first_start[launches] > 0
     if window is not None:
         has_time &= (table.first_start[launches] >= window[0]) & (table.first_start[launches] < window[1])
@@ -299,25 +333,25 @@ def _kernel_slices(w, rec, gpu, launches, table, names, iid_of_slot, clock, wind
     start = table.first_start[timed]
     end = np.maximum(table.last_end[timed], start)
     lane = assign_lanes(np.zeros(len(timed), np.int64), start, end)
-    lanes = [w.track("Kernels", parent=gpu, rank=0, merge_key=f"kernels-{gpu}",
+    lanes = [w.track("Kernels", parent=g.track, rank=0, merge_key=f"kernels-{g.track}",
                      description="One slice per launch: its first block's start to its last block's end.")
              for _ in range(int(lane.max()) + 1)]
     seq = w.new_sequence()
     first = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_CLEARED)
-    for iid, name in names.items():
+    for iid, name in g.names.items():
         first.interned_data.event_names.add(iid=iid, name=name)
     for i, arg in enumerate(KERNEL_ARGS, start=1):
         first.interned_data.debug_annotation_names.add(iid=i, name=arg)
     w.packet(first)
-    w.rows(_kernel_packet_rows(rec, table, timed, start, end, np.asarray(lanes, np.uint64)[lane], seq,
-                               iid_of_slot, clock, host_dur, api_calls, rec_index))
+    w.rows(_kernel_packet_rows(g, timed, start, end, np.asarray(lanes, np.uint64)[lane], seq))
     return len(timed), missing, timed
 
 
-def _kernel_packet_rows(rec, table, timed, start, end, track, seq, iid_of_slot, clock, host_dur,
-                        api_calls=None, rec_index=0) -> Rows:
+def _kernel_packet_rows(g: GpuExport, timed, start, end, track, seq) -> Rows:
     """Begin and end packets of the kernel slices, in time order (at equal times an
     end closes before a begin opens), encoded in bulk."""
+    rec, table, iid_of_slot, clock, host_dur = g.rec, g.table, g.iid_of_slot, g.clock, g.host_dur
+    api_calls = g.flow_calls
     m = len(timed)
     zero = end <= start
     times = np.concatenate([start, end]).astype(np.uint64)
@@ -368,9 +402,9 @@ def _kernel_packet_rows(rec, table, timed, start, end, track, seq, iid_of_slot, 
         cost = [f"{sp / u:.2f}x".encode() if u > 0 else b"" for sp, u in zip(spans, unins)]
         ann = Rows(n).varint_field(1, arg["instrumentation_cost"]).bytes_field(6, cost, present=begin & has)
         te.message_field(4, ann, present=begin & has)
-    if api_calls is not None and len(api_calls):  # the end of the flow from the API call that made this launch
+    if api_calls is not None:  # the end of the flow from the API call that made this launch
         made = np.isin(l["api_call_id"], api_calls)
-        te.fixed64_repeated_field(48, flow_id(rec_index, l["launch_id"]), np.where(begin & made, 1, 0))
+        te.fixed64_repeated_field(48, flow_id(g.rec_index, l["launch_id"]), np.where(begin & made, 1, 0))
     packets = Rows(n).varint_field(8, times[order])
     if clock.measured:
         packets.varint_field(58, clock.clock_id)
@@ -378,7 +412,8 @@ def _kernel_packet_rows(rec, table, timed, start, end, track, seq, iid_of_slot, 
             .varint_field(13, SEQ_NEEDS, present=begin))
 
 
-def _block_tracks_and_slices(w, rec, gpu, ev, blocks, launch_of_event, names, iid_of_slot, clock, opts):
+def _block_tracks_and_slices(g: GpuExport, blocks: np.ndarray):
+    w, rec, ev, launch_of_event = g.w, g.rec, g.ev, g.launch_of_event
     every = len(blocks) == len(ev)  # the common case: no filter, so columns need no gather
 
     def col(name):
@@ -388,7 +423,7 @@ def _block_tracks_and_slices(w, rec, gpu, ev, blocks, launch_of_event, names, ii
     start = col("time_start")
     end = np.maximum(col("time_end"), start)
     lane = assign_lanes(sm, start, end)
-    sms_group = w.track("SMs", parent=gpu, rank=1, explicit_order=True,
+    sms_group = w.track("SMs", parent=g.track, rank=1, explicit_order=True,
                         description="One track per SM, in SM order; blocks that overlap on an SM sit on lanes "
                                     "merged into its track. A block runs from its leader's entry to its last "
                                     "thread's exit.")
@@ -408,30 +443,31 @@ def _block_tracks_and_slices(w, rec, gpu, ev, blocks, launch_of_event, names, ii
     launch_ids = np.where(lo >= 0, rec.launches["launch_id"][np.maximum(lo, 0)].astype(np.int64), -1)
     slots = col("function_slot")
     slot_iid = np.zeros(int(slots.max()) + 1, np.uint64)
-    for slot, iid in iid_of_slot.items():
+    for slot, iid in g.iid_of_slot.items():
         if slot < len(slot_iid):
             slot_iid[slot] = iid
     b = BlockSlices(sm=sm, start=start, end=end, lane_uuid=uuid_arr, name_iid=slot_iid[slots], launch_id=launch_ids,
                     block_x=col("block_x"), block_y=col("block_y"), block_z=col("block_z"))
-    encode_blocks(w, b, names, lane0, clock, opts.block_args)
+    encode_blocks(w, b, g.names, lane0, g.clock, g.opts.block_args)
     return len(lane0), int(lanes_of_sm.sum())
 
 
-def _counter_packets(w, track, times, values, clock):
-    seq = w.new_sequence()
+def _counter_packets(g: GpuExport, track, times, values):
+    seq = g.w.new_sequence()
     for t, v in zip(times, values):
         pkt = pb.TracePacket(trusted_packet_sequence_id=seq)
-        _ts(pkt, int(t), clock)
+        _ts(pkt, int(t), g.clock)
         pkt.track_event.type = pb.TrackEvent.TYPE_COUNTER
         pkt.track_event.track_uuid = track
         pkt.track_event.double_counter_value = float(v)
-        w.packet(pkt)
+        g.w.packet(pkt)
 
 
-def _memory_counters(w, rec, gpu, ev, mem, launch_of_event, table, clock, opts) -> int:
+def _memory_counters(g: GpuExport, mem: np.ndarray) -> int:
     """Accesses per time bin: each kept sample stands for counted/kept accesses of
     its launch, so each launch's bins add up to its exact count."""
-    lo = launch_of_event[mem]
+    ev, table, opts = g.ev, g.table, g.opts
+    lo = g.launch_of_event[mem]
     kept = np.where(lo >= 0, table.events_kept[np.maximum(lo, 0)], 0)
     counted = np.where(lo >= 0, table.counted[np.maximum(lo, 0)], -1)
     shared = np.where(lo >= 0, table.counted_shared[np.maximum(lo, 0)], 0)
@@ -442,19 +478,20 @@ def _memory_counters(w, rec, gpu, ev, mem, launch_of_event, table, clock, opts) 
     width = max(1000, (t1 - t0) // max(opts.bins, 1))
     bins = (t - t0) // width
     sums = np.bincount(bins, weights=weight)
-    track = w.track("Global accesses per bin", parent=gpu, rank=2, counter_unit="accesses",
+    track = g.w.track("Global accesses per bin", parent=g.track, rank=2, counter_unit="accesses",
                     description=f"Accesses per {width:,} ns bin. Each launch's exact device count is spread over "
                                 "its sampled accesses' times, so a launch's bins add up to its count.")
     times = t0 + np.arange(len(sums) + 1) * width
-    _counter_packets(w, track, times, np.r_[sums, 0.0], clock)
+    _counter_packets(g, track, times, np.r_[sums, 0.0])
     if opts.samples:
-        _memory_samples(w, gpu, ev, mem, clock)
+        _memory_samples(g, mem)
     counted_launches = np.unique(lo[(lo >= 0)])
     return int(np.clip(table.counted[counted_launches], 0, None).sum())
 
 
-def _memory_samples(w, gpu, ev, mem, clock):
-    track = w.track("Memory samples", parent=gpu, rank=3,
+def _memory_samples(g: GpuExport, mem: np.ndarray):
+    w, ev, clock = g.w, g.ev, g.clock
+    track = w.track("Memory samples", parent=g.track, rank=3,
                     description="The captured accesses themselves (address, pc, size, flags, thread).")
     seq = w.new_sequence()
     first = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_CLEARED)
@@ -477,14 +514,15 @@ def _memory_samples(w, gpu, ev, mem, clock):
         w.packet(pkt)
 
 
-def _drop_counter(w, rec, gpu, device, ev, clock) -> None:
+def _drop_counter(g: GpuExport) -> None:
     """Per flush window: the records it dropped, from its first to its last event."""
+    rec, device, ev = g.rec, g.device, g.ev
     flushes = rec.flushes[rec.flushes["device_index"] == device]
     if int(flushes["dropped"].sum()) == 0:
         return
     on = rec.event_devices == device
     fl = rec.event_flushes
-    track = w.track("Dropped records", parent=gpu, rank=4, counter_unit="records",
+    track = g.w.track("Dropped records", parent=g.track, rank=4, counter_unit="records",
                     description="Records the device could not keep (buffer full), per flush window.")
     times, values = [], []
     for f in flushes:
@@ -494,4 +532,4 @@ def _drop_counter(w, rec, gpu, device, ev, clock) -> None:
         times += [int(ev["time_start"][m].min()), int(np.maximum(ev["time_end"][m], ev["time_start"][m]).max())]
         values += [int(f["dropped"]), 0]
     order = np.argsort(times, kind="stable")
-    _counter_packets(w, track, np.array(times)[order], np.array(values)[order], clock)
+    _counter_packets(g, track, np.array(times)[order], np.array(values)[order])

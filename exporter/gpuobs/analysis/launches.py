@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import schema
-from .recording import Recording
+from ..recording_file import schema
+from ..recording_file.recording import Recording
 
 UNRESOLVED = -1
 

@@ -12,7 +12,7 @@ from functools import lru_cache
 import numpy as np
 from cffi import FFI
 
-from .native_sources import schema_header
+from ..native_sources import schema_header
 
 CDEF_BEGIN = "/* gpuobs:cdef-begin */"
 CDEF_END = "/* gpuobs:cdef-end */"

