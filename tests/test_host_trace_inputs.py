@@ -111,12 +111,12 @@ def test_a_good_kineto_trace_reads_exactly(tmp_path):
         op(pid="Spans", tid="PyTorch Profiler", ts=0, dur=0), {"ph": "i", "ts": 1}, 17, kernel(args={"grid": None})]))
     host = load_host_trace(path)
     assert len(host.events) == 4 and len(host.kernels) == 2 and host.base_ns == BASE
-    k = host.kernel(0)
+    k = host.kernels[0]
     assert (k.name, k.device, k.stream, k.grid, k.block, k.start_ns, k.dur_ns, k.correlation) == \
            ("k", 0, 7, (4, 1, 1), (128, 1, 1), BASE + 10_500, 2_000, 3)
-    assert host.kernel(1).grid == (-1, -1, -1)  # not given: matches no launch
-    assert host.event(0).track == ("thread", 803, 803) and host.thread_names == {(803, 803): "main"}
-    assert host.event(2).track == ("thread", "Spans", "PyTorch Profiler")
+    assert host.kernels[1].grid == (-1, -1, -1)  # not given: matches no launch
+    assert host.events[0].track == ("thread", 803, 803) and host.thread_names == {(803, 803): "main"}
+    assert host.events[2].track == ("thread", "Spans", "PyTorch Profiler")
 
 
 def nsys_db(tmp_path, name="run.sqlite", loose=False) -> Path:
