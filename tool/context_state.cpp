@@ -103,11 +103,6 @@ bool ContextState::setup(std::string* error) {
         *error = "cannot make the context current to set it up";
         return false;
     }
-    // Experiment (issue 15): keep local memory at its largest size after a launch.
-    unsigned int flags = 0;
-    if (std::getenv("GPUOBS_LMEM_RESIZE_TO_MAX") != nullptr && d.ctx_get_flags != nullptr &&
-        d.ctx_set_flags != nullptr && d.ctx_get_flags(&flags) == CUDA_SUCCESS)
-        d.ctx_set_flags(flags | CU_CTX_LMEM_RESIZE_TO_MAX);
     // Every step says which one failed and why: a context that cannot be set up
     // runs uninstrumented, and the user is told exactly what went wrong.
     auto step = [&](const std::string& what, SanitizerResult r) {

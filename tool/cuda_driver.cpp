@@ -33,8 +33,6 @@ bool CudaDriver::load() {
     ok &= bind(h, "cuStreamCreate", &stream_create);
     ok &= bind(h, "cuStreamSynchronize", &stream_synchronize);
     bind(h, "cuFuncGetName", &func_get_name);  // optional
-    bind(h, "cuCtxGetFlags", &ctx_get_flags);  // optional
-    bind(h, "cuCtxSetFlags", &ctx_set_flags);  // optional
     loaded = ok;
     return ok;
 }

@@ -19,8 +19,6 @@ struct CudaDriver {
     decltype(&::cuStreamCreate) stream_create = nullptr;
     decltype(&::cuStreamSynchronize) stream_synchronize = nullptr;
     CUresult (*func_get_name)(const char**, CUfunction) = nullptr;  // CUDA 12.3+; null before
-    CUresult (*ctx_get_flags)(unsigned int*) = nullptr;             // CUDA 12.1+; null before
-    CUresult (*ctx_set_flags)(unsigned int) = nullptr;
     bool loaded = false;
 
     bool load();
