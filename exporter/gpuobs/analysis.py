@@ -137,6 +137,7 @@ class LaunchTable:
     sms_touched: np.ndarray
     grid_blocks: np.ndarray
     ends_unconfirmed: np.ndarray = None  # blocks whose end a later replay may have stamped (flagged)
+    count_row: np.ndarray = None  # index into rec.launch_counts of each launch's count (-1: none)
 
 
 def launch_table(rec: Recording, launch_of_event: np.ndarray | None = None) -> LaunchTable:
@@ -168,6 +169,7 @@ def launch_table(rec: Recording, launch_of_event: np.ndarray | None = None) -> L
         sms_touched = np.bincount(sm_pairs // 65536, minlength=n)[:n]
     counted = np.full(n, -1, np.int64)
     counted_shared = np.zeros(n, np.int64)
+    count_row = np.full(n, -1, np.int64)
     if len(rec.launch_counts) and n:
         ck = _key(rec.launch_counts["device_index"], rec.launch_counts["flush_seq"], rec.launch_counts["grid_id"])
         lk = _key(launches["device_index"], rec.launch_flushes, launches["grid_id"])
@@ -177,17 +179,28 @@ def launch_table(rec: Recording, launch_of_event: np.ndarray | None = None) -> L
         hit = ck[order][pos] == lk
         counted[hit] = rec.launch_counts["count"][order][pos][hit].astype(np.int64)
         counted_shared[hit] = rec.launch_counts["launches_sharing"][order][pos][hit]
+        count_row[hit] = order[pos][hit]
     names = [rec.function(int(l["device_index"]), int(l["function_slot"])).name for l in launches]
     grid_blocks = (launches["grid"].astype(np.int64)).prod(axis=1) if n else np.zeros(0, np.int64)
     return LaunchTable(names, first_start, last_end, blocks_recorded, events_kept, counted, counted_shared,
-                       sms_touched, grid_blocks, ends_unconfirmed)
+                       sms_touched, grid_blocks, ends_unconfirmed, count_row)
+
+
+def counted_total(rec: Recording, table: LaunchTable, launches: np.ndarray | None = None) -> int:
+    """Exact blocks or accesses the device counted: every count once (a count that
+    several launches share, once), for the given launch indices or the whole recording."""
+    if launches is None:
+        return int(rec.launch_counts["count"].sum()) if len(rec.launch_counts) else 0
+    rows = np.unique(table.count_row[launches])
+    rows = rows[rows >= 0]
+    return int(rec.launch_counts["count"][rows].sum()) if len(rows) else 0
 
 
 def summary(rec: Recording) -> dict:
     """The numbers `gpuobs record` prints after a run."""
     t = rec.totals
     mode = rec.run.mode_name if rec.run else "unknown"
-    counted = int(rec.launch_counts["count"].sum()) if len(rec.launch_counts) else 0
+    counted = counted_total(rec, None)
     ev = rec.events
     return {
         "mode": mode,
@@ -230,21 +243,31 @@ def kernel_stats(rec: Recording) -> list[dict]:
     ev_kernel = np.full(len(ev), -1, np.int64)
     ev_kernel[resolved] = kernel_of_launch[of[resolved]]
     is_block = ev["kind"] == schema.EventKind.BLOCK
+    # A count shared by launches (graph replays of one node, a hash slot) belongs to a
+    # kernel when all its launches are that kernel's; else to none (see counted_total).
+    row_kernel = np.full(len(rec.launch_counts), -1, np.int64)
+    has_row = table.count_row >= 0
+    if has_row.any():
+        pairs = np.unique(np.stack([table.count_row[has_row], kernel_of_launch[has_row]]), axis=1)
+        rows_seen, first, n_kernels = np.unique(pairs[0], return_index=True, return_counts=True)
+        one = n_kernels == 1
+        row_kernel[rows_seen[one]] = pairs[1][first[one]]
     rows = []
     for k, ((device, name), members) in enumerate(groups.items()):
         members = np.asarray(members)
         mine = ev_kernel == k
         blocks = mine & is_block
         dur = (ev["time_end"][blocks].astype(np.int64) - ev["time_start"][blocks].astype(np.int64))
-        counted = table.counted[members]
-        shared = table.counted_shared[members]
-        exact = counted[(counted >= 0) & (shared == 1)]
+        mine_rows = np.flatnonzero(row_kernel == k)
+        member_rows = table.count_row[members]
         recorded = table.blocks_recorded[members]
         row = {
             "device": device, "kernel": name, "launches": int(len(members)),
             "blocks": int(table.grid_blocks[members].sum()), "blocks_recorded": int(recorded.sum()),
             "sms": int(len(np.unique(ev["sm_id"][mine]))) if mine.any() else 0,
-            "counted": int(exact.sum()), "counted_shared_launches": int(((counted >= 0) & (shared > 1)).sum()),
+            "counted": int(rec.launch_counts["count"][mine_rows].sum()),
+            # launches whose count other kernels' launches share: in no kernel's "counted"
+            "counted_shared_launches": int(((member_rows >= 0) & (row_kernel[np.maximum(member_rows, 0)] != k)).sum()),
             "memory_events": int((mine & ~is_block).sum()),
             "blocks_dropped": int(np.maximum(table.grid_blocks[members] - recorded, 0)[recorded > 0].sum()),
             # block ends stamped by a later replay of the same graph node (see the schema's block flags)

@@ -84,7 +84,8 @@ class PerfettoUI:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self._ws = None
         try:
-            self._ws = websocket.create_connection(self._page_socket(debug_port), timeout=self.timeout)
+            self._ws = websocket.create_connection(self._page_socket(debug_port), timeout=self.timeout,
+                                                  suppress_origin=True)  # Chromium 111+ refuses other origins
             self._id = 0
             self._wait_loaded()
         except BaseException:

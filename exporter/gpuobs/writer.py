@@ -23,9 +23,11 @@ def _one(struct_name: str, **fields) -> np.ndarray:
 
 
 class RecordingWriter:
-    def __init__(self, path, tool_version: str = f"gpuobs-py {__version__}"):
-        self.path = Path(path)
-        self._fh = open(self.path, "wb")
+    def __init__(self, target, tool_version: str = f"gpuobs-py {__version__}"):
+        """`target`: a path, or an open binary file that stays open (gpuobs.outputs owns it)."""
+        self._owned = not hasattr(target, "write")
+        self.path = Path(target) if self._owned else None
+        self._fh = open(self.path, "wb") if self._owned else target
         self._fh.write(pack_file_header(tool_version))
 
     # context manager -------------------------------------------------------
@@ -33,7 +35,7 @@ class RecordingWriter:
         return self
 
     def __exit__(self, *exc):
-        if not self._fh.closed:
+        if self._owned and not self._fh.closed:
             self._fh.close()
 
     def _chunk(self, chunk_type: int, payload: bytes) -> None:
@@ -113,7 +115,8 @@ class RecordingWriter:
     def close(self):
         self._fh.flush()
         os.fsync(self._fh.fileno())
-        self._fh.close()
+        if self._owned:
+            self._fh.close()
 
 
 def copy_recording(rec, path, flushes: tuple | None = None) -> None:

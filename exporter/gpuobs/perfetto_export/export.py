@@ -169,6 +169,8 @@ def export(recordings: list[Recording], out_path, opts: ExportOptions | None = N
     try:
         summary.bytes = w.save(out_path)
     except OSError as exc:
+        if hasattr(out_path, "write"):
+            raise  # an open file's owner (gpuobs.outputs) reports it
         raise ExportError(f"cannot write {out_path}: {exc.strerror}") from None
     return summary
 
