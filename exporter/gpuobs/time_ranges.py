@@ -64,5 +64,9 @@ def format_ns(ns: float) -> str:
 
 
 def format_span(lo_ns: float, hi_ns: float) -> str:
-    """`0 ns..3.215 ms`: a range relative to the recording's start."""
-    return f"{format_ns(lo_ns)}..{format_ns(hi_ns)}"
+    """`0..3.215 ms`, `1.200..3.215 ms`: a range relative to the recording's start."""
+    hi = format_ns(hi_ns)
+    number, unit = hi.split(" ")
+    decimals = len(number.split(".")[1]) if "." in number else 0
+    lo = float(lo_ns) / {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[unit]
+    return f"{0 if lo_ns == 0 else format(lo, f'.{decimals}f')}..{hi}"

@@ -12,6 +12,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from .. import analysis, schema
 from ..recording import Recording
+from ..time_ranges import RangeError, format_span, parse_duration, parse_range
 from .api_tracks import flow_id, write_api_calls
 from .blocks import BlockSlices, encode_blocks
 from .clock import ClockRelation, clock_relation
@@ -34,7 +35,7 @@ class ExportError(Exception):
 class ExportOptions:
     kernels: Optional[str] = None        # regex on kernel names
     launches: Optional[str] = None       # "A:B" launch ids, A <= id < B
-    time_window: Optional[str] = None    # "START:END" from the first event, with units (ns, us, ms, s)
+    time_window: Optional[str] = None    # "START:END" from the recording's first event, with units (ns, us, ms, s)
     clock: str = "auto"                  # auto | device
     samples: bool = False                # raw memory samples as instants
     block_args: bool = True
@@ -46,13 +47,16 @@ class ExportOptions:
 @dataclass
 class GpuSummary:
     label: str
+    mode: str = "unknown"
     sms: int = 0
     lanes: int = 0
     block_slices: int = 0
     kernel_slices: int = 0
     launches_without_time: int = 0
     memory_events: int = 0
-    accesses_counted: int = 0
+    accesses_counted: int = 0     # exact device counts of the exported launches (each count once)
+    accesses_unplaced: int = 0    # of those, by launches without a kept sample: no time, not on the counter
+    launches_unplaced: int = 0
     dropped: int = 0
     unrecorded_launches: int = 0  # outside recording windows: ran unpatched, not in the trace
     clock: str = ""
@@ -82,26 +86,6 @@ class ExportSummary:
         return any(g.clock.startswith("measured") for g in self.gpus)
 
 
-_UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
-
-
-def parse_duration(text: str) -> int:
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ns|us|ms|s)?\s*", text)
-    if not m:
-        raise ExportError(f"time {text!r} is not a number with an optional unit (ns, us, ms, s)")
-    return int(float(m.group(1)) * _UNITS[m.group(2) or "ns"])
-
-
-def parse_range(text: str, what: str, parse=int) -> tuple[Optional[int], Optional[int]]:
-    if ":" not in text:
-        raise ExportError(f"{what} {text!r} must look like START:END (either side may be empty)")
-    lo, hi = text.split(":", 1)
-    try:
-        return (parse(lo) if lo.strip() else None, parse(hi) if hi.strip() else None)
-    except ValueError as exc:
-        raise ExportError(f"{what} {text!r}: {exc}") from None
-
-
 def _launch_filter(rec: Recording, opts: ExportOptions) -> np.ndarray:
     keep = np.ones(len(rec.launches), bool)
     if opts.kernels:
@@ -112,7 +96,10 @@ def _launch_filter(rec: Recording, opts: ExportOptions) -> np.ndarray:
         names = [rec.function(int(l["device_index"]), int(l["function_slot"])) for l in rec.launches]
         keep &= np.array([bool(pattern.search(f.name) or pattern.search(f.mangled)) for f in names], bool)
     if opts.launches:
-        lo, hi = parse_range(opts.launches, "--launches")
+        try:
+            lo, hi = parse_range(opts.launches, "--launches")
+        except RangeError as exc:
+            raise ExportError(str(exc)) from None
         ids = rec.launches["launch_id"].astype(np.int64)
         if lo is not None:
             keep &= ids >= lo
@@ -133,6 +120,9 @@ def export(recordings: list[Recording], out_path, opts: ExportOptions | None = N
     summary = ExportSummary()
     matches = []  # (host, rec, table, KernelMatch)
     related = False
+    keeps = [_launch_filter(rec, opts) for rec in recordings]
+    if (opts.kernels or opts.launches) and not any(k.any() for k in keeps):
+        raise ExportError(_nothing_selected(recordings, opts))
     for rec_index, rec in enumerate(recordings):
         say(f"resolving launches of {rec.path}")
         launch_of_event = analysis.launch_index_of_events(rec)
@@ -142,7 +132,7 @@ def export(recordings: list[Recording], out_path, opts: ExportOptions | None = N
             m = match_kernels(rec, table, host)
             matches.append((host, rec, table, m))
             host_dur.update({int(i): k.dur_ns for i, k in zip(m.launch_index, m.host_kernel)})
-        keep_launch = _launch_filter(rec, opts)
+        keep_launch = keeps[rec_index]
         devices = sorted(set(rec.devices["device_index"].tolist()) | set(rec.event_devices.tolist())
                          | set(rec.launches["device_index"].tolist()))
         ev = rec.events
@@ -165,6 +155,9 @@ def export(recordings: list[Recording], out_path, opts: ExportOptions | None = N
     boot = next((g.boot_realtime_ns for g in summary.gpus if g.boot_realtime_ns is not None), None)
     for host in hosts:
         summary.hosts.append(_export_host(w, host, [m for m in matches if m[0] is host], related, opts, boot))
+    if opts.time_window and not any(g.block_slices or g.kernel_slices or g.memory_events for g in summary.gpus):
+        spans = "; ".join(_span_text(rec) for rec in recordings)
+        raise ExportError(f"--time-window {opts.time_window} excludes everything ({spans})")
     summary.tracks = w.tracks
     try:
         summary.bytes = w.save(out_path)
@@ -176,11 +169,37 @@ def export(recordings: list[Recording], out_path, opts: ExportOptions | None = N
 
 
 def _time_window(ev: np.ndarray, opts: ExportOptions):
-    if not opts.time_window or len(ev) == 0:
+    """(first, last) device ns of --time-window, which is relative to the recording's first event."""
+    if not opts.time_window:
         return None
-    lo, hi = parse_range(opts.time_window, "--time-window", parse_duration)
+    try:
+        lo, hi = parse_range(opts.time_window, "--time-window", parse_duration)
+    except RangeError as exc:
+        raise ExportError(str(exc)) from None
+    if len(ev) == 0:
+        return None  # no device times: nothing to window (the check after the export says so)
     t0 = int(ev["time_start"].min())
     return (t0 + lo if lo is not None else 0, t0 + hi if hi is not None else np.iinfo(np.uint64).max)
+
+
+def _span_text(rec: Recording) -> str:
+    ev = rec.events
+    if len(ev) == 0:
+        mode = rec.run.mode_name if rec.run else "unknown"
+        return f"{rec.path} has no device times (mode {mode})"
+    t0 = int(ev["time_start"].min())
+    t1 = int(np.maximum(ev["time_end"], ev["time_start"]).max())
+    return f"{rec.path} spans {format_span(0, t1 - t0)}"
+
+
+def _nothing_selected(recordings: list, opts: ExportOptions) -> str:
+    what = " and ".join(f"{flag} {value!r}" for flag, value in (("--kernels", opts.kernels),
+                                                               ("--launches", opts.launches)) if value)
+    kernels = len({rec.function(int(l["device_index"]), int(l["function_slot"])).name
+                   for rec in recordings for l in rec.launches})
+    launches = sum(len(rec.launches) for rec in recordings)
+    return (f"{what} selects none of the {launches:,} launches of {kernels:,} kernels "
+            "(`gpuobs stats` lists the kernels; --launches takes launch ids START:END)")
 
 
 def _export_host(w, host, matches, related, opts, boot_realtime_ns=None) -> dict:
@@ -214,7 +233,7 @@ def _export_gpu(w: TraceWriter, rec: Recording, device: int, ev, launch_of_event
     clock = clock_relation(rec.clock_samples[rec.clock_samples["device_index"] == device], pid, device, opts.clock)
     name = rec.device_name(device)
     label = f"GPU {device}: {name}" + (f" (pid {pid})" if pid else "") + " - device clock"
-    s = GpuSummary(label=label, clock=("measured, +/- %.1f us" % (clock.uncertainty_ns / 1e3)) if clock.measured
+    s = GpuSummary(label=label, mode=rec.run.mode_name if rec.run else "unknown", clock=("measured, +/- %.1f us" % (clock.uncertainty_ns / 1e3)) if clock.measured
                    else "device (no host relation)")
     for snap in clock.snapshots():
         w.packet(snap)
@@ -249,7 +268,11 @@ def _export_gpu(w: TraceWriter, rec: Recording, device: int, ev, launch_of_event
         s.block_slices = len(blocks)
     if len(mem):
         s.memory_events = len(mem)
-        s.accesses_counted = _memory_counters(w, rec, gpu, ev, mem, launch_of_event, table, clock, opts)
+        _memory_counters(w, rec, gpu, ev, mem, launch_of_event, table, clock, opts)
+    if rec.run is not None and rec.run.mode_name.startswith("mem"):
+        s.accesses_counted, s.accesses_unplaced, s.launches_unplaced = _access_totals(
+            rec, device, table, dev_launches, launch_of_event[mem], bool(opts.kernels or opts.launches),
+            window is not None)
     s.dropped = int(rec.flushes["dropped"][rec.flushes["device_index"] == device].sum())
     s.unrecorded_launches = int(rec.flushes["unrecorded_launches"][rec.flushes["device_index"] == device].sum())
     _drop_counter(w, rec, gpu, device, ev, clock)
@@ -292,10 +315,10 @@ def _ts(pkt: pb.TracePacket, t: int, clock: ClockRelation) -> None:
 def _kernel_slices(w, rec, gpu, launches, table, names, iid_of_slot, clock, window, host_dur, api_calls=None,
                    rec_index=0):
     has_time = table.first_start[launches] > 0
+    missing = int((~has_time).sum())  # no device time at all (counter modes), not those outside a window
     if window is not None:
         has_time &= (table.first_start[launches] >= window[0]) & (table.first_start[launches] < window[1])
     timed = launches[has_time]
-    missing = int((~has_time).sum())
     if len(timed) == 0:
         return 0, missing, timed
     start = table.first_start[timed]
@@ -430,7 +453,27 @@ def _counter_packets(w, track, times, values, clock):
         w.packet(pkt)
 
 
-def _memory_counters(w, rec, gpu, ev, mem, launch_of_event, table, clock, opts) -> int:
+def _access_totals(rec, device, table, launches, sample_launches, filtered: bool, windowed: bool
+                   ) -> tuple[int, int, int]:
+    """The device's exact access counts of the exported launches (each count once, as
+    `info` and `stats` count them), and the part of them by launches that kept no
+    sample: those have no time, so the counter cannot show them. A window selects
+    launches by their samples' times, so launches without a sample are then not exported."""
+    sampled = np.unique(sample_launches[sample_launches >= 0])
+    if windowed:
+        return analysis.counted_total(rec, table, sampled), 0, 0
+    if filtered:
+        total = analysis.counted_total(rec, table, launches)
+    else:  # every count of the device, also one no launch in the table claims
+        total = int(rec.launch_counts["count"][rec.launch_counts["device_index"] == device].sum())
+    unsampled = np.setdiff1d(launches, sampled)
+    unsampled = unsampled[table.count_row[unsampled] >= 0]
+    rows = np.setdiff1d(table.count_row[unsampled], table.count_row[sampled])
+    unplaced = int(rec.launch_counts["count"][rows].sum()) if len(rows) else 0
+    return total, unplaced, int(len(unsampled))
+
+
+def _memory_counters(w, rec, gpu, ev, mem, launch_of_event, table, clock, opts) -> None:
     """Accesses per time bin: each kept sample stands for counted/kept accesses of
     its launch, so each launch's bins add up to its exact count."""
     lo = launch_of_event[mem]
@@ -451,8 +494,6 @@ def _memory_counters(w, rec, gpu, ev, mem, launch_of_event, table, clock, opts) 
     _counter_packets(w, track, times, np.r_[sums, 0.0], clock)
     if opts.samples:
         _memory_samples(w, gpu, ev, mem, clock)
-    counted_launches = np.unique(lo[(lo >= 0)])
-    return int(np.clip(table.counted[counted_launches], 0, None).sum())
 
 
 def _memory_samples(w, gpu, ev, mem, clock):
