@@ -20,6 +20,19 @@ from . import __version__
 from .errors import BadMagic, CorruptChunk, RecordingError, TruncatedChunk
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+
+class _Command(typer.core.TyperCommand):
+    """A command whose usage line is its `options_metavar`, written out in full
+    (`[OPTIONS] [RECORDING]...`): typer would print {TRACE} and types otherwise."""
+
+    def format_usage(self, ctx, formatter):
+        formatter.write_usage(ctx.command_path, self.options_metavar)
+
+
+def command(usage: str, **kwargs):
+    return app.command(cls=_Command, options_metavar=usage, **kwargs)
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, context_settings=CONTEXT,
                   pretty_exceptions_enable=False,
                   help="Record what every thread block of every CUDA kernel did, and view it in Perfetto.")
@@ -144,8 +157,7 @@ def _program_problem(program: str) -> tuple[str, int] | None:
     return None
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-             options_metavar="[OPTIONS] -- CMD [ARGS]...")
+@command("[OPTIONS] -- CMD [ARGS]...", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def record(
     ctx: typer.Context,
     mode: str = typer.Option("block_trace", "--mode", "-m", metavar="MODE",
@@ -264,7 +276,7 @@ def _build_with_progress(build, force: bool = False):
 
 # -- info -----------------------------------------------------------------------------------------------
 
-@app.command()
+@command("[OPTIONS] [RECORDING]...")
 def info(recordings: Optional[List[Path]] = typer.Argument(None, metavar="[RECORDING]...", hidden=True),
          salvage: bool = typer.Option(False, "--salvage", help="read a damaged recording up to the damage"),
          as_json: bool = typer.Option(False, "--json", help="print one JSON object per recording")):
@@ -289,7 +301,7 @@ REPORT_ALIASES = {"cuda_gpu_kern_sum": "kernels", "kern_sum": "kernels"}
 BLOCK_SORT_KEYS = ("blocks", "launches", "p50", "p99", "counted", "name")
 
 
-@app.command()
+@command("[OPTIONS] [RECORDING]...")
 def stats(recordings: Optional[List[Path]] = typer.Argument(None, metavar="[RECORDING]...", hidden=True),
           report: str = typer.Option("all", "--report", "-r", metavar="REPORT",
                                      help="kernels: per kernel time summary (as nsys cuda_gpu_kern_sum); "
@@ -360,7 +372,7 @@ def _export_paths(positional: List[Path], inputs: List[Path], output: Optional[P
     return recordings, output
 
 
-@app.command()
+@command("[OPTIONS] [RECORDING]... [-o TRACE]")
 def export(
     recordings: Optional[List[Path]] = typer.Argument(None, metavar="[RECORDING]...", hidden=True),
     output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="FILE",
@@ -510,7 +522,7 @@ def _open(trace: Path, port: int = 9001, ui_url: Optional[str] = None, browser: 
     _say("the UI has the trace; stopped serving")
 
 
-@app.command(name="open")
+@command("[OPTIONS] TRACE", name="open")
 def open_cmd(trace: Path = typer.Argument(..., metavar="TRACE", hidden=True),
              port: int = typer.Option(9001, "--port", metavar="PORT",
                                       help="local port to serve on (ui.perfetto.dev fetches only from 9001)"),
@@ -536,7 +548,7 @@ def open_cmd(trace: Path = typer.Argument(..., metavar="TRACE", hidden=True),
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
-@app.command(name="plot")
+@command("[OPTIONS] [RECORDING] [-o IMAGE]", name="plot")
 def plot_cmd(recording: Optional[Path] = typer.Argument(None, metavar="[RECORDING]", hidden=True),
              output: Path = typer.Option(Path("gpuobs.png"), "-o", "--output", metavar="FILE",
                                          help="image to write (.png, .svg or .pdf); one per GPU as STEM.gpuN.png "
@@ -567,7 +579,7 @@ def plot_cmd(recording: Optional[Path] = typer.Argument(None, metavar="[RECORDIN
 
 # -- trim -----------------------------------------------------------------------------------------------
 
-@app.command()
+@command("[OPTIONS] RECORDING -o FILE")
 def trim(recording: Path = typer.Argument(..., metavar="RECORDING", hidden=True),
          old_output: Optional[Path] = typer.Argument(None, hidden=True),
          output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="FILE", help="recording to write"),
@@ -613,7 +625,7 @@ def trim(recording: Path = typer.Argument(..., metavar="RECORDING", hidden=True)
 
 # -- build, version -----------------------------------------------------------------------------------
 
-@app.command(name="build")
+@command("[OPTIONS]", name="build")
 def build_cmd(force: bool = typer.Option(False, "--force", "-f", help="rebuild even if cached")):
     """Build the native tool and device patches (`record` does it on first use), saying what compiles."""
     from .native_build import NativeUnavailable, build
@@ -624,7 +636,7 @@ def build_cmd(force: bool = typer.Option(False, "--force", "-f", help="rebuild e
     _say(f"tool:    {b.tool}\npatches: {b.patches}\nprobe:   {b.probe}\nsanitizer: {b.sanitizer_lib}")
 
 
-@app.command()
+@command("")
 def version():
     """Print the gpuobs version."""
     _say(__version__)
