@@ -75,13 +75,13 @@ def test_bad_host_files_are_clear_errors(tmp_path, block_recording):
     bad.write_text(json.dumps({"traceEvents": []}))
     with pytest.raises(HostTraceError, match="baseTimeNanoseconds"):
         load_kineto(bad)
-    r = CliRunner().invoke(app, ["export", "-i", str(block_recording), "--host", str(bad), str(tmp_path / "t.pftrace")])
+    r = CliRunner().invoke(app, ["export", str(block_recording), "--host", str(bad), "-o", str(tmp_path / "t.pftrace")])
     assert r.exit_code == 2 and "baseTimeNanoseconds" in r.output
 
 
 def test_cli_prints_the_per_kernel_cost(tmp_path, block_recording):
     rec = gpuobs.load(block_recording)
     prof = kineto_of(rec, tmp_path / "prof.json", speedup=4.0)
-    r = CliRunner().invoke(app, ["export", "-i", str(block_recording), "--host", str(prof), str(tmp_path / "t.pftrace")])
+    r = CliRunner().invoke(app, ["export", str(block_recording), "--host", str(prof), "-o", str(tmp_path / "t.pftrace")])
     assert r.exit_code == 0, r.output
     assert "12 of 12 kernels matched" in r.output and "(4.00x)" in r.output

@@ -98,7 +98,7 @@ def _fold_one(text: str) -> str | None:
     return text[: start + 1] + "..." + text[end:]
 
 
-def short_name(name: str, width: int = 80) -> str:
+def short_name(name: str, width: int = 100) -> str:
     """A readable form of a (demangled) kernel name in at most `width` characters."""
     text = _tidy_arguments(_strip_signature(name))
     while len(text) > width:
@@ -109,18 +109,14 @@ def short_name(name: str, width: int = 80) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def short_names(names: list[str], width: int = 80) -> list[str]:
-    """short_name of each, made unique again: kernels that fold to the same text get ` [2]`, ` [3]`..."""
+def short_names(names: list[str], width: int = 100) -> list[str]:
+    """short_name of each, made unique again: different kernels that fold to the same
+    text get ` [1]`, ` [2]`... (in the order they come)."""
     shorts = [short_name(n, width) for n in names]
-    seen: dict = {}
-    distinct = {}
+    fulls_of: dict = {}
     for full, short in zip(names, shorts):
-        distinct.setdefault(short, [])
-        if full not in distinct[short]:
-            distinct[short].append(full)
-    out = []
-    for full, short in zip(names, shorts):
-        fulls = distinct[short]
-        out.append(short if len(fulls) == 1 else f"{short} [{fulls.index(full) + 1}]")
-        seen[full] = out[-1]
-    return out
+        fulls = fulls_of.setdefault(short, [])
+        if full not in fulls:
+            fulls.append(full)
+    return [short if len(fulls_of[short]) == 1 else f"{short} [{fulls_of[short].index(full) + 1}]"
+            for full, short in zip(names, shorts)]

@@ -118,14 +118,15 @@ def as_text(result: dict, width: int | None = None) -> str:
                          "kernel has a span (block_trace records them)" + ("; the counts are below."
                                                                         if "blocks" in result else "."))
         else:
-            lines.append(f"Kernel time summary ({SPAN_MEANING}):")
+            lines.append("Kernel time summary (the spans of each kernel's launches, device clock):")
             rows = [dict(r) for r in k["rows"]]
-            for r, short in zip(rows, short_names([r["name"] for r in rows], 100)):
+            for r, short in zip(rows, short_names([r["name"] for r in rows])):
                 r["short"] = short
                 for key in ("total", "avg", "med", "min", "max", "stddev"):
                     r[f"{key}_us"] = r[f"{key}_ns"] / 1e3
             lines.append(render_text(KERNEL_COLUMNS, rows, width))
             lines.append(_shown(k) + "; full names: --format csv or json")
+            lines.append(f"  {SPAN_MEANING}")
             if k["launches_without_span"]:
                 lines.append(f"  {k['launches_without_span']:,} of {k['launches']:,} launches have no block "
                              "recorded, so no span, and are not in it")
@@ -136,7 +137,7 @@ def as_text(result: dict, width: int | None = None) -> str:
         lines.append("")
         lines.append("Blocks per kernel:")
         rows = [dict(r) for r in b["rows"]]
-        for r, short in zip(rows, short_names([r["kernel"] for r in rows], 100)):
+        for r, short in zip(rows, short_names([r["kernel"] for r in rows])):
             r["short"] = short if r["device"] == 0 else f"{short} (GPU {r['device']})"
             r["p50_us"] = None if r["block_ns_p50"] is None else r["block_ns_p50"] / 1e3
             r["p99_us"] = None if r["block_ns_p99"] is None else r["block_ns_p99"] / 1e3
