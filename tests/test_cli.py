@@ -106,13 +106,21 @@ def test_inputs_that_are_not_recordings_get_one_clear_line(tmp_path):
     assert gpuobs("info", damaged, "--salvage").returncode == 0
 
 
-def test_a_closed_pipe_ends_quietly():
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    """`gpuobs info --json | head`: output far beyond a pipe's buffer, the reader gone."""
     import subprocess
 
+    from gpuobs.writer import RecordingWriter
+
     from .cli_helpers import gpuobs_cmd, repo_env
-    proc = subprocess.run(" ".join(gpuobs_cmd("info", str(BLOCK), "--json")) + " | head -c 10", shell=True,
+    many = tmp_path / "many.gpuobs"
+    with RecordingWriter(many) as w:
+        w.run(pid=1, mode=schema.Mode.BLOCK_COUNTER)
+        for seq in range(4000):
+            w.flush(flush_seq=seq, attempted=0, recorded=0, dropped=0)
+    proc = subprocess.run(" ".join(gpuobs_cmd("info", str(many), "--json")) + " | head -c 10", shell=True,
                           env=repo_env(), capture_output=True, text=True)
-    assert "Traceback" not in proc.stderr and "Error" not in proc.stderr
+    assert proc.stdout == "{\n  \"path\"" and proc.stderr == ""
 
 
 def test_piped_output_never_wraps(tmp_path):
