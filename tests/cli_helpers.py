@@ -36,8 +36,8 @@ def write_recording(path, names=None, mode=None, events=True, n_launches=6, bloc
     in `mode` (block_trace by default; without `events` a counting mode keeps none)."""
     import numpy as np
 
-    from gpuobs import schema, synthetic
-    from gpuobs.writer import RecordingWriter
+    from gpuobs.recording_file import schema, synthetic
+    from gpuobs.recording_file.recording_writer import RecordingWriter
     ev, launches = synthetic.block_trace_events(n_launches, blocks_per_launch, sm_count=132)
     names = names or [d or m for m, d in synthetic.FUNCTION_NAMES]
     with RecordingWriter(path) as w:

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from gpuobs import schema
+from gpuobs.recording_file import schema
 
 from .cli_helpers import DATA, gpuobs, write_recording
 
@@ -110,7 +110,7 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
     """`gpuobs info --json | head`: output far beyond a pipe's buffer, the reader gone."""
     import subprocess
 
-    from gpuobs.writer import RecordingWriter
+    from gpuobs.recording_file.recording_writer import RecordingWriter
 
     from .cli_helpers import gpuobs_cmd, repo_env
     many = tmp_path / "many.gpuobs"
@@ -166,7 +166,7 @@ def test_plot_writes_images_and_says_what_it_cannot_plot(tmp_path):
 
 def test_the_occupancy_grid_holds_every_block_nanosecond(block_recording):
     import gpuobs as g
-    from gpuobs.plot import occupancy
+    from gpuobs.analysis.plot import occupancy
     grid, _t0, width = occupancy(g.load(block_recording), 0)
     ev = g.load(block_recording).events
     busy = (ev["time_end"].astype("int64") - ev["time_start"].astype("int64")).sum()
@@ -210,7 +210,7 @@ def test_record_refuses_bad_options_before_running_anything(tmp_path):
 
 def test_build_says_what_it_compiles(tmp_path):
     """A stand-in nvcc and C++ compiler (they write their -o file): the build's progress lines."""
-    from gpuobs.native_build import NativeUnavailable, sanitizer_dirs
+    from gpuobs.record.native_build import NativeUnavailable, sanitizer_dirs
     if not sanitizer_dirs():
         pytest.skip("no sanitizer headers (the test extra installs them)")
     bin_dir = tmp_path / "bin"

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import gpuobs
-from gpuobs import analysis, schema
-from gpuobs.kernel_names import short_name, short_names
+from gpuobs.analysis import launches as analysis
+from gpuobs.recording_file import schema
+from gpuobs.analysis.kernel_names import short_name, short_names
 
 from .cli_helpers import DATA, gpuobs as run, write_recording
 

@@ -3,7 +3,7 @@ empty selection is refused; what is kept still adds up."""
 import json
 
 import gpuobs as g
-from gpuobs import analysis
+from gpuobs.analysis import launches as analysis
 
 from .cli_helpers import DATA, gpuobs
 from .trace_decode import decode

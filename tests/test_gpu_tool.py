@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import gpuobs
-from gpuobs import analysis, schema
+from gpuobs.analysis import launches as analysis
+from gpuobs.recording_file import schema
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[1]
@@ -178,7 +179,7 @@ def test_launch_scope_without_graphs(tmp_path, silu_lib):
 
 def test_fail_open_on_bad_environment(tmp_path, silu_lib):
     import os
-    from gpuobs.native_build import build
+    from gpuobs.record.native_build import build
     env = dict(os.environ, LD_PRELOAD=str(build().tool), GPUOBS_MODE="warp_magic", GPUOBS_OUTPUT=str(tmp_path / "x.gpuobs"))
     proc = subprocess.run(SILU, env=env, capture_output=True, text=True)
     assert proc.returncode == 0
@@ -214,7 +215,7 @@ import torch
 x = torch.randn(4096, 4096, device="cuda")
 for _ in range(3):
     y = x @ x
-print("flushed", gpuobs.flush(), "launches", gpuobs.runtime.launches(), "output", gpuobs.runtime.output_path())
+print("flushed", gpuobs.flush(), "launches", gpuobs.record.runtime.launches(), "output", gpuobs.record.runtime.output_path())
 """
 
 

@@ -54,7 +54,7 @@ def test_every_nsys_kernel_matches_the_gpuobs_run(nsys_file, tmp_path):
     out = tmp_path / "t.pftrace"
     summary = export([rec], out, hosts=[load_host_trace(path)])
     h = summary.hosts[0]
-    assert h["matched"] == h["kernels"] == counts["kernels"]
+    assert h.matched == h.kernels == counts["kernels"]
     d = decode(out)
     assert d.problems == []
     names = {t.name for t in d.tracks.values()}

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.browser
 
 
 def _free_port() -> int:
-    from gpuobs.perfetto_ui import _free_port as free
+    from .perfetto_ui import _free_port as free
     return free()
 
 
@@ -53,7 +53,7 @@ def _printed_address(proc) -> str:
 
 def _loads_in_the_ui(ui_class, address, ui_port, trace):
     import gpuobs
-    from gpuobs import analysis
+    from gpuobs.analysis import launches as analysis
     rec = gpuobs.load(SAMPLE)
     with ui_class(page_url=address, ui_port=ui_port) as ui:
         n = ui.query("select count(*) as n from slice")[0]["n"]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import gpuobs
-from gpuobs import analysis
+from gpuobs.analysis import launches as analysis
 from gpuobs.host_traces.kineto import load_kineto
 from gpuobs.perfetto_export.api_tracks import flow_id
 from gpuobs.perfetto_export.export import ExportOptions, export
@@ -55,7 +55,7 @@ def test_every_launch_call_has_its_flow_to_a_kernel_slice(exported):
 def test_every_profiler_kernel_is_matched_to_the_measured_pass(exported):
     rec, host, summary, _d, _ = exported
     h = summary.hosts[0]
-    assert h["kernels"] == len(host.kernels) == h["matched"] > 0
+    assert h.kernels == len(host.kernels) == h.matched > 0
     # The recording holds the warm-up and the measured pass: the profiler's kernels
     # are the measured pass, i.e. the last len(host.kernels) launches in time.
     table = analysis.launch_table(rec)
@@ -70,7 +70,7 @@ def test_every_profiler_kernel_is_matched_to_the_measured_pass(exported):
     pairs = {}
     for i, k in zip(measured, theirs):
         pairs.setdefault(table.name[i], []).append((k.dur_ns, int(table.last_end[i]) - int(table.first_start[i])))
-    rows = {r["kernel"]: r for r in h["per_kernel"]}
+    rows = {r["kernel"]: r for r in h.per_kernel}
     assert set(rows) == set(pairs)
     for name, p in pairs.items():
         assert rows[name]["matched"] == len(p)
@@ -148,13 +148,13 @@ def test_a_host_run_from_before_the_recording_machines_boot_is_called_out(tmp_pa
 
     rec = gpuobs.load(API)
     host = load_kineto(PROFILER)
-    assert export([rec], tmp_path / "now.pftrace", hosts=[host]).hosts[0]["before_boot"] == 0
+    assert export([rec], tmp_path / "now.pftrace", hosts=[host]).hosts[0].before_boot == 0
     boot_ns = int(rec.clock_samples["realtime_before"][0]) - int(rec.clock_samples["boottime_before"][0])
     week = 7 * 86400 * 10**9
     old = dataclasses.replace(host, events=[dataclasses.replace(e, start_ns=e.start_ns - week) for e in host.events],
                               kernels=[dataclasses.replace(k, start_ns=k.start_ns - week) for k in host.kernels])
     assert min(e.start_ns for e in old.events) < boot_ns
     h = export([rec], tmp_path / "old.pftrace", hosts=[old]).hosts[0]
-    assert h["before_boot"] == len(old.events) and h["matched"] == len(old.kernels)
+    assert h.before_boot == len(old.events) and h.matched == len(old.kernels)
     aligned = export([rec], tmp_path / "aligned.pftrace", ExportOptions(align="kernels"), hosts=[old]).hosts[0]
-    assert aligned["before_boot"] == 0
+    assert aligned.before_boot == 0

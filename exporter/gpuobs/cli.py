@@ -102,7 +102,7 @@ def _check_recording_path(path: Path) -> None:
 
 
 def _load(path: Path, salvage: bool):
-    from .reader import load
+    from .recording_file.reader import load
     _check_recording_path(path)
     try:
         rec = load(path, salvage=salvage)
@@ -123,7 +123,7 @@ def _load(path: Path, salvage: bool):
 
 def _default_recordings() -> List[Path]:
     """What `gpuobs record` writes by default here: gpuobs.gpuobs and its child processes' files."""
-    from .record import child_recordings
+    from .record.run import child_recordings
     return ([DEFAULT_RECORDING] if DEFAULT_RECORDING.exists() else []) + child_recordings(DEFAULT_RECORDING)
 
 
@@ -185,8 +185,8 @@ def record(
     force: bool = typer.Option(False, "--force", "-f", help="replace an earlier run's recordings"),
 ):
     """Run a program with every kernel patched and record it: gpuobs record [OPTIONS] -- CMD [ARGS]..."""
-    from .native_build import NativeUnavailable, build
-    from .record import RecordOptions, child_recordings, mode_names, outputs_of_run, run_recorded, tool_environment
+    from .record.native_build import NativeUnavailable, build
+    from .record.run import RecordOptions, child_recordings, mode_names, outputs_of_run, run_recorded, tool_environment
 
     cmd = list(ctx.args)
     if not cmd:
@@ -240,8 +240,8 @@ def record(
 
 
 def _print_record_summary(path: Path) -> None:
-    from .analysis import summary
-    from .reader import load
+    from .analysis.launches import summary
+    from .recording_file.reader import load
     try:
         rec = load(path, salvage=True)
     except RecordingError as exc:
@@ -260,9 +260,14 @@ def _print_record_summary(path: Path) -> None:
         + (f"; {s['unconfirmed_ends']:,} block ends stamped by a later replay (flagged)" if s["unconfirmed_ends"] else "")
         + (f"; {len(rec.api_calls):,} CUDA API calls" if len(rec.api_calls) else "")
         + (f"; {s['unrecorded_launches']:,} launches ran outside recording windows (unpatched, not in the trace)"
-           if s["unrecorded_launches"] else ""),
+           if s["unrecorded_launches"] else "")
+        + (f"; {s['device_launches']:,} of the launches were made by kernels (dynamic parallelism)"
+           if s["device_launches"] else ""),
         markup=False,
     )
+    # What the tool could not record, said once more after the program's own output.
+    for note in s["notices"]:
+        err.print(f"gpuobs: {path}: {'NOTHING WAS RECORDED: ' if s['launches'] == 0 else ''}{note}", markup=False)
 
 
 def _build_with_progress(build, force: bool = False):
@@ -282,7 +287,7 @@ def info(recordings: Optional[List[Path]] = typer.Argument(None, metavar="[RECOR
          as_json: bool = typer.Option(False, "--json", help="print one JSON object per recording")):
     """Summarise recordings (default: ./gpuobs.gpuobs and its children's): what ran, on which GPU, for how
     long, what was counted, kept and dropped, and the flush windows `trim` selects by index."""
-    from .recording_info import describe, text
+    from .analysis.recording_info import describe, text
     described = [describe(_load(p, salvage)) for p in _recordings_or_default(recordings)]
     if as_json:
         _say(json.dumps(described[0] if len(described) == 1 else described, indent=2))
@@ -317,7 +322,7 @@ def stats(recordings: Optional[List[Path]] = typer.Argument(None, metavar="[RECO
           salvage: bool = typer.Option(False, "--salvage", help="read a damaged recording up to the damage")):
     """Per kernel statistics of recordings (default: ./gpuobs.gpuobs and its children's), led by the kernel
     time summary: Time %, total, instances, avg/med/min/max/stddev of each launch's span."""
-    from . import stats_report
+    from .analysis import stats_report
     fmt = "json" if as_json else fmt
     report = REPORT_ALIASES.get(report, report)
     if fmt not in ("table", "csv", "json"):
@@ -491,15 +496,15 @@ def _print_export_summary(summary, output: Path) -> None:
         else:
             _say(f"  CUDA API calls of pid {a.pid}: {a.calls:,} recorded, not shown: {a.why_not}")
     for h in summary.hosts:
-        shift = (f"; shifted {h['shift_ns'] / 1e6:+.3f} ms to line up kernels (residual {h['residual_ns'] / 1e3:.1f} us)"
-                 if h["shift_ns"] else "")
-        _say(f"  host trace {h['path']}: {h['events']:,} events, {h['matched']:,} of {h['kernels']:,} kernels "
-             f"matched ({h['unmatched_gpuobs']:,} gpuobs launches unmatched); clock {h['clock']}{shift}")
-        if h["before_boot"]:
-            _warn(f"{h['before_boot']:,} of its {h['events']:,} events fall before the recording machine's boot on "
+        shift = (f"; shifted {h.shift_ns / 1e6:+.3f} ms to line up kernels (residual {h.residual_ns / 1e3:.1f} us)"
+                 if h.shift_ns else "")
+        _say(f"  host trace {h.path}: {h.events:,} events, {h.matched:,} of {h.kernels:,} kernels "
+             f"matched ({h.unmatched_gpuobs:,} gpuobs launches unmatched); clock {h.clock}{shift}")
+        if h.before_boot:
+            _warn(f"{h.before_boot:,} of {h.path}'s {h.events:,} events fall before the recording machine's boot on "
                   "its REALTIME clock (a run from an earlier boot or another machine); Perfetto drops them. "
                   "Add --align kernels to place the run by its kernels.")
-        for row in h["per_kernel"][:8]:
+        for row in h.per_kernel[:8]:
             _say(f"    {row['kernel'][:70]}: {row['matched']} matched, uninstrumented {row['uninstrumented_us']:.1f} us, "
                  f"instrumented {row['instrumented_us']:.1f} us ({row['ratio']:.2f}x)")
     _say(f"Open it with `gpuobs open {output}`, at ui.perfetto.dev, or in trace_processor.")
@@ -509,7 +514,7 @@ def _print_export_summary(summary, output: Path) -> None:
 
 def _open(trace: Path, port: int = 9001, ui_url: Optional[str] = None, browser: Optional[bool] = None,
           timeout_s: float = 600.0) -> None:
-    from .open_trace import DEFAULT_UI, OpenError, serve
+    from .perfetto_export.open_trace import DEFAULT_UI, OpenError, serve
     try:
         served = serve(trace, port=port, ui_url=ui_url or DEFAULT_UI, open_browser=browser, timeout_s=timeout_s,
                        say=_say)
@@ -558,7 +563,7 @@ def plot_cmd(recording: Optional[Path] = typer.Argument(None, metavar="[RECORDIN
     """SM x time occupancy heatmap and block-duration histograms of a recording (default ./gpuobs.gpuobs;
     needs matplotlib: pip install 'gpuobs[plot]')."""
     from .outputs import OutputError
-    from .plot import PlotUnavailable, plot, plot_paths
+    from .analysis.plot import PlotUnavailable, plot, plot_paths
     if output.suffix.lower() not in PLOT_SUFFIXES:
         _fail(f"-o {output}: plot writes images: name it .png, .svg or .pdf")
     path = recording or DEFAULT_RECORDING
@@ -595,9 +600,9 @@ def trim(recording: Path = typer.Argument(..., metavar="RECORDING", hidden=True)
     """Copy part of RECORDING to share it: whole flush windows, launches in a time window, or launches of some
     kernels (the selections combine; an empty one is refused)."""
     from .outputs import OutputError, write_atomically
-    from .time_ranges import RangeError, parse_range, parse_time_range
-    from .trim import TrimError, select
-    from .writer import copy_recording
+    from .ranges import RangeError, parse_range, parse_time_range
+    from .recording_file.recording_writer import copy_recording
+    from .analysis.trim import TrimError, select
     if old_output is not None:
         if output is not None:
             _fail("give the output once, with -o")
@@ -628,7 +633,7 @@ def trim(recording: Path = typer.Argument(..., metavar="RECORDING", hidden=True)
 @command("[OPTIONS]", name="build")
 def build_cmd(force: bool = typer.Option(False, "--force", "-f", help="rebuild even if cached")):
     """Build the native tool and device patches (`record` does it on first use), saying what compiles."""
-    from .native_build import NativeUnavailable, build
+    from .record.native_build import NativeUnavailable, build
     try:
         b = _build_with_progress(build, force)
     except NativeUnavailable as exc:

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..analysis import LaunchTable
-from ..recording import Recording
+from ..analysis.launches import LaunchTable
+from ..recording_file.recording import Recording
 
 
 @dataclass

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from ..recording import Recording
+from ..recording_file.recording import Recording
 from .clock import MONOTONIC
 from .protowire import Rows
-from .writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
+from .trace_writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
 
 RUNTIME_DOMAIN = 2  # Sanitizer_CallbackDomain of the runtime API (the driver's is 1)
 

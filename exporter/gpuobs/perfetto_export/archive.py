@@ -38,7 +38,7 @@ def manifest(host_entries: list, related: bool) -> dict:
 def write_archive(out, trace, hosts: list, summaries: list, related: bool) -> int:
     """Writes the ZIP into `out` (an open binary file: gpuobs.outputs owns it) from the
     gpuobs trace in `trace` (an open binary file at its start). `hosts` and `summaries`
-    (ExportSummary.hosts rows) in the same order. Returns the bytes written."""
+    (ExportSummary.hosts: HostSummary) in the same order. Returns the bytes written."""
     if not related:
         raise ExportError("--archive needs a measured clock relation (the recording has no clock probe samples, "
                           "or --clock device): without it the host traces cannot be placed")
@@ -53,7 +53,7 @@ def write_archive(out, trace, hosts: list, summaries: list, related: bool) -> in
             raise ExportError(f"--archive: cannot read {host.path}: {exc.strerror}") from None
         base = json.loads(data).get("baseTimeNanoseconds")
         name = f"host{len(entries)}_{Path(host.path).name}"
-        entries.append((name, int(base) + int(row["shift_ns"]), int(row["shift_ns"])))
+        entries.append((name, int(base) + int(row.shift_ns), int(row.shift_ns)))
         members.append((name, data))
     start = out.tell()
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:

@@ -11,7 +11,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from . import native_encoder
 from .clock import ClockRelation
 from .protowire import Rows
-from .writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
+from .trace_writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
 
 INCREMENTAL_CLOCK = 64  # sequence-scoped clock ids are 64..127
 BEGIN, END = pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END

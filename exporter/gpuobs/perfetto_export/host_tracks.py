@@ -9,7 +9,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from .clock import REALTIME
 from .lanes import assign_lanes
 from .protowire import Rows
-from .writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
+from .trace_writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
 
 KIND_TITLES = {"pytorch-profiler": "PyTorch profiler", "nsys": "Nsight Systems"}
 

@@ -7,9 +7,9 @@ import datetime
 
 import numpy as np
 
-from . import analysis
-from .recording import Recording
-from .time_ranges import format_ns, format_span
+from ..ranges import format_ns, format_span
+from ..recording_file.recording import Recording
+from . import launches as analysis
 
 MAX_WINDOW_LINES = 40
 UNMATCHED_EXITS = ("threads whose exit found no block record to stamp: warps that left before their block's "

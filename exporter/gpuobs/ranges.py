@@ -1,7 +1,7 @@
-"""START:END ranges as users type them (`--time-window 1ms:5ms`, `--flushes 0:2`,
-`--launches 10:`) and durations as gpuobs prints them. Times are relative to the
-recording's start (its first device event) and need a unit, so that a bare
-number is never silently read as nanoseconds."""
+"""START:END ranges and durations as users type them in options (`export --launches
+10:`, `--time-window 1ms:5ms`, `trim --flushes 0:2`), and durations as gpuobs prints
+them. Times are relative to the recording's start (its first device event) and need
+a unit, so that a bare number is never silently read as nanoseconds."""
 from __future__ import annotations
 
 import re
@@ -11,7 +11,7 @@ UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 
 
 class RangeError(ValueError):
-    pass
+    """An option's range or duration cannot be read; the message names the option and the text."""
 
 
 def parse_duration(text: str) -> int:

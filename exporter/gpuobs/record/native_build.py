@@ -11,14 +11,14 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from .native_sources import native_root
+from ..native_sources import native_root
 
 # SASS for every architecture CUDA 13 targets that gpuobs claims, plus PTX of the
 # newest so that a future GPU can JIT the patches.
 PATCH_ARCHS = ("75", "80", "86", "89", "90", "100", "120")
 PTX_ARCH = "120"
 TOOL_SOURCES = ("gpuobs_tool.cpp", "context_state.cpp", "config.cpp", "recording_file.cpp",
-                "sanitizer_api.cpp", "cuda_driver.cpp", "api_trace.cpp")
+                "sanitizer_api.cpp", "cuda_driver.cpp", "api_trace.cpp", "notice.cpp")
 
 
 class NativeUnavailable(RuntimeError):
@@ -160,7 +160,7 @@ def probe_compile_command(tc: Toolchain, out: Path) -> list[str]:
 
 def tool_compile_command(tc: Toolchain, out: Path) -> list[str]:
     root = native_root()
-    from . import __version__
+    from .. import __version__
     return [tc.cxx, "-shared", "-fPIC", "-O2", "-std=c++17", "-Wall", "-Wextra", "-Wno-unused-parameter",
             "-fvisibility=hidden", f'-DGPUOBS_TOOL_VERSION="gpuobs-tool {__version__}"',
             f"-I{root / 'schemas'}", f"-I{tc.sanitizer_include}", f"-I{tc.cuda_include}",

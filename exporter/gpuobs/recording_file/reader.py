@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from . import schema
-from .errors import (
+from ..errors import (
     BadMagic,
     CorruptChunk,
     RecordingError,
@@ -28,7 +28,7 @@ from .fileformat import (
     MAGIC,
     chunk_crc,
 )
-from .recording import LAUNCH_COUNT_ROW, Damage, FunctionInfo, Recording, RunInfo
+from .recording import LAUNCH_COUNT_ROW, Damage, FunctionInfo, Notice, Recording, RunInfo
 
 ChunkType = schema.ChunkType
 
@@ -84,7 +84,7 @@ class _Parser:
                 self.path, 12, f"header size {int(header['header_size'])}, expected {FILE_HEADER.itemsize}"
             )
         schema_hash = int(header["schema_hash"])
-        if schema_hash != schema.SCHEMA_HASH:
+        if schema_hash != schema.SCHEMA_HASH and schema_hash not in schema.COMPATIBLE_SCHEMAS:
             raise SchemaMismatch(
                 self.path,
                 16,
@@ -167,6 +167,8 @@ class _Parser:
             self.api_parts.append(self._array("gpuobs_api_call", start, length))
         elif ctype == ChunkType.API_NAMES:
             self._api_name(rec, start, length)
+        elif ctype == ChunkType.NOTICE:
+            self._notice(rec, start, length)
         elif ctype == ChunkType.END:
             rec.end = self._struct("gpuobs_end_info", start, length, exact=True)[0]
         else:
@@ -233,6 +235,17 @@ class _Parser:
             raise _PayloadError(f"a name of {n} bytes does not fill the {length}-byte payload")
         base = start + info.dtype.itemsize
         rec.api_names[int(info["api_id"])] = bytes(self.buf[base : base + n]).decode(errors="replace")
+
+    def _notice(self, rec: Recording, start: int, length: int) -> None:
+        info = self._struct("gpuobs_notice", start, length)[0]
+        n = int(info["text_len"])
+        if info.dtype.itemsize + n != length:
+            raise _PayloadError(f"a text of {n} bytes does not fill the {length}-byte payload")
+        base = start + info.dtype.itemsize
+        text = bytes(self.buf[base : base + n]).decode(errors="replace")
+        code = int(info["code"])
+        name = schema.NoticeCode(code).name.lower() if code in schema.NoticeCode._value2member_map_ else f"code{code}"
+        rec.notices.append(Notice(int(info["device_index"]), name, int(info["monotonic_ns"]), text))
 
     def _run(self, rec: Recording, start: int, length: int) -> None:
         info = self._struct("gpuobs_run_info", start, length)[0]

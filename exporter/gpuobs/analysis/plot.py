@@ -7,10 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
-from . import analysis, schema
+from ..outputs import write_atomically
+from ..recording_file import schema
+from ..recording_file.recording import Recording
+from . import launches
 from .kernel_names import short_name
-from .outputs import write_atomically
-from .recording import Recording
 
 
 class PlotUnavailable(RuntimeError):
@@ -60,9 +61,9 @@ def plot(rec: Recording, targets: dict, top: int = 6, inputs=(), force: bool = F
     except ImportError as exc:
         raise PlotUnavailable("gpuobs plot needs matplotlib: pip install 'gpuobs[plot]'") from exc
     written = []
-    stats = analysis.kernel_stats(rec)
-    of = analysis.launch_index_of_events(rec)
-    names = np.array(analysis.launch_table(rec, of).name, dtype=object)
+    stats = launches.kernel_stats(rec)
+    of = launches.launch_index_of_events(rec)
+    names = np.array(launches.launch_table(rec, of).name, dtype=object)
     for device, path in targets.items():
         grid, t0, width = occupancy(rec, device)
         if grid is None:

@@ -7,10 +7,10 @@
 Text shows folded kernel names (gpuobs.kernel_names); CSV and JSON the full ones."""
 from __future__ import annotations
 
-from . import analysis
+from ..recording_file.recording import Recording
+from . import launches as analysis
 from .kernel_names import short_names
 from .kernel_summary import SORT_KEYS as KERNEL_SORT_KEYS, SPAN_MEANING, kernel_times, sort_rows
-from .recording import Recording
 from .text_table import Column, render_csv, render_text
 
 BLOCK_SORT_KEYS = ("blocks", "launches", "p50", "p99", "counted", "name")

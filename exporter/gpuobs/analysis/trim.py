@@ -10,10 +10,10 @@ from typing import Optional
 
 import numpy as np
 
-from . import analysis
-from .recording import Recording
+from ..ranges import format_span
+from ..recording_file.recording import Recording
+from . import launches as analysis
 from .recording_info import device_span
-from .time_ranges import format_span
 
 
 class TrimError(Exception):

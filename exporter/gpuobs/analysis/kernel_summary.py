@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import analysis, schema
-from .recording import Recording
+from ..recording_file import schema
+from ..recording_file.recording import Recording
+from . import launches as analysis
 
 SPAN_MEANING = ("span = a launch's first block start to its last block end (device clock, from block "
                 "records; includes instrumentation cost inside the kernel, not queueing before it)")

@@ -1,7 +1,7 @@
 """A Python writer for .gpuobs files: the same framing the C++ tool writes.
 
 Tests, fixtures and synthetic benchmarks use it; the reader and this writer
-share gpuobs.fileformat, so they cannot disagree about framing."""
+share fileformat.py, so they cannot disagree about framing."""
 from __future__ import annotations
 
 import os
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__, schema
+from .. import __version__
+from . import schema
 from .fileformat import EVENTS_HEADER, events_padding, pack_chunk, pack_file_header
 
 ChunkType = schema.ChunkType

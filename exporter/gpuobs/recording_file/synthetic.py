@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import schema
-from .writer import RecordingWriter
+from .recording_writer import RecordingWriter
 
 GLOBALTIMER_BASE = 1_732_000_000_000_000_000  # a plausible %globaltimer value (ns)
 UPTIME_NS = 5_000 * 10**9  # host CLOCK_MONOTONIC at GLOBALTIMER_BASE

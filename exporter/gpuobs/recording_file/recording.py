@@ -43,6 +43,16 @@ class RunInfo:
 
 
 @dataclass
+class Notice:
+    """Something the tool could not record, and why (it also said so on stderr)."""
+
+    device_index: int  # 0xFFFFFFFF: no one device
+    code: str  # schema.NoticeCode name, lower case
+    monotonic_ns: int
+    text: str
+
+
+@dataclass
 class Damage:
     """Where a salvaged read stopped, and what was lost."""
 
@@ -75,6 +85,7 @@ class Recording:
     launch_flushes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint32))  # flush_seq of each launch
     api_calls: np.ndarray = field(default_factory=lambda: _empty("gpuobs_api_call"))  # --api-trace
     api_names: dict = field(default_factory=dict)  # api_id -> function name
+    notices: list = field(default_factory=list)  # Notice, in file order
     end: Optional[np.void] = None
     damage: Optional[Damage] = None
     unknown_chunks: int = 0
