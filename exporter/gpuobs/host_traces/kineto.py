@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
+
+
 class HostTraceError(Exception):
     pass
 
@@ -45,6 +48,7 @@ class HostTrace:
     kernels: list                   # HostKernel, in start order
     thread_names: dict = field(default_factory=dict)  # (pid, tid) -> name
     clock: str = "REALTIME"
+    process_names: dict = field(default_factory=dict)  # pid -> name
 
 
 def _dims(value) -> tuple:
@@ -66,13 +70,16 @@ def load_kineto(path) -> HostTrace:
     base = doc.get("baseTimeNanoseconds")
     if not isinstance(base, int):
         raise HostTraceError(f"{path}: no integer baseTimeNanoseconds: cannot place its events on REALTIME")
-    events, kernels, names = [], [], {}
+    events, kernels, names, processes = [], [], {}, {}
     for i, e in enumerate(doc["traceEvents"]):
         if not isinstance(e, dict):
             continue
         ph = e.get("ph")
         if ph == "M" and e.get("name") == "thread_name":
             names[(e.get("pid"), e.get("tid"))] = str(e.get("args", {}).get("name", ""))
+            continue
+        if ph == "M" and e.get("name") == "process_name":
+            processes[e.get("pid")] = str(e.get("args", {}).get("name", ""))
             continue
         if ph != "X":
             continue
@@ -84,14 +91,15 @@ def load_kineto(path) -> HostTrace:
         cat = str(e.get("cat", ""))
         args = e.get("args", {}) if isinstance(e.get("args"), dict) else {}
         name = str(e.get("name", ""))
-        if cat == "kernel":
+        if cat in GPU_CATEGORIES:  # on a GPU stream: Kineto's pid is the device, its tid the stream
             device = int(args.get("device", e.get("pid", 0)))
             stream = int(args.get("stream", e.get("tid", 0)))
-            kernels.append(HostKernel(device, stream, name, _dims(args.get("grid")), _dims(args.get("block")),
-                                      start, dur, int(args.get("correlation", -1))))
+            if cat == "kernel":
+                kernels.append(HostKernel(device, stream, name, _dims(args.get("grid")), _dims(args.get("block")),
+                                          start, dur, int(args.get("correlation", -1))))
             track = ("stream", device, stream)
         else:
             track = ("thread", e.get("pid"), e.get("tid"))
         events.append(HostEvent(track, name, start, dur, cat, args))
     kernels.sort(key=lambda k: k.start_ns)
-    return HostTrace(str(path), "pytorch-profiler", events, kernels, names)
+    return HostTrace(str(path), "pytorch-profiler", events, kernels, names, process_names=processes)

@@ -14,6 +14,36 @@ from .trace_writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
 KIND_TITLES = {"pytorch-profiler": "PyTorch profiler", "nsys": "Nsight Systems"}
 
 
+def _track_order(key: tuple):
+    """Processes by pid, then GPUs by device (as the profiler's own view sorts them); in a
+    process its threads by id, each thread's NVTX ranges after it."""
+    kind, owner, lane = key
+    def number_first(v):
+        return (not isinstance(v, int), v if isinstance(v, int) else 0, str(v))
+    return (kind == "stream", number_first(owner), number_first(lane), kind == "nvtx")
+
+
+def _process_name(host, pid) -> str:
+    name = host.process_names.get(pid, "").strip()
+    if not isinstance(pid, int):
+        return name or str(pid)  # Kineto's own pseudo-processes ("Spans")
+    return f"{name} (pid {pid})" if name else f"pid {pid}"
+
+
+def track_names(host, key: tuple) -> tuple[str, str]:
+    """(process group, track) names of a host-trace track key, as the PyTorch profiler's
+    trace names them in Perfetto: `python3 (pid 803)` / `thread 803 (python3)`, and
+    `GPU 0` / `stream 7`; names from the trace's process_name and thread_name metadata."""
+    kind, owner, lane = key
+    thread = str(host.thread_names.get((owner, lane), "")).strip()
+    if kind == "stream":
+        return f"GPU {owner}", thread or f"stream {lane}"
+    thread = thread or (f"thread {lane}" if isinstance(lane, int) else str(lane))
+    if kind == "nvtx":
+        return _process_name(host, owner), f"NVTX ({thread})"
+    return _process_name(host, owner), thread
+
+
 def write_host_trace(w: TraceWriter, host, related: bool, shift_ns: int = 0, residual_ns: int = 0,
                      matched: int = 0) -> int:
     """Returns the number of slices written. `related`: some GPU of this trace has
@@ -29,7 +59,7 @@ def write_host_trace(w: TraceWriter, host, related: bool, shift_ns: int = 0, res
         desc += (f" SHIFTED by {shift_ns / 1e6:+.3f} ms so that matched kernels line up with gpuobs's "
                  f"(--align kernels); median residual {residual_ns / 1e3:.1f} us.")
     group = w.track(title, description=desc)
-    keys = sorted({e.track for e in host.events}, key=lambda k: (k[0], str(k[1]), str(k[2])))
+    keys = sorted({e.track for e in host.events}, key=_track_order)
     key_index = {k: i for i, k in enumerate(keys)}
     ev = host.events
     if not ev:
@@ -39,14 +69,14 @@ def write_host_trace(w: TraceWriter, host, related: bool, shift_ns: int = 0, res
     end = start + np.array([max(e.dur_ns, 0) for e in ev], np.int64)
     base = int(start.min())
     lane = assign_lanes(grp, (start - base).astype(np.uint64), (end - base).astype(np.uint64))
-    uuid = {}
+    uuid, processes = {}, {}
     for k in keys:
-        label = (f"GPU {k[1]} stream {k[2]} (uninstrumented)" if k[0] == "stream" else
-                 f"NVTX {k[2]} (pid {k[1]})" if k[0] == "nvtx" else
-                 f"{host.thread_names.get((k[1], k[2])) or 'thread'} {k[2]} (pid {k[1]})")
+        process, label = track_names(host, k)
+        if process not in processes:
+            processes[process] = w.track(process, parent=group, rank=len(processes))
         for lane_no in range(int(lane[grp == key_index[k]].max()) + 1):
-            uuid[(key_index[k], lane_no)] = w.track(label, parent=group, merge_key=f"{group}-{key_index[k]}",
-                                                    rank=key_index[k])
+            uuid[(key_index[k], lane_no)] = w.track(label, parent=processes[process],
+                                                    merge_key=f"{group}-{key_index[k]}", rank=key_index[k])
     names = sorted({e.name for e in ev})
     iid = {n: i + 1 for i, n in enumerate(names)}
     seq = w.new_sequence()
