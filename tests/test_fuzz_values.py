@@ -137,10 +137,8 @@ def run_every_command(tmp_path, path, expect_ok=False):
     runner = CliRunner()
     out = tmp_path / "t.pftrace"
     trimmed = tmp_path / "trim.gpuobs"
-    for args in (["info", str(path)], ["stats", str(path)], ["export", "-i", str(path), str(out)],
-                 ["trim", str(path), str(trimmed), "--flushes", "1:"], ["info", str(trimmed)]):
-        if args[0] == "trim" and trimmed.exists():
-            trimmed.unlink()
+    for args in (["info", str(path)], ["stats", str(path)], ["export", str(path), "-f", "-o", str(out)],
+                 ["trim", str(path), "-f", "-o", str(trimmed), "--flushes", "1:"], ["info", str(trimmed)]):
         r = runner.invoke(app, args)
         assert r.exception is None or isinstance(r.exception, SystemExit), (args, r.output, r.exception)
         assert "Traceback" not in r.output

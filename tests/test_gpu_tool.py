@@ -199,7 +199,7 @@ def test_record_then_export_in_the_same_directory(tmp_path):
     rec = run("record", "--", sys.executable, str(ROOT / "examples" / "decode_graph.py"), "--steps", "2")
     assert rec.returncode == 0, rec.stderr
     assert (tmp_path / "gpuobs.gpuobs").exists()
-    exp = run("export", "trace.pftrace")
+    exp = run("export", "-o", "trace.pftrace")
     assert exp.returncode == 0, exp.stderr
     d = decode(tmp_path / "trace.pftrace")
     assert d.problems == [] and d.snapshots
@@ -415,8 +415,8 @@ def test_two_processes_one_gpu_each_merge_into_one_trace(tmp_path):
     recs = [gpuobs.load(out) for out, _ in procs]
     uuids = {bytes(r.devices["uuid"][0]) for r in recs}
     assert len(uuids) == 2, "each process saw its own GPU"
-    exp = subprocess.run([sys.executable, "-m", "gpuobs", "export", "-i", str(procs[0][0]), "-i", str(procs[1][0]),
-                          str(tmp_path / "merged.pftrace")], capture_output=True, text=True)
+    exp = subprocess.run([sys.executable, "-m", "gpuobs", "export", str(procs[0][0]), str(procs[1][0]),
+                          "-o", str(tmp_path / "merged.pftrace")], capture_output=True, text=True)
     assert exp.returncode == 0, exp.stderr
     d = decode(tmp_path / "merged.pftrace")
     assert d.problems == []

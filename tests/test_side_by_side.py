@@ -107,8 +107,8 @@ def test_archive_holds_the_trace_and_the_untouched_profiler_file(tmp_path):
     import sys
     import zipfile
     out = tmp_path / "both.zip"
-    proc = subprocess.run([sys.executable, "-m", "gpuobs", "export", "-i", str(API), "--host", str(PROFILER),
-                           "--archive", str(out)], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "gpuobs", "export", str(API), "--host", str(PROFILER),
+                           "--archive", "-o", str(out)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     with zipfile.ZipFile(out) as z:
         names = set(z.namelist())
@@ -131,12 +131,12 @@ def test_archive_holds_the_trace_and_the_untouched_profiler_file(tmp_path):
 def test_archive_refuses_what_perfetto_cannot_place(tmp_path):
     import subprocess
     import sys
-    run = lambda *a: subprocess.run([sys.executable, "-m", "gpuobs", "export", "-i", str(API), *a],  # noqa: E731
+    run = lambda *a: subprocess.run([sys.executable, "-m", "gpuobs", "export", str(API), *a],  # noqa: E731
                                     capture_output=True, text=True)
-    no_host = run("--archive", str(tmp_path / "a.zip"))
+    no_host = run("--archive", "-o", str(tmp_path / "a.zip"))
     said = lambda p: " ".join(p.stderr.split())  # noqa: E731  (the console wraps long lines)
     assert no_host.returncode != 0 and "pass at least one --host" in said(no_host)
-    device = run("--host", str(PROFILER), "--clock", "device", "--archive", str(tmp_path / "b.zip"))
+    device = run("--host", str(PROFILER), "--clock", "device", "--archive", "-o", str(tmp_path / "b.zip"))
     assert device.returncode != 0 and "measured clock relation" in said(device)
     assert not (tmp_path / "b.zip").exists() and not list(tmp_path.glob("*.tmp"))
 

@@ -12,7 +12,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from ..analysis import launches as analysis
 from ..recording_file import schema
-from ..ranges import RangeError, parse_duration, parse_range
+from ..ranges import RangeError, format_span, parse_duration, parse_range
 from ..recording_file.recording import Recording
 from .api_tracks import flow_id, write_api_calls
 from .blocks import BlockSlices, encode_blocks
@@ -36,7 +36,7 @@ class ExportError(Exception):
 class ExportOptions:
     kernels: Optional[str] = None        # regex on kernel names
     launches: Optional[str] = None       # "A:B" launch ids, A <= id < B
-    time_window: Optional[str] = None    # "START:END" from the first event, with units (ns, us, ms, s)
+    time_window: Optional[str] = None    # "START:END" from the recording's first event, with units (ns, us, ms, s)
     clock: str = "auto"                  # auto | device
     samples: bool = False                # raw memory samples as instants
     block_args: bool = True
@@ -48,13 +48,16 @@ class ExportOptions:
 @dataclass
 class GpuSummary:
     label: str
+    mode: str = "unknown"
     sms: int = 0
     lanes: int = 0
     block_slices: int = 0
     kernel_slices: int = 0
     launches_without_time: int = 0
     memory_events: int = 0
-    accesses_counted: int = 0
+    accesses_counted: int = 0     # exact device counts of the exported launches (each counter slot once)
+    accesses_unplaced: int = 0    # of those, by launches without a kept sample: no time, not on the counter
+    launches_unplaced: int = 0
     dropped: int = 0
     unrecorded_launches: int = 0  # outside recording windows: ran unpatched, not in the trace
     clock: str = ""
@@ -174,6 +177,9 @@ def export(recordings: list[Recording], out_path, opts: ExportOptions | None = N
     summary = ExportSummary()
     matches = []  # (host, rec, table, KernelMatch)
     related = False
+    keeps = [_launch_filter(rec, opts) for rec in recordings]
+    if (opts.kernels or opts.launches) and not any(k.any() for k in keeps):
+        raise ExportError(_nothing_selected(recordings, opts))
     for rec_index, rec in enumerate(recordings):
         say(f"resolving launches of {rec.path}")
         launch_of_event = analysis.launch_index_of_events(rec)
@@ -183,7 +189,7 @@ def export(recordings: list[Recording], out_path, opts: ExportOptions | None = N
             m = match_kernels(rec, table, host)
             matches.append((host, rec, table, m))
             host_dur.update({int(i): k.dur_ns for i, k in zip(m.launch_index, m.host_kernel)})
-        keep_launch = _launch_filter(rec, opts)
+        keep_launch = keeps[rec_index]
         devices = sorted(set(rec.devices["device_index"].tolist()) | set(rec.event_devices.tolist())
                          | set(rec.launches["device_index"].tolist()))
         window = _time_window(rec.events, opts)
@@ -206,20 +212,48 @@ def export(recordings: list[Recording], out_path, opts: ExportOptions | None = N
     boot = next((g.boot_realtime_ns for g in summary.gpus if g.boot_realtime_ns is not None), None)
     for host in hosts:
         summary.hosts.append(_export_host(w, host, [m for m in matches if m[0] is host], related, opts, boot))
+    if opts.time_window and not any(g.block_slices or g.kernel_slices or g.memory_events for g in summary.gpus):
+        spans = "; ".join(_span_text(rec) for rec in recordings)
+        raise ExportError(f"--time-window {opts.time_window} excludes everything ({spans})")
     summary.tracks = w.tracks
     try:
         summary.bytes = w.save(out_path)
     except OSError as exc:
+        if hasattr(out_path, "write"):
+            raise  # an open file's owner (gpuobs.outputs) reports it
         raise ExportError(f"cannot write {out_path}: {exc.strerror}") from None
     return summary
 
 
 def _time_window(ev: np.ndarray, opts: ExportOptions):
-    if not opts.time_window or len(ev) == 0:
+    """(first, last) device ns of --time-window, which is relative to the recording's first event."""
+    if not opts.time_window:
         return None
     lo, hi = _range(opts.time_window, "--time-window", parse_duration)
+    if len(ev) == 0:
+        return None  # no device times: nothing to window (the check after the export says so)
     t0 = int(ev["time_start"].min())
     return (t0 + lo if lo is not None else 0, t0 + hi if hi is not None else np.iinfo(np.uint64).max)
+
+
+def _span_text(rec: Recording) -> str:
+    ev = rec.events
+    if len(ev) == 0:
+        mode = rec.run.mode_name if rec.run else "unknown"
+        return f"{rec.path} has no device times (mode {mode})"
+    t0 = int(ev["time_start"].min())
+    t1 = int(np.maximum(ev["time_end"], ev["time_start"]).max())
+    return f"{rec.path} spans {format_span(0, t1 - t0)}"
+
+
+def _nothing_selected(recordings: list, opts: ExportOptions) -> str:
+    what = " and ".join(f"{flag} {value!r}" for flag, value in (("--kernels", opts.kernels),
+                                                               ("--launches", opts.launches)) if value)
+    kernels = len({rec.function(int(l["device_index"]), int(l["function_slot"])).name
+                   for rec in recordings for l in rec.launches})
+    launches = sum(len(rec.launches) for rec in recordings)
+    return (f"{what} selects none of the {launches:,} launches of {kernels:,} kernels "
+            "(`gpuobs stats` lists the kernels; --launches takes launch ids START:END)")
 
 
 def _export_host(w, host, matches, related, opts, boot_realtime_ns=None) -> HostSummary:
@@ -251,7 +285,7 @@ def _export_gpu(g: GpuExport) -> GpuSummary:
     pid = rec.run.pid if rec.run else 0
     name = rec.device_name(device)
     label = f"GPU {device}: {name}" + (f" (pid {pid})" if pid else "") + " - device clock"
-    s = GpuSummary(label=label, clock=("measured, +/- %.1f us" % (clock.uncertainty_ns / 1e3)) if clock.measured
+    s = GpuSummary(label=label, mode=rec.run.mode_name if rec.run else "unknown", clock=("measured, +/- %.1f us" % (clock.uncertainty_ns / 1e3)) if clock.measured
                    else "device (no host relation)")
     for snap in clock.snapshots():
         w.packet(snap)
@@ -281,7 +315,10 @@ def _export_gpu(g: GpuExport) -> GpuSummary:
         s.block_slices = len(blocks)
     if len(mem):
         s.memory_events = len(mem)
-        s.accesses_counted = _memory_counters(g, mem)
+        _memory_counters(g, mem)
+    if s.mode.startswith("mem"):
+        s.accesses_counted, s.accesses_unplaced, s.launches_unplaced = _access_totals(
+            g, dev_launches, g.launch_of_event[mem])
     s.dropped = int(rec.flushes["dropped"][rec.flushes["device_index"] == device].sum())
     s.unrecorded_launches = int(rec.flushes["unrecorded_launches"][rec.flushes["device_index"] == device].sum())
     _drop_counter(g)
@@ -324,10 +361,10 @@ def _ts(pkt: pb.TracePacket, t: int, clock: ClockRelation) -> None:
 def _kernel_slices(g: GpuExport, launches: np.ndarray):
     w, table, window = g.w, g.table, g.window
     has_time = table.first_start[launches] > 0
+    missing = int((~has_time).sum())  # no device time at all (counting modes), not those outside a window
     if window is not None:
         has_time &= (table.first_start[launches] >= window[0]) & (table.first_start[launches] < window[1])
     timed = launches[has_time]
-    missing = int((~has_time).sum())
     if len(timed) == 0:
         return 0, missing, timed
     start = table.first_start[timed]
@@ -463,7 +500,29 @@ def _counter_packets(g: GpuExport, track, times, values):
         g.w.packet(pkt)
 
 
-def _memory_counters(g: GpuExport, mem: np.ndarray) -> int:
+def _access_totals(g: GpuExport, launches: np.ndarray, sample_launches: np.ndarray) -> tuple[int, int, int]:
+    """The device's exact access counts of the exported launches (every counter slot
+    once, as `info` and `stats` count them), and the part of them by launches that kept
+    no sample: those have no time, so the counter cannot show them. A window selects
+    launches by their samples' times, so launches without a sample are then not exported."""
+    rec, table = g.rec, g.table
+    sampled = np.unique(sample_launches[sample_launches >= 0])
+    if g.window is not None:
+        return analysis.counted_total(rec, table, sampled), 0, 0
+    if g.opts.kernels or g.opts.launches:
+        total = analysis.counted_total(rec, table, launches)
+    else:  # every count of the device, also one no launch in the table claims
+        slots = analysis.count_slots(rec)
+        on_device = rec.launch_counts["device_index"] == g.device
+        total = int(analysis.slot_counts(rec)[np.unique(slots[on_device])].sum()) if on_device.any() else 0
+    unsampled = np.setdiff1d(launches, sampled)
+    unsampled = unsampled[table.count_slot[unsampled] >= 0]
+    slots = np.setdiff1d(table.count_slot[unsampled], table.count_slot[sampled])
+    unplaced = int(analysis.slot_counts(rec)[slots].sum()) if len(slots) else 0
+    return total, unplaced, int(len(unsampled))
+
+
+def _memory_counters(g: GpuExport, mem: np.ndarray) -> None:
     """Accesses per time bin: each kept sample stands for counted/kept accesses of
     its launch, so each launch's bins add up to its exact count."""
     ev, table, opts = g.ev, g.table, g.opts
@@ -485,8 +544,6 @@ def _memory_counters(g: GpuExport, mem: np.ndarray) -> int:
     _counter_packets(g, track, times, np.r_[sums, 0.0])
     if opts.samples:
         _memory_samples(g, mem)
-    counted_launches = np.unique(lo[(lo >= 0)])
-    return int(np.clip(table.counted[counted_launches], 0, None).sum())
 
 
 def _memory_samples(g: GpuExport, mem: np.ndarray):

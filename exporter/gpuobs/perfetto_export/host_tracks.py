@@ -15,6 +15,36 @@ PACKETS_PER_BATCH = 1 << 17
 KIND_TITLES = {"pytorch-profiler": "PyTorch profiler", "nsys": "Nsight Systems"}
 
 
+def _track_order(key: tuple):
+    """Processes by pid, then GPUs by device (as the profiler's own view sorts them); in a
+    process its threads by id, each thread's NVTX ranges after it."""
+    kind, owner, lane = key
+    def number_first(v):
+        return (not isinstance(v, int), v if isinstance(v, int) else 0, str(v))
+    return (kind == "stream", number_first(owner), number_first(lane), kind == "nvtx")
+
+
+def _process_name(host, pid) -> str:
+    name = host.process_names.get(pid, "").strip()
+    if not isinstance(pid, int):
+        return name or str(pid)  # Kineto's own pseudo-processes ("Spans")
+    return f"{name} (pid {pid})" if name else f"pid {pid}"
+
+
+def track_names(host, key: tuple) -> tuple[str, str]:
+    """(process group, track) names of a host-trace track key, as the PyTorch profiler's
+    trace names them in Perfetto: `python3 (pid 803)` / `thread 803 (python3)`, and
+    `GPU 0` / `stream 7`; names from the trace's process_name and thread_name metadata."""
+    kind, owner, lane = key
+    thread = str(host.thread_names.get((owner, lane), "")).strip()
+    if kind == "stream":
+        return f"GPU {owner}", thread or f"stream {lane}"
+    thread = thread or (f"thread {lane}" if isinstance(lane, int) else str(lane))
+    if kind == "nvtx":
+        return _process_name(host, owner), f"NVTX ({thread})"
+    return _process_name(host, owner), thread
+
+
 def write_host_trace(w: TraceWriter, host, related: bool, shift_ns: int = 0, residual_ns: int = 0,
                      matched: int = 0) -> int:
     """Returns the number of slices written. `related`: some GPU of this trace has
@@ -34,7 +64,7 @@ def write_host_trace(w: TraceWriter, host, related: bool, shift_ns: int = 0, res
     if not len(ev):
         return 0
     used = np.unique(ev["track"])
-    order_of = sorted(used.tolist(), key=lambda t: (host.tracks[t][0], str(host.tracks[t][1]), str(host.tracks[t][2])))
+    order_of = sorted(used.tolist(), key=lambda t: _track_order(host.tracks[t]))
     keys = [host.tracks[t] for t in order_of]
     rank_of_track = np.zeros(len(host.tracks), np.int64)
     rank_of_track[order_of] = np.arange(len(order_of))
@@ -46,12 +76,13 @@ def write_host_trace(w: TraceWriter, host, related: bool, shift_ns: int = 0, res
     lanes_of = np.zeros(len(keys), np.int64)
     np.maximum.at(lanes_of, grp, lane + 1)
     first_uuid = np.zeros(len(keys), np.uint64)  # a track's lanes get consecutive uuids
+    processes = {}
     for key_index, k in enumerate(keys):
-        label = (f"GPU {k[1]} stream {k[2]} (uninstrumented)" if k[0] == "stream" else
-                 f"NVTX {k[2]} (pid {k[1]})" if k[0] == "nvtx" else
-                 f"{host.thread_names.get((k[1], k[2])) or 'thread'} {k[2]} (pid {k[1]})")
+        process, label = track_names(host, k)
+        if process not in processes:
+            processes[process] = w.track(process, parent=group, rank=len(processes))
         for lane_no in range(int(lanes_of[key_index])):
-            uuid = w.track(label, parent=group, merge_key=f"{group}-{key_index}", rank=key_index)
+            uuid = w.track(label, parent=processes[process], merge_key=f"{group}-{key_index}", rank=key_index)
             if lane_no == 0:
                 first_uuid[key_index] = uuid
     seq = w.new_sequence()

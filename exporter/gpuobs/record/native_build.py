@@ -168,8 +168,10 @@ def tool_compile_command(tc: Toolchain, out: Path) -> list[str]:
             "-o", str(out), "-ldl", "-lpthread"]
 
 
-def build(force: bool = False) -> NativeBuild:
-    """Builds (or reuses) the tool, the patches and the probe; raises NativeUnavailable."""
+def build(force: bool = False, progress=None) -> NativeBuild:
+    """Builds (or reuses) the tool, the patches and the probe; raises NativeUnavailable.
+    `progress(message)` hears which part is compiling (the first build takes seconds)."""
+    say = progress or (lambda _message: None)
     tc = find_toolchain()
     directory = cache_root() / _source_hash(tc)
     result = NativeBuild(directory, directory / "libgpuobs_tool.so", directory / "gpuobs_patches.fatbin",
@@ -179,8 +181,11 @@ def build(force: bool = False) -> NativeBuild:
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / f"tmp-{os.getpid()}"
     tmp.mkdir(exist_ok=True)
+    say(f"compiling the device patches for sm_{', sm_'.join(PATCH_ARCHS)} (nvcc)")
     _run(patch_compile_command(tc, tmp / result.patches.name), "the device patches")
+    say("compiling the clock probe (nvcc)")
     _run(probe_compile_command(tc, tmp / result.probe.name), "the clock probe")
+    say(f"compiling the host tool ({Path(tc.cxx).name})")
     _run(tool_compile_command(tc, tmp / result.tool.name), "the host tool")
     for name in (result.patches.name, result.probe.name, result.tool.name):
         os.replace(tmp / name, directory / name)
