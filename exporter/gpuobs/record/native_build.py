@@ -19,7 +19,8 @@ from ..native_sources import native_root
 PATCH_ARCHS = ("75", "80", "86", "89", "90", "100", "120")
 PTX_ARCH = "120"
 TOOL_SOURCES = ("gpuobs_tool.cpp", "context_state.cpp", "config.cpp", "recording_file.cpp",
-                "sanitizer_api.cpp", "cuda_driver.cpp", "api_trace.cpp", "notice.cpp")
+                "sanitizer_api.cpp", "cuda_driver.cpp", "api_trace.cpp", "notice.cpp",
+                "kernel_filter.cpp")
 
 
 TOOL_NAME, PATCHES_NAME, PROBE_NAME = "libgpuobs_tool.so", "gpuobs_patches.fatbin", "gpuobs_clock_probe.fatbin"
