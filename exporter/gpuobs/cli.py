@@ -428,9 +428,12 @@ def export(
         _fail(f"--archive writes a ZIP: name the output .zip (not {output.name})")
     if not archive and output.suffix == ".zip":
         _fail(f"{output.name}: a .zip output is an --archive; add --archive (with --host) or name a .pftrace")
-    for h in hosts_given:
-        if not h.is_file():
-            _fail(f"--host {h}: " + ("no such file" if not os.path.lexists(h) else "not a regular file"))
+    from .input_files import describe, open_regular
+    for h in hosts_given:  # checked before anything is read or written
+        try:
+            open_regular(h).close()
+        except OSError as exc:
+            _fail(f"--host {h}: cannot read: {describe(exc)}")
     _check_output(output, paths + hosts_given, force)
     loaded = [_load(p, salvage) for p in paths]
     try:
