@@ -20,7 +20,7 @@ PATCH_ARCHS = ("75", "80", "86", "89", "90", "100", "120")
 PTX_ARCH = "120"
 TOOL_SOURCES = ("gpuobs_tool.cpp", "context_state.cpp", "config.cpp", "recording_file.cpp",
                 "sanitizer_api.cpp", "cuda_driver.cpp", "api_trace.cpp", "notice.cpp",
-                "kernel_filter.cpp")
+                "graph_table.cpp", "kernel_filter.cpp")
 
 
 TOOL_NAME, PATCHES_NAME, PROBE_NAME = "libgpuobs_tool.so", "gpuobs_patches.fatbin", "gpuobs_clock_probe.fatbin"
