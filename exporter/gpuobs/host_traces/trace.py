@@ -94,7 +94,7 @@ class HostTraceBuilder:
         self._names: dict = {}
         self._tracks: dict = {}
         self._categories: dict = {}
-        self._events = {name: array("q") for name in EVENT.names}
+        self._events = {name: array("q" if EVENT[name].itemsize == 8 else "i") for name in EVENT.names}
         self._kernels = {name: array("q") for name in ("device", "stream", "name", "start_ns", "dur_ns",
                                                       "correlation")}
         self._dims = array("q")  # grid then block, six per kernel
@@ -137,7 +137,7 @@ class HostTraceBuilder:
         """`offset_ns` is added to every start (Kineto's times are from its base)."""
         events = np.zeros(len(self._events["start_ns"]), EVENT)
         for key, column in self._events.items():
-            events[key] = np.frombuffer(column, np.int64) if len(column) else 0
+            events[key] = np.frombuffer(column, EVENT[key]) if len(column) else 0
         kernels = np.zeros(len(self._kernels["start_ns"]), KERNEL)
         for key, column in self._kernels.items():
             kernels[key] = np.frombuffer(column, np.int64) if len(column) else 0

@@ -92,11 +92,11 @@ def write_host_trace(w: TraceWriter, host, related: bool, shift_ns: int = 0, res
     first.interned_data.debug_annotation_names.add(iid=1, name="category")
     w.packet(first)
     n = len(ev)
-    marks = np.concatenate([start, end])
-    rank = np.concatenate([np.ones(n), np.zeros(n)])
-    order = np.lexsort((rank, marks))
-    k = np.concatenate([np.arange(n), np.arange(n)])[order]
-    begin = order < n
+    # Ends listed first: a stable sort puts an end before a begin at the same time.
+    marks = np.concatenate([end, start])
+    order = np.argsort(marks, kind="stable")
+    begin = order >= n
+    k = order % n
     tracks = first_uuid[grp] + lane.astype(np.uint64)
     name_iid = ev["name"].astype(np.uint64) + np.uint64(1)
     categories = [c.encode() for c in host.categories]
