@@ -4,7 +4,10 @@ flush counts. Loading was quadratic in the flush count (each FLUSH rescanned
 every earlier LAUNCHES part: 63 s at 8,000 flushes); it must stay linear, and
 the soak's 12,000 flushes must load in seconds. Exits 1 when a limit is broken.
 
-    python benchmarks/load_scale.py [--flushes 1000,2000,4000,8000,12000] [--max-load-s 5]
+Then one large flush: loading checks every event's values and sorts the block
+events once (the overlap check), so its cost is measured on a big recording too.
+
+    python benchmarks/load_scale.py [--flushes 1000,2000,4000,8000,12000] [--max-load-s 5] [--big-launches 4096]
 """
 import argparse
 import os
@@ -27,6 +30,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--flushes", default="1000,2000,4000,8000,12000")
     ap.add_argument("--max-load-s", type=float, default=5.0, help="limit on loading the largest")
+    ap.add_argument("--big-launches", type=int, default=4096, help="launches of 1,024 blocks in the large recording")
     ap.add_argument("--commands", action=argparse.BooleanOptionalAction, default=True,
                     help="also time stats, export and trim on the largest")
     args = ap.parse_args()
@@ -54,6 +58,12 @@ def main():
                 run = measure([sys.executable, "-m", "gpuobs", *cmd], env)
                 ok = "" if run.returncode == 0 else f" (exit {run.returncode})"
                 print(f"| {name}{ok} | {run.seconds:.2f} | {run.peak_mb:.0f} |", flush=True)
+        if args.big_launches:
+            path = Path(tmp) / "big.gpuobs"
+            synthetic.write_block_trace_recording(path, n_launches=args.big_launches, blocks_per_launch=1024)
+            run = measure([sys.executable, "-c", LOAD, str(path)], env)
+            print(f"\nload of {args.big_launches * 1024:,} block events in one flush ({path.stat().st_size / 1e6:.0f} MB):"
+                  f" {run.seconds:.2f} s, {run.peak_mb:.0f} MB peak", flush=True)
     for line in failed:
         print(f"LIMIT BROKEN: {line}")
     sys.exit(1 if failed else 0)

@@ -150,3 +150,32 @@ def test_a_long_run_loads_in_time_linear_in_its_flushes(tmp_path):
     assert len(rec.flushes) == 12_000 and len(rec.launches) == 24_000
     assert (rec.launch_flushes == np.arange(24_000) // 2).all()
     assert took < 20, f"loading 12,000 flushes took {took:.1f} s"
+
+
+def test_overlap_depth_agrees_with_counting_open_blocks(monkeypatch):
+    """Random blocks over chunks, devices and SMs (some flagged, some zero-length), read
+    a few rows at a time: the sorted-key depth equals a direct count of open blocks."""
+    monkeypatch.setattr(recording_checks, "SPAN_ROWS", 7)
+    rng = np.random.default_rng(2)
+    for _ in range(200):
+        chunks, devices = [], []
+        for _ in range(rng.integers(1, 4)):
+            n = int(rng.integers(0, 40))
+            ev = np.zeros(n, schema.EVENT_DTYPE)
+            ev["kind"] = rng.integers(1, 3, n)
+            ev["sm_id"] = rng.integers(0, 3, n)
+            ev["time_start"] = rng.integers(0, 50, n) + 10**15 + (2**61 if rng.random() < 0.1 else 0)
+            ev["time_end"] = ev["time_start"] + rng.integers(0, 20, n)
+            ev["flags"] = (rng.random(n) < 0.1) * schema.BLOCK_END_UNCONFIRMED
+            chunks.append(ev)
+            devices.append(int(rng.integers(0, 2)))
+        blocks = [(d, e) for d, c in zip(devices, chunks) for e in c if e["kind"] == schema.EventKind.BLOCK]
+        spans = [(d, int(e["sm_id"]), int(e["time_start"]),
+                  int(e["time_start"]) if e["flags"] else max(int(e["time_end"]), int(e["time_start"])))
+                 for d, e in blocks]
+        expected = max((sum(1 for d2, sm2, s2, e2 in spans if (d2, sm2) == (d, sm) and s2 <= s < e2)
+                        for d, sm, s, _ in spans), default=0)
+        depth, chunk, row = recording_checks.deepest_block_overlap(chunks, devices)
+        assert depth == expected
+        if depth:
+            assert chunks[chunk][row]["kind"] == schema.EventKind.BLOCK

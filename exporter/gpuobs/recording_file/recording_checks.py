@@ -188,34 +188,70 @@ def _dims(row) -> str:
 
 # -- across chunks ----------------------------------------------------------------------
 
+TIME_BITS = 44  # a packed sort key: the (device, SM) group above the time from the first start
+
+
+SPAN_ROWS = 1 << 20  # events read at a time: the temporaries of one slice stay small
+
+
+def _block_spans(chunks: list, devices: list):
+    """(chunk, rows, (device, SM) group, start, end) of block events, a slice of a
+    chunk at a time. A block whose end a later replay may have stamped (flagged), or
+    whose end is missing, counts from its start alone."""
+    for c, (chunk, device) in enumerate(zip(chunks, devices)):
+        for lo in range(0, len(chunk), SPAN_ROWS):
+            part = chunk[lo : lo + SPAN_ROWS]
+            rows = np.flatnonzero(part["kind"] == schema.EventKind.BLOCK)
+            if len(rows) == 0:
+                continue
+            start = part["time_start"][rows].astype(np.int64)
+            end = np.maximum(part["time_end"][rows].astype(np.int64), start)
+            late = (part["flags"][rows] & schema.BLOCK_END_UNCONFIRMED) != 0
+            end[late] = start[late]
+            group = part["sm_id"][rows].astype(np.int32)
+            group += np.int32(device * SM_ID_LIMIT)
+            yield c, rows + lo, group, start, end
+
+
 def deepest_block_overlap(chunks: list, devices: list) -> tuple[int, int, int]:
     """(most block events open at once on one SM of one device, and the chunk and row
-    of the event that opens that many) over event chunks and their device indexes.
-    A block whose end a later replay may have stamped (flagged), or whose end is
-    missing, counts from its start alone; blocks that touch do not overlap."""
-    groups, starts, ends, where = [], [], [], []
-    for c, (chunk, device) in enumerate(zip(chunks, devices)):
-        rows = np.flatnonzero(chunk["kind"] == schema.EventKind.BLOCK)
-        if len(rows) == 0:
-            continue
-        ev = chunk[rows]
-        start = ev["time_start"].astype(np.int64)
-        late = (ev["flags"] & schema.BLOCK_END_UNCONFIRMED) != 0
-        starts.append(start)
-        ends.append(np.where(late, start, np.maximum(ev["time_end"].astype(np.int64), start)))
-        groups.append(device * SM_ID_LIMIT + ev["sm_id"].astype(np.int64))
-        where.append(np.full(len(rows), c, np.int64) << 32 | rows)
-    if not groups:
+    of an event that opens that many) over event chunks and their device indexes;
+    blocks that touch do not overlap. One sorted key per start and one per end: the
+    depth at a start is the group's starts so far minus its ends so far."""
+    parts = [(g, st, en) for _, _, g, st, en in _block_spans(chunks, devices)]
+    if not parts:
         return 0, -1, -1
-    group, start, end = np.concatenate(groups), np.concatenate(starts), np.concatenate(ends)
-    n = len(group)
-    # Per group, in time order, +1 at each start and -1 at each end (ends first at equal times).
-    step = np.r_[np.ones(n, np.int64), -np.ones(n, np.int64)]
-    order = np.lexsort((step, np.r_[start, end], np.r_[group, group]))
-    step, grp = step[order], np.r_[group, group][order]
-    depth = np.cumsum(step)
-    first = np.flatnonzero(np.r_[True, grp[1:] != grp[:-1]])
-    depth -= np.repeat(depth[first] - step[first], np.diff(np.r_[first, 2 * n]))
+    group, start, end = (column[0] if len(parts) == 1 else np.concatenate(column) for column in zip(*parts))
+    del parts
+    base = int(start.min())
+    if int(end.max()) - base < 1 << TIME_BITS:
+        s_key = group.astype(np.uint64) << np.uint64(TIME_BITS)
+        e_key = s_key.copy()
+        s_key |= (start - base).astype(np.uint64)
+        e_key |= (end - base).astype(np.uint64)
+        s_key.sort()
+        e_key.sort()
+        group_of = s_key & ~np.uint64((1 << TIME_BITS) - 1)
+    else:  # spans over 4.9 hours: (group, time) pairs as structured keys
+        pair = np.dtype([("g", "<i8"), ("t", "<i8")])
+        s_key, e_key = np.zeros(len(group), pair), np.zeros(len(group), pair)
+        s_key["g"], s_key["t"], e_key["g"], e_key["t"] = group, start, group, end
+        s_key.sort()
+        e_key.sort()
+        group_of = np.zeros(len(group), pair)
+        group_of["g"], group_of["t"] = s_key["g"], np.iinfo(np.int64).min
+    del group, start, end
+    depth = np.arange(1, len(s_key) + 1)  # starts so far ...
+    depth -= np.searchsorted(s_key, group_of, side="left")  # ... of this group
+    depth -= np.searchsorted(e_key, s_key, side="right")  # less its ends so far
+    depth += np.searchsorted(e_key, group_of, side="left")
     at = int(np.argmax(depth))
-    code = int(np.concatenate(where)[order[at] % n])
-    return int(depth[at]), code >> 32, code & 0xFFFFFFFF
+    if s_key.dtype.names:
+        g, t = int(s_key["g"][at]), int(s_key["t"][at])
+    else:
+        g, t = int(s_key[at]) >> TIME_BITS, base + (int(s_key[at]) & ((1 << TIME_BITS) - 1))
+    for c, rows, groups, starts, _ in _block_spans(chunks, devices):  # the event that opens the deepest point
+        hit = np.flatnonzero((groups == g) & (starts == t))
+        if len(hit):
+            return int(depth[at]), c, int(rows[hit[0]])
+    raise AssertionError("the deepest point's block was not found")
