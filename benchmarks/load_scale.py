@@ -11,6 +11,7 @@ events once (the overlap check), so its cost is measured on a big recording too.
 """
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -60,7 +61,11 @@ def main():
                 print(f"| {name}{ok} | {run.seconds:.2f} | {run.peak_mb:.0f} |", flush=True)
         if args.big_launches:
             path = Path(tmp) / "big.gpuobs"
-            synthetic.write_block_trace_recording(path, n_launches=args.big_launches, blocks_per_launch=1024)
+            # Written by another process: a child forked from a large parent would count the
+            # parent's pages in its peak memory.
+            subprocess.run([sys.executable, "-c", "import sys; from gpuobs.recording_file import synthetic; "
+                            "synthetic.write_block_trace_recording(sys.argv[1], n_launches=int(sys.argv[2]), "
+                            "blocks_per_launch=1024)", str(path), str(args.big_launches)], env=env, check=True)
             run = measure([sys.executable, "-c", LOAD, str(path)], env)
             print(f"\nload of {args.big_launches * 1024:,} block events in one flush ({path.stat().st_size / 1e6:.0f} MB):"
                   f" {run.seconds:.2f} s, {run.peak_mb:.0f} MB peak", flush=True)
