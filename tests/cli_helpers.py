@@ -31,9 +31,11 @@ def gpuobs(*args, cwd=None, env=None, timeout=120, **extra_env) -> subprocess.Co
                           capture_output=True, text=True, timeout=timeout)
 
 
-def write_recording(path, names=None, mode=None, events=True, n_launches=6, blocks_per_launch=256, dropped=0):
+def write_recording(path, names=None, mode=None, events=True, n_launches=6, blocks_per_launch=256, dropped=0,
+                    notices=()):
     """A small recording of `n_launches` launches of 3 kernels named `names` (demangled),
-    in `mode` (block_trace by default; without `events` a counting mode keeps none)."""
+    in `mode` (block_trace by default; without `events` a counting mode keeps none),
+    with `notices` ((code, text) pairs) from the tool."""
     import numpy as np
 
     from gpuobs.recording_file import schema, synthetic
@@ -55,5 +57,7 @@ def write_recording(path, names=None, mode=None, events=True, n_launches=6, bloc
         w.flush(attempted=len(kept) + dropped, recorded=len(kept), dropped=dropped, launch_counts=counts)
         if len(kept):
             w.events(kept)
+        for code, text in notices:
+            w.notice(code=code, text=text)
         w.end(flushes=1, launches=n_launches, events=len(kept))
     return path

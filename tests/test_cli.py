@@ -227,3 +227,16 @@ def test_build_says_what_it_compiles(tmp_path):
     assert lines[1] == "gpuobs: compiling the clock probe (nvcc)..."
     assert lines[2] == "gpuobs: compiling the host tool (fakecxx)..."
     assert NativeUnavailable  # imported: the build module is the one under test
+
+
+def test_a_bug_is_one_line_and_the_traceback_is_on_request():
+    import subprocess
+    import sys
+
+    from .cli_helpers import repo_env
+    code = "import gpuobs.cli as c\ndef boom(): raise ZeroDivisionError('x')\nc.app = boom\nc.main()"
+    r = subprocess.run([sys.executable, "-c", code], env=repo_env(), capture_output=True, text=True)
+    assert r.returncode == 70 and r.stderr.startswith("gpuobs: internal error: ZeroDivisionError: x (please report")
+    assert "Traceback" not in r.stderr and len(r.stderr.splitlines()) == 1
+    r = subprocess.run([sys.executable, "-c", code], env=repo_env(GPUOBS_DEBUG="1"), capture_output=True, text=True)
+    assert "Traceback" in r.stderr and "ZeroDivisionError" in r.stderr

@@ -5,7 +5,9 @@ import json
 import gpuobs as g
 from gpuobs.analysis import launches as analysis
 
-from .cli_helpers import DATA, gpuobs
+from gpuobs.recording_file import schema
+
+from .cli_helpers import DATA, gpuobs, write_recording
 from .trace_decode import decode
 
 BLOCK = DATA / "decode_block_trace.gpuobs"
@@ -84,3 +86,13 @@ def decode_ok(rec, tmp_path) -> bool:
     assert r.returncode == 0, r.stderr
     d = decode(out)
     return d.problems == [] and len([s for s in d.slices if d.tracks[s[0]].name.startswith("SM ")]) == len(rec.events)
+
+
+def test_what_the_tool_could_not_record_stays_said(tmp_path):
+    said = "module 7 could not be patched: its kernels ran unrecorded"
+    rec = write_recording(tmp_path / "n.gpuobs", notices=[(schema.NoticeCode.MODULE_UNPATCHED, said)])
+    assert f"notice          {said}" in gpuobs("info", rec).stdout
+    out = tmp_path / "part.gpuobs"
+    assert gpuobs("trim", rec, "--kernels", "silu", "-o", out).returncode == 0
+    assert [n.text for n in g.load(out).notices] == [said]
+    assert f"notice          {said}" in gpuobs("info", out).stdout

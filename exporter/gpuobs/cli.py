@@ -649,7 +649,7 @@ def version():
 
 def main():
     try:
-        app()
+        app()  # click answers usage errors (exit 2) and Ctrl-C ("Aborted!"; outputs leave nothing behind)
     except BrokenPipeError:  # `gpuobs stats | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(141)
