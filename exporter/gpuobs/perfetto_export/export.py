@@ -252,8 +252,11 @@ def _nothing_selected(recordings: list, opts: ExportOptions) -> str:
     kernels = len({rec.function(int(l["device_index"]), int(l["function_slot"])).name
                    for rec in recordings for l in rec.launches})
     launches = sum(len(rec.launches) for rec in recordings)
-    return (f"{what} selects none of the {launches:,} launches of {kernels:,} kernels "
-            "(`gpuobs stats` lists the kernels; --launches takes launch ids START:END)")
+    ids = [int(rec.launches["launch_id"].min()) for rec in recordings if len(rec.launches)], \
+        [int(rec.launches["launch_id"].max()) for rec in recordings if len(rec.launches)]
+    id_range = f", launch ids {min(ids[0])}..{max(ids[1])}" if ids[0] else ""
+    return (f"{what} selects none of the {launches:,} launches of {kernels:,} kernels{id_range} "
+            "(`gpuobs stats` lists the kernels)")
 
 
 def _export_host(w, host, matches, related, opts, boot_realtime_ns=None) -> HostSummary:
