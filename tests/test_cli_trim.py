@@ -4,7 +4,6 @@ import json
 
 import gpuobs as g
 from gpuobs.analysis import launches as analysis
-
 from gpuobs.recording_file import schema
 
 from .cli_helpers import DATA, gpuobs, write_recording
@@ -67,7 +66,7 @@ def test_trim_by_kernel_keeps_their_launches_and_accounts_for_the_rest(tmp_path)
     out = tmp_path / "k.gpuobs"
     assert gpuobs("trim", BLOCK, "--kernels", "^nvjet", "-o", out).returncode == 0
     kept = g.load(out)
-    names = {kept.function(int(l["device_index"]), int(l["function_slot"])).name for l in kept.launches}
+    names = {kept.function(int(launch["device_index"]), int(launch["function_slot"])).name for launch in kept.launches}
     assert names and all(n.startswith("nvjet") for n in names)
     info = json.loads(gpuobs("info", out, "--json").stdout)
     assert info["counted"] == info["block_events"] == len(kept.events)  # counts of the kept launches only

@@ -5,20 +5,14 @@ output, or the file written), or when it says why it cannot (a `gpuobs:` line).
 The walk must name every option the CLI has: a new option fails this test until
 it is walked. `record` runs `env` under a stand-in build (no GPU here): each of
 its options must reach the tool's environment."""
-import os
-import re
-import shutil
 import socket
-import subprocess
-import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from .cli_helpers import DATA, gpuobs, gpuobs_cmd, repo_env
+from .cli_helpers import DATA, fake_toolchain, gpuobs, repo_env
 
 BLOCK = str(DATA / "decode_block_trace.gpuobs")
 MEM = str(DATA / "decode_mem_sampled.gpuobs")
@@ -26,7 +20,8 @@ SIDE = str(DATA / "side_by_side_api_trace.gpuobs")
 PROFILER = str(DATA / "side_by_side_profiler.json")
 
 
-WALKED_APART = {"export --open"}  # it waits for a fetch: test_export_open_in_the_walk
+# --open waits for a fetch: test_cli_export.test_export_open_serves_the_trace_to_the_ui_once walks it
+WALKED_APART = {"export --open"}
 
 
 @dataclass
@@ -56,7 +51,7 @@ def cases(fake_browser: str) -> list:
         # top level
         Case(["--version"], expect="0.1.0"), Case(["-V"], expect="0.1.0"), Case(["version"], expect="0.1.0"),
         Case(["-h"], expect="Commands:"),
-        *[Case([c, "-h"], expect=f"Usage: ") for c in ("record", "info", "stats", "export", "open", "plot", "trim",
+        *[Case([c, "-h"], expect="Usage: ") for c in ("record", "info", "stats", "export", "open", "plot", "trim",
                                                         "build", "version")],
         # info
         Case(["info", BLOCK], expect="device span     0..87.123 ms"),
@@ -69,7 +64,8 @@ def cases(fake_browser: str) -> list:
         Case(["info", PROFILER], rc=2, expect="it looks like JSON"),
         # stats
         Case(st, expect="Kernel time summary"),
-        Case(st + ["--report", "blocks"], st), Case(st + ["-r", "kernels"], st), Case(st + ["-r", "all"], st + ["-r", "kernels"]),
+        Case(st + ["--report", "blocks"], st), Case(st + ["-r", "kernels"], st),
+        Case(st + ["-r", "all"], st + ["-r", "kernels"]),
         Case(st + ["--sort", "max", "-r", "kernels"], st + ["-r", "kernels"]),
         Case(st + ["-s", "p99", "-r", "blocks"], st + ["-r", "blocks"]),
         Case(st + ["--sort", "p99"], rc=2, expect="--sort 'p99' is not one of"),
@@ -105,7 +101,8 @@ def cases(fake_browser: str) -> list:
              output="t.pftrace"),
         Case(ex + ["--no-block-args"], ex, output="t.pftrace"), Case(ex + ["--block-args"], expect="28,662 block"),
         Case(["export", "{dir}/d.gpuobs", "-o", "{dir}/t.pftrace", "--salvage"],
-             ["export", "{dir}/d.gpuobs", "-o", "{dir}/t.pftrace"], setup={"d.gpuobs": Path(BLOCK).read_bytes()[:-100]}),
+             ["export", "{dir}/d.gpuobs", "-o", "{dir}/t.pftrace"],
+             setup={"d.gpuobs": Path(BLOCK).read_bytes()[:-100]}),
         Case(["export", SIDE, "--host", PROFILER, "-o", "{dir}/t.pftrace"], ["export", SIDE, "-o", "{dir}/t.pftrace"],
              output="t.pftrace", expect="42 of 42 kernels matched"),
         Case(["export", SIDE, "--host", PROFILER, "--align", "kernels", "-o", "{dir}/t.pftrace"],
@@ -131,7 +128,8 @@ def cases(fake_browser: str) -> list:
         Case(["plot", BLOCK, "-o", "{dir}/p.png"], rc=2, expect="exists", setup={"p.png": b"old"}),
         Case(["plot", BLOCK, "-o", "{dir}/p.png", "-f"], expect="wrote", setup={"p.png": b"old"}),
         Case(["plot", BLOCK, "-o", "{dir}/p.png", "--force"], expect="wrote", setup={"p.png": b"old"}),
-        Case(["plot", "{dir}/d.gpuobs", "-o", "{dir}/p.png", "--salvage"], ["plot", "{dir}/d.gpuobs", "-o", "{dir}/p.png"],
+        Case(["plot", "{dir}/d.gpuobs", "-o", "{dir}/p.png", "--salvage"],
+             ["plot", "{dir}/d.gpuobs", "-o", "{dir}/p.png"],
              setup={"d.gpuobs": Path(BLOCK).read_bytes()[:-100]}),
         Case(["plot", BLOCK, "-o", "{dir}/p.txt"], rc=2, expect="name it .png, .svg or .pdf"),
         Case(["plot", MEM, "-o", "{dir}/p.png"], rc=2, expect="holds no block records"),
@@ -181,17 +179,10 @@ def walk_env(tmp_path_factory):
     if not sanitizer_dirs():
         pytest.skip("no sanitizer headers (the test extra installs them)")
     root = tmp_path_factory.mktemp("walk")
-    bin_dir = root / "bin"
-    bin_dir.mkdir()
-    fake = '#!/bin/sh\nwhile [ $# -gt 0 ]; do if [ "$1" = -o ]; then shift; echo built > "$1"; fi; shift; done\n'
-    for name in ("nvcc", "fakecxx"):
-        (bin_dir / name).write_text(fake)
-        (bin_dir / name).chmod(0o755)
     browser = root / "browser.sh"
     browser.write_text("#!/bin/sh\nexit 0\n")
     browser.chmod(0o755)
-    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "CXX": str(bin_dir / "fakecxx"),
-           "GPUOBS_CACHE": str(root / "cache"), "DISPLAY": "", "WAYLAND_DISPLAY": "", "BROWSER": ""}
+    env = {**fake_toolchain(root), "DISPLAY": "", "WAYLAND_DISPLAY": "", "BROWSER": ""}
     trace = root / "ready.pftrace"
     assert gpuobs("export", BLOCK, "-o", trace).returncode == 0
     return env, str(browser), str(trace), root
@@ -258,30 +249,3 @@ def test_the_walk_names_every_option(walk_env):
                         missing.append(f"{name} {opt}")
     missing = [m for m in missing if m not in WALKED_APART]
     assert missing == [], f"options the walk never takes: {missing}"
-
-
-def test_export_open_in_the_walk(walk_env, tmp_path):
-    """--open waits for the UI to fetch the trace: here the test fetches it, as the UI would."""
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", 9001))
-        except OSError:
-            pytest.skip("port 9001 is taken on this machine")
-    env = {**repo_env(), **walk_env[0]}
-    proc = subprocess.Popen(gpuobs_cmd("export", BLOCK, "-o", str(tmp_path / "t.pftrace"), "--open"), env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.time() + 60
-        while time.time() < deadline and "#!/?url=" not in proc.stdout.readline():
-            pass
-        for _ in range(50):
-            try:
-                with urllib.request.urlopen("http://127.0.0.1:9001/t.pftrace", timeout=10) as resp:
-                    assert resp.read() == (tmp_path / "t.pftrace").read_bytes()
-                break
-            except OSError:
-                time.sleep(0.1)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0 and "stopped serving" in out and "Traceback" not in err

@@ -163,7 +163,8 @@ def record(
     mode: str = typer.Option("block_trace", "--mode", "-m", metavar="MODE",
                              help="off | block_noop | block_counter | block_trace | block_trace_noop | mem_noop | "
                                   "mem_sampled | mem_full"),
-    sample_shift: int = typer.Option(10, "--sample-shift", metavar="N", help="mem_sampled keeps 1 access in 2^N (0..32)"),
+    sample_shift: int = typer.Option(10, "--sample-shift", metavar="N",
+                                     help="mem_sampled keeps 1 access in 2^N (0..32)"),
     capacity: int = typer.Option(1 << 20, "--capacity", metavar="N", help="event records per CUDA context (64 B each)"),
     kernels: str = typer.Option("", "--kernels", metavar="REGEX",
                                 help="keep only events of kernels whose name matches this regex"),
@@ -257,7 +258,8 @@ def _print_record_summary(path: Path) -> None:
         f"counted {s['counted']:,}; events kept {s['block_events'] + s['memory_events']:,}; "
         f"attempted {s['attempted']:,} = recorded {s['recorded']:,} + dropped {s['dropped']:,}"
         f"{dmg}{'' if s['complete'] else ', run did not close cleanly'}"
-        + (f"; {s['unconfirmed_ends']:,} block ends stamped by a later replay (flagged)" if s["unconfirmed_ends"] else "")
+        + (f"; {s['unconfirmed_ends']:,} block ends stamped by a later replay (flagged)"
+           if s["unconfirmed_ends"] else "")
         + (f"; {len(rec.api_calls):,} CUDA API calls" if len(rec.api_calls) else "")
         + (f"; {s['unrecorded_launches']:,} launches ran outside recording windows (unpatched, not in the trace)"
            if s["unrecorded_launches"] else "")
@@ -414,7 +416,8 @@ def export(
     from .host_traces.kineto import HostTraceError
     from .host_traces.nsys import load_host_trace
     from .outputs import OutputError, write_atomically
-    from .perfetto_export.export import ExportError, ExportOptions, export as run_export
+    from .perfetto_export.export import ExportError, ExportOptions
+    from .perfetto_export.export import export as run_export
 
     paths, output = _export_paths(list(recordings or []), list(inputs or []), output, archive)
     hosts_given = list(host or [])
@@ -456,6 +459,7 @@ def _run_export(run_export, recordings, fh, opts, hosts, archive):
     """The export into `fh`, with a spinner for big ones; an archive zips a temp trace."""
     if archive:
         import tempfile
+
         from .perfetto_export.archive import write_archive
         with tempfile.TemporaryFile() as trace:  # unnamed: nothing to plant a link at
             summary = _run_export(run_export, recordings, trace, opts, hosts, False)
@@ -505,7 +509,8 @@ def _print_export_summary(summary, output: Path) -> None:
                   "its REALTIME clock (a run from an earlier boot or another machine); Perfetto drops them. "
                   "Add --align kernels to place the run by its kernels.")
         for row in h.per_kernel[:8]:
-            _say(f"    {row['kernel'][:70]}: {row['matched']} matched, uninstrumented {row['uninstrumented_us']:.1f} us, "
+            _say(f"    {row['kernel'][:70]}: {row['matched']} matched, "
+                 f"uninstrumented {row['uninstrumented_us']:.1f} us, "
                  f"instrumented {row['instrumented_us']:.1f} us ({row['ratio']:.2f}x)")
     _say(f"Open it with `gpuobs open {output}`, at ui.perfetto.dev, or in trace_processor.")
 
@@ -562,8 +567,8 @@ def plot_cmd(recording: Optional[Path] = typer.Argument(None, metavar="[RECORDIN
              salvage: bool = typer.Option(False, "--salvage", help="read a damaged recording up to the damage")):
     """SM x time occupancy heatmap and block-duration histograms of a recording (default ./gpuobs.gpuobs;
     needs matplotlib: pip install 'gpuobs[plot]')."""
-    from .outputs import OutputError
     from .analysis.plot import PlotUnavailable, plot, plot_paths
+    from .outputs import OutputError
     if output.suffix.lower() not in PLOT_SUFFIXES:
         _fail(f"-o {output}: plot writes images: name it .png, .svg or .pdf")
     path = recording or DEFAULT_RECORDING
@@ -599,10 +604,10 @@ def trim(recording: Path = typer.Argument(..., metavar="RECORDING", hidden=True)
          salvage: bool = typer.Option(False, "--salvage", help="read a damaged recording up to the damage")):
     """Copy part of RECORDING to share it: whole flush windows, launches in a time window, or launches of some
     kernels (the selections combine; an empty one is refused)."""
+    from .analysis.trim import TrimError, select
     from .outputs import OutputError, write_atomically
     from .ranges import RangeError, parse_range, parse_time_range
     from .recording_file.recording_writer import copy_recording
-    from .analysis.trim import TrimError, select
     if old_output is not None:
         if output is not None:
             _fail("give the output once, with -o")
