@@ -7,7 +7,7 @@
 // Layouts come from schemas/gpuobs_schema.h, nowhere else.
 //
 // Built with: nvcc --fatbin --keep-device-functions -Xptxas --compile-as-tools-patch
-// (see gpuobs/native_build.py for the architectures).
+// (see gpuobs/record/native_build.py for the architectures).
 #include <stddef.h>
 #include <stdint.h>
 #include <sanitizer_patching.h>

@@ -15,8 +15,8 @@
 
 /* gpuobs:cdef-begin */
 #define GPUOBS_FORMAT_VERSION 1
-/* FNV-1a 64 of the canonical layout text (see gpuobs/schema.py: layout_text). */
-#define GPUOBS_SCHEMA_HASH 0x60679c2dc9e5a77d
+/* FNV-1a 64 of the canonical layout text (see gpuobs/recording_file/schema.py: layout_text). */
+#define GPUOBS_SCHEMA_HASH 0xe78bc05cf512a957
 #define GPUOBS_EVENT_SIZE 64
 #define GPUOBS_MAX_STRIPES 256
 #define GPUOBS_DEFAULT_CAPACITY 1048576
@@ -154,9 +154,12 @@ enum gpuobs_chunk_type {
 enum gpuobs_launch_flags {
     GPUOBS_LAUNCH_GRAPH_NODE = 1,   /* a kernel node of a graph replay */
     GPUOBS_LAUNCH_RACED_FLUSH = 2,  /* launched while a flush ran: its counts may be partial */
-    GPUOBS_LAUNCH_FROM_DEVICE = 4   /* launched by a kernel (dynamic parallelism): the host never saw the
+    GPUOBS_LAUNCH_FROM_DEVICE = 4,  /* launched by a kernel (dynamic parallelism): the host never saw the
                                        launch, so it is listed from its blocks' records at the flush; its
                                        grid and block sizes are what those records show (lower bounds) */
+    GPUOBS_LAUNCH_FROM_NODE_TABLE = 8 /* a graph replay's kernel node, listed from its exec's node table
+                                         (learned from one replay) at the replay's launch: no per-node
+                                         callback ran for it */
 };
 
 /* gpuobs_module_info.status values. */

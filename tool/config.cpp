@@ -107,8 +107,17 @@ bool Config::load(std::string* error) {
         output = s;
     }
     if (const char* s = std::getenv("GPUOBS_CLOCK_PROBE")) clock_probe = std::string(s) != "0";
-    if (!parse_switch("GPUOBS_API_TRACE", &api_trace, error) || !parse_switch("GPUOBS_GRAPH_NODES", &graph_nodes, error))
-        return false;
+    if (!parse_switch("GPUOBS_API_TRACE", &api_trace, error)) return false;
+    if (const char* s = std::getenv("GPUOBS_GRAPH_NODES")) {
+        std::string v(s);
+        if (v == "learn") graph_nodes = GraphNodes::kLearn;
+        else if (v == "every" || v == "1") graph_nodes = GraphNodes::kEvery;
+        else if (v == "none" || v == "0") graph_nodes = GraphNodes::kNone;
+        else {
+            *error = "GPUOBS_GRAPH_NODES='" + v + "' is not learn, every or none";
+            return false;
+        }
+    }
     if (!parse_switch("GPUOBS_START_PAUSED", &start_paused, error)) return false;
     if (const char* s = std::getenv("GPUOBS_WINDOW_EVERY")) {
         if (!parse_u64("GPUOBS_WINDOW_EVERY", s, 0, 1u << 30, &v, error)) return false;
@@ -116,9 +125,9 @@ bool Config::load(std::string* error) {
     }
     // A window may only turn at a point where no kernel runs: without per-node
     // callbacks a graph replay is invisible to the tool and may still be running.
-    if (window_every != 0 && !graph_nodes) {
-        *error = "GPUOBS_WINDOW_EVERY needs graph node callbacks (GPUOBS_GRAPH_NODES=1): without them the tool "
-                 "cannot tell when a graph replay has finished";
+    if (window_every != 0 && graph_nodes == GraphNodes::kNone) {
+        *error = "GPUOBS_WINDOW_EVERY needs graph replays listed (GPUOBS_GRAPH_NODES=learn or every): without them "
+                 "the tool cannot tell when a graph replay has finished";
         return false;
     }
     if (const char* s = std::getenv("GPUOBS_PATCHES")) patches = s;

@@ -173,9 +173,14 @@ def record(
                               help="callback data scope: function (graph-safe) or launch"),
     api_trace: bool = typer.Option(False, "--api-trace",
                                    help="also record CUDA driver and runtime API calls (host clock, thread)"),
-    graph_nodes: bool = typer.Option(True, "--graph-nodes/--no-graph-nodes",
-                                     help="list each kernel of every CUDA-graph replay as a launch (costs per-node "
-                                          "callbacks; without, replayed blocks are recorded but not tied to launches)"),
+    graph_nodes: str = typer.Option("learn", "--graph-nodes", metavar="HOW",
+                                    help="how CUDA-graph replays' kernels are listed as launches: learn (default: "
+                                         "each graph's kernel nodes learned from one replay, later replays listed "
+                                         "from that table at native speed), every (per-node callbacks at every "
+                                         "replay, which make the driver launch nodes one by one), none (replayed "
+                                         "blocks recorded but tied to no launch)"),
+    no_graph_nodes: bool = typer.Option(False, "--no-graph-nodes", hidden=True,
+                                        help="deprecated spelling of --graph-nodes none"),
     paused: bool = typer.Option(False, "--paused",
                                 help="start with nothing patched: the program records only between its own "
                                      "gpuobs.resume() and gpuobs.pause() calls (or `with gpuobs.window():`)"),
@@ -202,9 +207,15 @@ def record(
         _fail(f"--scope {scope!r} is not function or launch")
     if not 0 <= window_every <= 1 << 30:
         _fail(f"--window-every {window_every} is outside 0..{1 << 30}")
-    if window_every and not graph_nodes:
-        _fail("--window-every needs graph node callbacks: without them a graph replay may still run where a "
-              "window turns (drop --no-graph-nodes)")
+    if no_graph_nodes:
+        err.print("gpuobs: warning: --no-graph-nodes is deprecated and will go; write --graph-nodes none",
+                  highlight=False, markup=False)
+        graph_nodes = "none"
+    if graph_nodes not in ("learn", "every", "none"):
+        _fail(f"--graph-nodes {graph_nodes!r} is not learn, every or none")
+    if window_every and graph_nodes == "none":
+        _fail("--window-every needs graph replays listed: with --graph-nodes none a graph replay may still run "
+              "where a window turns")
     problem = _program_problem(cmd[0])
     if problem:
         _fail(*problem)
@@ -431,9 +442,12 @@ def export(
         _fail(f"--archive writes a ZIP: name the output .zip (not {output.name})")
     if not archive and output.suffix == ".zip":
         _fail(f"{output.name}: a .zip output is an --archive; add --archive (with --host) or name a .pftrace")
-    for h in hosts_given:
-        if not h.is_file():
-            _fail(f"--host {h}: " + ("no such file" if not os.path.lexists(h) else "not a regular file"))
+    from .input_files import describe, open_regular
+    for h in hosts_given:  # checked before anything is read or written
+        try:
+            open_regular(h).close()
+        except OSError as exc:
+            _fail(f"--host {h}: cannot read: {describe(exc)}")
     _check_output(output, paths + hosts_given, force)
     loaded = [_load(p, salvage) for p in paths]
     try:

@@ -48,10 +48,10 @@ def write_archive(out, trace, hosts: list, summaries: list, related: bool) -> in
             raise ExportError(f"--archive: {host.path} is an {host.kind} export, which Perfetto cannot open; "
                               "export without --archive to get its events converted into the trace")
         try:
-            data = Path(host.path).read_bytes()
+            data = Path(host.path).read_bytes()  # stored byte for byte
         except OSError as exc:
             raise ExportError(f"--archive: cannot read {host.path}: {exc.strerror}") from None
-        base = json.loads(data).get("baseTimeNanoseconds")
+        base = host.base_ns  # read with the trace: the file is not parsed again
         name = f"host{len(entries)}_{Path(host.path).name}"
         entries.append((name, int(base) + int(row.shift_ns), int(row.shift_ns)))
         members.append((name, data))

@@ -275,7 +275,7 @@ def _export_host(w, host, matches, related, opts, boot_realtime_ns=None) -> Host
     # recording machine (a host run from an earlier boot, or another machine).
     before_boot = 0
     if related and boot_realtime_ns is not None:
-        before_boot = sum(1 for e in host.events if e.start_ns + shift < boot_realtime_ns)
+        before_boot = int((host.events["start_ns"] + shift < boot_realtime_ns).sum())
     return HostSummary(path=host.path, events=len(host.events), kernels=len(host.kernels), matched=matched,
                        unmatched_gpuobs=best[3].unmatched_launches if best else 0,
                        unmatched_host=best[3].unmatched_host if best else len(host.kernels),

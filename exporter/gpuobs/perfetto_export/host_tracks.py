@@ -11,6 +11,7 @@ from .lanes import assign_lanes
 from .protowire import Rows
 from .trace_writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
 
+PACKETS_PER_BATCH = 1 << 17
 KIND_TITLES = {"pytorch-profiler": "PyTorch profiler", "nsys": "Nsight Systems"}
 
 
@@ -59,30 +60,35 @@ def write_host_trace(w: TraceWriter, host, related: bool, shift_ns: int = 0, res
         desc += (f" SHIFTED by {shift_ns / 1e6:+.3f} ms so that matched kernels line up with gpuobs's "
                  f"(--align kernels); median residual {residual_ns / 1e3:.1f} us.")
     group = w.track(title, description=desc)
-    keys = sorted({e.track for e in host.events}, key=_track_order)
-    key_index = {k: i for i, k in enumerate(keys)}
     ev = host.events
-    if not ev:
+    if not len(ev):
         return 0
-    grp = np.array([key_index[e.track] for e in ev], np.int64)
-    start = np.array([e.start_ns + shift_ns for e in ev], np.int64)
-    end = start + np.array([max(e.dur_ns, 0) for e in ev], np.int64)
+    used = np.unique(ev["track"])
+    order_of = sorted(used.tolist(), key=lambda t: _track_order(host.tracks[t]))
+    keys = [host.tracks[t] for t in order_of]
+    rank_of_track = np.zeros(len(host.tracks), np.int64)
+    rank_of_track[order_of] = np.arange(len(order_of))
+    grp = rank_of_track[ev["track"]]
+    start = ev["start_ns"] + shift_ns
+    end = start + np.maximum(ev["dur_ns"], 0)
     base = int(start.min())
     lane = assign_lanes(grp, (start - base).astype(np.uint64), (end - base).astype(np.uint64))
-    uuid, processes = {}, {}
-    for k in keys:
+    lanes_of = np.zeros(len(keys), np.int64)
+    np.maximum.at(lanes_of, grp, lane + 1)
+    first_uuid = np.zeros(len(keys), np.uint64)  # a track's lanes get consecutive uuids
+    processes = {}
+    for key_index, k in enumerate(keys):
         process, label = track_names(host, k)
         if process not in processes:
             processes[process] = w.track(process, parent=group, rank=len(processes))
-        for lane_no in range(int(lane[grp == key_index[k]].max()) + 1):
-            uuid[(key_index[k], lane_no)] = w.track(label, parent=processes[process],
-                                                    merge_key=f"{group}-{key_index[k]}", rank=key_index[k])
-    names = sorted({e.name for e in ev})
-    iid = {n: i + 1 for i, n in enumerate(names)}
+        for lane_no in range(int(lanes_of[key_index])):
+            uuid = w.track(label, parent=processes[process], merge_key=f"{group}-{key_index}", rank=key_index)
+            if lane_no == 0:
+                first_uuid[key_index] = uuid
     seq = w.new_sequence()
     first = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_CLEARED)
-    for n, i in iid.items():
-        first.interned_data.event_names.add(iid=i, name=n)
+    for i, name in enumerate(host.names):
+        first.interned_data.event_names.add(iid=i + 1, name=name)
     first.interned_data.debug_annotation_names.add(iid=1, name="category")
     w.packet(first)
     n = len(ev)
@@ -91,14 +97,20 @@ def write_host_trace(w: TraceWriter, host, related: bool, shift_ns: int = 0, res
     order = np.lexsort((rank, marks))
     k = np.concatenate([np.arange(n), np.arange(n)])[order]
     begin = order < n
-    tracks = np.array([uuid[(int(grp[j]), int(lane[j]))] for j in range(n)], np.uint64)[k]
-    name_iid = np.array([iid[e.name] for e in ev], np.uint64)[k]
-    te = (Rows(len(k)).varint_field(9, np.where(begin, pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END))
-          .varint_field(11, tracks).varint_field(10, name_iid, present=begin))
-    cat = Rows(len(k)).varint_field(1, 1).bytes_field(6, [ev[j].category.encode() for j in k], present=begin)
-    te.message_field(4, cat, present=begin)
-    packets = Rows(len(k)).varint_field(8, marks[order].astype(np.uint64))
-    if related:
-        packets.varint_field(58, REALTIME)
-    w.rows(packets.message_field(11, te).varint_field(10, seq).varint_field(13, SEQ_NEEDS, present=begin))
+    tracks = first_uuid[grp] + lane.astype(np.uint64)
+    name_iid = ev["name"].astype(np.uint64) + np.uint64(1)
+    categories = [c.encode() for c in host.categories]
+    times = marks[order].astype(np.uint64)
+    for lo in range(0, 2 * n, PACKETS_PER_BATCH):  # encoded a batch at a time: memory stays bounded
+        part = slice(lo, lo + PACKETS_PER_BATCH)
+        kk, bb = k[part], begin[part]
+        te = (Rows(len(kk)).varint_field(9, np.where(bb, pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END))
+              .varint_field(11, tracks[kk]).varint_field(10, name_iid[kk], present=bb))
+        cat = Rows(len(kk)).varint_field(1, 1).bytes_field(6, [categories[c] for c in ev["category"][kk].tolist()],
+                                                           present=bb)
+        te.message_field(4, cat, present=bb)
+        packets = Rows(len(kk)).varint_field(8, times[part])
+        if related:
+            packets.varint_field(58, REALTIME)
+        w.rows(packets.message_field(11, te).varint_field(10, seq).varint_field(13, SEQ_NEEDS, present=bb))
     return n
