@@ -208,8 +208,7 @@ def record(
     if not 0 <= window_every <= 1 << 30:
         _fail(f"--window-every {window_every} is outside 0..{1 << 30}")
     if no_graph_nodes:
-        err.print("gpuobs: warning: --no-graph-nodes is deprecated and will go; write --graph-nodes none",
-                  highlight=False, markup=False)
+        _deprecated("--no-graph-nodes", "--graph-nodes none")
         graph_nodes = "none"
     if graph_nodes not in ("learn", "every", "none"):
         _fail(f"--graph-nodes {graph_nodes!r} is not learn, every or none")
