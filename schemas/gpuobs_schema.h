@@ -19,8 +19,12 @@
 #define GPUOBS_SCHEMA_HASH 0xe78bc05cf512a957
 #define GPUOBS_EVENT_SIZE 64
 #define GPUOBS_MAX_STRIPES 256
-#define GPUOBS_DEFAULT_CAPACITY 1048576
+#define GPUOBS_DEFAULT_CAPACITY 1048576  /* event records per context */
+#define GPUOBS_MIN_CAPACITY 1024
+#define GPUOBS_MAX_CAPACITY 268435456
 #define GPUOBS_DEFAULT_SAMPLE_SHIFT 10
+#define GPUOBS_MAX_SAMPLE_SHIFT 32
+#define GPUOBS_NO_FLUSH 0xFFFFFFFF       /* a launch read before the FLUSH chunk that closes its window */
 #define GPUOBS_LAUNCH_TABLE_SIZE 65536 /* launches a flush window holds apart (grid id low bits) */
 #define GPUOBS_LAUNCH_COUNTER_STRIPES 15 /* +1: 16 counters, two cache lines */
 #define GPUOBS_BLOCK_TABLE_SIZE 262144
@@ -329,6 +333,12 @@ typedef struct gpuobs_end_info {
 /* gpuobs:cdef-end */
 
 #define GPUOBS_FILE_MAGIC "GPUOBS\r\n"
+
+/* The name of each enum gpuobs_mode value, in value order: what GPUOBS_MODE and
+ * `gpuobs record --mode` take (tests/test_schema.py checks it against the enum). */
+#define GPUOBS_MODE_NAMES                                                                            \
+    {"off", "block_noop", "block_counter", "block_trace", "mem_noop", "mem_sampled", "mem_full", \
+     "block_trace_noop"}
 
 /* The per-context arena in device memory: the function entries at its start,
  * which is aligned to GPUOBS_ARENA_ALIGN, so a patch finds the arena's base by

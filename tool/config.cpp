@@ -7,8 +7,7 @@
 
 namespace gpuobs {
 
-static const char* const kModeNames[] = {"off",      "block_noop",  "block_counter", "block_trace",
-                                         "mem_noop", "mem_sampled", "mem_full",      "block_trace_noop"};
+static const char* const kModeNames[] = GPUOBS_MODE_NAMES;
 
 const char* mode_name(uint32_t mode) {
     return mode < sizeof(kModeNames) / sizeof(kModeNames[0]) ? kModeNames[mode] : "unknown";
@@ -54,20 +53,20 @@ static bool parse_switch(const char* name, bool* out, std::string* error) {
 bool Config::load(std::string* error) {
     if (const char* m = std::getenv("GPUOBS_MODE")) {
         if (!parse_mode(m, &mode)) {
-            *error = std::string("GPUOBS_MODE='") + m +
-                     "' is not one of off, block_noop, block_counter, block_trace, block_trace_noop, "
-                     "mem_noop, mem_sampled, mem_full";
+            std::string names;
+            for (const char* name : kModeNames) names += std::string(names.empty() ? "" : ", ") + name;
+            *error = std::string("GPUOBS_MODE='") + m + "' is not one of " + names;
             return false;
         }
     }
     uint64_t v = 0;
     if (const char* s = std::getenv("GPUOBS_SAMPLE_SHIFT")) {
-        if (!parse_u64("GPUOBS_SAMPLE_SHIFT", s, 0, 32, &v, error)) return false;
+        if (!parse_u64("GPUOBS_SAMPLE_SHIFT", s, 0, GPUOBS_MAX_SAMPLE_SHIFT, &v, error)) return false;
         sample_shift = (uint32_t)v;
     }
     if (mode == GPUOBS_MODE_MEM_FULL) sample_shift = 0;
     if (const char* s = std::getenv("GPUOBS_CAPACITY")) {
-        if (!parse_u64("GPUOBS_CAPACITY", s, 1024, 1ull << 28, &v, error)) return false;
+        if (!parse_u64("GPUOBS_CAPACITY", s, GPUOBS_MIN_CAPACITY, GPUOBS_MAX_CAPACITY, &v, error)) return false;
         capacity = v;
     }
     // GPUOBS_CALLBACK_SCOPE; the design's name for it, GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE, is read when it is unset.

@@ -5,12 +5,14 @@
 #include <regex>
 #include <string>
 
+#include "gpuobs_schema.h"
+
 namespace gpuobs {
 
 struct Config {
-    uint32_t mode = 3;                 // enum gpuobs_mode (default block_trace)
-    uint32_t sample_shift = 10;
-    uint64_t capacity = 1u << 20;      // records per context
+    uint32_t mode = GPUOBS_MODE_BLOCK_TRACE;
+    uint32_t sample_shift = GPUOBS_DEFAULT_SAMPLE_SHIFT;
+    uint64_t capacity = GPUOBS_DEFAULT_CAPACITY;  // records per context
     bool launch_scope = false;         // GPUOBS_CALLBACK_SCOPE=launch (old name: GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE)
     bool clock_probe = true;
     bool api_trace = false;

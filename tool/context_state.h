@@ -92,6 +92,7 @@ private:
                              uint64_t* unattributed);
     void reset_device_buffers(const std::vector<uint64_t>& used_per_stripe);
 
+    // Lock order: flush_mu_ before launch_mu_ (see the order in gpuobs_tool.cpp).
     std::mutex launch_mu_;  // host launch state below; never held across a driver call from a flush
     std::mutex flush_mu_;   // serialises flushes and owns the staging buffers and probe
     CUcontext ctx_;

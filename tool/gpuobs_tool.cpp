@@ -66,6 +66,13 @@ struct ModuleRecord {
     bool instrumented = false;
 };
 
+// Lock order (a thread holding one may take those to its right, never to its left):
+//   Tool::window_mu -> Tool::patch_mu -> ContextState::flush_mu_ -> ContextState::launch_mu_
+//   -> GraphTable::mu_ / Tool::callbacks_mu / Tool::contexts_mu / Tool::modules_mu -> RecordingFile::mu_
+// callbacks_mu is held while GraphTable::mu_ is asked whether node callbacks are needed;
+// contexts_mu, modules_mu, file_mu and GraphTable::mu_ take nothing else while held but
+// RecordingFile::mu_ (a notice or the run's first chunks are written under them). A launch callback
+// never waits for a flush (a flush calls the driver, and a launching thread may hold driver locks).
 struct Tool {
     Config config;
     RecordingFile file;

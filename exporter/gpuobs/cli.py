@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from . import __version__
+from .recording_file import schema
 from .errors import BadMagic, CorruptChunk, RecordingError, TruncatedChunk
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -163,9 +164,10 @@ def record(
     mode: str = typer.Option("block_trace", "--mode", "-m", metavar="MODE",
                              help="off | block_noop | block_counter | block_trace | block_trace_noop | mem_noop | "
                                   "mem_sampled | mem_full"),
-    sample_shift: int = typer.Option(10, "--sample-shift", metavar="N",
-                                     help="mem_sampled keeps 1 access in 2^N (0..32)"),
-    capacity: int = typer.Option(1 << 20, "--capacity", metavar="N", help="event records per CUDA context (64 B each)"),
+    sample_shift: int = typer.Option(schema.DEFAULT_SAMPLE_SHIFT, "--sample-shift", metavar="N",
+                                     help=f"mem_sampled keeps 1 access in 2^N (0..{schema.MAX_SAMPLE_SHIFT})"),
+    capacity: int = typer.Option(schema.DEFAULT_CAPACITY, "--capacity", metavar="N",
+                                 help="event records per CUDA context (64 B each)"),
     kernels: str = typer.Option("", "--kernels", metavar="REGEX",
                                 help="keep only events of kernels whose name matches this regex"),
     output: Path = typer.Option(DEFAULT_RECORDING, "-o", "--output", metavar="FILE", help="recording to write"),
@@ -199,10 +201,10 @@ def record(
         _fail("no program to run: gpuobs record [OPTIONS] -- CMD [ARGS...]")
     if mode not in mode_names():
         _fail(f"--mode {mode!r} is not one of {', '.join(mode_names())}")
-    if not 0 <= sample_shift <= 32:
-        _fail(f"--sample-shift {sample_shift} is outside 0..32")
-    if not 1024 <= capacity <= 1 << 28:
-        _fail(f"--capacity {capacity} is outside 1024..{1 << 28}")
+    if not 0 <= sample_shift <= schema.MAX_SAMPLE_SHIFT:
+        _fail(f"--sample-shift {sample_shift} is outside 0..{schema.MAX_SAMPLE_SHIFT}")
+    if not schema.MIN_CAPACITY <= capacity <= schema.MAX_CAPACITY:
+        _fail(f"--capacity {capacity} is outside {schema.MIN_CAPACITY}..{schema.MAX_CAPACITY}")
     if scope not in ("function", "launch"):
         _fail(f"--scope {scope!r} is not function or launch")
     if not 0 <= window_every <= 1 << 30:

@@ -16,8 +16,8 @@ DEFAULT_OUTPUT = "gpuobs.gpuobs"
 @dataclass
 class RecordOptions:
     mode: str = "block_trace"
-    sample_shift: int = 10
-    capacity: int = 1 << 20
+    sample_shift: int = schema.DEFAULT_SAMPLE_SHIFT
+    capacity: int = schema.DEFAULT_CAPACITY
     kernels: str = ""
     output: Path = Path(DEFAULT_OUTPUT)
     scope: str = "function"
