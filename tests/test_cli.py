@@ -98,7 +98,7 @@ def test_inputs_that_are_not_recordings_get_one_clear_line(tmp_path):
     for command in (["info"], ["stats"], ["export", "-o", tmp_path / "x.pftrace"], ["plot", "-o", tmp_path / "x.png"],
                     ["trim", "--flushes", "0:1", "-o", tmp_path / "x.gpuobs"]):
         r = no_traceback(gpuobs(command[0], DATA, *command[1:]))
-        assert r.returncode == 2 and f"{DATA} is a folder, not a recording" in r.stderr
+        assert r.returncode == 2 and f"cannot read {DATA}: a folder, not a regular file" in r.stderr
     damaged = tmp_path / "d.gpuobs"
     damaged.write_bytes(BLOCK.read_bytes()[:-100])
     r = gpuobs("info", damaged)

@@ -59,7 +59,7 @@ def cases(fake_browser: str) -> list:
         Case(["info", BLOCK, "--json"], ["info", BLOCK], expect='"device_span_ns": 87122752'),
         Case(["info", "{dir}/d.gpuobs", "--salvage"], ["info", "{dir}/d.gpuobs"], expect="damaged at byte",
              setup={"d.gpuobs": Path(BLOCK).read_bytes()[:-100]}),
-        Case(["info", "{dir}"], rc=2, expect="is a folder, not a recording"),
+        Case(["info", "{dir}"], rc=2, expect="cannot read {dir}: a folder, not a regular file"),
         Case(["info", "{dir}/gone.gpuobs"], rc=2, expect="no recording at"),
         Case(["info", PROFILER], rc=2, expect="it looks like JSON"),
         # stats

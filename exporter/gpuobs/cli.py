@@ -42,6 +42,7 @@ out = Console(soft_wrap=not sys.stdout.isatty(), highlight=False)
 err = Console(stderr=True, soft_wrap=not sys.stderr.isatty(), highlight=False)
 DEFAULT_RECORDING = Path("gpuobs.gpuobs")
 TRACE_SUFFIXES = (".pftrace", ".perfetto-trace", ".zip", ".trace")
+OPEN_FAILED = "cannot open: "  # how the reader says a file could not be opened
 
 
 def _say(text: str) -> None:
@@ -96,10 +97,6 @@ def _check_recording_path(path: Path) -> None:
     if not os.path.lexists(path):
         hint = " (run `gpuobs record` here first, or name a recording)" if path == DEFAULT_RECORDING else ""
         _fail(f"no recording at {path}{hint}")
-    if path.is_dir():
-        _fail(f"{path} is a folder, not a recording")
-    if not path.is_file():
-        _fail(f"{path} is not a regular file (a pipe or a device?): give a recording file")
 
 
 def _load(path: Path, salvage: bool):
@@ -113,9 +110,9 @@ def _load(path: Path, salvage: bool):
         hint = "" if salvage else " (--salvage keeps every complete chunk before the damage)"
         _fail(f"{exc}{hint}")
     except RecordingError as exc:
+        if exc.offset == 0 and exc.reason.startswith(OPEN_FAILED):  # a folder, a FIFO, no permission...
+            _fail(f"cannot read {path}: {exc.reason[len(OPEN_FAILED):]}")
         _fail(str(exc))
-    except OSError as exc:
-        _fail(f"cannot read {path}: {exc.strerror}")
     if rec.damage is not None:
         _warn(f"{path}: damaged at byte {rec.damage.offset} ({rec.damage.reason}); kept everything before it, "
               f"lost {rec.damage.bytes_lost} bytes")
