@@ -17,10 +17,13 @@ from rich.console import Console
 from rich.text import Text
 
 from . import __version__
-from .recording_file import schema
 from .errors import BadMagic, CorruptChunk, RecordingError, TruncatedChunk
+from .recording_file import schema
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, context_settings=CONTEXT,
+                  pretty_exceptions_enable=False,
+                  help="Record what every thread block of every CUDA kernel did, and view it in Perfetto.")
 
 
 class _Command(typer.core.TyperCommand):
@@ -32,11 +35,10 @@ class _Command(typer.core.TyperCommand):
 
 
 def command(usage: str, **kwargs):
+    """app.command, with the usage line written out."""
     return app.command(cls=_Command, options_metavar=usage, **kwargs)
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, context_settings=CONTEXT,
-                  pretty_exceptions_enable=False,
-                  help="Record what every thread block of every CUDA kernel did, and view it in Perfetto.")
+
 # Off a terminal nothing wraps: a log line stays one line for grep.
 out = Console(soft_wrap=not sys.stdout.isatty(), highlight=False)
 err = Console(stderr=True, soft_wrap=not sys.stderr.isatty(), highlight=False)
@@ -314,7 +316,6 @@ def info(recordings: Optional[List[Path]] = typer.Argument(None, metavar="[RECOR
 
 REPORTS = ("kernels", "blocks", "all")
 REPORT_ALIASES = {"cuda_gpu_kern_sum": "kernels", "kern_sum": "kernels"}
-BLOCK_SORT_KEYS = ("blocks", "launches", "p50", "p99", "counted", "name")
 
 
 @command("[OPTIONS] [RECORDING]...")
