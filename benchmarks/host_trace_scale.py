@@ -109,8 +109,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         rec = synthetic.write_block_trace_recording(tmp / "small.gpuobs", n_launches=12, blocks_per_launch=256)
-        export = [sys.executable, "-m", "gpuobs", "export", "-i", str(rec)]
-        baseline = measure(export + [str(tmp / "base.pftrace")], env)
+        export = [sys.executable, "-m", "gpuobs", "export", str(rec), "-f"]
+        baseline = measure(export + ["-o", str(tmp / "base.pftrace")], env)
         assert baseline.returncode == 0, baseline.output
         print(f"baseline (export of a small recording, no --host): {baseline.seconds:.1f} s, "
               f"{baseline.peak_mb:.0f} MB peak\n")
@@ -122,7 +122,7 @@ def main():
             events = make(host, mb)
             size = host.stat().st_size / 2**20
             for step, cmd in (("load", [sys.executable, "-c", LOAD, str(host)]),
-                              ("export", export + ["--host", str(host), str(tmp / "t.pftrace")])):
+                              ("export", export + ["--host", str(host), "-o", str(tmp / "t.pftrace")])):
                 run = measure(cmd, env)
                 if run.returncode != 0:
                     failed.append(f"{kind} {step} failed: {run.output[-2000:]}")

@@ -48,8 +48,8 @@ def main():
             print(f"\n| command on {n:,} flushes | s | peak MB |")
             print("|---|---|---|")
             for name, cmd in (("info", ["info", str(path)]), ("stats", ["stats", str(path)]),
-                              ("export", ["export", "-i", str(path), str(Path(tmp) / "t.pftrace")]),
-                              ("trim (all windows)", ["trim", str(path), str(Path(tmp) / "t.gpuobs"),
+                              ("export", ["export", str(path), "-o", str(Path(tmp) / "t.pftrace")]),
+                              ("trim (all windows)", ["trim", str(path), "-o", str(Path(tmp) / "t.gpuobs"),
                                                       "--flushes", "0:"])):
                 run = measure([sys.executable, "-m", "gpuobs", *cmd], env)
                 ok = "" if run.returncode == 0 else f" (exit {run.returncode})"

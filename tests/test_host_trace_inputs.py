@@ -6,6 +6,7 @@ open the file they name. Structured fuzzing of both formats runs them through
 import json
 import math
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -111,12 +112,12 @@ def test_a_good_kineto_trace_reads_exactly(tmp_path):
         op(pid="Spans", tid="PyTorch Profiler", ts=0, dur=0), {"ph": "i", "ts": 1}, 17, kernel(args={"grid": None})]))
     host = load_host_trace(path)
     assert len(host.events) == 4 and len(host.kernels) == 2 and host.base_ns == BASE
-    k = host.kernel(0)
+    k = host.kernels[0]
     assert (k.name, k.device, k.stream, k.grid, k.block, k.start_ns, k.dur_ns, k.correlation) == \
            ("k", 0, 7, (4, 1, 1), (128, 1, 1), BASE + 10_500, 2_000, 3)
-    assert host.kernel(1).grid == (-1, -1, -1)  # not given: matches no launch
-    assert host.event(0).track == ("thread", 803, 803) and host.thread_names == {(803, 803): "main"}
-    assert host.event(2).track == ("thread", "Spans", "PyTorch Profiler")
+    assert host.kernels[1].grid == (-1, -1, -1)  # not given: matches no launch
+    assert host.events[0].track == ("thread", 803, 803) and host.thread_names == {(803, 803): "main"}
+    assert host.events[2].track == ("thread", "Spans", "PyTorch Profiler")
 
 
 def nsys_db(tmp_path, name="run.sqlite", loose=False) -> Path:
@@ -185,25 +186,37 @@ def test_sqlite_paths_are_escaped_in_the_uri(tmp_path, name):
 
 def run_export(tmp_path, host_path, timeout=60):
     rec = synthetic.write_block_trace_recording(tmp_path / "r.gpuobs", n_launches=2, blocks_per_launch=8)
-    return subprocess.run([sys.executable, "-m", "gpuobs", "export", "-i", str(rec), "--host", str(host_path),
-                           str(tmp_path / "t.pftrace")], capture_output=True, text=True, timeout=timeout,
+    return subprocess.run([sys.executable, "-m", "gpuobs", "export", str(rec), "--host", str(host_path),
+                           "-o", str(tmp_path / "t.pftrace")], capture_output=True, text=True, timeout=timeout,
                           env=dict(os.environ, PYTHONPATH=str(EXPORTER)))
 
 
-@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "folder"])
-def test_host_inputs_must_be_regular_files(tmp_path, kind):
-    """A FIFO blocked forever, /dev/zero grew until the OOM killer came."""
+def special_file(tmp_path, kind) -> Path:
     if kind == "fifo":
-        host = tmp_path / "prof.json"
-        os.mkfifo(host)
-    else:
-        host = Path("/dev/zero") if kind == "dev-zero" else tmp_path / "dir.json"
-        host.mkdir() if kind == "folder" else None
-    proc = run_export(tmp_path, host, timeout=30)
-    said = " ".join(proc.stderr.split())
-    words = {"fifo": "a FIFO (named pipe)", "dev-zero": "a character device", "folder": "a folder"}[kind]
-    assert proc.returncode == 2 and f"{host}: cannot read: {words}, not a regular file" in said, proc.stderr
-    assert "Traceback" not in proc.stderr
+        path = tmp_path / "prof.json"
+        os.mkfifo(path)  # opening it for reading would wait for a writer forever
+        return path
+    if kind == "folder":
+        (tmp_path / "dir.json").mkdir()
+        return tmp_path / "dir.json"
+    return Path("/dev/zero")  # reading it never ends
+
+
+SPECIAL = {"fifo": "a FIFO (named pipe)", "dev-zero": "a character device", "folder": "a folder"}
+
+
+@pytest.mark.parametrize("kind", list(SPECIAL))
+def test_host_traces_must_be_regular_files(tmp_path, kind):
+    """A FIFO blocked forever, /dev/zero grew until the OOM killer came."""
+    path = special_file(tmp_path, kind)
+    with pytest.raises(HostTraceError, match=re.escape(f"{path}: cannot read: {SPECIAL[kind]}, not a regular file")):
+        load_host_trace(path)
+
+
+@pytest.mark.parametrize("kind", list(SPECIAL))
+def test_export_refuses_host_inputs_that_are_not_files(tmp_path, kind):
+    proc = run_export(tmp_path, special_file(tmp_path, kind), timeout=30)
+    assert proc.returncode == 2 and "not a regular file" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_export_with_a_hostile_host_trace_is_one_clear_line(tmp_path):
@@ -229,7 +242,7 @@ def small_recording(tmp_path_factory):
 
 
 def export_in_process(tmp_path, recording, host):
-    r = CliRunner().invoke(app, ["export", "-i", str(recording), "--host", str(host), str(tmp_path / "t.pftrace")])
+    r = CliRunner().invoke(app, ["export", str(recording), "--host", str(host), "-f", "-o", str(tmp_path / "t.pftrace")])
     assert r.exception is None or isinstance(r.exception, SystemExit), (r.output, r.exception)
     assert r.exit_code in (0, 2) and "Traceback" not in r.output, r.output
     return r

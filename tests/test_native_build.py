@@ -53,7 +53,10 @@ def test_fail_open_keeps_exit_code_and_says_why_once(native, tmp_path):
 @pytest.mark.parametrize("env,message", [
     ({"GPUOBS_SAMPLE_SHIFT": "99"}, "GPUOBS_SAMPLE_SHIFT='99' is not a whole number in [0, 32]"),
     ({"GPUOBS_CAPACITY": "lots"}, "GPUOBS_CAPACITY='lots' is not a whole number"),
-    ({"GPUOBS_KERNELS": "(("}, "GPUOBS_KERNELS='((' is not a valid regular expression"),
+    ({"GPUOBS_KERNELS": "(("}, "GPUOBS_KERNELS='((' is not a valid regular expression: unbalanced '(': no ')' "
+                               "closes it at character 2"),
+    ({"GPUOBS_KERNELS": "gemm{2}"}, "GPUOBS_KERNELS='gemm{2}' is not a valid regular expression: counted repetition "
+                                    "{m,n} is not supported (write \\{ for a brace) at character 5"),
     ({"GPUOBS_CALLBACK_SCOPE": "grid"}, "GPUOBS_CALLBACK_SCOPE='grid' is not function or launch"),
     ({"GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE": "grid"},
      "GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE='grid' is not function or launch (GPUOBS_CALLBACK_SCOPE wins"),

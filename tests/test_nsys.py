@@ -31,16 +31,15 @@ def test_kernels_and_calls_read_back_on_realtime(nsys_file):
     host = load_nsys(path)
     kineto = load_kineto(PROFILER)
     assert host.kind == "nsys" and len(host.kernels) == counts["kernels"] == len(kineto.kernels) > 0
-    for a, b in zip(map(host.kernel, range(len(host.kernels))), map(kineto.kernel, range(len(kineto.kernels)))):
+    for a, b in zip(host.kernels, kineto.kernels):
         assert (a.name, a.grid, a.block, a.device, a.stream, a.start_ns, a.dur_ns, a.correlation) == \
                (b.name, b.grid, b.block, b.device, b.stream, b.start_ns, b.dur_ns, b.correlation)
-    events = [host.event(i) for i in range(len(host.events))]
-    runtime = [e for e in events if e.category == "cuda_runtime"]
+    runtime = [e for e in host.events if e.category == "cuda_runtime"]
     assert len(runtime) == counts["runtime"] > 0
-    kineto_calls = {(e.track[1], e.track[2], e.name, e.start_ns) for e in map(kineto.event, range(len(kineto.events)))
+    kineto_calls = {(e.track[1], e.track[2], e.name, e.start_ns) for e in kineto.events
                     if e.category in ("cuda_runtime", "cuda_driver")}
     assert {(e.track[1], e.track[2], e.name, e.start_ns) for e in runtime} == kineto_calls
-    nvtx = [e for e in events if e.category == "nvtx"]
+    nvtx = [e for e in host.events if e.category == "nvtx"]
     assert len(nvtx) == counts["nvtx"] > 0
     assert set(host.thread_names.values()) == {"python3"}
 

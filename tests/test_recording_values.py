@@ -121,7 +121,7 @@ def test_salvage_keeps_what_precedes_a_bad_value(tmp_path):
 def test_export_of_a_hostile_recording_is_one_clear_line(tmp_path):
     """As a user runs it: no MemoryError, no traceback, exit status 2."""
     path = write(tmp_path / "h.gpuobs", events=slot_out_of_range)
-    proc = subprocess.run([sys.executable, "-m", "gpuobs", "export", "-i", str(path), str(tmp_path / "t.pftrace")],
+    proc = subprocess.run([sys.executable, "-m", "gpuobs", "export", str(path), "-o", str(tmp_path / "t.pftrace")],
                           capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(EXPORTER)),
                           timeout=120)
     assert proc.returncode == 2, proc.stderr

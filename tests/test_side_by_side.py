@@ -62,7 +62,7 @@ def test_every_profiler_kernel_is_matched_to_the_measured_pass(exported):
     timed = np.flatnonzero(table.first_start > 0)
     timed = timed[np.argsort(table.first_start[timed], kind="stable")]
     measured = timed[-len(host.kernels):]
-    theirs = [host.kernel(j) for j in range(len(host.kernels))]  # in start order
+    theirs = sorted(host.kernels, key=lambda k: k.start_ns)
     for i, k in zip(measured, theirs):
         assert (table.name[i], tuple(int(v) for v in rec.launches["grid"][i]),
                 tuple(int(v) for v in rec.launches["block"][i])) == (k.name, k.grid, k.block)
@@ -151,11 +151,11 @@ def test_a_host_run_from_before_the_recording_machines_boot_is_called_out(tmp_pa
     assert export([rec], tmp_path / "now.pftrace", hosts=[host]).hosts[0].before_boot == 0
     boot_ns = int(rec.clock_samples["realtime_before"][0]) - int(rec.clock_samples["boottime_before"][0])
     week = 7 * 86400 * 10**9
-    events, kernels = host.events.copy(), host.kernels.copy()
+    events, kernels = host.events.rows.copy(), host.kernels.rows.copy()
     events["start_ns"] -= week
     kernels["start_ns"] -= week
-    old = dataclasses.replace(host, events=events, kernels=kernels)
-    assert events["start_ns"].min() < boot_ns
+    old = dataclasses.replace(host, events=host.events.with_rows(events), kernels=host.kernels.with_rows(kernels))
+    assert min(e.start_ns for e in old.events) < boot_ns
     h = export([rec], tmp_path / "old.pftrace", hosts=[old]).hosts[0]
     assert h.before_boot == len(old.events) and h.matched == len(old.kernels)
     aligned = export([rec], tmp_path / "aligned.pftrace", ExportOptions(align="kernels"), hosts=[old]).hosts[0]

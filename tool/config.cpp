@@ -88,10 +88,9 @@ bool Config::load(std::string* error) {
     }
     if (const char* s = std::getenv("GPUOBS_KERNELS")) {
         if (*s != '\0') {
-            try {
-                kernel_filter = std::regex(s, std::regex::ECMAScript | std::regex::optimize);
-            } catch (const std::regex_error& e) {
-                *error = std::string("GPUOBS_KERNELS='") + s + "' is not a valid regular expression: " + e.what();
+            std::string why;
+            if (!kernel_filter.compile(s, &why)) {
+                *error = std::string("GPUOBS_KERNELS='") + s + "' is not a valid regular expression: " + why;
                 return false;
             }
             has_kernel_filter = true;

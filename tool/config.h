@@ -2,10 +2,10 @@
 // Any bad value makes the tool stand down (fail open) with one line saying why.
 #pragma once
 #include <cstdint>
-#include <regex>
 #include <string>
 
 #include "gpuobs_schema.h"
+#include "kernel_filter.h"
 
 namespace gpuobs {
 
@@ -25,7 +25,7 @@ struct Config {
     bool start_paused = false;         // GPUOBS_START_PAUSED=1: nothing patched until gpuobs.resume()
     uint32_t window_every = 0;         // GPUOBS_WINDOW_EVERY=N: record 1 interval in N between quiet syncs
     bool has_kernel_filter = false;
-    std::regex kernel_filter;
+    KernelFilter kernel_filter;        // GPUOBS_KERNELS (kernel_filter.h says what patterns may hold)
     std::string kernel_filter_text;
     std::string output = "gpuobs.gpuobs";
     std::string patches;               // fatbin with the device patches

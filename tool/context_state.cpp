@@ -204,8 +204,8 @@ uint32_t ContextState::function_slot_for(CUfunction f, const char* name, CUmodul
     std::string demangled = demangle(name);
     if (config_.has_kernel_filter && slot < function_selected_.size()) {
         const std::string& shown = demangled.empty() ? mangled : demangled;
-        function_selected_[slot] = std::regex_search(shown, config_.kernel_filter) ||
-                                   std::regex_search(mangled, config_.kernel_filter);
+        function_selected_[slot] = config_.kernel_filter.matches(shown) ||
+                                   config_.kernel_filter.matches(mangled);
     }
     gpuobs_function_info info;
     std::memset(&info, 0, sizeof info);

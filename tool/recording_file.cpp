@@ -44,12 +44,22 @@ static std::string with_pid(const std::string& path) {
     return stem + "." + std::to_string(getpid()) + ext;
 }
 
+// Both names are created exclusively and never through a link: an existing file,
+// or a link planted at either name, is left as it is (the recording is not made).
+static int create_new(const std::string& path) {
+    return ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+}
+
 bool RecordingFile::open(const std::string& path, std::string* error) {
     std::string chosen = path;
-    int fd = ::open(chosen.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int fd = create_new(chosen);
     if (fd < 0 && errno == EEXIST) {
         chosen = with_pid(path);
-        fd = ::open(chosen.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        fd = create_new(chosen);
+        if (fd < 0 && errno == EEXIST) {
+            *error = "cannot create " + chosen + ": it exists (a file or link left there; it is not replaced)";
+            return false;
+        }
     }
     if (fd < 0) {
         *error = "cannot create " + chosen + ": " + std::strerror(errno);

@@ -18,7 +18,8 @@ struct Part {
 class RecordingFile {
 public:
     // Creates `path` exclusively; if another process of the same run already
-    // owns it, uses "<stem>.<pid>.gpuobs" beside it. False with `error` set on failure.
+    // owns it, uses "<stem>.<pid>.gpuobs" beside it, created exclusively too (never
+    // truncating or following a link). False with `error` set on failure.
     bool open(const std::string& path, std::string* error);
     bool is_open() const { return file_ != nullptr; }
     const std::string& path() const { return path_; }

@@ -1,5 +1,7 @@
 // Writes a recording with the host tool's own writer (tool/recording_file.cpp),
 // so CI can check that what the C++ side frames, the Python reader reads.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -8,8 +10,17 @@
 #include "gpuobs_schema.h"
 #include "recording_file.h"
 
+// With a second argument, first plants a link named as this process's fallback
+// file ("<stem>.<pid>.gpuobs") that points at that path, as an attacker would.
+static void plant_link(const std::string& out, const char* target) {
+    const size_t dot = out.rfind('.');
+    const std::string fallback = out.substr(0, dot) + "." + std::to_string(getpid()) + out.substr(dot);
+    if (symlink(target, fallback.c_str()) != 0) std::perror("symlink");
+}
+
 int main(int argc, char** argv) {
     if (argc < 2) return 2;
+    if (argc > 2) plant_link(argv[1], argv[2]);
     gpuobs::RecordingFile file;
     std::string error;
     if (!file.open(argv[1], &error)) {

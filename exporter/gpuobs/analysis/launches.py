@@ -19,6 +19,15 @@ def _key(device, flush, grid) -> np.ndarray:
     return k
 
 
+def of_launch(values: np.ndarray, launch_of_event: np.ndarray, missing) -> np.ndarray:
+    """values[launch] for each event's launch (launch_index_of_events), `missing`
+    where it has none; also when the recording lists no launch at all."""
+    out = np.full(len(launch_of_event), missing, dtype=np.result_type(values, np.asarray(missing)))
+    resolved = launch_of_event >= 0
+    out[resolved] = values[launch_of_event[resolved]]
+    return out
+
+
 def launch_index_of_events(rec: Recording) -> np.ndarray:
     """Index into rec.launches for every event (UNRESOLVED where no launch matches).
 
@@ -293,8 +302,7 @@ def kernel_stats(rec: Recording) -> list[dict]:
             "sms": int(len(np.unique(ev["sm_id"][mine]))) if mine.any() else 0,
             "counted": int(totals[slot_kernel == k].sum()),
             # launches whose counter slot other kernels' launches share: in no kernel's "counted"
-            "counted_shared_launches": int(((member_slots >= 0)
-                                            & (slot_kernel[np.maximum(member_slots, 0)] != k)).sum()),
+            "counted_shared_launches": int((slot_kernel[member_slots[member_slots >= 0]] != k).sum()),
             "memory_events": int((mine & ~is_block).sum()),
             "blocks_dropped": int(np.maximum(table.grid_blocks[members] - recorded, 0)[recorded > 0].sum()),
             # block ends stamped by a later replay of the same graph node (see the schema's block flags)

@@ -72,7 +72,8 @@ def select(rec: Recording, flushes: Optional[tuple] = None, time: Optional[tuple
         last = np.maximum(table.last_end.astype(np.int64), first)
         keep_launch &= (first > 0) & (first < hi) & (last >= lo)
         starts = rec.events["time_start"].astype(np.int64)
-        keep_event &= np.where(resolved, keep_launch[np.maximum(launch_of_event, 0)], (starts >= lo) & (starts < hi))
+        keep_event &= np.where(resolved, analysis.of_launch(keep_launch, launch_of_event, False),
+                               (starts >= lo) & (starts < hi))
     if kernels is not None:
         try:
             pattern = re.compile(kernels)
@@ -82,7 +83,7 @@ def select(rec: Recording, flushes: Optional[tuple] = None, time: Optional[tuple
         keep_launch &= np.array([bool(pattern.search(f.name) or pattern.search(f.mangled)) for f in functions], bool)
         keep_event &= resolved
     if time is not None or kernels is not None:
-        keep_event &= ~resolved | keep_launch[np.maximum(launch_of_event, 0)]
+        keep_event &= ~resolved | analysis.of_launch(keep_launch, launch_of_event, False)
         # windows holding nothing that was chosen are left out whole
         held = np.concatenate([_window_keys(rec.launches["device_index"], rec.launch_flushes)[keep_launch],
                                _window_keys(rec.event_devices, rec.event_flushes)[keep_event]])

@@ -48,7 +48,7 @@ def match_kernels(rec: Recording, table: LaunchTable, host) -> KernelMatch:
         others = theirs.get(key, [])
         for a, b in zip(launches, others):
             idx.append(a)
-            partners.append(host.kernel(b))
+            partners.append(host.kernels[b])
     n_mine = len(timed)
     n_theirs = len(host.kernels)
     result = KernelMatch(np.array(idx, np.int64), partners, n_mine - len(idx), n_theirs - len(idx))

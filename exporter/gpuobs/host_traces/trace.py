@@ -1,6 +1,7 @@
 """A host trace once read: events and kernels as numpy columns, names, tracks and
 categories stored once each. A 200 MB trace holds millions of events; as Python
-objects they took ten times the file, as columns they take a fraction of it."""
+objects they took ten times the file, as columns they take a fraction of it.
+Code that wants records still iterates them (`for e in trace.events`)."""
 from __future__ import annotations
 
 from array import array
@@ -23,7 +24,7 @@ class HostTraceError(Exception):
 
 @dataclass
 class HostEvent:
-    """One event of a host trace, as a record."""
+    """One event of a host trace, as a record (HostTrace.events hands these out)."""
 
     track: tuple          # ("thread"|"nvtx", pid, tid) or ("stream", device, stream)
     name: str
@@ -34,7 +35,7 @@ class HostEvent:
 
 @dataclass
 class HostKernel:
-    """One kernel of a host trace, as a record (matching hands these out)."""
+    """One kernel of a host trace, as a record (HostTrace.kernels hands these out)."""
 
     device: int
     stream: int
@@ -46,30 +47,42 @@ class HostKernel:
     correlation: int
 
 
+class Rows:
+    """The rows of a numpy structured array, read as records one at a time
+    (`for e in trace.events`, `trace.kernels[i]`: a HostEvent or HostKernel) while
+    every column stays numpy (`trace.events["start_ns"]`)."""
+
+    def __init__(self, rows: np.ndarray, record):
+        self.rows = rows
+        self._record = record
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, key):
+        return self.rows[key] if isinstance(key, str) else self._record(self.rows[key])
+
+    def __iter__(self):
+        return map(self._record, self.rows)
+
+    def with_rows(self, rows: np.ndarray) -> "Rows":
+        """The same kind of rows, other values (e.g. shifted times)."""
+        return Rows(rows, self._record)
+
+
 @dataclass
 class HostTrace:
     path: str
     kind: str                       # "pytorch-profiler" or "nsys"
-    events: np.ndarray              # EVENT rows, kernels included; times on REALTIME
-    kernels: np.ndarray             # KERNEL rows, in start order
-    names: list                     # events["name"] and kernels["name"] index this
+    events: Rows                    # EVENT rows (HostEvent records), kernels included; times on REALTIME
+    kernels: Rows                   # KERNEL rows (HostKernel records), in start order
+    names: list                     # the "name" columns index this
     tracks: list                    # events["track"] indexes this: ("thread"|"nvtx", pid, tid) or ("stream", device, stream)
     categories: list                # events["category"] indexes this
     thread_names: dict = field(default_factory=dict)  # (pid, tid) -> name
     clock: str = "REALTIME"
     base_ns: int | None = None      # a Kineto trace's baseTimeNanoseconds
     process_names: dict = field(default_factory=dict)  # pid -> name
-
-    def event(self, i: int) -> HostEvent:
-        e = self.events[i]
-        return HostEvent(self.tracks[int(e["track"])], self.names[int(e["name"])], int(e["start_ns"]),
-                         int(e["dur_ns"]), self.categories[int(e["category"])])
-
-    def kernel(self, i: int) -> HostKernel:
-        k = self.kernels[i]
-        return HostKernel(int(k["device"]), int(k["stream"]), self.names[int(k["name"])],
-                          tuple(int(v) for v in k["grid"]), tuple(int(v) for v in k["block"]),
-                          int(k["start_ns"]), int(k["dur_ns"]), int(k["correlation"]))
 
 
 class HostTraceBuilder:
@@ -133,9 +146,19 @@ class HostTraceBuilder:
         events["start_ns"] += offset_ns
         kernels["start_ns"] += offset_ns
         kernels = kernels[np.argsort(kernels["start_ns"], kind="stable")]
-        return HostTrace(str(path), kind, events, kernels, list(self._names), list(self._tracks),
-                         list(self._categories), thread_names or {}, base_ns=base_ns,
-                         process_names=process_names or {})
+        names, tracks, categories = list(self._names), list(self._tracks), list(self._categories)
+
+        def event(e) -> HostEvent:
+            return HostEvent(tracks[e["track"]], names[e["name"]], int(e["start_ns"]), int(e["dur_ns"]),
+                             categories[e["category"]])
+
+        def kernel(k) -> HostKernel:
+            return HostKernel(int(k["device"]), int(k["stream"]), names[k["name"]], tuple(k["grid"].tolist()),
+                              tuple(k["block"].tolist()), int(k["start_ns"]), int(k["dur_ns"]),
+                              int(k["correlation"]))
+
+        return HostTrace(str(path), kind, Rows(events, event), Rows(kernels, kernel), names, tracks, categories,
+                         thread_names or {}, base_ns=base_ns, process_names=process_names or {})
 
 
 def check_time(start_ns: int, dur_ns: int, where: str) -> None:

@@ -300,7 +300,7 @@ def _export_gpu(g: GpuExport) -> GpuSummary:
 
     on_device = rec.event_devices == device
     resolved = g.launch_of_event >= 0
-    sel = on_device & (~resolved | g.keep_launch[np.maximum(g.launch_of_event, 0)])
+    sel = on_device & (~resolved | analysis.of_launch(g.keep_launch, g.launch_of_event, False))
     if opts.kernels or opts.launches:
         sel &= resolved
     if g.window is not None:
@@ -480,7 +480,7 @@ def _block_tracks_and_slices(g: GpuExport, blocks: np.ndarray):
                 lane0[int(s_id)] = uuid
     uuid_arr = first[sm] + lane.astype(np.uint64)
     lo = launch_of_event if every else launch_of_event[blocks]
-    launch_ids = np.where(lo >= 0, rec.launches["launch_id"][np.maximum(lo, 0)].astype(np.int64), -1)
+    launch_ids = analysis.of_launch(rec.launches["launch_id"].astype(np.int64), lo, -1)
     slots = col("function_slot")
     slot_iid = np.zeros(int(slots.max()) + 1, np.uint64)
     for slot, iid in g.iid_of_slot.items():
@@ -530,9 +530,9 @@ def _memory_counters(g: GpuExport, mem: np.ndarray) -> None:
     its launch, so each launch's bins add up to its exact count."""
     ev, table, opts = g.ev, g.table, g.opts
     lo = g.launch_of_event[mem]
-    kept = np.where(lo >= 0, table.events_kept[np.maximum(lo, 0)], 0)
-    counted = np.where(lo >= 0, table.counted[np.maximum(lo, 0)], -1)
-    shared = np.where(lo >= 0, table.counted_shared[np.maximum(lo, 0)], 0)
+    kept = analysis.of_launch(table.events_kept, lo, 0)
+    counted = analysis.of_launch(table.counted, lo, -1)
+    shared = analysis.of_launch(table.counted_shared, lo, 0)
     exact = (counted >= 0) & (shared == 1) & (kept > 0)
     weight = np.where(exact, counted / np.maximum(kept, 1), 1.0)
     t = ev["time_start"][mem].astype(np.int64)

@@ -8,11 +8,14 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 from cffi import FFI
+
+from ..native_cache import cache_root, cached_build
 
 SOURCE = Path(__file__).with_name("native_encoder.c")
 _FFI = FFI()
@@ -27,31 +30,43 @@ long gpuobs_assign_lanes(size_t n, const int64_t* group, const uint64_t* start, 
 MAX_LANES = 4096
 
 
-def _cache_dir() -> Path:
-    return Path(os.environ.get("GPUOBS_CACHE", Path.home() / ".cache" / "gpuobs"))
+LIBRARY = "native_encoder.so"
 
 
 @lru_cache(maxsize=1)
 def encoder():
-    """The loaded library, or None when it cannot be built here."""
+    """The loaded library, or None when it cannot be built or cached here (then the
+    numpy encoder writes the same bytes; a cache that cannot be written says so once)."""
     if os.environ.get("GPUOBS_PURE_PYTHON") == "1":
         return None
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if not cc or not SOURCE.is_file():
         return None
     digest = hashlib.sha256(SOURCE.read_bytes() + cc.encode()).hexdigest()[:16]
-    lib = _cache_dir() / f"encoder-{digest}.so"
-    if not lib.is_file():
-        lib.parent.mkdir(parents=True, exist_ok=True)
-        tmp = lib.with_suffix(f".{os.getpid()}.tmp")
-        proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(tmp), str(SOURCE)], capture_output=True)
+
+    def compile_into(folder: Path) -> None:
+        proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(folder / LIBRARY), str(SOURCE)],
+                              capture_output=True, text=True)
         if proc.returncode != 0:
-            return None
-        os.replace(tmp, lib)
+            raise _CompileFailed(proc.stderr.strip())
+
     try:
-        return _FFI.dlopen(str(lib))
+        folder = cached_build(f"encoder-{digest}", [LIBRARY], compile_into)
+    except _CompileFailed:
+        return None
+    except OSError as exc:
+        print(f"gpuobs: cannot use the encoder cache {cache_root()} ({exc.strerror or exc}); exporting with the "
+              "numpy encoder (same trace, slower). Set GPUOBS_CACHE to a writable folder to speed it up.",
+              file=sys.stderr)
+        return None
+    try:
+        return _FFI.dlopen(str(folder / LIBRARY))
     except OSError:
         return None
+
+
+class _CompileFailed(Exception):
+    pass
 
 
 def _ptr(kind: str, array: np.ndarray):

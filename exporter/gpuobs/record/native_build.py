@@ -11,6 +11,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..native_cache import cache_root, cached_build
 from ..native_sources import native_root
 
 # SASS for every architecture CUDA 13 targets that gpuobs claims, plus PTX of the
@@ -19,7 +20,10 @@ PATCH_ARCHS = ("75", "80", "86", "89", "90", "100", "120")
 PTX_ARCH = "120"
 TOOL_SOURCES = ("gpuobs_tool.cpp", "context_state.cpp", "config.cpp", "recording_file.cpp",
                 "sanitizer_api.cpp", "cuda_driver.cpp", "api_trace.cpp", "notice.cpp",
-                "graph_table.cpp")
+                "graph_table.cpp", "kernel_filter.cpp")
+
+
+TOOL_NAME, PATCHES_NAME, PROBE_NAME = "libgpuobs_tool.so", "gpuobs_patches.fatbin", "gpuobs_clock_probe.fatbin"
 
 
 class NativeUnavailable(RuntimeError):
@@ -119,10 +123,6 @@ def _source_hash(tc: Toolchain) -> str:
     return h.hexdigest()[:16]
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("GPUOBS_CACHE", Path.home() / ".cache" / "gpuobs"))
-
-
 def _run(cmd: list[str], what: str) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -171,24 +171,24 @@ def tool_compile_command(tc: Toolchain, out: Path) -> list[str]:
 
 def build(force: bool = False, progress=None) -> NativeBuild:
     """Builds (or reuses) the tool, the patches and the probe; raises NativeUnavailable.
-    `progress(message)` hears which part is compiling (the first build takes seconds)."""
+    `progress(message)` hears which part is compiling (the first build takes seconds).
+    The cache (gpuobs.native_cache) is safe for concurrent builds and checks what it hands out."""
     say = progress or (lambda _message: None)
     tc = find_toolchain()
-    directory = cache_root() / _source_hash(tc)
-    result = NativeBuild(directory, directory / "libgpuobs_tool.so", directory / "gpuobs_patches.fatbin",
-                         directory / "gpuobs_clock_probe.fatbin", tc.sanitizer_lib)
-    if not force and all(p.is_file() for p in (result.tool, result.patches, result.probe)):
-        return result
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f"tmp-{os.getpid()}"
-    tmp.mkdir(exist_ok=True)
-    say(f"compiling the device patches for sm_{', sm_'.join(PATCH_ARCHS)} (nvcc)")
-    _run(patch_compile_command(tc, tmp / result.patches.name), "the device patches")
-    say("compiling the clock probe (nvcc)")
-    _run(probe_compile_command(tc, tmp / result.probe.name), "the clock probe")
-    say(f"compiling the host tool ({Path(tc.cxx).name})")
-    _run(tool_compile_command(tc, tmp / result.tool.name), "the host tool")
-    for name in (result.patches.name, result.probe.name, result.tool.name):
-        os.replace(tmp / name, directory / name)
-    tmp.rmdir()
-    return result
+    names = (TOOL_NAME, PATCHES_NAME, PROBE_NAME)
+
+    def compile_into(folder: Path) -> None:
+        say(f"compiling the device patches for sm_{', sm_'.join(PATCH_ARCHS)} (nvcc)")
+        _run(patch_compile_command(tc, folder / PATCHES_NAME), "the device patches")
+        say("compiling the clock probe (nvcc)")
+        _run(probe_compile_command(tc, folder / PROBE_NAME), "the clock probe")
+        say(f"compiling the host tool ({Path(tc.cxx).name})")
+        _run(tool_compile_command(tc, folder / TOOL_NAME), "the host tool")
+
+    try:
+        directory = cached_build(_source_hash(tc), list(names), compile_into, force=force)
+    except OSError as exc:
+        raise NativeUnavailable(f"cannot build into the cache {cache_root()} (set GPUOBS_CACHE to a writable "
+                                f"folder): {exc.strerror or exc}") from None
+    return NativeBuild(directory, directory / TOOL_NAME, directory / PATCHES_NAME, directory / PROBE_NAME,
+                       tc.sanitizer_lib)

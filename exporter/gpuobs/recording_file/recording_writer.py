@@ -127,6 +127,15 @@ class RecordingWriter:
             self._fh.close()
 
 
+def _rows_by_window(devices: np.ndarray, flush_seqs: np.ndarray) -> dict:
+    """{(device, flush_seq): the row indexes in that flush window, in file order}."""
+    key = (np.asarray(devices, np.uint64) << np.uint64(32)) | np.asarray(flush_seqs, np.uint64)
+    order = np.argsort(key, kind="stable")
+    keys, first = np.unique(key[order], return_index=True)
+    groups = np.split(order, first[1:])
+    return {(int(k) >> 32, int(k) & 0xFFFFFFFF): rows for k, rows in zip(keys, groups)}
+
+
 def copy_recording(rec, target, keep_flush: np.ndarray | None = None, keep_launch: np.ndarray | None = None,
                    keep_event: np.ndarray | None = None) -> None:
     """Writes `rec` again to a path or an open binary file, keeping the flush windows
@@ -154,24 +163,28 @@ def copy_recording(rec, target, keep_flush: np.ndarray | None = None, keep_launc
                        device_index=f.device_index, module_id=f.module_id)
         if len(rec.clock_samples):
             w.clock_samples(rec.clock_samples)
+        # Each table's rows grouped by flush window once: the copy stays linear in the windows.
+        lc = rec.launch_counts
+        launch_rows = _rows_by_window(rec.launches["device_index"], rec.launch_flushes)
+        count_rows = _rows_by_window(lc["device_index"], lc["flush_seq"])
+        chunk_rows = _rows_by_window(np.asarray(rec.event_chunk_devices, np.uint32),
+                                     np.asarray(rec.event_chunk_flushes, np.uint32))
+        nothing = np.zeros(0, np.int64)
         for f in rec.flushes[keep_flush]:
             dev, seq = int(f["device_index"]), int(f["flush_seq"])
-            in_window = (rec.launch_flushes == seq) & (rec.launches["device_index"] == dev)
-            launches = rec.launches[in_window & keep_launch]
+            in_window = launch_rows.get((dev, seq), nothing)
+            launches = rec.launches[in_window[keep_launch[in_window]]]
             if len(launches):
                 w.launches(launches)
-            lc = rec.launch_counts
-            mine = (lc["flush_seq"] == seq) & (lc["device_index"] == dev)
+            mine = count_rows.get((dev, seq), nothing)
             if not keep_launch[in_window].all():  # only the counts of kept launches
-                mine &= np.isin(lc["grid_id"], launches["grid_id"])
+                mine = mine[np.isin(lc["grid_id"][mine], launches["grid_id"])]
             counts = lc[mine]
             c = np.zeros(len(counts), schema.dtype("gpuobs_launch_count"))
             for name in ("grid_id", "count", "launches_sharing"):
                 c[name] = counts[name]
-            chunks = [(chunk, keep_event[chunk_starts[k]:chunk_starts[k + 1]])
-                      for k, (chunk, cdev, cseq) in enumerate(zip(rec.event_chunks, rec.event_chunk_devices,
-                                                                  rec.event_chunk_flushes))
-                      if cdev == dev and cseq == seq]
+            chunks = [(rec.event_chunks[k], keep_event[chunk_starts[k]:chunk_starts[k + 1]])
+                      for k in chunk_rows.get((dev, seq), nothing)]
             left_out = sum(int((~kept).sum()) for _, kept in chunks)
             w.flush(device_index=dev, flush_seq=seq, attempted=int(f["attempted"]), recorded=int(f["recorded"]),
                     dropped=int(f["dropped"]), host_time_ns=int(f["host_time_ns"]), launch_counts=c,
