@@ -18,7 +18,7 @@ from .clock import ClockRelation, clock_relation
 from ..host_traces.matching import kernel_alignment, match_kernels
 from .host_tracks import write_host_trace
 from .lanes import assign_lanes
-from .protowire import Rows
+from .slice_encoder import Slices, write_slices
 from .writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
 
 KERNEL_ARGS = ["launch", "grid", "block_dim", "stream", "blocks_recorded", "blocks_dropped", "counted",
@@ -309,73 +309,46 @@ def _kernel_slices(w, rec, gpu, launches, table, names, iid_of_slot, clock, wind
     for i, arg in enumerate(KERNEL_ARGS, start=1):
         first.interned_data.debug_annotation_names.add(iid=i, name=arg)
     w.packet(first)
-    w.rows(_kernel_packet_rows(rec, table, timed, start, end, np.asarray(lanes, np.uint64)[lane], seq,
-                               iid_of_slot, clock, host_dur, api_calls, rec_index))
+    slices = _kernel_slice_table(rec, table, timed, start, end, np.asarray(lanes, np.uint64)[lane], iid_of_slot,
+                                 host_dur, api_calls, rec_index)
+    write_slices(w, slices, seq, clock.clock_id if clock.measured else None)
     return len(timed), missing, timed
 
 
-def _kernel_packet_rows(rec, table, timed, start, end, track, seq, iid_of_slot, clock, host_dur,
-                        api_calls=None, rec_index=0) -> Rows:
-    """Begin and end packets of the kernel slices, in time order (at equal times an
-    end closes before a begin opens), encoded in bulk."""
-    m = len(timed)
-    zero = end <= start
-    times = np.concatenate([start, end]).astype(np.uint64)
-    rank = np.concatenate([np.ones(m), np.where(zero, 2, 0)])
-    order = np.lexsort((rank, times))
-    k = np.concatenate([np.arange(m), np.arange(m)])[order]
-    begin = order < m
-    n = len(order)
-    l = rec.launches[timed[k]]
-    i = timed[k]
-    recorded = table.blocks_recorded[i].astype(np.int64)
-    counted = table.counted[i]
-    shared = table.counted_shared[i]
+def _kernel_slice_table(rec, table, timed, start, end, track, iid_of_slot, host_dur, api_calls=None,
+                        rec_index=0) -> Slices:
+    """The kernel slices with their arguments (names interned as KERNEL_ARGS)."""
+    l = rec.launches[timed]
+    recorded = table.blocks_recorded[timed].astype(np.int64)
+    counted = table.counted[timed]
+    shared = table.counted_shared[timed]
     graph = (l["flags"] & 1).astype(bool)
     raced = (l["flags"] & 2).astype(bool)
     arg = {a: j for j, a in enumerate(KERNEL_ARGS, start=1)}
-    te = (Rows(n).varint_field(9, np.where(begin, pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END))
-          .varint_field(11, track[k])
-          .varint_field(10, np.array([iid_of_slot[int(s)] for s in l["function_slot"]], np.uint64), present=begin))
-
-    def ints(name, values, present):
-        ann = Rows(n).varint_field(1, arg[name]).sint_as_varint_field(4, values)
-        te.message_field(4, ann, present=begin & present)
-
-    def strings(name, values):
-        ann = Rows(n).varint_field(1, arg[name]).bytes_field(6, values, present=begin)
-        te.message_field(4, ann, present=begin)
-
+    s = Slices(track, start, end, np.array([iid_of_slot[int(x)] for x in l["function_slot"]], np.uint64))
     dims = lambda a: ["x".join(str(int(v)) for v in row).encode() for row in a]  # noqa: E731
-    ints("launch", l["launch_id"].astype(np.int64), True)
-    strings("grid", dims(l["grid"]))
-    strings("block_dim", dims(l["block"]))
-    strings("stream", [hex(int(v)).encode() for v in l["stream_id"]])
-    ints("blocks_recorded", recorded, True)
-    ints("blocks_dropped", np.maximum(table.grid_blocks[i] - recorded, 0), recorded > 0)
-    ints("counted", counted, counted >= 0)
-    ints("count_shared_by", shared, shared > 1)
-    ints("graph_replay", l["graph_launch_id"].astype(np.int64), graph)
-    unconfirmed = table.ends_unconfirmed[i].astype(np.int64)
-    ints("ends_unconfirmed", unconfirmed, unconfirmed > 0)
-    raced_ann = Rows(n).varint_field(1, arg["raced_flush"]).varint_field(2, 1)
-    te.message_field(4, raced_ann, present=begin & raced)
+    s.int_arg(arg["launch"], l["launch_id"].astype(np.int64))
+    s.string_arg(arg["grid"], dims(l["grid"]))
+    s.string_arg(arg["block_dim"], dims(l["block"]))
+    s.string_arg(arg["stream"], [hex(int(v)).encode() for v in l["stream_id"]])
+    s.int_arg(arg["blocks_recorded"], recorded)
+    s.int_arg(arg["blocks_dropped"], np.maximum(table.grid_blocks[timed] - recorded, 0), present=recorded > 0)
+    s.int_arg(arg["counted"], counted, present=counted >= 0)
+    s.int_arg(arg["count_shared_by"], shared, present=shared > 1)
+    s.int_arg(arg["graph_replay"], l["graph_launch_id"].astype(np.int64), present=graph)
+    unconfirmed = table.ends_unconfirmed[timed].astype(np.int64)
+    s.int_arg(arg["ends_unconfirmed"], unconfirmed, present=unconfirmed > 0)
+    s.bool_arg(arg["raced_flush"], present=raced)
     if host_dur:  # the same launch in a separate, uninstrumented run (--host)
-        unins = np.array([host_dur.get(int(x), -1) for x in i], np.int64)
+        unins = np.array([host_dur.get(int(x), -1) for x in timed], np.int64)
         has = unins > 0
-        ints("uninstrumented_ns", unins, has)
-        spans = (table.last_end[i].astype(np.int64) - table.first_start[i].astype(np.int64))
-        cost = [f"{sp / u:.2f}x".encode() if u > 0 else b"" for sp, u in zip(spans, unins)]
-        ann = Rows(n).varint_field(1, arg["instrumentation_cost"]).bytes_field(6, cost, present=begin & has)
-        te.message_field(4, ann, present=begin & has)
+        s.int_arg(arg["uninstrumented_ns"], unins, present=has)
+        spans = (table.last_end[timed].astype(np.int64) - table.first_start[timed].astype(np.int64))
+        s.string_arg(arg["instrumentation_cost"],
+                     [f"{sp / u:.2f}x".encode() if u > 0 else b"" for sp, u in zip(spans, unins)], present=has)
     if api_calls is not None and len(api_calls):  # the end of the flow from the API call that made this launch
-        made = np.isin(l["api_call_id"], api_calls)
-        te.fixed64_repeated_field(48, flow_id(rec_index, l["launch_id"]), np.where(begin & made, 1, 0))
-    packets = Rows(n).varint_field(8, times[order])
-    if clock.measured:
-        packets.varint_field(58, clock.clock_id)
-    return (packets.message_field(11, te).varint_field(10, seq)
-            .varint_field(13, SEQ_NEEDS, present=begin))
+        s.flows_in(flow_id(rec_index, l["launch_id"]), np.isin(l["api_call_id"], api_calls))
+    return s
 
 
 def _block_tracks_and_slices(w, rec, gpu, ev, blocks, launch_of_event, names, iid_of_slot, clock, opts):

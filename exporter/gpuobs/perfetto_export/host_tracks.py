@@ -8,10 +8,11 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from .clock import REALTIME
 from .lanes import assign_lanes
-from .protowire import Rows
-from .writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
+from .slice_encoder import Slices, write_slices
+from .writer import SEQ_CLEARED, TraceWriter
 
 KIND_TITLES = {"pytorch-profiler": "PyTorch profiler", "nsys": "Nsight Systems"}
+CATEGORY_IID = 1  # the interned name of the one debug annotation, "category"
 
 
 def write_host_trace(w: TraceWriter, host, related: bool, shift_ns: int = 0, residual_ns: int = 0,
@@ -53,22 +54,11 @@ def write_host_trace(w: TraceWriter, host, related: bool, shift_ns: int = 0, res
     first = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_CLEARED)
     for n, i in iid.items():
         first.interned_data.event_names.add(iid=i, name=n)
-    first.interned_data.debug_annotation_names.add(iid=1, name="category")
+    first.interned_data.debug_annotation_names.add(iid=CATEGORY_IID, name="category")
     w.packet(first)
-    n = len(ev)
-    marks = np.concatenate([start, end])
-    rank = np.concatenate([np.ones(n), np.zeros(n)])
-    order = np.lexsort((rank, marks))
-    k = np.concatenate([np.arange(n), np.arange(n)])[order]
-    begin = order < n
-    tracks = np.array([uuid[(int(grp[j]), int(lane[j]))] for j in range(n)], np.uint64)[k]
-    name_iid = np.array([iid[e.name] for e in ev], np.uint64)[k]
-    te = (Rows(len(k)).varint_field(9, np.where(begin, pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END))
-          .varint_field(11, tracks).varint_field(10, name_iid, present=begin))
-    cat = Rows(len(k)).varint_field(1, 1).bytes_field(6, [ev[j].category.encode() for j in k], present=begin)
-    te.message_field(4, cat, present=begin)
-    packets = Rows(len(k)).varint_field(8, marks[order].astype(np.uint64))
-    if related:
-        packets.varint_field(58, REALTIME)
-    w.rows(packets.message_field(11, te).varint_field(10, seq).varint_field(13, SEQ_NEEDS, present=begin))
-    return n
+    tracks = np.array([uuid[(int(grp[j]), int(lane[j]))] for j in range(len(ev))], np.uint64)
+    slices = Slices(tracks, start.astype(np.uint64), end.astype(np.uint64),
+                    np.array([iid[e.name] for e in ev], np.uint64))
+    slices.string_arg(CATEGORY_IID, [e.category.encode() for e in ev])
+    write_slices(w, slices, seq, clock_id=REALTIME if related else None)
+    return len(ev)

@@ -1,8 +1,15 @@
 """Lanes: Perfetto closes a slice with the most recent open one on its track, so
-blocks that overlap on one SM must sit on separate lane tracks. Lanes are handed
-out first-fit in start order (a block takes the lowest lane free at its start),
-for all SMs at once with numpy: the loop runs over the k-th block of every SM,
-not over blocks."""
+slices that overlap in one group (blocks on one SM, events of one thread) must
+sit on separate lane tracks. Lanes are handed out first-fit in start order (a
+slice takes the lowest lane free at its start), in C (native_encoder.c) or, for
+all groups at once, with numpy: the loop runs over the k-th slice of every group,
+not over slices. Both give the same lanes.
+
+Which slices may share a lane: touching ones do ([a, b] then [b, c]); a
+zero-length slice at t shares no lane with a slice that contains t, its start
+and end included, nor with another zero-length slice at t: it nests beside its
+parent. On a lane, one time then holds either an END and the next BEGIN or one
+zero-length slice alone, which is what slice_encoder's packet order needs."""
 from __future__ import annotations
 
 import numpy as np
@@ -33,8 +40,19 @@ def _ranks(group: np.ndarray):
     return uniq, counts, np.repeat(np.arange(len(uniq)), counts), rank
 
 
-def max_concurrency(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> int:
-    """Most intervals open at once within any group (touching ones do not overlap)."""
+def _half_open(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Slices as half-open intervals on a doubled time axis from the earliest start,
+    under the rule above: [s, e] with s < e becomes [2s+1, 2e+1), a zero-length
+    slice at t becomes [2t, 2t+2)."""
+    base = np.uint64(int(start.min()))
+    s = (np.asarray(start, np.uint64) - base) << np.uint64(1)
+    e = (np.asarray(end, np.uint64) - base) << np.uint64(1)
+    zero = (s == e).astype(np.uint64)
+    return s + np.uint64(1) - zero, e + np.uint64(1) + zero
+
+
+def _max_open(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> int:
+    """Most half-open intervals open at once within any group (touching ones do not overlap)."""
     if len(group) == 0:
         return 0
     base = int(start.min())
@@ -50,13 +68,15 @@ def max_concurrency(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> in
 
 
 def assign_lanes(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """A lane index per interval; intervals of one group on one lane never overlap."""
+    """A lane index per slice (end >= start); slices of one group on one lane never
+    overlap, under the rule above."""
     n = len(group)
     lanes = np.zeros(n, np.int64)
     if n == 0:
         return lanes
-    order, _ = _sort(group, start, int(start.min()))
-    g, s, e = group[order], start[order].astype(np.uint64), end[order].astype(np.uint64)
+    start, end = _half_open(start, end)
+    order, _ = _sort(group, start, 0)
+    g, s, e = group[order], start[order], end[order]
     from . import native_encoder
     if native_encoder.encoder() is not None:
         chosen = native_encoder.assign_lanes_sorted(g, s, e)
@@ -64,7 +84,7 @@ def assign_lanes(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.nd
             lanes[order] = chosen
             return lanes
     uniq, counts, gi, rank = _ranks(g)
-    width = max(1, max_concurrency(group, start, end))
+    width = max(1, _max_open(group, start, end))
     n_groups, depth = len(uniq), int(counts.max())
     starts = np.zeros((n_groups, depth), np.uint64)
     ends = np.zeros((n_groups, depth), np.uint64)
