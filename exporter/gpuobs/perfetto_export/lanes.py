@@ -15,19 +15,16 @@ from __future__ import annotations
 import numpy as np
 
 
-TIME_BITS = 44  # relative times up to ~4.9 hours fit beside a 20-bit group
-
-
-def _keys(group: np.ndarray, times: np.ndarray, base: int) -> np.ndarray | None:
-    """One sortable uint64 per interval end: group in the high bits, time below."""
-    rel = times.astype(np.uint64) - np.uint64(base)
-    if len(rel) and (int(rel.max()) >= 1 << TIME_BITS or int(group.max()) >= 1 << (64 - TIME_BITS)):
+def group_sort_keys(group: np.ndarray, values: np.ndarray, bits: int) -> np.ndarray | None:
+    """One sortable uint64 per row: its group (>= 0) in the high bits, its value
+    (below 2**bits) in the low ones; None where the groups do not fit above them."""
+    if bits >= 64 or (len(group) and int(group.max()) >= 1 << (64 - bits)):
         return None
-    return (group.astype(np.uint64) << np.uint64(TIME_BITS)) | rel
+    return (np.asarray(group).astype(np.uint64) << np.uint64(bits)) | np.asarray(values, np.uint64)
 
 
-def _sort(group, times, base):
-    keys = _keys(group, times, base)
+def _sort(group, times, bits):
+    keys = group_sort_keys(group, times, bits)
     if keys is None:
         return np.lexsort((times, group)), None
     order = np.argsort(keys, kind="stable")
@@ -55,15 +52,15 @@ def _max_open(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> int:
     """Most half-open intervals open at once within any group (touching ones do not overlap)."""
     if len(group) == 0:
         return 0
-    base = int(start.min())
-    order_s, start_keys = _sort(group, start, base)
-    order_e, end_keys = _sort(group, end, base)
-    if start_keys is None or end_keys is None:
+    bits = int(end.max()).bit_length()
+    order_s, start_keys = _sort(group, start, bits)
+    order_e, end_keys = _sort(group, end, bits)
+    if start_keys is None:
         return int(np.bincount(np.unique(group, return_inverse=True)[1]).max())  # safe upper bound
     _, _, _, rank = _ranks(group[order_s])
     # ends (of any earlier group, or of this group at or before the start)
     ends_before = np.searchsorted(end_keys, start_keys, side="right")
-    groups_before = np.searchsorted(end_keys, start_keys & ~np.uint64((1 << TIME_BITS) - 1), side="left")
+    groups_before = np.searchsorted(end_keys, (start_keys >> np.uint64(bits)) << np.uint64(bits), side="left")
     return int((rank + 1 - (ends_before - groups_before)).max())
 
 
@@ -75,7 +72,7 @@ def assign_lanes(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.nd
     if n == 0:
         return lanes
     start, end = _half_open(start, end)
-    order, _ = _sort(group, start, 0)
+    order, _ = _sort(group, start, int(end.max()).bit_length())
     g, s, e = group[order], start[order], end[order]
     from . import native_encoder
     if native_encoder.encoder() is not None:

@@ -28,6 +28,7 @@ import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from . import native_encoder
+from .lanes import group_sort_keys
 from .protowire import (ANNOTATION_BOOL_VALUE, ANNOTATION_INT_VALUE, ANNOTATION_NAME_IID, ANNOTATION_STRING_VALUE,
                         PACKET_SEQUENCE_FLAGS, PACKET_SEQUENCE_ID, PACKET_TIMESTAMP, PACKET_TIMESTAMP_CLOCK_ID,
                         PACKET_TRACK_EVENT, TRACE_PACKET, TRACK_EVENT_DEBUG_ANNOTATIONS, TRACK_EVENT_FLOW_IDS,
@@ -37,7 +38,6 @@ from .writer import SEQ_NEEDS, TraceWriter
 
 BEGIN, END = pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END
 INT, BOOL, STRING = 0, 1, 2  # argument kinds: ARG_INT, ARG_BOOL, ARG_STRING in native_encoder.c
-TIME_BITS = 44  # relative times up to ~4.9 hours share one sort key with a group below 2**18
 
 
 @dataclass
@@ -137,22 +137,22 @@ def packet_order(start: np.ndarray, end: np.ndarray, group: np.ndarray | None = 
     n = len(start)
     start, end = np.asarray(start, np.uint64), np.asarray(end, np.uint64)
     g = np.zeros(n, np.uint64) if group is None else np.asarray(group).astype(np.uint64)
-    base = int(start.min()) if n else 0
-    zero = start == end
-    if n and int(end.max()) - base < 1 << TIME_BITS and int(g.max()) < 1 << (62 - TIME_BITS):
-        # One key per packet: group, then time, then the rank; the sorted keys
-        # give back group and time without gathering them again.
-        high = g << np.uint64(TIME_BITS + 2)
-        begin_key = high | ((start - np.uint64(base)) << np.uint64(2)) | np.uint64(1)
-        end_key = high | ((end - np.uint64(base)) << np.uint64(2)) | (zero.astype(np.uint64) << np.uint64(1))
+    base = np.uint64(int(start.min()) if n else 0)
+    zero = (start == end).astype(np.uint64)
+    # One sort key per packet: group, time, rank; the sorted keys give back
+    # group and time without gathering them again.
+    bits = (int(end.max()) - int(base)).bit_length() + 2 if n else 2
+    begin_key = group_sort_keys(g, ((start - base) << np.uint64(2)) | np.uint64(1), bits)
+    end_key = group_sort_keys(g, ((end - base) << np.uint64(2)) | (zero << np.uint64(1)), bits)
+    if begin_key is not None:
         key = np.concatenate([begin_key, end_key])
         order = np.argsort(key, kind="stable")
         key = key[order]
-        time = ((key >> np.uint64(2)) & np.uint64((1 << TIME_BITS) - 1)) + np.uint64(base)
-        groups = (key >> np.uint64(TIME_BITS + 2)).astype(np.int64)
+        time = ((key & np.uint64((1 << bits) - 1)) >> np.uint64(2)) + base
+        groups = (key >> np.uint64(bits)).astype(np.int64)
     else:
         times = np.concatenate([start, end])
-        rank = np.concatenate([np.ones(n, np.uint8), np.where(zero, 2, 0).astype(np.uint8)])
+        rank = np.concatenate([np.ones(n, np.uint64), zero << np.uint64(1)])
         gs = np.concatenate([g, g])
         order = np.lexsort((rank, times, gs))
         time, groups = times[order], gs[order].astype(np.int64)
