@@ -20,7 +20,6 @@ from gpuobs.perfetto_export.export import ExportOptions, export
 from gpuobs.perfetto_export.lanes import assign_lanes
 from gpuobs.perfetto_export.slice_encoder import Slices, write_slices
 from gpuobs.perfetto_export.writer import SEQ_CLEARED, TraceWriter
-from gpuobs.writer import RecordingWriter
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from .trace_decode import decode
@@ -122,17 +121,15 @@ def test_a_zero_length_slice_nests_beside_every_slice_that_contains_it():
 
 
 def test_blocks_with_zero_length_and_equal_times_export_identically_on_both_paths(tmp_path):
-    ev, launches = synthetic.block_trace_events(2, 96, sm_count=4, seed=5)
-    t = ev["time_start"].copy()
-    ev["time_end"][::5] = t[::5]                 # zero-length blocks
-    ev["time_start"][1::7] = ev["time_start"][0::7][: len(ev["time_start"][1::7])]  # equal starts
-    ev["time_end"][2::9] = ev["time_start"][2::9] - 1  # ends before starts: drawn as zero-length
-    path_rec = tmp_path / "r.gpuobs"
-    with RecordingWriter(path_rec) as w:
-        w.launches(launches)
-        w.flush(attempted=len(ev), recorded=len(ev), dropped=0)
-        w.events(ev)
-    rec = gpuobs.load(path_rec)
+    def odd_timings(ev):
+        ev["time_end"][::5] = ev["time_start"][::5]  # zero-length blocks
+        ev["time_start"][1::7] = ev["time_start"][0::7][: len(ev[1::7])]  # equal starts (the same SM)
+        ev["time_end"][2::9] = ev["time_start"][2::9] - 1  # ends before starts: drawn as zero-length
+
+    rec = gpuobs.load(synthetic.write_block_trace_recording(tmp_path / "r.gpuobs", n_launches=2,
+                                                            blocks_per_launch=96, sm_count=4, seed=5,
+                                                            edit_events=odd_timings))
+    ev = rec.events
     for opts in (ExportOptions(), ExportOptions(clock="device")):
         for name in PATHS:
             with path(name):
