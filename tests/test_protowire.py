@@ -79,7 +79,8 @@ def test_the_c_encoder_uses_the_same_numbers():
     constants = {k: int(v) for body in enums for k, v in re.findall(r"(\w+)\s*=\s*(\d+)", body)}
     expected = {name: getattr(protowire, name) for name in list(FIELDS) + list(WIRE_TYPES)}
     expected |= {"TYPE_SLICE_BEGIN": pb.TrackEvent.TYPE_SLICE_BEGIN, "TYPE_SLICE_END": pb.TrackEvent.TYPE_SLICE_END,
-                 "ARG_INT": slice_encoder.INT, "ARG_BOOL": slice_encoder.BOOL, "ARG_STRING": slice_encoder.STRING}
+                 "ARG_INT": slice_encoder.INT, "ARG_BOOL": slice_encoder.BOOL, "ARG_STRING": slice_encoder.STRING,
+                 "MAX_ARGS": slice_encoder.MAX_ARGS}
     assert constants == {k: expected[k] for k in constants}
     # the C side is handed which flow field to write
     assert set(FIELDS) - set(constants) == {"TRACK_EVENT_FLOW_IDS", "TRACK_EVENT_TERMINATING_FLOW_IDS"}

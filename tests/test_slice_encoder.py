@@ -44,7 +44,7 @@ def path(name):
 # Slices as (group, start, length), on a small time range so that equal starts,
 # equal ends, identical, touching, nested and zero-length slices are common.
 slice_lists = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 12), st.sampled_from([0, 0, 1, 2, 3, 5, 8])),
-                       min_size=1, max_size=30)
+                       min_size=1, max_size=40)
 
 
 def write_trace(out: Path, slices_in) -> tuple[bytes, np.ndarray]:
@@ -63,7 +63,7 @@ def write_trace(out: Path, slices_in) -> tuple[bytes, np.ndarray]:
     n = len(slices_in)
     for i in range(n):
         first.interned_data.event_names.add(iid=i + 1, name=f"slice {i}")
-    for iid, name in enumerate(["index", "negative", "text", "odd", "mark"], start=1):
+    for iid, name in enumerate(["index", "negative", "text", "odd", "mark", "narrow", "small"], start=1):
         first.interned_data.debug_annotation_names.add(iid=iid, name=name)
     w.packet(first)
     i = np.arange(n)
@@ -71,6 +71,9 @@ def write_trace(out: Path, slices_in) -> tuple[bytes, np.ndarray]:
     s.int_arg(1, i).int_arg(2, -i - 2**40).string_arg(3, [b"x" * (j % 4) + b"!" for j in range(n)])
     s.choice_arg(4, [b"even", b"odd"], i % 2, present=i % 3 != 0).bool_arg(5, present=i % 2 == 0)
     s.flows_out(np.stack([i + 1, i + 1001], axis=1), i % 3)
+    records = np.zeros(n, [("pad", np.uint8), ("narrow", np.uint16), ("small", np.int8)])  # strided columns
+    records["narrow"], records["small"] = 65535 - i, -i
+    s.int_arg(6, records["narrow"]).int_arg(7, records["small"], present=i > 0, at_least=-20)
     write_slices(w, s, seq, clock_id=pb.BUILTIN_CLOCK_REALTIME)
     w.save(out)
     return out.read_bytes(), lane
@@ -99,7 +102,9 @@ def test_both_paths_write_the_same_valid_slices(tmp_path, slices_in):
     by_name = {name: args for _, name, _, _, args in d.slices}
     for i in range(len(slices_in)):
         args = by_name[f"slice {i}"]
-        expected = {"index": i, "negative": -i - 2**40, "text": "x" * (i % 4) + "!"}
+        expected = {"index": i, "negative": -i - 2**40, "text": "x" * (i % 4) + "!", "narrow": 65535 - i}
+        if 0 < i <= 20:
+            expected["small"] = -i
         if i % 3:
             expected["odd"] = "odd" if i % 2 else "even"
         if i % 2 == 0:

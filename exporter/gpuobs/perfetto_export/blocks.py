@@ -74,9 +74,9 @@ def encode_blocks(w: TraceWriter, b: BlockSlices, names: dict[int, str], sm_lane
     slices = Slices(b.lane_uuid, b.start, b.end, b.name_iid)
     if block_args:
         slices.int_arg(ARG_NAMES["block"], b.block_x)
-        slices.int_arg(ARG_NAMES["block_y"], b.block_y, present=b.block_y > 0)
-        slices.int_arg(ARG_NAMES["block_z"], b.block_z, present=b.block_z > 0)
-        slices.int_arg(ARG_NAMES["launch"], b.launch_id, present=b.launch_id >= 0)
+        slices.int_arg(ARG_NAMES["block_y"], b.block_y, at_least=1)  # 0 in a 1-d grid
+        slices.int_arg(ARG_NAMES["block_z"], b.block_z, at_least=1)
+        slices.int_arg(ARG_NAMES["launch"], b.launch_id, at_least=0)  # -1: unresolved
     w.raw(encode_packets(order, slices, np.repeat(seq, packets_per_sm), timestamps=ts,
                          tracks=np.where(not_default, lane_uuid, 0)))
     return len(t)

@@ -20,7 +20,7 @@ def group_sort_keys(group: np.ndarray, values: np.ndarray, bits: int) -> np.ndar
     (below 2**bits) in the low ones; None where the groups do not fit above them."""
     if bits >= 64 or (len(group) and int(group.max()) >= 1 << (64 - bits)):
         return None
-    return (np.asarray(group).astype(np.uint64) << np.uint64(bits)) | np.asarray(values, np.uint64)
+    return (np.asarray(group, np.uint64) << np.uint64(bits)) | np.asarray(values, np.uint64)
 
 
 def _sort(group, times, bits):
@@ -42,10 +42,16 @@ def _half_open(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarr
     under the rule above: [s, e] with s < e becomes [2s+1, 2e+1), a zero-length
     slice at t becomes [2t, 2t+2)."""
     base = np.uint64(int(start.min()))
-    s = (np.asarray(start, np.uint64) - base) << np.uint64(1)
-    e = (np.asarray(end, np.uint64) - base) << np.uint64(1)
-    zero = (s == e).astype(np.uint64)
-    return s + np.uint64(1) - zero, e + np.uint64(1) + zero
+    s = np.asarray(start, np.uint64) - base
+    e = np.asarray(end, np.uint64) - base
+    s <<= np.uint64(1)
+    e <<= np.uint64(1)
+    zero = (s == e).view(np.uint8)
+    s += np.uint64(1)
+    s -= zero
+    e += np.uint64(1)
+    e += zero
+    return s, e
 
 
 def _max_open(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> int:

@@ -5,6 +5,7 @@
  * gives them (tests/test_protowire.py checks both against the Perfetto protos). */
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 enum { VARINT = 0, FIXED64 = 1, LEN = 2 }; /* wire types */
 
@@ -34,7 +35,11 @@ struct gpuobs_arg {
     uint64_t name_iid;
     int32_t kind;            /* ARG_INT, ARG_BOOL (true) or ARG_STRING */
     const uint8_t* present;  /* per slice */
-    const int64_t* ints;     /* ARG_INT: per slice */
+    const uint8_t* ints;     /* ARG_INT: slice e's value is the integer at ints + e * int_stride (a numpy */
+    int64_t int_stride;      /* column as it is: a record field, a narrower type, a broadcast scalar) */
+    int32_t int_size;        /* 1, 2, 4 or 8 bytes */
+    int32_t int_signed;
+    int64_t at_least;        /* ARG_INT: left out where the value is below this */
     const uint8_t* chars;    /* ARG_STRING: slice e's value is chars[starts[e] : starts[e] + lengths[e]] */
     const int64_t* starts;
     const int64_t* lengths;
@@ -60,12 +65,7 @@ struct gpuobs_slice_packets {
 };
 
 static inline size_t varint_size(uint64_t v) {
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        ++n;
-    }
-    return n;
+    return (size_t)((63 - __builtin_clzll(v | 1)) * 9 + 73) / 64; /* 7 bits a byte */
 }
 
 static inline uint8_t* put_varint(uint8_t* p, uint64_t v) {
@@ -93,91 +93,134 @@ static inline uint8_t* put_len_header(uint8_t* p, uint32_t field, size_t size) {
     return put_varint(put_tag(p, field, LEN), size);
 }
 
-/* The DebugAnnotation body of arg a on slice e. */
-static size_t arg_body_size(const struct gpuobs_arg* a, int64_t e) {
-    size_t s = varint_field_size(ANNOTATION_NAME_IID, a->name_iid);
-    switch (a->kind) {
-    case ARG_INT: return s + varint_field_size(ANNOTATION_INT_VALUE, (uint64_t)a->ints[e]);
-    case ARG_BOOL: return s + varint_field_size(ANNOTATION_BOOL_VALUE, 1);
-    default: return s + len_field_size(ANNOTATION_STRING_VALUE, (size_t)a->lengths[e]);
+static int64_t int_value(const struct gpuobs_arg* a, int64_t e) {
+    const uint8_t* p = a->ints + e * a->int_stride;
+    switch (a->int_size) {
+    case 1: return a->int_signed ? (int64_t)(int8_t)*p : (int64_t)*p;
+    case 2: { uint16_t v; memcpy(&v, p, 2); return a->int_signed ? (int64_t)(int16_t)v : (int64_t)v; }
+    case 4: { uint32_t v; memcpy(&v, p, 4); return a->int_signed ? (int64_t)(int32_t)v : (int64_t)v; }
+    default: { int64_t v; memcpy(&v, p, 8); return v; }
     }
 }
 
-static uint8_t* put_arg(uint8_t* p, const struct gpuobs_arg* a, int64_t e) {
-    p = put_len_header(p, TRACK_EVENT_DEBUG_ANNOTATIONS, arg_body_size(a, e));
-    p = put_varint_field(p, ANNOTATION_NAME_IID, a->name_iid);
-    switch (a->kind) {
-    case ARG_INT: return put_varint_field(p, ANNOTATION_INT_VALUE, (uint64_t)a->ints[e]);
-    case ARG_BOOL: return put_varint_field(p, ANNOTATION_BOOL_VALUE, 1);
-    default: {
-        const size_t n = (size_t)a->lengths[e];
-        const uint8_t* src = a->chars + a->starts[e];
-        p = put_len_header(p, ANNOTATION_STRING_VALUE, n);
-        for (size_t k = 0; k < n; ++k) *p++ = src[k];
-        return p;
-    }
-    }
+enum { MAX_ARGS = 32 }; /* slice_encoder.MAX_ARGS */
+
+/* An argument with its constant start (DebugAnnotation.name_iid and, for a bool,
+ * its value) encoded once. */
+struct arg_info {
+    struct gpuobs_arg a;
+    uint8_t head[24];
+    size_t head_size;
+};
+
+static void prepare_arg(struct arg_info* info, const struct gpuobs_arg* a) {
+    info->a = *a;
+    uint8_t* p = put_varint_field(info->head, ANNOTATION_NAME_IID, a->name_iid);
+    if (a->kind == ARG_BOOL) p = put_varint_field(p, ANNOTATION_BOOL_VALUE, 1);
+    info->head_size = (size_t)(p - info->head);
 }
 
-static inline int has_arg(const struct gpuobs_arg* a, int64_t e) { return a->present == NULL || a->present[e]; }
+/* What one packet holds, worked out once and used to measure and to write it. */
+struct packet_plan {
+    int begin;
+    int64_t slice;
+    size_t track_event;          /* TrackEvent body size */
+    size_t packet;               /* TracePacket body size */
+    size_t flows;
+    uint64_t value[MAX_ARGS];    /* ARG_INT: the value */
+    size_t body[MAX_ARGS];       /* DebugAnnotation body size; 0: not on this packet */
+};
 
-static inline int64_t flow_count(const struct gpuobs_slice_packets* s, int64_t e) {
-    if (!s->flow_field) return 0;
-    const int64_t c = s->flow_counts[e];
-    return c < (int64_t)s->flow_width ? c : (int64_t)s->flow_width;
-}
-
-/* The TrackEvent body of packet i. */
-static size_t track_event_size(const struct gpuobs_slice_packets* s, size_t i) {
+static void plan_packet(const struct gpuobs_slice_packets* s, const struct arg_info* args, size_t i,
+                        struct packet_plan* pl) {
     const int64_t e = s->slice[i];
-    size_t te = varint_field_size(TRACK_EVENT_TYPE, s->begin[i] ? TYPE_SLICE_BEGIN : TYPE_SLICE_END);
+    pl->begin = s->begin[i] != 0;
+    pl->slice = e;
+    size_t te = varint_field_size(TRACK_EVENT_TYPE, pl->begin ? TYPE_SLICE_BEGIN : TYPE_SLICE_END);
     if (s->track[i]) te += varint_field_size(TRACK_EVENT_TRACK_UUID, s->track[i]);
-    if (s->begin[i]) {
+    pl->flows = 0;
+    if (pl->begin) {
         te += varint_field_size(TRACK_EVENT_NAME_IID, s->name_iid[e]);
-        for (size_t k = 0; k < s->n_args; ++k)
-            if (has_arg(&s->args[k], e)) te += len_field_size(TRACK_EVENT_DEBUG_ANNOTATIONS, arg_body_size(&s->args[k], e));
-        te += (size_t)flow_count(s, e) * (tag_size(s->flow_field, FIXED64) + 8);
+        for (size_t k = 0; k < s->n_args; ++k) {
+            const struct gpuobs_arg* a = &args[k].a;
+            pl->body[k] = 0;
+            if (a->present != NULL && !a->present[e]) continue;
+            size_t body = args[k].head_size;
+            if (a->kind == ARG_INT) {
+                const int64_t v = int_value(a, e);
+                if (v < a->at_least) continue;
+                pl->value[k] = (uint64_t)v;
+                body += varint_field_size(ANNOTATION_INT_VALUE, pl->value[k]);
+            } else if (a->kind == ARG_STRING) {
+                body += len_field_size(ANNOTATION_STRING_VALUE, (size_t)a->lengths[e]);
+            }
+            pl->body[k] = body;
+            te += len_field_size(TRACK_EVENT_DEBUG_ANNOTATIONS, body);
+        }
+        if (s->flow_field) {
+            const int64_t c = s->flow_counts[e];
+            pl->flows = c < (int64_t)s->flow_width ? (size_t)c : s->flow_width;
+            te += pl->flows * (tag_size(s->flow_field, FIXED64) + 8);
+        }
     }
-    return te;
+    pl->track_event = te;
+    pl->packet = varint_field_size(PACKET_TIMESTAMP, s->ts[i]) +
+                 (s->clock_id ? varint_field_size(PACKET_TIMESTAMP_CLOCK_ID, s->clock_id) : 0) +
+                 len_field_size(PACKET_TRACK_EVENT, te) + varint_field_size(PACKET_SEQUENCE_ID, s->seq[i]) +
+                 (s->begin_flags && pl->begin ? varint_field_size(PACKET_SEQUENCE_FLAGS, s->begin_flags) : 0);
 }
 
-static size_t packet_size(const struct gpuobs_slice_packets* s, size_t i, size_t te) {
-    return varint_field_size(PACKET_TIMESTAMP, s->ts[i]) +
-           (s->clock_id ? varint_field_size(PACKET_TIMESTAMP_CLOCK_ID, s->clock_id) : 0) +
-           len_field_size(PACKET_TRACK_EVENT, te) + varint_field_size(PACKET_SEQUENCE_ID, s->seq[i]) +
-           (s->begin_flags && s->begin[i] ? varint_field_size(PACKET_SEQUENCE_FLAGS, s->begin_flags) : 0);
+static uint8_t* put_packet(uint8_t* p, const struct gpuobs_slice_packets* s, const struct arg_info* args,
+                           size_t i, const struct packet_plan* pl) {
+    const int64_t e = pl->slice;
+    p = put_len_header(p, TRACE_PACKET, pl->packet);
+    p = put_varint_field(p, PACKET_TIMESTAMP, s->ts[i]);
+    if (s->clock_id) p = put_varint_field(p, PACKET_TIMESTAMP_CLOCK_ID, s->clock_id);
+    p = put_len_header(p, PACKET_TRACK_EVENT, pl->track_event);
+    p = put_varint_field(p, TRACK_EVENT_TYPE, pl->begin ? TYPE_SLICE_BEGIN : TYPE_SLICE_END);
+    if (s->track[i]) p = put_varint_field(p, TRACK_EVENT_TRACK_UUID, s->track[i]);
+    if (pl->begin) {
+        p = put_varint_field(p, TRACK_EVENT_NAME_IID, s->name_iid[e]);
+        for (size_t k = 0; k < s->n_args; ++k) {
+            const struct gpuobs_arg* a = &args[k].a;
+            if (!pl->body[k]) continue;
+            p = put_len_header(p, TRACK_EVENT_DEBUG_ANNOTATIONS, pl->body[k]);
+            for (size_t b = 0; b < args[k].head_size; ++b) *p++ = args[k].head[b]; /* a few bytes: no memcpy call */
+            if (a->kind == ARG_INT) {
+                p = put_varint_field(p, ANNOTATION_INT_VALUE, pl->value[k]);
+            } else if (a->kind == ARG_STRING) {
+                const size_t n = (size_t)a->lengths[e];
+                p = put_len_header(p, ANNOTATION_STRING_VALUE, n);
+                memcpy(p, a->chars + a->starts[e], n);
+                p += n;
+            }
+        }
+        for (size_t k = 0; k < pl->flows; ++k) {
+            uint64_t v = s->flows[(size_t)e * s->flow_width + k];
+            p = put_tag(p, s->flow_field, FIXED64);
+            for (int b = 0; b < 8; ++b, v >>= 8) *p++ = (uint8_t)v; /* little-endian */
+        }
+    }
+    p = put_varint_field(p, PACKET_SEQUENCE_ID, s->seq[i]);
+    if (s->begin_flags && pl->begin) p = put_varint_field(p, PACKET_SEQUENCE_FLAGS, s->begin_flags);
+    return p;
 }
 
 /* Encodes the packets as Trace.packet entries into out (NULL: only measure).
- * Returns the number of bytes. */
-size_t gpuobs_encode_slices(uint8_t* out, const struct gpuobs_slice_packets* s) {
+ * Returns the number of bytes, or 0 past MAX_ARGS arguments. */
+size_t gpuobs_encode_slices(uint8_t* out, const struct gpuobs_slice_packets* packets) {
+    /* Local copies: the compiler need not reload them after every byte written. */
+    const struct gpuobs_slice_packets s = *packets;
+    struct arg_info args[MAX_ARGS];
+    if (s.n_args > MAX_ARGS) return 0;
+    for (size_t k = 0; k < s.n_args; ++k) prepare_arg(&args[k], &s.args[k]);
+    struct packet_plan plan;
     size_t total = 0;
     uint8_t* p = out;
-    for (size_t i = 0; i < s->n; ++i) {
-        const int64_t e = s->slice[i];
-        const size_t te = track_event_size(s, i);
-        const size_t packet = packet_size(s, i, te);
-        total += len_field_size(TRACE_PACKET, packet);
-        if (out == NULL) continue;
-        p = put_len_header(p, TRACE_PACKET, packet);
-        p = put_varint_field(p, PACKET_TIMESTAMP, s->ts[i]);
-        if (s->clock_id) p = put_varint_field(p, PACKET_TIMESTAMP_CLOCK_ID, s->clock_id);
-        p = put_len_header(p, PACKET_TRACK_EVENT, te);
-        p = put_varint_field(p, TRACK_EVENT_TYPE, s->begin[i] ? TYPE_SLICE_BEGIN : TYPE_SLICE_END);
-        if (s->track[i]) p = put_varint_field(p, TRACK_EVENT_TRACK_UUID, s->track[i]);
-        if (s->begin[i]) {
-            p = put_varint_field(p, TRACK_EVENT_NAME_IID, s->name_iid[e]);
-            for (size_t k = 0; k < s->n_args; ++k)
-                if (has_arg(&s->args[k], e)) p = put_arg(p, &s->args[k], e);
-            const int64_t flows = flow_count(s, e);
-            for (int64_t k = 0; k < flows; ++k) {
-                uint64_t v = s->flows[(size_t)e * s->flow_width + (size_t)k];
-                p = put_tag(p, s->flow_field, FIXED64);
-                for (int b = 0; b < 8; ++b, v >>= 8) *p++ = (uint8_t)v; /* little-endian */
-            }
-        }
-        p = put_varint_field(p, PACKET_SEQUENCE_ID, s->seq[i]);
-        if (s->begin_flags && s->begin[i]) p = put_varint_field(p, PACKET_SEQUENCE_FLAGS, s->begin_flags);
+    for (size_t i = 0; i < s.n; ++i) {
+        plan_packet(&s, args, i, &plan);
+        total += len_field_size(TRACE_PACKET, plan.packet);
+        if (out != NULL) p = put_packet(p, &s, args, i, &plan);
     }
     return total;
 }

@@ -21,7 +21,11 @@ struct gpuobs_arg {
     uint64_t name_iid;
     int32_t kind;
     const uint8_t* present;
-    const int64_t* ints;
+    const uint8_t* ints;
+    int64_t int_stride;
+    int32_t int_size;
+    int32_t int_signed;
+    int64_t at_least;
     const uint8_t* chars;
     const int64_t* starts;
     const int64_t* lengths;
@@ -99,13 +103,16 @@ def encode_slices(slice, begin, ts, track, seq, name_iid, args, clock_id: int, b
                   flow_field: int = 0, flows=None, flow_counts=None) -> np.ndarray:
     """Packets i take slice/begin/ts/track/seq[i]; name_iid, flows and the args'
     columns are per slice, read at slice[i]. `args`: objects with name_iid, kind,
-    present (or None), ints, chars, starts, lengths (see slice_encoder.Arg)."""
+    present (or None), ints (a 1-d integer array, any width and stride), chars,
+    starts, lengths (see slice_encoder.Arg)."""
     lib = encoder()
     keep = []  # the arrays the C side reads, alive until it returns
 
     def ptr(kind, array, dtype):
         if array is None:
             return _FFI.NULL
+        if array.dtype == bool and dtype == np.uint8:
+            array = array.view(np.uint8)  # the same bytes
         array = np.ascontiguousarray(array, dtype)
         keep.append(array)
         return _ptr(kind, array)
@@ -125,7 +132,12 @@ def encode_slices(slice, begin, ts, track, seq, name_iid, args, clock_id: int, b
         c.name_iid = a.name_iid
         c.kind = a.kind
         c.present = ptr("uint8_t*", a.present, np.uint8)
-        c.ints = ptr("int64_t*", a.ints, np.int64)
+        if a.ints is not None:  # read in place, through its stride
+            c.ints = _FFI.cast("uint8_t*", a.ints.ctypes.data)
+            c.int_stride = a.ints.strides[0]
+            c.int_size = a.ints.dtype.itemsize
+            c.int_signed = a.ints.dtype.kind == "i"
+            c.at_least = -(2**63) if a.at_least is None else a.at_least
         c.chars = ptr("uint8_t*", a.chars, np.uint8)
         c.starts = ptr("int64_t*", a.starts, np.int64)
         c.lengths = ptr("int64_t*", a.lengths, np.int64)

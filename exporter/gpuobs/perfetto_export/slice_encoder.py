@@ -15,7 +15,7 @@ Encoding. A C pass (native_encoder.c) where a C compiler is at hand, else numpy
 columns (protowire.Rows); both write the same bytes (tests/test_slice_encoder.py).
 
     slices = Slices(track=lane_uuid, start=start, end=end, name_iid=name_iid)
-    slices.int_arg(1, launch_ids, present=launch_ids >= 0)
+    slices.int_arg(1, launch_ids, at_least=0)         # or present=mask
     slices.string_arg(2, [b"runtime", b"driver", ...])
     write_slices(w, slices, seq, clock_id=MONOTONIC)
 """
@@ -38,6 +38,7 @@ from .writer import SEQ_NEEDS, TraceWriter
 
 BEGIN, END = pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END
 INT, BOOL, STRING = 0, 1, 2  # argument kinds: ARG_INT, ARG_BOOL, ARG_STRING in native_encoder.c
+MAX_ARGS = 32  # arguments per slice (native_encoder.c plans each packet's in a fixed array)
 
 
 @dataclass
@@ -47,15 +48,17 @@ class Arg:
     name_iid: int
     kind: int                             # INT, BOOL (always true) or STRING
     present: Optional[np.ndarray] = None  # bool per slice; None: on every slice
-    ints: Optional[np.ndarray] = None     # INT: int64 per slice
+    ints: Optional[np.ndarray] = None     # INT: per slice, any integer type, as given (no copy)
+    at_least: Optional[int] = None        # INT: left out where the value is below this
     chars: Optional[np.ndarray] = None    # STRING: uint8, slice e's value is chars[starts[e] : starts[e] + lengths[e]]
     starts: Optional[np.ndarray] = None
     lengths: Optional[np.ndarray] = None
 
 
 class Slices:
-    """Slices to write: per slice its lane track, start, end (>= start) and
-    interned name; debug annotations and flows go on its BEGIN, in the order added."""
+    """Slices to write: per slice its lane track, start, end (>= start: callers
+    clip, as they assign lanes on the same times) and interned name; debug
+    annotations and flows go on its BEGIN, in the order added."""
 
     def __init__(self, track, start, end, name_iid):
         self.track = np.asarray(track, np.uint64)
@@ -65,24 +68,31 @@ class Slices:
         self.n = len(self.start)
         if not len(self.track) == len(self.end) == len(self.name_iid) == self.n:
             raise ValueError("slice columns differ in length")
-        if np.any(self.end < self.start):
-            raise ValueError("a slice ends before it starts")
         self.args: list[Arg] = []
         self.flow_field = 0
         self.flows = self.flow_counts = None
 
+    def _add(self, arg: Arg) -> "Slices":
+        if len(self.args) == MAX_ARGS:
+            raise ValueError(f"more than {MAX_ARGS} arguments per slice")
+        self.args.append(arg)
+        return self
+
     def _mask(self, present):
         return None if present is None else np.broadcast_to(np.asarray(present, bool), (self.n,))
 
-    def int_arg(self, name_iid: int, values, present=None) -> "Slices":
-        ints = np.broadcast_to(np.asarray(values, np.int64), (self.n,))
-        self.args.append(Arg(name_iid, INT, self._mask(present), ints=ints))
-        return self
+    def int_arg(self, name_iid: int, values, present=None, at_least: int | None = None) -> "Slices":
+        """values: any integer array, read in place (a record field, a narrow type);
+        at_least: left out where the value is below it (e.g. 0 where -1 means none)."""
+        ints = np.asarray(values)
+        if ints.dtype.kind not in "iu":
+            ints = ints.astype(np.int64)
+        ints = np.broadcast_to(ints, (self.n,))
+        return self._add(Arg(name_iid, INT, self._mask(present), ints=ints, at_least=at_least))
 
     def bool_arg(self, name_iid: int, present=None) -> "Slices":
         """A true bool annotation (the mark itself is the information)."""
-        self.args.append(Arg(name_iid, BOOL, self._mask(present)))
-        return self
+        return self._add(Arg(name_iid, BOOL, self._mask(present)))
 
     def string_arg(self, name_iid: int, values: Sequence[bytes], present=None) -> "Slices":
         """values[e]: slice e's string, as bytes."""
@@ -99,9 +109,8 @@ class Slices:
         return self._string(name_iid, b"".join(choices), starts[which], lengths[which], present)
 
     def _string(self, name_iid, chars: bytes, starts, lengths, present) -> "Slices":
-        self.args.append(Arg(name_iid, STRING, self._mask(present), chars=np.frombuffer(chars, np.uint8),
+        return self._add(Arg(name_iid, STRING, self._mask(present), chars=np.frombuffer(chars, np.uint8),
                              starts=starts, lengths=lengths))
-        return self
 
     def flows_out(self, flows, counts) -> "Slices":
         """TrackEvent.flow_ids: slice e starts flows[e, :counts[e]] ((n, k) array)."""
@@ -136,25 +145,30 @@ def packet_order(start: np.ndarray, end: np.ndarray, group: np.ndarray | None = 
     """Packets sorted by (group, time, rank), ties in packet index (stable)."""
     n = len(start)
     start, end = np.asarray(start, np.uint64), np.asarray(end, np.uint64)
-    g = np.zeros(n, np.uint64) if group is None else np.asarray(group).astype(np.uint64)
+    g = np.zeros(n, np.uint64) if group is None else np.asarray(group, np.uint64)
     base = np.uint64(int(start.min()) if n else 0)
-    zero = (start == end).astype(np.uint64)
-    # One sort key per packet: group, time, rank; the sorted keys give back
-    # group and time without gathering them again.
+    zero = start == end
+    # Rank and time of each BEGIN (row 0) and END (row 1) in one value...
+    value = np.empty((2, n), np.uint64)
+    np.subtract(start, base, out=value[0])
+    np.subtract(end, base, out=value[1])
+    value <<= np.uint64(2)
+    value[0] |= np.uint64(1)
+    value[1] |= zero.view(np.uint8) << np.uint8(1)
+    # ...and the group above it: one sort key per packet, from which the sorted
+    # keys give back group and time without gathering them again.
     bits = (int(end.max()) - int(base)).bit_length() + 2 if n else 2
-    begin_key = group_sort_keys(g, ((start - base) << np.uint64(2)) | np.uint64(1), bits)
-    end_key = group_sort_keys(g, ((end - base) << np.uint64(2)) | (zero << np.uint64(1)), bits)
-    if begin_key is not None:
-        key = np.concatenate([begin_key, end_key])
+    key = group_sort_keys(g, value, bits)
+    if key is not None:
+        key = key.ravel()
         order = np.argsort(key, kind="stable")
         key = key[order]
         time = ((key & np.uint64((1 << bits) - 1)) >> np.uint64(2)) + base
         groups = (key >> np.uint64(bits)).astype(np.int64)
     else:
         times = np.concatenate([start, end])
-        rank = np.concatenate([np.ones(n, np.uint64), zero << np.uint64(1)])
         gs = np.concatenate([g, g])
-        order = np.lexsort((rank, times, gs))
+        order = np.lexsort((value.ravel() & np.uint64(3), times, gs))
         time, groups = times[order], gs[order].astype(np.int64)
     is_begin = order < n
     return PacketOrder(np.where(is_begin, order, order - n), is_begin, time, groups)
@@ -204,8 +218,10 @@ def _rows(order: PacketOrder, slices: Slices, seq, ts, track, clock_id) -> Rows:
             ann.varint_field(ANNOTATION_BOOL_VALUE, 1)
         else:
             ann.bytes_field(ANNOTATION_STRING_VALUE, arg.chars, arg.starts[e], arg.lengths[e])
-        te.message_field(TRACK_EVENT_DEBUG_ANNOTATIONS, ann, present=begin if arg.present is None
-                         else begin & arg.present[e])
+        present = begin if arg.present is None else begin & arg.present[e]
+        if arg.at_least is not None:
+            present = present & (arg.ints[e] >= arg.at_least)
+        te.message_field(TRACK_EVENT_DEBUG_ANNOTATIONS, ann, present=present)
     if slices.flow_field:
         te.fixed64_repeated_field(slices.flow_field, slices.flows[e], np.where(begin, slices.flow_counts[e], 0))
     packets = Rows(n).varint_field(PACKET_TIMESTAMP, ts)
