@@ -143,19 +143,20 @@ static void plan_packet(const struct gpuobs_slice_packets* s, const struct arg_i
         te += varint_field_size(TRACK_EVENT_NAME_IID, s->name_iid[e]);
         for (size_t k = 0; k < s->n_args; ++k) {
             const struct gpuobs_arg* a = &args[k].a;
-            pl->body[k] = 0;
-            if (a->present != NULL && !a->present[e]) continue;
-            size_t body = args[k].head_size;
-            if (a->kind == ARG_INT) {
-                const int64_t v = int_value(a, e);
-                if (v < a->at_least) continue;
-                pl->value[k] = (uint64_t)v;
-                body += varint_field_size(ANNOTATION_INT_VALUE, pl->value[k]);
-            } else if (a->kind == ARG_STRING) {
-                body += len_field_size(ANNOTATION_STRING_VALUE, (size_t)a->lengths[e]);
+            size_t body = 0; /* 0: not on this packet */
+            if (a->present == NULL || a->present[e]) {
+                if (a->kind == ARG_INT) {
+                    const int64_t v = int_value(a, e);
+                    pl->value[k] = (uint64_t)v;
+                    if (v >= a->at_least) body = args[k].head_size + varint_field_size(ANNOTATION_INT_VALUE, (uint64_t)v);
+                } else if (a->kind == ARG_STRING) {
+                    body = args[k].head_size + len_field_size(ANNOTATION_STRING_VALUE, (size_t)a->lengths[e]);
+                } else {
+                    body = args[k].head_size;
+                }
             }
             pl->body[k] = body;
-            te += len_field_size(TRACK_EVENT_DEBUG_ANNOTATIONS, body);
+            if (body) te += len_field_size(TRACK_EVENT_DEBUG_ANNOTATIONS, body);
         }
         if (s->flow_field) {
             const int64_t c = s->flow_counts[e];
