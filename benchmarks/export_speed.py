@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 import gpuobs
-from gpuobs import synthetic
+from gpuobs.recording_file import synthetic
 from gpuobs.perfetto_export.export import ExportOptions, export
 
 

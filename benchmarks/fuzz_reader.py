@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 import gpuobs
-from gpuobs import synthetic
+from gpuobs.recording_file import synthetic
 from gpuobs.errors import RecordingError
 
 

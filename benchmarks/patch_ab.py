@@ -21,8 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "exporter"))
 
-from gpuobs import native_build, reader  # noqa: E402
-from gpuobs.record import RecordOptions, tool_environment  # noqa: E402
+from gpuobs.record import native_build  # noqa: E402
+from gpuobs.recording_file import reader  # noqa: E402
+from gpuobs.record.run import RecordOptions, tool_environment  # noqa: E402
 from overhead_ladder import run_worker, worker_command  # noqa: E402  (same folder)
 
 

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gpuobs.native_build import find_toolchain, patch_compile_command
+from gpuobs.record.native_build import find_toolchain, patch_compile_command
 
 MEMORY_OPS = re.compile(r"\b(LDG|STG|LD|ST|ATOMG|ATOM|REDG|RED|LDS|STS|ATOMS|MEMBAR|QSPC|CCTL)\b[\w.]*")
 INSTRUCTION = re.compile(r"/\*[0-9a-f]{4}\*/\s+([^;]*);")

@@ -7,7 +7,7 @@
 // Layouts come from schemas/gpuobs_schema.h, nowhere else.
 //
 // Built with: nvcc --fatbin --keep-device-functions -Xptxas --compile-as-tools-patch
-// (see gpuobs/native_build.py for the architectures).
+// (see gpuobs/record/native_build.py for the architectures).
 #include <stddef.h>
 #include <stdint.h>
 #include <sanitizer_patching.h>
@@ -198,7 +198,10 @@ GPUOBS_PATCH gpuobs_block_trace_enter(void* userdata, uint64_t pc) {
         uint32_t* w = reinterpret_cast<uint32_t*>(r);
         st_u64(w, t0);                                             // time_start; time_end stays 0
         st_v4(w + 4, (uint32_t)grid, (uint32_t)(grid >> 32), 0, 0);  // grid_id, address
-        st_v4(w + 8, 0, 0, GPUOBS_ENTRY_U32(userdata, function_slot), blockIdx.x);
+        // pc: where the block entered, inside its own function's code. A grid
+        // launched from the device gets its launcher's callback data (seen on the
+        // H200), so its function is found from this pc on the host.
+        st_v4(w + 8, (uint32_t)pc, (uint32_t)(pc >> 32), GPUOBS_ENTRY_U32(userdata, function_slot), blockIdx.x);
         st_v2(w + 12, pack_by_bz(), threads_per_block() | (sm << 16));
         st_u32(w + 14, sm | ((uint32_t)GPUOBS_EVENT_BLOCK << 16));  // sm_id_end, kind; flags word untouched
     }

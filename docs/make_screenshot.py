@@ -4,15 +4,17 @@ end-to-end tests.
 
     python docs/make_screenshot.py
 """
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import gpuobs
 from gpuobs.perfetto_export.export import export
-from gpuobs.perfetto_ui import PerfettoUI
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the UI driver is test support (tests/perfetto_ui.py), not part of the package
+from tests.perfetto_ui import PerfettoUI  # noqa: E402
 
 
 def main():

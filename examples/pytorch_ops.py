@@ -3,7 +3,7 @@ a closed library), an elementwise silu*mul, SDPA attention, and a CUDA graph
 replayed 20 times. Checks its own results, prints what it ran as JSON.
 
     gpuobs record --mode block_trace -- python examples/pytorch_ops.py
-    gpuobs export trace.pftrace && gpuobs stats
+    gpuobs export -o trace.pftrace && gpuobs stats
 """
 import json
 

@@ -9,7 +9,7 @@ trap 'rm -rf "$tmp"' EXIT
 # The first two flush windows are model set-up; the sample keeps the decode steps.
 python3 -m gpuobs record --force --mode block_trace -o "$tmp/decode_block_trace.gpuobs" -- \
   python3 examples/decode_graph.py --steps 3
-python3 -m gpuobs trim "$tmp/decode_block_trace.gpuobs" "$dest/decode_block_trace.gpuobs" --flushes 2:
+python3 -m gpuobs trim "$tmp/decode_block_trace.gpuobs" -o "$dest/decode_block_trace.gpuobs" -f --flushes 2:
 python3 -m gpuobs record --force --mode mem_sampled -o "$dest/decode_mem_sampled.gpuobs" -- \
   python3 examples/decode_graph.py --steps 1
 # The side-by-side pair: both runs on the same machine, minutes apart, as a user

@@ -15,7 +15,7 @@ import time
 import torch
 
 import gpuobs
-from gpuobs.runtime import WindowError
+from gpuobs.record.runtime import WindowError
 
 
 def main():

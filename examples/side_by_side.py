@@ -5,7 +5,7 @@ each kernel's uninstrumented duration and the instrumentation's cost.
 
     gpuobs record --api-trace -o api.gpuobs -- python examples/side_by_side.py
     python examples/side_by_side.py --profile profiler.json
-    gpuobs export -i api.gpuobs --host profiler.json trace.pftrace
+    gpuobs export api.gpuobs --host profiler.json -o trace.pftrace
 
 Deterministic: the same kernels with the same grids, in the same order, every run.
 """

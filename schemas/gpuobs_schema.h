@@ -15,13 +15,13 @@
 
 /* gpuobs:cdef-begin */
 #define GPUOBS_FORMAT_VERSION 1
-/* FNV-1a 64 of the canonical layout text (see gpuobs/schema.py: layout_text). */
-#define GPUOBS_SCHEMA_HASH 0x49906c504643937c
+/* FNV-1a 64 of the canonical layout text (see gpuobs/recording_file/schema.py: layout_text). */
+#define GPUOBS_SCHEMA_HASH 0x60679c2dc9e5a77d
 #define GPUOBS_EVENT_SIZE 64
 #define GPUOBS_MAX_STRIPES 256
 #define GPUOBS_DEFAULT_CAPACITY 1048576
 #define GPUOBS_DEFAULT_SAMPLE_SHIFT 10
-#define GPUOBS_LAUNCH_TABLE_SIZE 4096
+#define GPUOBS_LAUNCH_TABLE_SIZE 65536 /* launches a flush window holds apart (grid id low bits) */
 #define GPUOBS_LAUNCH_COUNTER_STRIPES 15 /* +1: 16 counters, two cache lines */
 #define GPUOBS_BLOCK_TABLE_SIZE 262144
 #define GPUOBS_FUNCTION_TABLE_SIZE 65536
@@ -65,7 +65,8 @@ typedef struct gpuobs_event {
     uint64_t time_end;       /* %globaltimer ns: block end (last thread's exit); 0 for memory */
     uint64_t grid_id;        /* %gridid of the launch; matched to gpuobs_launch.grid_id */
     uint64_t address;        /* memory: generic address accessed */
-    uint64_t pc;             /* memory: pc of the access as the sanitizer reports it */
+    uint64_t pc;             /* memory: pc of the access as the sanitizer reports it; block: pc of the
+                                block entry (the host finds a device-launched grid's function by it) */
     uint32_t function_slot;  /* per-context function slot (gpuobs_function_info) */
     uint32_t block_x;
     uint16_t block_y;
@@ -145,7 +146,36 @@ enum gpuobs_chunk_type {
     GPUOBS_CHUNK_MODULE = 8,     /* gpuobs_module_info */
     GPUOBS_CHUNK_END = 9,        /* gpuobs_end_info: the run closed cleanly */
     GPUOBS_CHUNK_API_NAMES = 10, /* gpuobs_api_name + name, one per API function first seen */
-    GPUOBS_CHUNK_API_CALLS = 11  /* gpuobs_api_call[] (--api-trace) */
+    GPUOBS_CHUNK_API_CALLS = 11, /* gpuobs_api_call[] (--api-trace) */
+    GPUOBS_CHUNK_NOTICE = 12     /* gpuobs_notice + text: something the tool could not record, and why */
+};
+
+/* gpuobs_launch.flags bits. */
+enum gpuobs_launch_flags {
+    GPUOBS_LAUNCH_GRAPH_NODE = 1,   /* a kernel node of a graph replay */
+    GPUOBS_LAUNCH_RACED_FLUSH = 2,  /* launched while a flush ran: its counts may be partial */
+    GPUOBS_LAUNCH_FROM_DEVICE = 4   /* launched by a kernel (dynamic parallelism): the host never saw the
+                                       launch, so it is listed from its blocks' records at the flush; its
+                                       grid and block sizes are what those records show (lower bounds) */
+};
+
+/* gpuobs_module_info.status values. */
+enum gpuobs_module_status {
+    GPUOBS_MODULE_NEW = 0,          /* never stored in a recording */
+    GPUOBS_MODULE_PATCHED = 1,
+    GPUOBS_MODULE_PATCH_FAILED = 2,
+    GPUOBS_MODULE_NOT_PATCHED = 3,  /* mode off */
+    GPUOBS_MODULE_PATCHING = 4,     /* never stored in a recording */
+    GPUOBS_MODULE_DEFERRED = 5      /* loaded while recording was paused: patched when it resumes */
+};
+
+/* gpuobs_notice.code: why something that ran on the GPU is missing from the recording. */
+enum gpuobs_notice_code {
+    GPUOBS_NOTICE_CONTEXT_UNINSTRUMENTED = 1, /* a context could not be set up: nothing of it is recorded */
+    GPUOBS_NOTICE_MODULE_UNPATCHED = 2,       /* a module could not be patched: its kernels run unrecorded */
+    GPUOBS_NOTICE_FUNCTION_UNBOUND = 3,       /* a function's callback data could not be bound */
+    GPUOBS_NOTICE_CONTEXT_SETUP_RETRIED = 4,  /* the first setup of a context failed and a later one worked */
+    GPUOBS_NOTICE_DEVICE_LAUNCHES = 5         /* grids were launched from the device: what is and is not known */
 };
 
 typedef struct gpuobs_file_header {
@@ -198,8 +228,7 @@ typedef struct gpuobs_function_info {
 typedef struct gpuobs_module_info {
     uint64_t module_id;
     uint32_t device_index;
-    uint32_t status;            /* 1 patched, 2 patch failed, 3 not patched (mode off),
-                                   5 deferred (loaded while recording was paused) */
+    uint32_t status;            /* enum gpuobs_module_status */
     uint32_t patch_count;       /* times the tool committed a patch for it: must be 1 */
     uint32_t cubin_size;
     uint64_t load_monotonic_ns;
@@ -215,7 +244,7 @@ typedef struct gpuobs_launch {
     uint32_t grid[3];
     uint32_t block[3];
     uint32_t graph_launch_id;   /* graph replays: the replay's launch id, else 0 */
-    uint32_t flags;             /* 1 = graph node; 2 = launched while a flush ran (counts may be partial) */
+    uint32_t flags;             /* enum gpuobs_launch_flags */
     uint64_t api_call_id;       /* --api-trace: the innermost API call open on the launching thread, else 0 */
 } gpuobs_launch;
 
@@ -279,6 +308,15 @@ typedef struct gpuobs_api_name {
     uint32_t name_len;          /* bytes of the function's name after this struct */
 } gpuobs_api_name;
 
+/* Something the tool could not record, and why (also printed on stderr). */
+typedef struct gpuobs_notice {
+    uint32_t device_index;      /* CUDA ordinal, or 0xFFFFFFFF when it concerns no one device */
+    uint32_t code;              /* enum gpuobs_notice_code */
+    uint64_t monotonic_ns;      /* CLOCK_MONOTONIC when it happened */
+    uint32_t text_len;          /* bytes of text after this struct */
+    uint32_t reserved;
+} gpuobs_notice;
+
 typedef struct gpuobs_end_info {
     uint64_t end_monotonic_ns;
     uint64_t flushes;
@@ -295,8 +333,8 @@ typedef struct gpuobs_end_info {
  * no load stands between a patch and its first atomic. */
 #define GPUOBS_ARENA_ALIGN 0x400000ull
 #define GPUOBS_ARENA_COUNTERS 0x400000ull     /* gpuobs_launch_counter[GPUOBS_LAUNCH_TABLE_SIZE] */
-#define GPUOBS_ARENA_CONTROL 0x480000ull      /* gpuobs_control */
-#define GPUOBS_ARENA_BLOCK_TABLE 0x490000ull  /* gpuobs_block_slot[GPUOBS_BLOCK_TABLE_SIZE] */
+#define GPUOBS_ARENA_CONTROL 0xC00000ull      /* gpuobs_control */
+#define GPUOBS_ARENA_BLOCK_TABLE 0xC10000ull  /* gpuobs_block_slot[GPUOBS_BLOCK_TABLE_SIZE] */
 #define GPUOBS_ARENA_EVENTS (GPUOBS_ARENA_BLOCK_TABLE + GPUOBS_BLOCK_TABLE_SIZE * 16ull) /* gpuobs_event[], to the end */
 
 /* Hashing shared by the device patches and the host tool: the host must find the
@@ -323,6 +361,13 @@ GPUOBS_HD uint64_t gpuobs_fmix64(uint64_t k) {
  * hash would let two of them collide) and cost the patches no arithmetic. */
 GPUOBS_HD uint32_t gpuobs_launch_slot(uint64_t grid_id) {
     return (uint32_t)grid_id & (GPUOBS_LAUNCH_TABLE_SIZE - 1);
+}
+
+/* A grid launched by a kernel (dynamic parallelism) rather than by the host:
+ * device-side launches get %gridid values with the top bit set (seen on the
+ * H200: values near 2^64), host launches and graph nodes count up from 1. */
+GPUOBS_HD int gpuobs_grid_from_device(uint64_t grid_id) {
+    return (grid_id >> 63) != 0;
 }
 
 /* Where count `stripe` of slot `slot` lives, in uint64 units from the table's start. */

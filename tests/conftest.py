@@ -3,7 +3,7 @@ import shutil
 
 import pytest
 
-from gpuobs import synthetic
+from gpuobs.recording_file import synthetic
 
 
 def pytest_collection_modifyitems(config, items):

@@ -3,8 +3,9 @@ import numpy as np
 import pytest
 
 import gpuobs
-from gpuobs import analysis, schema, synthetic
-from gpuobs.writer import RecordingWriter
+from gpuobs.analysis import launches as analysis
+from gpuobs.recording_file import schema, synthetic
+from gpuobs.recording_file.recording_writer import RecordingWriter
 
 
 def test_every_block_resolves_to_its_launch(block_recording):

@@ -1,94 +1,229 @@
-"""The gpuobs command line: clear errors, and the commands a user runs."""
+"""The gpuobs command as a user runs it (a subprocess): one naming convention, help
+and version, clear one-line errors and never a traceback, text that is not cut or
+wrapped when piped, and user text printed as it is."""
 import json
+import os
+import shutil
 
 import pytest
 
-from typer.testing import CliRunner
+from gpuobs.recording_file import schema
 
-import gpuobs
-from gpuobs.cli import app
+from .cli_helpers import DATA, gpuobs, write_recording
 
-from .trace_decode import decode
+BLOCK = DATA / "decode_block_trace.gpuobs"
+MEM = DATA / "decode_mem_sampled.gpuobs"
+PROFILER = DATA / "side_by_side_profiler.json"
 
-runner = CliRunner()
+
+def no_traceback(r):
+    assert "Traceback" not in r.stdout + r.stderr, r.stderr
+    return r
 
 
-def test_export_reads_the_default_recording_here(tmp_path, block_recording, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "gpuobs.gpuobs").write_bytes(block_recording.read_bytes())
-    (tmp_path / "gpuobs.777.gpuobs").write_bytes(block_recording.read_bytes())  # a child process's file
+def test_recordings_are_positional_and_outputs_are_dash_o(tmp_path):
+    out = tmp_path / "t.pftrace"
+    r = no_traceback(gpuobs("export", BLOCK, "-o", out))
+    assert r.returncode == 0 and out.stat().st_size > 1_000_000 and r.stderr == ""
+    # several recordings where that makes sense: export merges, info and stats read each
+    two = tmp_path / "two.pftrace"
+    assert gpuobs("export", BLOCK, MEM, "-o", two).returncode == 0
+    r = gpuobs("info", BLOCK, MEM, "--json")
+    assert [d["mode"] for d in json.loads(r.stdout)] == ["block_trace", "mem_sampled"]
+    r = gpuobs("stats", BLOCK, MEM, "--format", "json")
+    assert [d["mode"] for d in json.loads(r.stdout)] == ["block_trace", "mem_sampled"]
+
+
+def test_the_default_output_is_named_after_the_recording_in_the_current_folder(tmp_path):
+    shutil.copy(BLOCK, tmp_path / "gpuobs.gpuobs")
+    shutil.copy(BLOCK, tmp_path / "gpuobs.777.gpuobs")  # a child process's recording
     (tmp_path / "gpuobs.old.gpuobs").write_bytes(b"not a child: ignored")
-    result = runner.invoke(app, ["export", "trace.pftrace"])
-    assert result.exit_code == 0, result.output
-    assert "24,576 block slices" in result.output and "nothing dropped" in result.output
-    assert decode(tmp_path / "trace.pftrace").problems == []
+    r = gpuobs("export", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "gpuobs.pftrace").is_file() and "57,324 block slices" in r.stdout  # both recordings
 
 
-def test_export_errors_name_what_is_wrong(tmp_path, block_recording, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    r = runner.invoke(app, ["export", "t.pftrace"])
-    assert r.exit_code == 2 and "./gpuobs.gpuobs does not exist" in r.output
-    r = runner.invoke(app, ["export", "-i", "missing.gpuobs", "t.pftrace"])
-    assert r.exit_code == 2 and "no recording at missing.gpuobs" in r.output
-    r = runner.invoke(app, ["export", "-i", str(block_recording), "nope/t.pftrace"])
-    assert r.exit_code == 2 and "folder nope does not exist" in r.output
+def test_old_spellings_still_work_with_a_deprecation_line(tmp_path):
+    shutil.copy(BLOCK, tmp_path / "gpuobs.gpuobs")
+    r = gpuobs("export", "-i", BLOCK, "a.pftrace", cwd=tmp_path)
+    assert r.returncode == 0 and (tmp_path / "a.pftrace").is_file()
+    assert "gpuobs: warning: `gpuobs export -i REC OUT` is deprecated" in r.stderr
+    r = gpuobs("export", "b.pftrace", cwd=tmp_path)  # the output positional, the default recording read
+    assert r.returncode == 0 and (tmp_path / "b.pftrace").is_file() and "is deprecated" in r.stderr
+    r = gpuobs("trim", "gpuobs.gpuobs", "part.gpuobs", "--flushes", "0:1", cwd=tmp_path)
+    assert r.returncode == 0 and (tmp_path / "part.gpuobs").is_file()
+    assert "`gpuobs trim IN OUT` is deprecated" in r.stderr
+
+
+def test_every_writer_refuses_an_existing_output_without_force(tmp_path):
+    pytest.importorskip("matplotlib")
+    for args in (["export", BLOCK, "-o"], ["trim", BLOCK, "--flushes", "0:1", "-o"], ["plot", BLOCK, "-o"]):
+        out = tmp_path / ("x" + {"export": ".pftrace", "trim": ".gpuobs", "plot": ".png"}[args[0]])
+        out.write_bytes(b"precious")
+        r = no_traceback(gpuobs(*args, out))
+        assert r.returncode == 2 and f"{out} exists; pass -f/--force to replace it" in r.stderr
+        assert out.read_bytes() == b"precious"
+        r = gpuobs(*args, out, "-f")
+        assert r.returncode == 0, r.stderr
+        assert out.read_bytes() != b"precious"
+
+
+def test_help_and_version_follow_the_usual_conventions():
+    r = gpuobs("-h")
+    assert r.returncode == 0 and "Commands:" in r.stdout and "open" in r.stdout
+    assert gpuobs("--version").stdout.strip() == gpuobs("version").stdout.strip() != ""
+    for command in ("record", "info", "stats", "export", "open", "plot", "trim", "build"):
+        text = gpuobs(command, "-h").stdout
+        assert "<bool>" not in text and "<list[" not in text and "{" not in text.split("Options:")[0], text
+        for line in text.splitlines():
+            if line.strip().startswith(("--json", "--salvage")):
+                assert len(line.split()) > 1, f"{command}: {line!r} has no help text"
+    assert "Usage: python -m gpuobs record [OPTIONS] -- CMD [ARGS]..." in gpuobs("record", "-h").stdout
+
+
+def test_a_missing_program_is_answered_as_a_shell_would(tmp_path):
+    r = no_traceback(gpuobs("record", "-o", tmp_path / "r.gpuobs", "--", "gpuobs-no-such-program", cwd=tmp_path))
+    assert r.returncode == 127 and r.stderr.strip() == "gpuobs: gpuobs-no-such-program: command not found"
+    (tmp_path / "notexec").write_text("x")
+    r = gpuobs("record", "--", "./notexec", cwd=tmp_path)
+    assert r.returncode == 126 and "gpuobs: ./notexec: permission denied" in r.stderr
+
+
+def test_inputs_that_are_not_recordings_get_one_clear_line(tmp_path):
+    r = no_traceback(gpuobs("info", PROFILER))
+    assert r.returncode == 2 and "is not a gpuobs recording (it looks like JSON" in r.stderr
+    assert "--salvage" not in r.stderr
+    r = no_traceback(gpuobs("info", tmp_path / "missing.gpuobs"))
+    assert r.returncode == 2 and "no recording at" in r.stderr and "--salvage" not in r.stderr
+    for command in (["info"], ["stats"], ["export", "-o", tmp_path / "x.pftrace"], ["plot", "-o", tmp_path / "x.png"],
+                    ["trim", "--flushes", "0:1", "-o", tmp_path / "x.gpuobs"]):
+        r = no_traceback(gpuobs(command[0], DATA, *command[1:]))
+        assert r.returncode == 2 and f"{DATA} is a folder, not a recording" in r.stderr
     damaged = tmp_path / "d.gpuobs"
-    damaged.write_bytes(block_recording.read_bytes()[:-100])
-    r = runner.invoke(app, ["export", "-i", str(damaged), "t.pftrace"])
-    assert r.exit_code == 2 and "truncated tail" in r.output and "--salvage" in r.output
-    r = runner.invoke(app, ["export", "-i", str(damaged), "--salvage", "t.pftrace"])
-    assert r.exit_code == 0 and "damaged at byte" in r.output
+    damaged.write_bytes(BLOCK.read_bytes()[:-100])
+    r = gpuobs("info", damaged)
+    assert r.returncode == 2 and "--salvage keeps every complete chunk" in r.stderr
+    assert gpuobs("info", damaged, "--salvage").returncode == 0
 
 
-def test_info_stats_and_trim(tmp_path, block_recording):
-    r = runner.invoke(app, ["info", str(block_recording), "--json"])
-    assert r.exit_code == 0 and json.loads(r.output)["block_events"] == 12 * 1024
-    r = runner.invoke(app, ["stats", str(block_recording), "--json"])
-    rows = json.loads(r.output)
-    assert sum(row["launches"] for row in rows) == 12 and all(row["blocks_dropped"] == 0 for row in rows)
-    assert all(row["block_ns_p50"] > 0 and row["sms"] == 132 for row in rows)
-    out = tmp_path / "part.gpuobs"
-    r = runner.invoke(app, ["trim", str(block_recording), str(out), "--flushes", "0:1"])
-    assert r.exit_code == 0 and len(gpuobs.load(out).events) == 12 * 1024
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    """`gpuobs info --json | head`: output far beyond a pipe's buffer, the reader gone."""
+    import subprocess
+
+    from gpuobs.recording_file.recording_writer import RecordingWriter
+
+    from .cli_helpers import gpuobs_cmd, repo_env
+    many = tmp_path / "many.gpuobs"
+    with RecordingWriter(many) as w:
+        w.run(pid=1, mode=schema.Mode.BLOCK_COUNTER)
+        for seq in range(4000):
+            w.flush(flush_seq=seq, attempted=0, recorded=0, dropped=0)
+    proc = subprocess.run(" ".join(gpuobs_cmd("info", str(many), "--json")) + " | head -c 10", shell=True,
+                          env=repo_env(), capture_output=True, text=True)
+    assert proc.stdout == "{\n  \"path\"" and proc.stderr == ""
 
 
-def test_record_refuses_bad_options_before_running_anything(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    r = runner.invoke(app, ["record", "--mode", "warp", "--", "true"])
-    assert r.exit_code == 2 and "--mode 'warp' is not one of" in r.output
-    r = runner.invoke(app, ["record", "--sample-shift", "40", "--", "true"])
-    assert r.exit_code == 2 and "outside 0..32" in r.output
-    (tmp_path / "gpuobs.4242.gpuobs").write_bytes(b"x")  # a child's file from an earlier run
-    r = runner.invoke(app, ["record", "--", "true"])
-    assert r.exit_code == 2 and "gpuobs.4242.gpuobs" in r.output and "pass --force" in r.output
-    (tmp_path / "gpuobs.gpuobs").write_bytes(b"x")
-    r = runner.invoke(app, ["record", "--", "true"])
-    assert r.exit_code == 2 and "gpuobs.gpuobs, gpuobs.4242.gpuobs exist(s)" in r.output
-    r = runner.invoke(app, ["record"])
-    assert r.exit_code == 2 and "no program to run" in r.output
-    r = runner.invoke(app, ["record", "-f", "--window-every", "4", "--no-graph-nodes", "--", "true"])
-    assert r.exit_code == 2 and "--window-every needs graph node callbacks" in r.output
-    r = runner.invoke(app, ["record", "-f", "--window-every", "-1", "--", "true"])
-    assert r.exit_code == 2 and "--window-every -1 is outside" in r.output
+def test_piped_output_never_wraps(tmp_path):
+    r = gpuobs("export", MEM, "-o", tmp_path / "m.pftrace", COLUMNS="60")
+    gpu_line = [l for l in r.stdout.splitlines() if "GPU 0" in l]
+    assert len(gpu_line) == 1 and "34,737,899 accesses counted" in gpu_line[0] and "clock: measured" in gpu_line[0]
+    r = gpuobs("info", BLOCK, COLUMNS="60")
+    assert any(len(l) > 100 and "unmatched exits" in l and l.endswith("move a block's end") for l in r.stdout.splitlines())
 
 
-def test_windows_without_the_tool_say_how_to_get_it():
-    import gpuobs
-    from gpuobs.runtime import AttachError
-    for turn in (gpuobs.pause, gpuobs.resume):
-        with pytest.raises(AttachError, match="gpuobs record"):
-            turn()
+def test_user_text_is_printed_as_it_is(tmp_path):
+    rec = write_recording(tmp_path / "r.gpuobs", names=["kern[bold]el[/bold]<int>()", "b[red]x()", "c()"])
+    r = gpuobs("stats", rec, "--report", "kernels")
+    assert "kern[bold]el[/bold]<int>" in r.stdout and "b[red]x" in r.stdout
+    r = gpuobs("export", rec, "-o", tmp_path / "[bold]x[red].pftrace")
+    assert "[bold]x[red].pftrace: " in r.stdout
 
 
-def test_plot_writes_a_heatmap(tmp_path, block_recording):
-    import pytest
+def test_the_plot_hint_keeps_its_extra_name(tmp_path):
+    shim = tmp_path / "shim" / "matplotlib"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("raise ImportError('no matplotlib here')\n")
+    env_path = f"{tmp_path / 'shim'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
+    from .cli_helpers import repo_env
+    env = repo_env()
+    env["PYTHONPATH"] = f"{tmp_path / 'shim'}{os.pathsep}{env['PYTHONPATH']}"
+    assert env_path  # the shim comes first
+    r = gpuobs("plot", BLOCK, "-o", tmp_path / "p.png", env=env)
+    assert r.returncode == 2 and "pip install 'gpuobs[plot]'" in r.stderr
+
+
+def test_plot_writes_images_and_says_what_it_cannot_plot(tmp_path):
     pytest.importorskip("matplotlib")
     out = tmp_path / "p.png"
-    r = runner.invoke(app, ["plot", str(block_recording), "-o", str(out)])
-    assert r.exit_code == 0, r.output
-    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 20_000
-    from gpuobs.plot import occupancy
-    grid, _t0, width = occupancy(gpuobs.load(block_recording), 0)
-    ev = gpuobs.load(block_recording).events
+    r = gpuobs("plot", BLOCK, "-o", out)
+    assert r.returncode == 0 and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 20_000
+    assert gpuobs("plot", BLOCK, "-o", tmp_path / "p.svg").returncode == 0
+    r = no_traceback(gpuobs("plot", BLOCK, "-o", tmp_path / "x.txt"))
+    assert r.returncode == 2 and "name it .png, .svg or .pdf" in r.stderr
+    r = no_traceback(gpuobs("plot", MEM, "-o", tmp_path / "m.png"))
+    assert r.returncode == 2 and "holds no block records to plot (mode mem_sampled" in r.stderr
+
+
+def test_the_occupancy_grid_holds_every_block_nanosecond(block_recording):
+    import gpuobs as g
+    from gpuobs.analysis.plot import occupancy
+    grid, _t0, width = occupancy(g.load(block_recording), 0)
+    ev = g.load(block_recording).events
     busy = (ev["time_end"].astype("int64") - ev["time_start"].astype("int64")).sum()
-    assert abs(grid.sum() * width - busy) / busy < 1e-6  # every block-nanosecond lands in some bin
+    assert abs(grid.sum() * width - busy) / busy < 1e-6
+
+
+def test_info_is_a_readable_summary():
+    r = gpuobs("info", BLOCK)
+    text = r.stdout
+    for expected in ("recorded by     gpuobs-tool 0.1.0, pid 609", "command         python3 examples/decode_graph.py",
+                     "GPU 0           NVIDIA H200, 132 SMs, compute capability 9.0", "ran 4.172 s",
+                     "device span     0..87.123 ms", "complete        yes", "unmatched exits 2,080 threads whose exit",
+                     "flush windows   6"):
+        assert expected in text, expected
+    assert "True" not in text
+    d = json.loads(gpuobs("info", BLOCK, "--json").stdout)
+    assert d["complete"] is True and d["gpus"][0]["name"] == "NVIDIA H200" and d["device_span_ns"] == 87_122_752
+    assert [w["index"] for w in d["flush_windows"]] == list(range(6)) and d["block_events"] == 28_662
+
+
+def test_record_refuses_bad_options_before_running_anything(tmp_path):
+    def rec(*args):
+        return no_traceback(gpuobs("record", *args, cwd=tmp_path))
+    r = rec("--mode", "warp", "--", "true")
+    assert r.returncode == 2 and "--mode 'warp' is not one of" in r.stderr
+    r = rec("--sample-shift", "40", "--", "true")
+    assert r.returncode == 2 and "outside 0..32" in r.stderr
+    (tmp_path / "gpuobs.4242.gpuobs").write_bytes(b"x")  # a child's file from an earlier run
+    r = rec("--", "true")
+    assert r.returncode == 2 and "gpuobs.4242.gpuobs" in r.stderr and "pass -f/--force" in r.stderr
+    (tmp_path / "gpuobs.gpuobs").write_bytes(b"x")
+    r = rec("--", "true")
+    assert r.returncode == 2 and "gpuobs.gpuobs, gpuobs.4242.gpuobs exist(s)" in r.stderr
+    r = rec()
+    assert r.returncode == 2 and "no program to run" in r.stderr
+    r = rec("-f", "--window-every", "4", "--no-graph-nodes", "--", "true")
+    assert r.returncode == 2 and "--window-every needs graph node callbacks" in r.stderr
+    r = rec("-f", "--window-every", "-1", "--", "true")
+    assert r.returncode == 2 and "--window-every -1 is outside" in r.stderr
+
+
+def test_build_says_what_it_compiles(tmp_path):
+    """A stand-in nvcc and C++ compiler (they write their -o file): the build's progress lines."""
+    from gpuobs.record.native_build import NativeUnavailable, sanitizer_dirs
+    if not sanitizer_dirs():
+        pytest.skip("no sanitizer headers (the test extra installs them)")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = '#!/bin/sh\nwhile [ $# -gt 0 ]; do if [ "$1" = -o ]; then shift; echo built > "$1"; fi; shift; done\n'
+    for name in ("nvcc", "fakecxx"):
+        (bin_dir / name).write_text(fake)
+        (bin_dir / name).chmod(0o755)
+    r = gpuobs("build", PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", CXX=str(bin_dir / "fakecxx"),
+               GPUOBS_CACHE=str(tmp_path / "cache"))
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith("gpuobs: compiling the device patches for sm_75")
+    assert lines[1] == "gpuobs: compiling the clock probe (nvcc)..."
+    assert lines[2] == "gpuobs: compiling the host tool (fakecxx)..."
+    assert NativeUnavailable  # imported: the build module is the one under test

@@ -3,9 +3,10 @@ import numpy as np
 import pytest
 
 import gpuobs
-from gpuobs import schema, synthetic
+from gpuobs.analysis import launches as analysis
 from gpuobs.perfetto_export.export import ExportError, ExportOptions, export
-from gpuobs.writer import RecordingWriter
+from gpuobs.recording_file import schema, synthetic
+from gpuobs.recording_file.recording_writer import RecordingWriter
 
 from .trace_decode import decode
 
@@ -42,7 +43,7 @@ def test_every_block_slice_is_its_record(exported):
     assert len(blocks) == len(rec.events)
     got = sorted((_sm_of(d, t), start, end, args["block"], args["launch"]) for t, _n, start, end, args in blocks)
     ev = rec.events
-    of = gpuobs.analysis.launch_index_of_events(rec)
+    of = analysis.launch_index_of_events(rec)
     want = sorted(zip(ev["sm_id"].tolist(), ev["time_start"].tolist(), ev["time_end"].tolist(),
                       ev["block_x"].tolist(), rec.launches["launch_id"][of].tolist()))
     assert got == want

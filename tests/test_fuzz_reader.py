@@ -5,7 +5,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpuobs
-from gpuobs import synthetic
+from gpuobs.recording_file import synthetic
 from gpuobs.errors import RecordingError
 
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import gpuobs
-from gpuobs import analysis, schema
+from gpuobs.analysis import launches as analysis
+from gpuobs.recording_file import schema
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[1]
@@ -178,7 +179,7 @@ def test_launch_scope_without_graphs(tmp_path, silu_lib):
 
 def test_fail_open_on_bad_environment(tmp_path, silu_lib):
     import os
-    from gpuobs.native_build import build
+    from gpuobs.record.native_build import build
     env = dict(os.environ, LD_PRELOAD=str(build().tool), GPUOBS_MODE="warp_magic", GPUOBS_OUTPUT=str(tmp_path / "x.gpuobs"))
     proc = subprocess.run(SILU, env=env, capture_output=True, text=True)
     assert proc.returncode == 0
@@ -198,7 +199,7 @@ def test_record_then_export_in_the_same_directory(tmp_path):
     rec = run("record", "--", sys.executable, str(ROOT / "examples" / "decode_graph.py"), "--steps", "2")
     assert rec.returncode == 0, rec.stderr
     assert (tmp_path / "gpuobs.gpuobs").exists()
-    exp = run("export", "trace.pftrace")
+    exp = run("export", "-o", "trace.pftrace")
     assert exp.returncode == 0, exp.stderr
     d = decode(tmp_path / "trace.pftrace")
     assert d.problems == [] and d.snapshots
@@ -214,7 +215,7 @@ import torch
 x = torch.randn(4096, 4096, device="cuda")
 for _ in range(3):
     y = x @ x
-print("flushed", gpuobs.flush(), "launches", gpuobs.runtime.launches(), "output", gpuobs.runtime.output_path())
+print("flushed", gpuobs.flush(), "launches", gpuobs.record.runtime.launches(), "output", gpuobs.record.runtime.output_path())
 """
 
 
@@ -414,8 +415,8 @@ def test_two_processes_one_gpu_each_merge_into_one_trace(tmp_path):
     recs = [gpuobs.load(out) for out, _ in procs]
     uuids = {bytes(r.devices["uuid"][0]) for r in recs}
     assert len(uuids) == 2, "each process saw its own GPU"
-    exp = subprocess.run([sys.executable, "-m", "gpuobs", "export", "-i", str(procs[0][0]), "-i", str(procs[1][0]),
-                          str(tmp_path / "merged.pftrace")], capture_output=True, text=True)
+    exp = subprocess.run([sys.executable, "-m", "gpuobs", "export", str(procs[0][0]), str(procs[1][0]),
+                          "-o", str(tmp_path / "merged.pftrace")], capture_output=True, text=True)
     assert exp.returncode == 0, exp.stderr
     d = decode(tmp_path / "merged.pftrace")
     assert d.problems == []

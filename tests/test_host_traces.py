@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 import gpuobs
-from gpuobs import analysis
+from gpuobs.analysis import launches as analysis
 from gpuobs.cli import app
 from gpuobs.host_traces.kineto import HostTraceError, load_kineto
 from gpuobs.perfetto_export.export import ExportOptions, export
@@ -42,14 +42,14 @@ def test_kineto_events_land_on_realtime_with_their_own_tracks(tmp_path, block_re
     d = decode(tmp_path / "t.pftrace")
     assert d.problems == []
     h = summary.hosts[0]
-    assert h["matched"] == 12 and h["unmatched_host"] == 0 and h["clock"] == "REALTIME"
-    for row in h["per_kernel"]:
+    assert h.matched == 12 and h.unmatched_host == 0 and h.clock == "REALTIME"
+    for row in h.per_kernel:
         assert row["ratio"] == pytest.approx(2.0, rel=1e-3)  # instrumented span / uninstrumented duration
     kernels = [s for s in d.slices if d.tracks[s[0]].name == "Kernels"]
     assert all(k[4]["instrumentation_cost"] == "2.00x" for k in kernels)
     names = {t.name for t in d.tracks.values()}
-    assert "GPU 0 stream 7 (uninstrumented)" in names and "python 11 (pid 4242)" in names
-    host_slices = [s for s in d.slices if d.tracks[s[0]].name == "GPU 0 stream 7 (uninstrumented)"]
+    assert {"GPU 0", "stream 7", "pid 4242", "python"} <= names
+    host_slices = [s for s in d.slices if d.tracks[s[0]].name == "stream 7"]
     assert len(host_slices) == 12
 
 
@@ -60,8 +60,8 @@ def test_align_kernels_shifts_and_says_so(tmp_path, block_recording):
     h = summary.hosts[0]
     # gpuobs kernel starts on REALTIME = device - measured offset; the other run started 7 s later
     clock_offset = 568_000 - 1_000  # synthetic: device = realtime_mid + offset (the bracket is skewed by 1 us)
-    assert h["shift_ns"] == pytest.approx(-7 * 10**9 - clock_offset, abs=2_000)
-    assert h["residual_ns"] < 2_000
+    assert h.shift_ns == pytest.approx(-7 * 10**9 - clock_offset, abs=2_000)
+    assert h.residual_ns < 2_000
     d = decode(tmp_path / "a.pftrace")
     group = [t for t in d.tracks.values() if t.name.startswith("PyTorch profiler run")][0]
     assert "shifted" in group.name and "SHIFTED" in group.description
@@ -75,13 +75,13 @@ def test_bad_host_files_are_clear_errors(tmp_path, block_recording):
     bad.write_text(json.dumps({"traceEvents": []}))
     with pytest.raises(HostTraceError, match="baseTimeNanoseconds"):
         load_kineto(bad)
-    r = CliRunner().invoke(app, ["export", "-i", str(block_recording), "--host", str(bad), str(tmp_path / "t.pftrace")])
+    r = CliRunner().invoke(app, ["export", str(block_recording), "--host", str(bad), "-o", str(tmp_path / "t.pftrace")])
     assert r.exit_code == 2 and "baseTimeNanoseconds" in r.output
 
 
 def test_cli_prints_the_per_kernel_cost(tmp_path, block_recording):
     rec = gpuobs.load(block_recording)
     prof = kineto_of(rec, tmp_path / "prof.json", speedup=4.0)
-    r = CliRunner().invoke(app, ["export", "-i", str(block_recording), "--host", str(prof), str(tmp_path / "t.pftrace")])
+    r = CliRunner().invoke(app, ["export", str(block_recording), "--host", str(prof), "-o", str(tmp_path / "t.pftrace")])
     assert r.exit_code == 0, r.output
     assert "12 of 12 kernels matched" in r.output and "(4.00x)" in r.output

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuobs.native_build import NativeUnavailable, build, find_toolchain
+from gpuobs.record.native_build import NativeUnavailable, build, find_toolchain
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,12 @@ def test_fail_open_keeps_exit_code_and_says_why_once(native, tmp_path):
     ({"GPUOBS_SAMPLE_SHIFT": "99"}, "GPUOBS_SAMPLE_SHIFT='99' is not a whole number in [0, 32]"),
     ({"GPUOBS_CAPACITY": "lots"}, "GPUOBS_CAPACITY='lots' is not a whole number"),
     ({"GPUOBS_KERNELS": "(("}, "GPUOBS_KERNELS='((' is not a valid regular expression"),
-    ({"GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE": "grid"}, "is not function or launch"),
+    ({"GPUOBS_CALLBACK_SCOPE": "grid"}, "GPUOBS_CALLBACK_SCOPE='grid' is not function or launch"),
+    ({"GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE": "grid"},
+     "GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE='grid' is not function or launch (GPUOBS_CALLBACK_SCOPE wins"),
+    # the new name wins: its bad value is reported though the old name holds a good one
+    ({"GPUOBS_CALLBACK_SCOPE": "grid", "GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE": "launch"},
+     "GPUOBS_CALLBACK_SCOPE='grid' is not function or launch"),
     ({"GPUOBS_SANITIZER_LIB": "/nonexistent/libsanitizer-public.so", "CUDA_HOME": "/nonexistent"},
      "no compute-sanitizer library found"),
 ])
@@ -62,6 +67,20 @@ def test_bad_options_fail_open(native, tmp_path, env, message):
     proc = _preloaded(native, tmp_path, "print('ran')", **env)
     assert proc.returncode == 0 and proc.stdout == "ran\n"
     assert message in proc.stderr and "running uninstrumented" in proc.stderr
+
+
+@pytest.mark.parametrize("env", [{"GPUOBS_CALLBACK_SCOPE": "launch"}, {"GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE": "function"},
+                                 {"GPUOBS_CALLBACK_SCOPE": "launch", "GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE": "grid"}])
+def test_callback_scope_is_read_under_both_names_and_the_new_one_wins(native, tmp_path, env):
+    proc = _preloaded(native, tmp_path, "print('ran')", **env)
+    assert proc.returncode == 0 and proc.stdout == "ran\n"
+    assert "is not function or launch" not in proc.stderr, proc.stderr  # (without a GPU it stands down later, for libcuda)
+
+
+def test_record_passes_the_scope_under_its_gpuobs_name(native):
+    from gpuobs.record.run import RecordOptions, tool_environment
+    env = tool_environment(native, RecordOptions(scope="launch"), base={})
+    assert env["GPUOBS_CALLBACK_SCOPE"] == "launch" and "GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE" not in env
 
 
 def test_a_process_that_never_uses_cuda_writes_no_recording(native, tmp_path):
@@ -72,7 +91,7 @@ def test_a_process_that_never_uses_cuda_writes_no_recording(native, tmp_path):
 
 def test_the_tools_writer_is_read_by_the_python_reader(tmp_path):
     import gpuobs
-    from gpuobs import analysis
+    from gpuobs.analysis import launches as analysis
     from gpuobs.native_sources import native_root
     cxx = shutil.which("g++") or shutil.which("c++")
     if cxx is None:

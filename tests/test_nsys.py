@@ -31,15 +31,16 @@ def test_kernels_and_calls_read_back_on_realtime(nsys_file):
     host = load_nsys(path)
     kineto = load_kineto(PROFILER)
     assert host.kind == "nsys" and len(host.kernels) == counts["kernels"] == len(kineto.kernels) > 0
-    for a, b in zip(host.kernels, kineto.kernels):
+    for a, b in zip(map(host.kernel, range(len(host.kernels))), map(kineto.kernel, range(len(kineto.kernels)))):
         assert (a.name, a.grid, a.block, a.device, a.stream, a.start_ns, a.dur_ns, a.correlation) == \
                (b.name, b.grid, b.block, b.device, b.stream, b.start_ns, b.dur_ns, b.correlation)
-    runtime = [e for e in host.events if e.category == "cuda_runtime"]
+    events = [host.event(i) for i in range(len(host.events))]
+    runtime = [e for e in events if e.category == "cuda_runtime"]
     assert len(runtime) == counts["runtime"] > 0
-    kineto_calls = {(e.track[1], e.track[2], e.name, e.start_ns) for e in kineto.events
+    kineto_calls = {(e.track[1], e.track[2], e.name, e.start_ns) for e in map(kineto.event, range(len(kineto.events)))
                     if e.category in ("cuda_runtime", "cuda_driver")}
     assert {(e.track[1], e.track[2], e.name, e.start_ns) for e in runtime} == kineto_calls
-    nvtx = [e for e in host.events if e.category == "nvtx"]
+    nvtx = [e for e in events if e.category == "nvtx"]
     assert len(nvtx) == counts["nvtx"] > 0
     assert set(host.thread_names.values()) == {"python3"}
 
@@ -54,12 +55,13 @@ def test_every_nsys_kernel_matches_the_gpuobs_run(nsys_file, tmp_path):
     out = tmp_path / "t.pftrace"
     summary = export([rec], out, hosts=[load_host_trace(path)])
     h = summary.hosts[0]
-    assert h["matched"] == h["kernels"] == counts["kernels"]
+    assert h.matched == h.kernels == counts["kernels"]
     d = decode(out)
     assert d.problems == []
     names = {t.name for t in d.tracks.values()}
     assert f"Nsight Systems run: {path.name}" in names
-    assert any(n.startswith("NVTX ") for n in names) and any(n.startswith("GPU 0 stream") for n in names)
+    assert any(n.startswith("NVTX (") for n in names) and {"GPU 0"} <= names
+    assert any(n.startswith("stream ") for n in names)
     # pids of the other run label tracks; they never become process or thread tracks
     assert not any(t.HasField("process") or t.HasField("thread") for t in d.tracks.values())
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuobs.native_build import NativeUnavailable, find_toolchain, patch_ptx_command
+from gpuobs.record.native_build import NativeUnavailable, find_toolchain, patch_ptx_command
 from gpuobs.native_sources import native_root
 
 
@@ -80,7 +80,7 @@ def test_patches_keep_their_contract(tmp_path):
 def test_every_planned_patch_exists(tmp_path):
     funcs = compile_ptx(tmp_path)
     tool = (native_root() / "tool" / "gpuobs_tool.cpp").read_text()
-    plan = tool[tool.index("patch_plan("):tool.index("enum ModuleStatus")]
+    plan = tool[tool.index("patch_plan("):tool.index("constexpr uint32_t kNew")]
     planned = set(re.findall(r'"(gpuobs_\w+)"', plan))
     assert len(planned) >= 7 and planned <= set(funcs)
 

@@ -4,7 +4,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from gpuobs import schema
+from gpuobs.recording_file import schema
 from gpuobs.native_sources import schema_header
 
 from .conftest import have_compiler

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import gpuobs
-from gpuobs import analysis
+from gpuobs.analysis import launches as analysis
 from gpuobs.host_traces.kineto import load_kineto
 from gpuobs.perfetto_export.api_tracks import flow_id
 from gpuobs.perfetto_export.export import ExportOptions, export
@@ -55,14 +55,14 @@ def test_every_launch_call_has_its_flow_to_a_kernel_slice(exported):
 def test_every_profiler_kernel_is_matched_to_the_measured_pass(exported):
     rec, host, summary, _d, _ = exported
     h = summary.hosts[0]
-    assert h["kernels"] == len(host.kernels) == h["matched"] > 0
+    assert h.kernels == len(host.kernels) == h.matched > 0
     # The recording holds the warm-up and the measured pass: the profiler's kernels
     # are the measured pass, i.e. the last len(host.kernels) launches in time.
     table = analysis.launch_table(rec)
     timed = np.flatnonzero(table.first_start > 0)
     timed = timed[np.argsort(table.first_start[timed], kind="stable")]
     measured = timed[-len(host.kernels):]
-    theirs = sorted(host.kernels, key=lambda k: k.start_ns)
+    theirs = [host.kernel(j) for j in range(len(host.kernels))]  # in start order
     for i, k in zip(measured, theirs):
         assert (table.name[i], tuple(int(v) for v in rec.launches["grid"][i]),
                 tuple(int(v) for v in rec.launches["block"][i])) == (k.name, k.grid, k.block)
@@ -70,7 +70,7 @@ def test_every_profiler_kernel_is_matched_to_the_measured_pass(exported):
     pairs = {}
     for i, k in zip(measured, theirs):
         pairs.setdefault(table.name[i], []).append((k.dur_ns, int(table.last_end[i]) - int(table.first_start[i])))
-    rows = {r["kernel"]: r for r in h["per_kernel"]}
+    rows = {r["kernel"]: r for r in h.per_kernel}
     assert set(rows) == set(pairs)
     for name, p in pairs.items():
         assert rows[name]["matched"] == len(p)
@@ -107,8 +107,8 @@ def test_archive_holds_the_trace_and_the_untouched_profiler_file(tmp_path):
     import sys
     import zipfile
     out = tmp_path / "both.zip"
-    proc = subprocess.run([sys.executable, "-m", "gpuobs", "export", "-i", str(API), "--host", str(PROFILER),
-                           "--archive", str(out)], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "gpuobs", "export", str(API), "--host", str(PROFILER),
+                           "--archive", "-o", str(out)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     with zipfile.ZipFile(out) as z:
         names = set(z.namelist())
@@ -131,12 +131,12 @@ def test_archive_holds_the_trace_and_the_untouched_profiler_file(tmp_path):
 def test_archive_refuses_what_perfetto_cannot_place(tmp_path):
     import subprocess
     import sys
-    run = lambda *a: subprocess.run([sys.executable, "-m", "gpuobs", "export", "-i", str(API), *a],  # noqa: E731
+    run = lambda *a: subprocess.run([sys.executable, "-m", "gpuobs", "export", str(API), *a],  # noqa: E731
                                     capture_output=True, text=True)
-    no_host = run("--archive", str(tmp_path / "a.zip"))
+    no_host = run("--archive", "-o", str(tmp_path / "a.zip"))
     said = lambda p: " ".join(p.stderr.split())  # noqa: E731  (the console wraps long lines)
     assert no_host.returncode != 0 and "pass at least one --host" in said(no_host)
-    device = run("--host", str(PROFILER), "--clock", "device", "--archive", str(tmp_path / "b.zip"))
+    device = run("--host", str(PROFILER), "--clock", "device", "--archive", "-o", str(tmp_path / "b.zip"))
     assert device.returncode != 0 and "measured clock relation" in said(device)
     assert not (tmp_path / "b.zip").exists() and not list(tmp_path.glob("*.tmp"))
 
@@ -148,13 +148,15 @@ def test_a_host_run_from_before_the_recording_machines_boot_is_called_out(tmp_pa
 
     rec = gpuobs.load(API)
     host = load_kineto(PROFILER)
-    assert export([rec], tmp_path / "now.pftrace", hosts=[host]).hosts[0]["before_boot"] == 0
+    assert export([rec], tmp_path / "now.pftrace", hosts=[host]).hosts[0].before_boot == 0
     boot_ns = int(rec.clock_samples["realtime_before"][0]) - int(rec.clock_samples["boottime_before"][0])
     week = 7 * 86400 * 10**9
-    old = dataclasses.replace(host, events=[dataclasses.replace(e, start_ns=e.start_ns - week) for e in host.events],
-                              kernels=[dataclasses.replace(k, start_ns=k.start_ns - week) for k in host.kernels])
-    assert min(e.start_ns for e in old.events) < boot_ns
+    events, kernels = host.events.copy(), host.kernels.copy()
+    events["start_ns"] -= week
+    kernels["start_ns"] -= week
+    old = dataclasses.replace(host, events=events, kernels=kernels)
+    assert events["start_ns"].min() < boot_ns
     h = export([rec], tmp_path / "old.pftrace", hosts=[old]).hosts[0]
-    assert h["before_boot"] == len(old.events) and h["matched"] == len(old.kernels)
+    assert h.before_boot == len(old.events) and h.matched == len(old.kernels)
     aligned = export([rec], tmp_path / "aligned.pftrace", ExportOptions(align="kernels"), hosts=[old]).hosts[0]
-    assert aligned["before_boot"] == 0
+    assert aligned.before_boot == 0

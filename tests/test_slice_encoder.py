@@ -1,5 +1,6 @@
 """The one slice encoder: its C and numpy paths write the same bytes, and every
 slice decodes back as written, however slices touch, nest or have no length."""
+
 import json
 import os
 import subprocess
@@ -9,18 +10,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 import gpuobs
-from gpuobs import synthetic
 from gpuobs.perfetto_export import native_encoder
 from gpuobs.perfetto_export.export import ExportOptions, export
 from gpuobs.perfetto_export.lanes import assign_lanes
 from gpuobs.perfetto_export.slice_encoder import Slices, write_slices
-from gpuobs.perfetto_export.writer import SEQ_CLEARED, TraceWriter
-from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+from gpuobs.perfetto_export.trace_writer import SEQ_CLEARED, TraceWriter
+from gpuobs.recording_file import synthetic
 
 from .trace_decode import decode
 
@@ -43,8 +43,9 @@ def path(name):
 
 # Slices as (group, start, length), on a small time range so that equal starts,
 # equal ends, identical, touching, nested and zero-length slices are common.
-slice_lists = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 12), st.sampled_from([0, 0, 1, 2, 3, 5, 8])),
-                       min_size=1, max_size=40)
+slice_lists = st.lists(
+    st.tuples(st.integers(0, 2), st.integers(0, 12), st.sampled_from([0, 0, 1, 2, 3, 5, 8])), min_size=1, max_size=40
+)
 
 
 def write_trace(out: Path, slices_in) -> tuple[bytes, np.ndarray]:
@@ -81,8 +82,8 @@ def write_trace(out: Path, slices_in) -> tuple[bytes, np.ndarray]:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(slice_lists)
-@example([(0, 10, 1), (0, 10, 0)])       # the issue: a 0-ns event on the same thread as a longer one...
-@example([(0, 10, 2), (0, 11, 0)])       # ...inside it
+@example([(0, 10, 1), (0, 10, 0)])  # the issue: a 0-ns event on the same thread as a longer one...
+@example([(0, 10, 2), (0, 11, 0)])  # ...inside it
 @example([(0, 3, 0), (0, 3, 0), (0, 3, 2), (0, 1, 2), (0, 5, 0)])  # identical, touching at both ends
 def test_both_paths_write_the_same_valid_slices(tmp_path, slices_in):
     written = {}
@@ -96,8 +97,9 @@ def test_both_paths_write_the_same_valid_slices(tmp_path, slices_in):
     d = decode(tmp_path / "numpy.pftrace")
     assert d.problems == []
     got = Counter((d.tracks[t].name, name, s, e) for t, name, s, e, _ in d.slices)
-    want = Counter((f"group {g}", f"slice {i}", BASE + 100 * s, BASE + 100 * (s + dur))
-                   for i, (g, s, dur) in enumerate(slices_in))
+    want = Counter(
+        (f"group {g}", f"slice {i}", BASE + 100 * s, BASE + 100 * (s + dur)) for i, (g, s, dur) in enumerate(slices_in)
+    )
     assert got == want
     by_name = {name: args for _, name, _, _, args in d.slices}
     for i in range(len(slices_in)):
@@ -120,7 +122,7 @@ def test_a_zero_length_slice_nests_beside_every_slice_that_contains_it():
     for name in PATHS:
         with path(name):
             lane = assign_lanes(np.zeros(6, np.int64), start, end)
-        assert lane[4] == lane[0]                      # touching slices share a lane
+        assert lane[4] == lane[0]  # touching slices share a lane
         assert lane[1] != lane[0] and lane[2] != lane[0] and lane[3] != lane[0]  # points of [10, 20]
         assert lane[3] != lane[4] and lane[3] != lane[5]  # the start of [20, 30], and another point at 20
 
@@ -131,9 +133,11 @@ def test_blocks_with_zero_length_and_equal_times_export_identically_on_both_path
         ev["time_start"][1::7] = ev["time_start"][0::7][: len(ev[1::7])]  # equal starts (the same SM)
         ev["time_end"][2::9] = ev["time_start"][2::9] - 1  # ends before starts: drawn as zero-length
 
-    rec = gpuobs.load(synthetic.write_block_trace_recording(tmp_path / "r.gpuobs", n_launches=2,
-                                                            blocks_per_launch=96, sm_count=4, seed=5,
-                                                            edit_events=odd_timings))
+    rec = gpuobs.load(
+        synthetic.write_block_trace_recording(
+            tmp_path / "r.gpuobs", n_launches=2, blocks_per_launch=96, sm_count=4, seed=5, edit_events=odd_timings
+        )
+    )
     ev = rec.events
     for opts in (ExportOptions(), ExportOptions(clock="device")):
         for name in PATHS:
@@ -151,17 +155,38 @@ def test_zero_length_host_event_inside_another_on_both_paths(tmp_path, block_rec
     """Issue 19: a 0-ns profiler mark inside a 100-ns op on the same thread lost its
     BEGIN (C path) or cut the op short at the mark (numpy path)."""
     base = 1_732_000_000_000_000_000
-    events = [{"ph": "X", "cat": "cpu_op", "name": "outer", "pid": 1, "tid": 2, "ts": 1.0, "dur": 0.1},
-              {"ph": "X", "cat": "user_annotation", "name": "mark", "pid": 1, "tid": 2, "ts": 1.05, "dur": 0}]
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "outer", "pid": 1, "tid": 2, "ts": 1.0, "dur": 0.1},
+        {"ph": "X", "cat": "user_annotation", "name": "mark", "pid": 1, "tid": 2, "ts": 1.05, "dur": 0},
+    ]
     prof = tmp_path / "prof.json"
     prof.write_text(json.dumps({"schemaVersion": 1, "baseTimeNanoseconds": base, "traceEvents": events}))
     exporter = str(Path(gpuobs.__file__).parents[1])
     for pure in ("0", "1"):
-        env = dict(os.environ, GPUOBS_PURE_PYTHON=pure,
-                   PYTHONPATH=os.pathsep.join([exporter, os.environ.get("PYTHONPATH", "")]))
+        env = dict(
+            os.environ,
+            GPUOBS_PURE_PYTHON=pure,
+            PYTHONPATH=os.pathsep.join([exporter, os.environ.get("PYTHONPATH", "")]),
+        )
         out = tmp_path / f"t{pure}.pftrace"
-        proc = subprocess.run([sys.executable, "-m", "gpuobs", "export", "-i", str(block_recording), "--host",
-                               str(prof), "--clock", "device", str(out)], env=env, capture_output=True, text=True)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "gpuobs",
+                "export",
+                str(block_recording),
+                "--host",
+                str(prof),
+                "--clock",
+                "device",
+                "-o",
+                str(out),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         assert proc.returncode == 0, proc.stderr
         d = decode(out)
         assert d.problems == []

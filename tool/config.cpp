@@ -70,12 +70,20 @@ bool Config::load(std::string* error) {
         if (!parse_u64("GPUOBS_CAPACITY", s, 1024, 1ull << 28, &v, error)) return false;
         capacity = v;
     }
-    if (const char* s = std::getenv("GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE")) {
-        std::string scope(s);
+    // GPUOBS_CALLBACK_SCOPE; the design's name for it, GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE, is read when it is unset.
+    const char* scope_name = "GPUOBS_CALLBACK_SCOPE";
+    const char* scope_value = std::getenv(scope_name);
+    if (scope_value == nullptr) {
+        scope_name = "GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE";
+        scope_value = std::getenv(scope_name);
+    }
+    if (scope_value != nullptr) {
+        std::string scope(scope_value);
         if (scope == "launch") launch_scope = true;
         else if (scope == "function") launch_scope = false;
         else {
-            *error = "GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE='" + scope + "' is not function or launch";
+            *error = std::string(scope_name) + "='" + scope + "' is not function or launch " +
+                     "(GPUOBS_CALLBACK_SCOPE wins over its old name GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE)";
             return false;
         }
     }

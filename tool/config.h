@@ -11,7 +11,7 @@ struct Config {
     uint32_t mode = 3;                 // enum gpuobs_mode (default block_trace)
     uint32_t sample_shift = 10;
     uint64_t capacity = 1u << 20;      // records per context
-    bool launch_scope = false;         // GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE=launch
+    bool launch_scope = false;         // GPUOBS_CALLBACK_SCOPE=launch (old name: GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE)
     bool clock_probe = true;
     bool api_trace = false;
     bool graph_nodes = true;           // GPUOBS_GRAPH_NODES=0: no per-node callbacks in graph replays

@@ -13,6 +13,7 @@
 #include "api_trace.h"
 #include "cuda_driver.h"
 #include "log.h"
+#include "notice.h"
 #include "sanitizer_api.h"
 
 namespace gpuobs {
@@ -68,6 +69,18 @@ uint64_t next_launch_id() {
 ContextState::ContextState(CUcontext ctx, CUdevice device, const Config& config, RecordingFile& file)
     : ctx_(ctx), device_(device), device_index_((uint32_t)device), config_(config), file_(file) {}
 
+// Makes a context current on this thread for a scope. Callbacks run on the
+// program's threads, whose current context may be another one or none (a
+// driver-API program's context is created before it is made current).
+struct CurrentContext {
+    bool pushed = false;
+    explicit CurrentContext(CUcontext ctx) { pushed = driver().ctx_push(ctx) == CUDA_SUCCESS; }
+    ~CurrentContext() {
+        CUcontext popped;
+        if (pushed) driver().ctx_pop(&popped);
+    }
+};
+
 bool ContextState::setup(std::string* error) {
     InTool guard;
     CudaDriver& d = driver();
@@ -80,16 +93,28 @@ bool ContextState::setup(std::string* error) {
     sm_count_ = (uint32_t)sms;
     stripe_count_ = std::min<uint32_t>(sm_count_, GPUOBS_MAX_STRIPES);
     stripe_capacity_ = std::max<uint64_t>(1, config_.capacity / stripe_count_);
-    write_device_info();
     if (config_.mode == GPUOBS_MODE_OFF) {
+        write_device_info();
         active_ = true;
         return true;
     }
-    SanitizerResult r = sanitizer().add_patches_from_file(config_.patches.c_str(), ctx_);
-    if (r != SANITIZER_SUCCESS) {
-        *error = "cannot load the device patches " + config_.patches + ": " + sanitizer().describe(r);
+    CurrentContext current(ctx_);
+    if (!current.pushed) {
+        *error = "cannot make the context current to set it up";
         return false;
     }
+    // Every step says which one failed and why: a context that cannot be set up
+    // runs uninstrumented, and the user is told exactly what went wrong.
+    auto step = [&](const std::string& what, SanitizerResult r) {
+        if (r == SANITIZER_SUCCESS) return true;
+        *error = "cannot " + what + ": " + sanitizer().describe(r);
+        return false;
+    };
+    if (sanitizer().get_stream_handle != nullptr &&
+        !step("get the context's stream handle", sanitizer().get_stream_handle(ctx_, nullptr, &stream_)))
+        return false;
+    if (!step("load the device patches " + config_.patches, sanitizer().add_patches_from_file(config_.patches.c_str(), ctx_)))
+        return false;
     const size_t events_bytes = stripe_count_ * stripe_capacity_ * sizeof(gpuobs_event);
     const size_t counters_bytes = GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter);
     const size_t table_bytes = (size_t)GPUOBS_BLOCK_TABLE_SIZE * sizeof(gpuobs_block_slot);
@@ -128,21 +153,25 @@ bool ContextState::setup(std::string* error) {
         e.function_slot = i;
         e.mode = config_.mode;
     }
-    SanitizerResult w1 = sanitizer().memcpy_htod_async(ctl_, &ctl, sizeof ctl, nullptr);
-    SanitizerResult w2 = sanitizer().memcpy_htod_async(entries_, entries.data(), entries_bytes, nullptr);
-    SanitizerResult w3 = sanitizer().memset(counters_, 0, counters_bytes, nullptr);
-    SanitizerResult w4 = sanitizer().memset(block_table_, 0, table_bytes, nullptr);
-    // block_trace events are stamped by atomics on zeroed ends and exit counts.
-    if (w4 == SANITIZER_SUCCESS) w4 = sanitizer().memset(events_, 0, events_bytes, nullptr);
     uint32_t check = 0;
-    // A blocking copy on the same stream: the writes above are done when it returns.
-    SanitizerResult w5 = sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, nullptr);
-    if (w1 != SANITIZER_SUCCESS || w2 != SANITIZER_SUCCESS || w3 != SANITIZER_SUCCESS ||
-        w4 != SANITIZER_SUCCESS || w5 != SANITIZER_SUCCESS || check != GPUOBS_CONTROL_MAGIC) {
-        *error = "cannot initialise the device buffers";
+    // block_trace events are stamped by atomics on zeroed ends and exit counts.
+    // The blocking copy at the end returns once the writes before it are done.
+    bool ok = step("initialise the device buffers (control block)",
+                   sanitizer().memcpy_htod_async(ctl_, &ctl, sizeof ctl, stream_)) &&
+              step("initialise the device buffers (function table)",
+                   sanitizer().memcpy_htod_async(entries_, entries.data(), entries_bytes, stream_)) &&
+              step("initialise the device buffers (launch counters)",
+                   sanitizer().memset(counters_, 0, counters_bytes, stream_)) &&
+              step("initialise the device buffers (block table)", sanitizer().memset(block_table_, 0, table_bytes, stream_)) &&
+              step("initialise the device buffers (events)", sanitizer().memset(events_, 0, events_bytes, stream_)) &&
+              step("initialise the device buffers (read back)", sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, stream_));
+    if (!ok) return false;
+    if (check != GPUOBS_CONTROL_MAGIC) {
+        *error = "cannot initialise the device buffers: the control block read back wrong";
         return false;
     }
     function_selected_.assign(GPUOBS_FUNCTION_TABLE_SIZE, 1);
+    write_device_info();
     active_ = true;
     return true;
 }
@@ -168,9 +197,9 @@ void ContextState::write_device_info() {
 
 uint32_t ContextState::function_slot_for(CUfunction f, const char* name, CUmodule module) {
     auto it = function_slots_.find(f);
-    if (it != function_slots_.end()) return it->second;
-    uint32_t slot = std::min<uint32_t>((uint32_t)function_slots_.size(), GPUOBS_FUNCTION_TABLE_SIZE - 1);
-    function_slots_.emplace(f, slot);
+    if (it != function_slots_.end()) return it->second.slot;
+    uint32_t slot = std::min<uint32_t>(next_function_slot_++, GPUOBS_FUNCTION_TABLE_SIZE - 1);
+    function_slots_.emplace(f, FunctionSlot{slot, module});
     std::string mangled = name ? name : "";
     std::string demangled = demangle(name);
     if (config_.has_kernel_filter && slot < function_selected_.size()) {
@@ -188,12 +217,17 @@ uint32_t ContextState::function_slot_for(CUfunction f, const char* name, CUmodul
     file_.write_chunk(GPUOBS_CHUNK_FUNCTION, {{&info, sizeof info},
                                               {mangled.data(), mangled.size()},
                                               {demangled.data(), demangled.size()}});
+    uint64_t pc = 0, size = 0;
+    if (!mangled.empty() && sanitizer().function_pc_and_size(module, mangled.c_str(), &pc, &size) == SANITIZER_SUCCESS &&
+        size != 0)
+        code_ranges_[pc] = {pc + size, slot};
     if (!config_.dump_patched_code.empty()) dump_code(config_.dump_patched_code, module, mangled, slot);
     if (config_.mode != GPUOBS_MODE_OFF && !config_.launch_scope) {
         SanitizerResult r = sanitizer().set_callback_data(f, callback_data(slot));
         if (r != SANITIZER_SUCCESS)
-            GPUOBS_LOG("cannot bind callback data to %s: %s (its events will be missing)", mangled.c_str(),
-                       sanitizer().describe(r));
+            write_notice(file_, GPUOBS_NOTICE_FUNCTION_UNBOUND, device_index_,
+                         "cannot bind callback data to " + mangled + ": " + sanitizer().describe(r) +
+                             " (its events will be missing)");
     }
     return slot;
 }
@@ -206,7 +240,7 @@ void ContextState::dump_code(const std::string& dir, CUmodule module, const std:
         size > (64u << 20))
         return;
     std::vector<char> code(size);
-    if (sanitizer().memcpy_dtoh(code.data(), reinterpret_cast<void*>(pc), size, nullptr) != SANITIZER_SUCCESS) return;
+    if (sanitizer().memcpy_dtoh(code.data(), reinterpret_cast<void*>(pc), size, stream_) != SANITIZER_SUCCESS) return;
     std::ofstream out(dir + "/" + std::to_string(device_index_) + "-" + std::to_string(slot) + ".bin",
                       std::ios::binary);
     out.write(code.data(), (std::streamsize)code.size());
@@ -225,7 +259,7 @@ void ContextState::dump_code(const std::string& dir, CUmodule module, const std:
         if (target < pc + size && target >= pc) continue;
         if (!dumped.insert(base).second) continue;
         std::vector<char> region(0x10000);
-        if (sanitizer().memcpy_dtoh(region.data(), reinterpret_cast<void*>(base), region.size(), nullptr) !=
+        if (sanitizer().memcpy_dtoh(region.data(), reinterpret_cast<void*>(base), region.size(), stream_) !=
             SANITIZER_SUCCESS)
             continue;
         char hex[32];
@@ -235,6 +269,23 @@ void ContextState::dump_code(const std::string& dir, CUmodule module, const std:
                         std::ios::binary);
         r.write(region.data(), (std::streamsize)region.size());
     }
+}
+
+void ContextState::on_functions_loaded(CUmodule module, const CUfunction* functions, uint32_t count) {
+    CudaDriver& d = driver();
+    std::lock_guard<std::mutex> lock(launch_mu_);
+    if (!active_ || destroyed_) return;
+    for (uint32_t i = 0; i < count; ++i) {
+        const char* name = nullptr;
+        if (d.func_get_name == nullptr || d.func_get_name(&name, functions[i]) != CUDA_SUCCESS) name = nullptr;
+        function_slot_for(functions[i], name, module);
+    }
+}
+
+void ContextState::on_module_unloading(CUmodule module) {
+    std::lock_guard<std::mutex> lock(launch_mu_);
+    for (auto it = function_slots_.begin(); it != function_slots_.end();)
+        it = it->second.module == module ? function_slots_.erase(it) : std::next(it);
 }
 
 void ContextState::on_launch(const LaunchInfo& launch) {
@@ -269,7 +320,7 @@ void ContextState::on_launch(const LaunchInfo& launch) {
     l.block[1] = ld.blockDim_y;
     l.block[2] = ld.blockDim_z;
     l.graph_launch_id = launch.graph_launch_id;
-    l.flags = launch.graph_node ? 1 : 0;
+    l.flags = launch.graph_node ? GPUOBS_LAUNCH_GRAPH_NODE : 0;
     if (config_.api_trace) l.api_call_id = ApiTrace::current_call();
     pending_launches_.push_back(l);
     ++launches_total_;
@@ -316,11 +367,39 @@ void ContextState::set_paused(bool paused) {
         std::vector<std::pair<CUfunction, uint32_t>> functions;
         {
             std::lock_guard<std::mutex> lock(launch_mu_);
-            functions.assign(function_slots_.begin(), function_slots_.end());
+            for (const auto& [f, fs] : function_slots_) functions.emplace_back(f, fs.slot);
         }
         for (const auto& [f, slot] : functions) sanitizer().set_callback_data(f, callback_data(slot));
     }
     paused_ = paused;
+}
+
+// The tool's own kernels, loaded once (at the first flush, outside any
+// creation callback) from the probe fatbin; any failure leaves the clock
+// without samples and the counter harvest to a plain copy.
+bool ContextState::load_tool_kernels() {
+    if (tool_kernels_tried_) return probe_fn_ != nullptr;
+    tool_kernels_tried_ = true;
+    if (config_.probe.empty()) return false;
+    CudaDriver& d = driver();
+    std::ifstream in(config_.probe, std::ios::binary);
+    std::vector<char> image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (image.empty()) return false;
+    CurrentContext current(ctx_);
+    CUmodule m = nullptr;
+    bool ok = current.pushed && d.module_load_data(&m, image.data()) == CUDA_SUCCESS &&
+              d.module_get_function(&probe_fn_, m, "gpuobs_clock_probe") == CUDA_SUCCESS &&
+              d.stream_create(&probe_stream_, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS;
+    if (!ok || sanitizer().alloc(ctx_, reinterpret_cast<void**>(&probe_out_), 8) != SANITIZER_SUCCESS) {
+        probe_fn_ = nullptr;
+        GPUOBS_LOG("clock probe unavailable; device times will carry no host-clock relation");
+        return false;
+    }
+    if (d.module_get_function(&gather_fn_, m, "gpuobs_gather_counts") != CUDA_SUCCESS ||
+        sanitizer().alloc(ctx_, reinterpret_cast<void**>(&totals_), GPUOBS_LAUNCH_TABLE_SIZE * sizeof(uint64_t)) !=
+            SANITIZER_SUCCESS)
+        gather_fn_ = nullptr;
+    return true;
 }
 
 // Host clocks read around a one-thread kernel that reads %globaltimer; the
@@ -328,28 +407,12 @@ void ContextState::set_paused(bool paused) {
 void ContextState::sample_clock() {
     InTool guard;
     CudaDriver& d = driver();
-    if (probe_fn_ == nullptr) {
-        if (config_.probe.empty()) return;
-        std::ifstream in(config_.probe, std::ios::binary);
-        std::vector<char> image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        if (image.empty()) return;
-        if (d.ctx_push(ctx_) != CUDA_SUCCESS) return;
-        CUmodule m = nullptr;
-        bool ok = d.module_load_data(&m, image.data()) == CUDA_SUCCESS &&
-                  d.module_get_function(&probe_fn_, m, "gpuobs_clock_probe") == CUDA_SUCCESS &&
-                  d.stream_create(&probe_stream_, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS;
-        CUcontext popped;
-        d.ctx_pop(&popped);
-        if (!ok || sanitizer().alloc(ctx_, reinterpret_cast<void**>(&probe_out_), 8) != SANITIZER_SUCCESS) {
-            probe_fn_ = nullptr;
-            GPUOBS_LOG("clock probe unavailable; device times will carry no host-clock relation");
-            return;
-        }
-    }
+    if (!load_tool_kernels()) return;
     gpuobs_clock_sample best;
     std::memset(&best, 0, sizeof best);
     uint64_t best_width = ~0ull;
-    if (d.ctx_push(ctx_) != CUDA_SUCCESS) return;
+    CurrentContext current(ctx_);
+    if (!current.pushed) return;
     for (int attempt = 0; attempt < 5; ++attempt) {
         gpuobs_clock_sample s;
         std::memset(&s, 0, sizeof s);
@@ -364,16 +427,92 @@ void ContextState::sample_clock() {
         s.monotonic_after = clock_ns(CLOCK_MONOTONIC);
         s.boottime_after = clock_ns(CLOCK_BOOTTIME);
         s.realtime_after = clock_ns(CLOCK_REALTIME);
-        if (!ok || sanitizer().memcpy_dtoh(&s.device_ns, probe_out_, 8, nullptr) != SANITIZER_SUCCESS) break;
+        if (!ok || sanitizer().memcpy_dtoh(&s.device_ns, probe_out_, 8, stream_) != SANITIZER_SUCCESS) break;
         uint64_t width = s.monotonic_after - s.monotonic_before;
         if (width < best_width) {
             best_width = width;
             best = s;
         }
     }
-    CUcontext popped;
-    d.ctx_pop(&popped);
     if (best_width != ~0ull) file_.write_chunk(GPUOBS_CHUNK_CLOCK, {{&best, sizeof best}});
+}
+
+// One total per launch-counter slot, the table zeroed for the next window. On
+// the device where the harvest kernel is loaded (512 KiB comes back), else the
+// whole striped table is copied and cleared (8 MiB).
+bool ContextState::harvest_counts() {
+    const uint32_t slots = GPUOBS_LAUNCH_TABLE_SIZE, stripes = GPUOBS_LAUNCH_COUNTER_STRIPES + 1;
+    counter_staging_.assign(slots, 0);
+    load_tool_kernels();
+    if (gather_fn_ != nullptr) {
+        CudaDriver& d = driver();
+        CurrentContext current(ctx_);
+        uint64_t* table = reinterpret_cast<uint64_t*>(counters_);
+        uint32_t n = slots, k = stripes;
+        void* args[] = {&table, &totals_, &n, &k};
+        CUresult launched = current.pushed ? d.launch_kernel(gather_fn_, 128, 1, 1, 256, 1, 1, 0, probe_stream_, args,
+                                                             nullptr)
+                                           : CUDA_ERROR_INVALID_CONTEXT;
+        CUresult synced = launched == CUDA_SUCCESS ? d.stream_synchronize(probe_stream_) : CUDA_ERROR_NOT_READY;
+        SanitizerResult copied =
+            synced == CUDA_SUCCESS
+                ? sanitizer().memcpy_dtoh(counter_staging_.data(), totals_, slots * sizeof(uint64_t), stream_)
+                : SANITIZER_ERROR_NOT_READY;
+        if (copied == SANITIZER_SUCCESS) return true;
+        GPUOBS_LOG("the counter harvest kernel failed (launch %d, sync %d, copy %d); copying the whole counter table "
+                   "from now on", (int)launched, (int)synced, (int)copied);
+        gather_fn_ = nullptr;
+    }
+    std::vector<uint64_t> table((size_t)slots * stripes);
+    if (sanitizer().memcpy_dtoh(table.data(), counters_, table.size() * sizeof(uint64_t), stream_) != SANITIZER_SUCCESS)
+        return false;
+    for (uint32_t s = 0; s < slots; ++s)
+        for (uint32_t k = 0; k < stripes; ++k) counter_staging_[s] += table[gpuobs_launch_counter_index(s, k)];
+    sanitizer().memset(counters_, 0, table.size() * sizeof(uint64_t), stream_);
+    return true;
+}
+
+// Grids launched by kernels (dynamic parallelism): the host never saw them,
+// and the sanitizer hands them the callback data of the kernel that launched
+// them (seen on the H200), so each record's function is found from its pc and
+// corrected in place; one launch is listed per such grid id.
+void ContextState::list_device_launches(std::vector<gpuobs_event>& events, std::vector<gpuobs_launch>* launches) {
+    std::unordered_set<uint64_t> known;
+    for (const gpuobs_launch& l : *launches) known.insert(l.grid_id);
+    std::map<uint64_t, gpuobs_launch> found;  // grid id -> launch, in grid id order
+    std::lock_guard<std::mutex> lock(launch_mu_);  // code_ranges_
+    for (gpuobs_event& e : events) {
+        if (!gpuobs_grid_from_device(e.grid_id) || known.count(e.grid_id)) continue;
+        auto code = code_ranges_.upper_bound(e.pc);
+        if (e.pc != 0 && code != code_ranges_.begin() && e.pc < std::prev(code)->second.first)
+            e.function_slot = std::prev(code)->second.second;
+        auto [it, fresh] = found.try_emplace(e.grid_id);
+        gpuobs_launch& l = it->second;
+        if (fresh) {
+            std::memset(&l, 0, sizeof l);
+            l.grid_id = e.grid_id;
+            l.function_slot = e.function_slot;
+            l.device_index = device_index_;
+            l.flags = GPUOBS_LAUNCH_FROM_DEVICE;
+            l.block[1] = l.block[2] = 1;
+        }
+        l.grid[0] = std::max<uint32_t>(l.grid[0], e.block_x + 1);
+        l.grid[1] = std::max<uint32_t>(l.grid[1], (uint32_t)e.block_y + 1);
+        l.grid[2] = std::max<uint32_t>(l.grid[2], (uint32_t)e.block_z + 1);
+        if (e.kind == GPUOBS_EVENT_BLOCK) l.block[0] = std::max<uint32_t>(l.block[0], e.thread_index);
+        else l.block[0] = std::max<uint32_t>(l.block[0], (uint32_t)e.thread_index + 1);
+    }
+    for (auto& [grid, l] : found) {
+        l.launch_id = next_launch_id();
+        launches->push_back(l);
+    }
+    if (!found.empty() && !device_launch_noticed_) {
+        device_launch_noticed_ = true;
+        write_notice(file_, GPUOBS_NOTICE_DEVICE_LAUNCHES, device_index_,
+                     "kernels launched grids from the device (dynamic parallelism): those grids are listed from "
+                     "their records; the blocks of a kernel that launches grids are not recorded (the sanitizer gives "
+                     "its callback data to the grids it launches, and none to it)");
+    }
 }
 
 void ContextState::write_launch_counts(const std::vector<gpuobs_launch>& launches,
@@ -383,9 +522,7 @@ void ContextState::write_launch_counts(const std::vector<gpuobs_launch>& launche
     for (const gpuobs_launch& l : launches)
         ++by_slot[gpuobs_launch_slot(l.grid_id)][l.grid_id];
     for (uint32_t s = 0; s < GPUOBS_LAUNCH_TABLE_SIZE; ++s) {
-        uint64_t total = 0;
-        for (uint32_t k = 0; k <= GPUOBS_LAUNCH_COUNTER_STRIPES; ++k)
-            total += counter_staging_[gpuobs_launch_counter_index(s, k)];
+        const uint64_t total = counter_staging_[s];
         auto it = by_slot.find(s);
         if (it == by_slot.end()) {
             *unattributed += total;
@@ -405,27 +542,34 @@ void ContextState::write_launch_counts(const std::vector<gpuobs_launch>& launche
 }
 
 void ContextState::reset_device_buffers(const std::vector<uint64_t>& used_per_stripe) {
-    sanitizer().memset(&ctl_->stripes[0], 0, sizeof(gpuobs_stripe) * stripe_count_, nullptr);
-    sanitizer().memset(&ctl_->unmatched_exit_threads, 0, sizeof(uint64_t), nullptr);
-    sanitizer().memset(counters_, 0, GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter), nullptr);
+    sanitizer().memset(&ctl_->stripes[0], 0, sizeof(gpuobs_stripe) * stripe_count_, stream_);
+    sanitizer().memset(&ctl_->unmatched_exit_threads, 0, sizeof(uint64_t), stream_);
     // block_trace stamps ends and exit counts with atomics onto zeros: clear the
     // events this window used, and the block table, whose slots point into them
     // (a graph replayed in the next window reuses its grid ids, so a stale slot
     // would match).
     if (config_.mode == GPUOBS_MODE_BLOCK_TRACE) {
-        sanitizer().memset(block_table_, 0, (size_t)GPUOBS_BLOCK_TABLE_SIZE * sizeof(gpuobs_block_slot), nullptr);
+        sanitizer().memset(block_table_, 0, (size_t)GPUOBS_BLOCK_TABLE_SIZE * sizeof(gpuobs_block_slot), stream_);
         for (uint32_t s = 0; s < stripe_count_; ++s)
             if (used_per_stripe[s] != 0)
                 sanitizer().memset(events_ + s * stripe_capacity_, 0, used_per_stripe[s] * sizeof(gpuobs_event),
-                                   nullptr);
+                                   stream_);
     }
     uint32_t check;
-    sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, nullptr);  // returns once the resets are done
+    sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, stream_);  // returns once the resets are done
 }
 
 void ContextState::flush(const char* reason, bool require_quiet) {
     InTool guard;
-    std::lock_guard<std::mutex> flush_lock(flush_mu_);
+    // A flush at a quiet point that finds another one running leaves the work to
+    // it and to the next quiet point: threads that synchronise never queue
+    // behind each other's flushes (a launch storm from 8 threads did, at 6x).
+    std::unique_lock<std::mutex> flush_lock(flush_mu_, std::defer_lock);
+    if (require_quiet) {
+        if (!flush_lock.try_lock()) return;
+    } else {
+        flush_lock.lock();
+    }
     if (!active_ || destroyed_) return;
     std::vector<gpuobs_launch> launches;
     std::vector<uint8_t> selected;
@@ -453,7 +597,7 @@ void ContextState::flush(const char* reason, bool require_quiet) {
     }
     if (config_.mode != GPUOBS_MODE_OFF) {
         gpuobs_control ctl;
-        if (sanitizer().memcpy_dtoh(&ctl, ctl_, sizeof ctl, nullptr) != SANITIZER_SUCCESS) {
+        if (sanitizer().memcpy_dtoh(&ctl, ctl_, sizeof ctl, stream_) != SANITIZER_SUCCESS) {
             GPUOBS_LOG("flush (%s): cannot read the control block; this window's events are lost", reason);
             return;
         }
@@ -467,7 +611,7 @@ void ContextState::flush(const char* reason, bool require_quiet) {
             if (n == 0) continue;
             size_t at = staging_.size();
             staging_.resize(at + n);
-            sanitizer().memcpy_dtoh(&staging_[at], events_ + s * stripe_capacity_, n * sizeof(gpuobs_event), nullptr);
+            sanitizer().memcpy_dtoh(&staging_[at], events_ + s * stripe_capacity_, n * sizeof(gpuobs_event), stream_);
         }
         info.recorded = staging_.size();
         if (info.recorded + info.dropped != info.attempted)
@@ -496,10 +640,9 @@ void ContextState::flush(const char* reason, bool require_quiet) {
             }
         }
         staging_.resize(kept);
-        counter_staging_.resize((size_t)GPUOBS_LAUNCH_TABLE_SIZE * (GPUOBS_LAUNCH_COUNTER_STRIPES + 1));
-        sanitizer().memcpy_dtoh(counter_staging_.data(), counters_,
-                                GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter), nullptr);
-        write_launch_counts(launches, &counts, &info.unattributed);
+        list_device_launches(staging_, &launches);
+        if (harvest_counts()) write_launch_counts(launches, &counts, &info.unattributed);
+        else GPUOBS_LOG("flush %u (%s): cannot read the launch counters; this window's counts are lost", info.flush_seq, reason);
         reset_device_buffers(used);
     }
     if (!launches.empty())
@@ -513,7 +656,7 @@ void ContextState::flush(const char* reason, bool require_quiet) {
         // have lost part of its events or counts: flag it rather than hide it.
         std::lock_guard<std::mutex> lock(launch_mu_);
         if (launches_total_ != launches_at_start) {
-            for (gpuobs_launch& l : pending_launches_) l.flags |= 2;
+            for (gpuobs_launch& l : pending_launches_) l.flags |= GPUOBS_LAUNCH_RACED_FLUSH;
             if (!raced_reported_) {
                 GPUOBS_LOG("a launch raced a flush on device %u; its counts may be partial (flagged in the launch table)",
                            device_index_);

@@ -5,6 +5,7 @@
 #include <sanitizer.h>
 
 #include <atomic>
+#include <map>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -31,13 +32,21 @@ class ContextState {
 public:
     ContextState(CUcontext ctx, CUdevice device, const Config& config, RecordingFile& file);
 
-    // Allocates the device buffers and uploads the patches; false (error set)
+    // Allocates the device buffers and uploads the patches, with the context
+    // made current for the duration; false (error names the failing step)
     // leaves this context uninstrumented.
     bool setup(std::string* error);
+    CUcontext context() const { return ctx_; }
     bool active() const { return active_.load(); }
     uint32_t device_index() const { return device_index_; }
 
     void on_launch(const LaunchInfo& launch);
+    // Functions the driver has just loaded (lazy loading): each gets its slot and
+    // callback data now, before any launch, so that kernels launched from the
+    // device (which the host never sees) write under their own name.
+    void on_functions_loaded(CUmodule module, const CUfunction* functions, uint32_t count);
+    // A module is being unloaded: its function handles may be reused by a later load.
+    void on_module_unloading(CUmodule module);
     // A graph replay begins; while paused it is counted here (once), since the
     // per-node callbacks are off outside windows.
     void on_graph_launch(uint64_t stream_key);
@@ -62,6 +71,11 @@ public:
 
 private:
     uint32_t function_slot_for(CUfunction f, const char* name, CUmodule module);
+    // Kernels launched from the device appear only in their blocks' records:
+    // lists one launch per grid id the host never saw (flagged FROM_DEVICE).
+    void list_device_launches(std::vector<gpuobs_event>& events, std::vector<gpuobs_launch>* launches);
+    bool harvest_counts();  // fills counter_staging_ with one total per slot and zeroes the table
+    bool load_tool_kernels();
     // What a patched function's callback data points at: its entry's address plus
     // the sample shift (see gpuobs_function_entry), in both callback scopes.
     void* callback_data(uint32_t slot) const {
@@ -98,19 +112,34 @@ private:
     gpuobs_function_entry* entries_ = nullptr;
 
     // host state (launch_mu_)
-    std::unordered_map<CUfunction, uint32_t> function_slots_;
+    struct FunctionSlot {
+        uint32_t slot;
+        CUmodule module;
+    };
+    std::unordered_map<CUfunction, FunctionSlot> function_slots_;
+    // Each slot's code (start -> end, slot), to find a record's function by its pc.
+    std::map<uint64_t, std::pair<uint64_t, uint32_t>> code_ranges_;
+    bool device_launch_noticed_ = false;
     std::vector<uint8_t> function_selected_;  // by slot: passes the kernel filter
     std::vector<gpuobs_launch> pending_launches_;
     std::unordered_map<uint64_t, uint64_t> unsynced_streams_;  // stream -> launches since its sync
     std::vector<gpuobs_event> staging_;
-    std::vector<uint64_t> counter_staging_;  // the launch-counter table, as gpuobs_launch_counter_index lays it out
+    std::vector<uint64_t> counter_staging_;  // one total per launch-counter slot
     uint32_t flush_seq_ = 0;
+    uint32_t next_function_slot_ = 0;  // slots are never reused, even when a module unloads
     uint64_t launches_total_ = 0;
     uint64_t unrecorded_launches_ = 0;  // while paused, since the last flush
     bool launched_since_quiet_ = false;
 
-    // clock probe
+    // The context's own NULL stream, for every copy the tool makes (the calling
+    // thread's current context may be another one, or none).
+    Sanitizer_StreamHandle stream_ = nullptr;
+
+    // the tool's own kernels: clock probe, counter harvest
+    bool tool_kernels_tried_ = false;
     CUfunction probe_fn_ = nullptr;
+    CUfunction gather_fn_ = nullptr;
+    uint64_t* totals_ = nullptr;  // device: one total per launch-counter slot
     CUstream probe_stream_ = nullptr;
     uint64_t* probe_out_ = nullptr;
     uint64_t last_clock_sample_ns_ = 0;

@@ -32,6 +32,7 @@ bool CudaDriver::load() {
     ok &= bind(h, "cuLaunchKernel", &launch_kernel);
     ok &= bind(h, "cuStreamCreate", &stream_create);
     ok &= bind(h, "cuStreamSynchronize", &stream_synchronize);
+    bind(h, "cuFuncGetName", &func_get_name);  // optional
     loaded = ok;
     return ok;
 }

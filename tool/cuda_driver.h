@@ -18,6 +18,7 @@ struct CudaDriver {
     decltype(&::cuLaunchKernel) launch_kernel = nullptr;
     decltype(&::cuStreamCreate) stream_create = nullptr;
     decltype(&::cuStreamSynchronize) stream_synchronize = nullptr;
+    CUresult (*func_get_name)(const char**, CUfunction) = nullptr;  // CUDA 12.3+; null before
     bool loaded = false;
 
     bool load();

@@ -23,6 +23,7 @@
 #include "cuda_driver.h"
 #include "gpuobs_schema.h"
 #include "log.h"
+#include "notice.h"
 #include "recording_file.h"
 #include "sanitizer_api.h"
 
@@ -52,10 +53,9 @@ std::vector<PatchStep> patch_plan(uint32_t mode) {
     }
 }
 
-enum ModuleStatus : uint32_t {
-    kNew = 0, kPatching = 4, kPatched = 1, kFailed = 2, kNotPatched = 3,
-    kDeferred = 5  // loaded while recording was paused: patched when it resumes
-};
+constexpr uint32_t kNew = GPUOBS_MODULE_NEW, kPatching = GPUOBS_MODULE_PATCHING, kPatched = GPUOBS_MODULE_PATCHED,
+                   kFailed = GPUOBS_MODULE_PATCH_FAILED, kNotPatched = GPUOBS_MODULE_NOT_PATCHED,
+                   kDeferred = GPUOBS_MODULE_DEFERRED;
 
 // A loaded module: its status and whether its instrumentation is in place now
 // (windows patch and unpatch it; guarded by Tool::patch_mu).
@@ -73,8 +73,13 @@ struct Tool {
     ApiTrace api;
 
     std::mutex contexts_mu;
-    std::unordered_map<CUcontext, ContextState*> contexts;  // never freed: callbacks outlive teardown
-    std::unordered_map<CUcontext, bool> failed_contexts;
+    // Live contexts. A destroyed context leaves the map (its handle may come back
+    // for the next context, after a device reset) but its state is never freed:
+    // callbacks outlive teardown.
+    std::unordered_map<CUcontext, ContextState*> contexts;
+    std::unordered_map<CUcontext, int> setup_attempts;  // contexts not (yet) set up
+    std::unordered_map<CUcontext, std::string> first_setup_error;
+    std::unordered_set<CUcontext> in_setup;
 
     std::mutex patch_mu;  // the sanitizer's patching calls must be serialised
     std::mutex modules_mu;
@@ -131,17 +136,47 @@ bool ensure_file_open() {
 
 // The state of a context, set up on first sight. Setting up calls the driver, so
 // it runs outside contexts_mu: a thread inside a driver call must never wait on
-// a lock held by a thread that is itself calling the driver.
+// a lock held by a thread that is itself calling the driver. A setup that fails
+// is tried once more at the context's next module load or launch (the first try
+// can come too early, inside the context's creation); a second failure leaves
+// the context uninstrumented, with a notice saying why.
 ContextState* context_state(CUcontext ctx, CUdevice device, bool device_known) {
     Tool& t = *g_tool;
     if (!ensure_file_open()) return nullptr;
+    constexpr int kMaxSetupAttempts = 2;
     {
         std::lock_guard<std::mutex> lock(t.contexts_mu);
         auto it = t.contexts.find(ctx);
         if (it != t.contexts.end()) return it->second->active() ? it->second : nullptr;
-        if (t.failed_contexts.count(ctx)) return nullptr;
-        t.failed_contexts[ctx] = true;  // "being set up": other threads skip it meanwhile
+        if (t.in_setup.count(ctx) || t.setup_attempts[ctx] >= kMaxSetupAttempts) return nullptr;
+        ++t.setup_attempts[ctx];
+        t.in_setup.insert(ctx);  // other threads skip it meanwhile
     }
+    auto done = [&](ContextState* state, const std::string& error) {
+        std::lock_guard<std::mutex> lock(t.contexts_mu);
+        t.in_setup.erase(ctx);
+        if (state != nullptr) {
+            t.contexts[ctx] = state;
+            t.setup_attempts.erase(ctx);
+            auto first = t.first_setup_error.find(ctx);
+            if (first != t.first_setup_error.end()) {
+                write_notice(t.file, GPUOBS_NOTICE_CONTEXT_SETUP_RETRIED, state->device_index(),
+                             "a context's first setup failed (" + first->second + "); the second worked");
+                t.first_setup_error.erase(first);
+            }
+            return state;
+        }
+        bool last = t.setup_attempts[ctx] >= kMaxSetupAttempts;
+        if (!last) t.first_setup_error[ctx] = error;
+        else t.first_setup_error.erase(ctx);
+        if (last)
+            write_notice(t.file, GPUOBS_NOTICE_CONTEXT_UNINSTRUMENTED, device_known ? (uint32_t)device : GPUOBS_NO_DEVICE,
+                         error + "; device " + std::to_string((int)device) +
+                             " runs uninstrumented in this context (nothing of it is recorded)");
+        else if (std::getenv("GPUOBS_DEBUG"))
+            GPUOBS_LOG("%s; trying again at the context's next module load or launch", error.c_str());
+        return (ContextState*)nullptr;
+    };
     if (!device_known) {
         CudaDriver& d = driver();
         CUcontext popped;
@@ -152,22 +187,34 @@ ContextState* context_state(CUcontext ctx, CUdevice device, bool device_known) {
             d.ctx_pop(&popped);
         }
         g_in_tool = false;
-        if (!ok) {
-            GPUOBS_LOG("cannot tell which device a context is on; that context stays uninstrumented");
-            return nullptr;
-        }
+        if (!ok) return done(nullptr, "cannot tell which device a context is on");
+        device_known = true;
     }
     auto* state = new ContextState(ctx, device, t.config, t.file);
     if (t.paused) state->set_paused(true);
     std::string error;
-    if (!state->setup(&error)) {
-        GPUOBS_LOG("%s; device %d runs uninstrumented", error.c_str(), (int)device);
-        return nullptr;
+    if (!state->setup(&error)) return done(nullptr, error);
+    return done(state, "");
+}
+
+// A destroyed context: flushed, then forgotten with its modules, so that a
+// context created later with the same handle (after cudaDeviceReset, say) is
+// set up and patched like the first.
+void forget_context(CUcontext ctx) {
+    Tool& t = *g_tool;
+    ContextState* state = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(t.contexts_mu);
+        auto it = t.contexts.find(ctx);
+        if (it != t.contexts.end()) state = it->second;
+        t.contexts.erase(ctx);
+        t.setup_attempts.erase(ctx);
+        t.first_setup_error.erase(ctx);
     }
-    std::lock_guard<std::mutex> lock(t.contexts_mu);
-    t.failed_contexts.erase(ctx);
-    t.contexts[ctx] = state;
-    return state;
+    if (state == nullptr) return;
+    std::lock_guard<std::mutex> lock(t.modules_mu);
+    for (auto it = t.modules.begin(); it != t.modules.end();)
+        it = it->second->context == state ? t.modules.erase(it) : std::next(it);
 }
 
 ContextState* known_context(CUcontext ctx) {
@@ -213,6 +260,11 @@ bool instrument_module(CUmodule module) {
     return true;
 }
 
+void notice_unpatched(uint32_t device) {
+    write_notice(g_tool->file, GPUOBS_NOTICE_MODULE_UNPATCHED, device,
+                 "a module could not be patched (see the line above): its kernels run unrecorded");
+}
+
 // Patches a module exactly once, even when several threads load modules at
 // once: the compare-and-swap on its status elects one patcher. A module loaded
 // while its context is paused waits for the next window.
@@ -239,6 +291,7 @@ void patch_module(ContextState* state, const Sanitizer_ResourceModuleData& md) {
             info.patch_count = 1;
         } else {
             status = kFailed;
+            notice_unpatched(state->device_index());
         }
     }
     info.status = status;
@@ -329,11 +382,26 @@ void on_resource(Sanitizer_CallbackId cbid, const void* cbdata) {
         case SANITIZER_CBID_RESOURCE_CONTEXT_DESTROY_STARTING: {
             auto* cd = static_cast<const Sanitizer_ResourceContextData*>(cbdata);
             if (ContextState* s = known_context(cd->context)) s->on_destroy();
+            forget_context(cd->context);
             break;
         }
         case SANITIZER_CBID_RESOURCE_MODULE_LOADED: {
             auto* md = static_cast<const Sanitizer_ResourceModuleData*>(cbdata);
             if (ContextState* s = context_state(md->context, 0, false)) patch_module(s, *md);
+            break;
+        }
+        case SANITIZER_CBID_RESOURCE_MODULE_UNLOAD_STARTING: {
+            // The handle may name another module later: forget this one.
+            auto* md = static_cast<const Sanitizer_ResourceModuleData*>(cbdata);
+            if (ContextState* s = known_context(md->context)) s->on_module_unloading(md->module);
+            std::lock_guard<std::mutex> lock(g_tool->modules_mu);
+            g_tool->modules.erase(md->module);
+            break;
+        }
+        case SANITIZER_CBID_RESOURCE_FUNCTIONS_LAZY_LOADED: {
+            auto* fd = static_cast<const Sanitizer_ResourceFunctionsLazyLoadedData*>(cbdata);
+            if (ContextState* s = context_state(fd->context, 0, false))
+                s->on_functions_loaded(fd->module, fd->functions, fd->numFunctions);
             break;
         }
         default: break;

@@ -67,6 +67,8 @@ bool SanitizerApi::load(std::string* error) {
     ok &= bind(handle, "sanitizerMemcpyDeviceToHost", &memcpy_dtoh, &missing);
     ok &= bind(handle, "sanitizerMemcpyHostToDeviceAsync", &memcpy_htod_async, &missing);
     ok &= bind(handle, "sanitizerGetResultString", &result_string, &missing);
+    std::string optional;
+    bind(handle, "sanitizerGetStreamHandle", &get_stream_handle, &optional);
     if (!ok) {
         *error = path + " lacks " + missing;
         return false;

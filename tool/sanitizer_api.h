@@ -24,6 +24,9 @@ struct SanitizerApi {
     decltype(&::sanitizerMemcpyDeviceToHost) memcpy_dtoh = nullptr;
     decltype(&::sanitizerMemcpyHostToDeviceAsync) memcpy_htod_async = nullptr;
     decltype(&::sanitizerGetResultString) result_string = nullptr;
+    // Optional (null where the library lacks it): the handle of a context's own
+    // NULL stream, so that copies never depend on which context is current.
+    decltype(&::sanitizerGetStreamHandle) get_stream_handle = nullptr;
     std::string path;
 
     // Loads the library from GPUOBS_SANITIZER_LIB or the usual places; false

@@ -7,41 +7,41 @@
 __version__ = "0.1.0"
 
 from .errors import RecordingError  # noqa: E402
-from .reader import load  # noqa: E402
+from .recording_file.reader import load  # noqa: E402
 
 __all__ = ["load", "RecordingError", "__version__", "attach", "flush", "pause", "resume", "window"]
 
 
 def attach(**options):
-    """Load the gpuobs tool into this process before CUDA starts (see gpuobs.runtime)."""
-    from .runtime import attach as _attach
+    """Load the gpuobs tool into this process before CUDA starts (see gpuobs.record.runtime)."""
+    from .record.runtime import attach as _attach
 
     return _attach(**options)
 
 
 def flush():
     """Flush the tool's device buffers into the recording now."""
-    from .runtime import flush as _flush
+    from .record.runtime import flush as _flush
 
     return _flush()
 
 
 def pause():
     """End a recording window: kernels run unpatched until resume()."""
-    from .runtime import pause as _pause
+    from .record.runtime import pause as _pause
 
     return _pause()
 
 
 def resume():
     """Start a recording window: every module is patched again."""
-    from .runtime import resume as _resume
+    from .record.runtime import resume as _resume
 
     return _resume()
 
 
 def window():
     """`with gpuobs.window(): ...` records only that region (start paused)."""
-    from .runtime import window as _window
+    from .record.runtime import window as _window
 
     return _window()

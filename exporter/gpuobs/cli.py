@@ -1,52 +1,175 @@
-"""The `gpuobs` command."""
+"""The `gpuobs` command. One convention for every command: recordings are
+positional (several where that makes sense), what is written is -o/--output, and
+an existing output is replaced only with -f/--force (gpuobs.outputs). Errors are
+one line on stderr (`gpuobs: ...`), never a traceback; nothing is silently ignored."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import sys
 import time
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from . import __version__
-from .errors import RecordingError
+from .errors import BadMagic, CorruptChunk, RecordingError, TruncatedChunk
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+
+class _Command(typer.core.TyperCommand):
+    """A command whose usage line is its `options_metavar`, written out in full
+    (`[OPTIONS] [RECORDING]...`): typer would print {TRACE} and types otherwise."""
+
+    def format_usage(self, ctx, formatter):
+        formatter.write_usage(ctx.command_path, self.options_metavar)
+
+
+def command(usage: str, **kwargs):
+    return app.command(cls=_Command, options_metavar=usage, **kwargs)
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, context_settings=CONTEXT,
+                  pretty_exceptions_enable=False,
                   help="Record what every thread block of every CUDA kernel did, and view it in Perfetto.")
-err = Console(stderr=True)
-out = Console()
+# Off a terminal nothing wraps: a log line stays one line for grep.
+out = Console(soft_wrap=not sys.stdout.isatty(), highlight=False)
+err = Console(stderr=True, soft_wrap=not sys.stderr.isatty(), highlight=False)
+DEFAULT_RECORDING = Path("gpuobs.gpuobs")
+TRACE_SUFFIXES = (".pftrace", ".perfetto-trace", ".zip", ".trace")
+
+
+def _say(text: str) -> None:
+    out.print(text, markup=False)
+
+
+def _warn(text: str) -> None:
+    err.print(Text.assemble(("gpuobs: warning: ", "yellow"), text))
 
 
 def _fail(message: str, code: int = 2):
-    err.print(f"[bold red]gpuobs:[/] {message}", highlight=False)
+    err.print(Text.assemble(("gpuobs: ", "bold red"), message))
     raise typer.Exit(code)
 
 
+def _deprecated(old: str, new: str) -> None:
+    _warn(f"{old} is deprecated and will go; write {new}")
+
+
+def _version_flag(value: bool):
+    if value:
+        _say(__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", "-V", callback=_version_flag, is_eager=True,
+                                       help="Print the version and exit.")):
+    pass
+
+
+# -- reading recordings -------------------------------------------------------------------------------
+
+def _what_it_looks_like(path: Path) -> str:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except OSError:
+        return ""
+    if head.startswith(b"SQLite format 3"):
+        return " (it is an SQLite file: an Nsight Systems export? give it to `gpuobs export --host`)"
+    if head.lstrip()[:1] in (b"{", b"["):
+        return " (it looks like JSON: a PyTorch-profiler trace? give it to `gpuobs export --host`)"
+    if head.startswith(b"PK"):
+        return " (it is a ZIP: an `export --archive`? open it with `gpuobs open`)"
+    if head[:1] == b"\x0a":
+        return " (it looks like a Perfetto trace: open it with `gpuobs open`)"
+    return ""
+
+
+def _check_recording_path(path: Path) -> None:
+    if not os.path.lexists(path):
+        hint = " (run `gpuobs record` here first, or name a recording)" if path == DEFAULT_RECORDING else ""
+        _fail(f"no recording at {path}{hint}")
+    if path.is_dir():
+        _fail(f"{path} is a folder, not a recording")
+    if not path.is_file():
+        _fail(f"{path} is not a regular file (a pipe or a device?): give a recording file")
+
+
 def _load(path: Path, salvage: bool):
-    from .reader import load
+    from .recording_file.reader import load
+    _check_recording_path(path)
     try:
         rec = load(path, salvage=salvage)
-    except RecordingError as exc:
-        hint = "" if salvage else " (use --salvage to keep every complete chunk before the damage)"
+    except BadMagic as exc:
+        _fail(f"{path} is not a gpuobs recording" + (_what_it_looks_like(path) or f": {exc.reason}"))
+    except (TruncatedChunk, CorruptChunk) as exc:
+        hint = "" if salvage else " (--salvage keeps every complete chunk before the damage)"
         _fail(f"{exc}{hint}")
+    except RecordingError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"cannot read {path}: {exc.strerror}")
     if rec.damage is not None:
-        err.print(f"[yellow]gpuobs:[/] {path}: damaged at byte {rec.damage.offset} ({rec.damage.reason}); "
-                  f"kept everything before it, lost {rec.damage.bytes_lost} bytes", highlight=False)
+        _warn(f"{path}: damaged at byte {rec.damage.offset} ({rec.damage.reason}); kept everything before it, "
+              f"lost {rec.damage.bytes_lost} bytes")
     return rec
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def _default_recordings() -> List[Path]:
+    """What `gpuobs record` writes by default here: gpuobs.gpuobs and its child processes' files."""
+    from .record.run import child_recordings
+    return ([DEFAULT_RECORDING] if DEFAULT_RECORDING.exists() else []) + child_recordings(DEFAULT_RECORDING)
+
+
+def _recordings_or_default(given: Optional[List[Path]]) -> List[Path]:
+    paths = list(given or []) or _default_recordings()
+    if not paths:
+        _fail(f"no recording at {DEFAULT_RECORDING} (run `gpuobs record` here first, or name a recording)")
+    return paths
+
+
+def _check_output(path: Path, inputs, force: bool) -> None:
+    from .outputs import OutputError, check_output
+    try:
+        check_output(path, inputs, force)
+    except OutputError as exc:
+        _fail(str(exc))
+
+
+# -- record -------------------------------------------------------------------------------------------
+
+def _program_problem(program: str) -> tuple[str, int] | None:
+    """What a shell would say about running `program`, and its exit status, or None."""
+    if "/" in program:
+        if not os.path.exists(program):
+            return f"{program}: no such file or directory", 127
+        if os.path.isdir(program) or not os.access(program, os.X_OK):
+            return f"{program}: permission denied", 126
+        return None
+    if shutil.which(program) is None:
+        return f"{program}: command not found", 127
+    return None
+
+
+@command("[OPTIONS] -- CMD [ARGS]...", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def record(
     ctx: typer.Context,
-    mode: str = typer.Option("block_trace", "--mode", "-m",
+    mode: str = typer.Option("block_trace", "--mode", "-m", metavar="MODE",
                              help="off | block_noop | block_counter | block_trace | block_trace_noop | mem_noop | "
                                   "mem_sampled | mem_full"),
-    sample_shift: int = typer.Option(10, "--sample-shift", help="mem_sampled keeps 1 access in 2^N (0..32)"),
-    capacity: int = typer.Option(1 << 20, "--capacity", help="event records per CUDA context (64 B each)"),
-    kernels: str = typer.Option("", "--kernels", help="keep only events of kernels whose name matches this regex"),
-    output: Path = typer.Option(Path("gpuobs.gpuobs"), "-o", "--output", help="recording to write"),
-    scope: str = typer.Option("function", "--scope", help="callback data scope: function (graph-safe) or launch"),
+    sample_shift: int = typer.Option(10, "--sample-shift", metavar="N", help="mem_sampled keeps 1 access in 2^N (0..32)"),
+    capacity: int = typer.Option(1 << 20, "--capacity", metavar="N", help="event records per CUDA context (64 B each)"),
+    kernels: str = typer.Option("", "--kernels", metavar="REGEX",
+                                help="keep only events of kernels whose name matches this regex"),
+    output: Path = typer.Option(DEFAULT_RECORDING, "-o", "--output", metavar="FILE", help="recording to write"),
+    scope: str = typer.Option("function", "--scope", metavar="SCOPE",
+                              help="callback data scope: function (graph-safe) or launch"),
     api_trace: bool = typer.Option(False, "--api-trace",
                                    help="also record CUDA driver and runtime API calls (host clock, thread)"),
     graph_nodes: bool = typer.Option(True, "--graph-nodes/--no-graph-nodes",
@@ -59,11 +182,11 @@ def record(
                                      help="record 1 interval in N, an interval ending where the program "
                                           "synchronises with nothing left running; the others run unpatched, "
                                           "their launches only counted"),
-    force: bool = typer.Option(False, "--force", "-f", help="overwrite an existing recording"),
+    force: bool = typer.Option(False, "--force", "-f", help="replace an earlier run's recordings"),
 ):
-    """Run a program with every kernel patched: gpuobs record [OPTIONS] -- CMD [ARGS...]"""
-    from .native_build import NativeUnavailable, build
-    from .record import RecordOptions, child_recordings, mode_names, outputs_of_run, run_recorded, tool_environment
+    """Run a program with every kernel patched and record it: gpuobs record [OPTIONS] -- CMD [ARGS]..."""
+    from .record.native_build import NativeUnavailable, build
+    from .record.run import RecordOptions, child_recordings, mode_names, outputs_of_run, run_recorded, tool_environment
 
     cmd = list(ctx.args)
     if not cmd:
@@ -81,40 +204,48 @@ def record(
     if window_every and not graph_nodes:
         _fail("--window-every needs graph node callbacks: without them a graph replay may still run where a "
               "window turns (drop --no-graph-nodes)")
-    stale = ([output] if output.exists() else []) + child_recordings(output)
+    problem = _program_problem(cmd[0])
+    if problem:
+        _fail(*problem)
+    stale = ([output] if os.path.lexists(output) else []) + child_recordings(output)
     if stale and not force:
-        _fail(f"{', '.join(map(str, stale))} exist(s) from an earlier run; pass --force to replace them, "
+        _fail(f"{', '.join(map(str, stale))} exist(s) from an earlier run; pass -f/--force to replace them, "
               "or -o to write elsewhere")
-    if not output.parent.exists():
+    if output.is_dir():
+        _fail(f"cannot write {output}: it is a folder")
+    if not output.parent.is_dir():
         _fail(f"cannot write {output}: folder {output.parent} does not exist")
     try:
-        native = build()
+        native = _build_with_progress(build)
     except NativeUnavailable as exc:
         _fail(str(exc))
-    for path in stale:  # an earlier run's files must not mix into this run's export
+    for path in stale:  # an earlier run's files must not mix into this run's export (unlink: never a link's target)
         path.unlink()
     opts = RecordOptions(mode=mode, sample_shift=sample_shift, capacity=capacity, kernels=kernels,
                          output=output, scope=scope, api_trace=api_trace,
                          graph_nodes=graph_nodes, paused=paused, window_every=window_every)
     started = time.time()
-    code = run_recorded(cmd, tool_environment(native, opts))
+    try:
+        code = run_recorded(cmd, tool_environment(native, opts))
+    except OSError as exc:  # the check above raced with the file system
+        _fail(f"{cmd[0]}: {exc.strerror.lower() if exc.strerror else exc}", 126)
     files = outputs_of_run(output, started)
     if not files:
-        err.print("[yellow]gpuobs:[/] the program wrote no recording (did it use CUDA? see 'gpuobs:' lines above)")
+        _warn("the program wrote no recording (did it use CUDA? see 'gpuobs:' lines above)")
     for path in files:
-        _print_summary(path)
+        _print_record_summary(path)
     if code != 0:
-        err.print(f"gpuobs: the program exited with status {code}", highlight=False)
+        err.print(f"gpuobs: the program exited with status {code}", markup=False)
     raise typer.Exit(code)
 
 
-def _print_summary(path: Path) -> None:
-    from .analysis import summary
-    from .reader import load
+def _print_record_summary(path: Path) -> None:
+    from .analysis.launches import summary
+    from .recording_file.reader import load
     try:
         rec = load(path, salvage=True)
     except RecordingError as exc:
-        err.print(f"gpuobs: {exc}")
+        err.print(f"gpuobs: {exc}", markup=False)
         return
     s = summary(rec)
     dmg = f", damaged tail at byte {rec.damage.offset}" if rec.damage else ""
@@ -129,221 +260,408 @@ def _print_summary(path: Path) -> None:
         + (f"; {s['unconfirmed_ends']:,} block ends stamped by a later replay (flagged)" if s["unconfirmed_ends"] else "")
         + (f"; {len(rec.api_calls):,} CUDA API calls" if len(rec.api_calls) else "")
         + (f"; {s['unrecorded_launches']:,} launches ran outside recording windows (unpatched, not in the trace)"
-           if s["unrecorded_launches"] else ""),
-        highlight=False,
+           if s["unrecorded_launches"] else "")
+        + (f"; {s['device_launches']:,} of the launches were made by kernels (dynamic parallelism)"
+           if s["device_launches"] else ""),
+        markup=False,
     )
+    # What the tool could not record, said once more after the program's own output.
+    for note in s["notices"]:
+        err.print(f"gpuobs: {path}: {'NOTHING WAS RECORDED: ' if s['launches'] == 0 else ''}{note}", markup=False)
 
 
-@app.command()
-def info(recording: Path = typer.Argument(Path("gpuobs.gpuobs")),
-         salvage: bool = typer.Option(False, "--salvage", help="keep what precedes damage"),
-         as_json: bool = typer.Option(False, "--json")):
-    """A recording's summary: mode, launches, counts, drops."""
-    from .analysis import summary
-    rec = _load(recording, salvage)
-    s = summary(rec)
+def _build_with_progress(build, force: bool = False):
+    """build(), saying which part compiles when it compiles anything (the first run takes seconds)."""
+    started = time.monotonic()
+    result = build(force=force, progress=lambda message: err.print(f"gpuobs: {message}...", markup=False))
+    if time.monotonic() - started > 1:
+        err.print(f"gpuobs: built in {time.monotonic() - started:.1f} s (cached for later runs)", markup=False)
+    return result
+
+
+# -- info -----------------------------------------------------------------------------------------------
+
+@command("[OPTIONS] [RECORDING]...")
+def info(recordings: Optional[List[Path]] = typer.Argument(None, metavar="[RECORDING]...", hidden=True),
+         salvage: bool = typer.Option(False, "--salvage", help="read a damaged recording up to the damage"),
+         as_json: bool = typer.Option(False, "--json", help="print one JSON object per recording")):
+    """Summarise recordings (default: ./gpuobs.gpuobs and its children's): what ran, on which GPU, for how
+    long, what was counted, kept and dropped, and the flush windows `trim` selects by index."""
+    from .analysis.recording_info import describe, text
+    described = [describe(_load(p, salvage)) for p in _recordings_or_default(recordings)]
     if as_json:
-        out.print_json(json.dumps(s))
+        _say(json.dumps(described[0] if len(described) == 1 else described, indent=2))
         return
-    for key, value in s.items():
-        out.print(f"{key:>16}: {value:,}" if isinstance(value, int) and not isinstance(value, bool)
-                  else f"{key:>16}: {value}", highlight=False)
+    for i, d in enumerate(described):
+        if i:
+            _say("")
+        for line in text(d):
+            _say(line)
 
 
-def _default_inputs() -> List[Path]:
-    """What `gpuobs record` writes by default here: gpuobs.gpuobs and its child processes' files."""
-    from .record import child_recordings
-    main = Path("gpuobs.gpuobs")
-    return ([main] if main.exists() else []) + child_recordings(main)
+# -- stats ----------------------------------------------------------------------------------------------
+
+REPORTS = ("kernels", "blocks", "all")
+REPORT_ALIASES = {"cuda_gpu_kern_sum": "kernels", "kern_sum": "kernels"}
+BLOCK_SORT_KEYS = ("blocks", "launches", "p50", "p99", "counted", "name")
 
 
-@app.command()
+@command("[OPTIONS] [RECORDING]...")
+def stats(recordings: Optional[List[Path]] = typer.Argument(None, metavar="[RECORDING]...", hidden=True),
+          report: str = typer.Option("all", "--report", "-r", metavar="REPORT",
+                                     help="kernels: per kernel time summary (as nsys cuda_gpu_kern_sum); "
+                                          "blocks: per kernel blocks, SMs, block durations, counts, drops; "
+                                          "all: both [default: all]", show_default=False),
+          sort: Optional[str] = typer.Option(None, "--sort", "-s", metavar="KEY",
+                                             help="kernels: total (default), instances, avg, med, min, max, stddev, "
+                                                  "name; blocks: blocks (default), launches, p50, p99, counted, name"),
+          fmt: str = typer.Option("table", "--format", metavar="FORMAT", help="table, csv or json"),
+          as_json: bool = typer.Option(False, "--json", help="same as --format json"),
+          top: Optional[int] = typer.Option(None, "--top", metavar="N",
+                                            help="rows per report (table default 30; csv and json: all)"),
+          salvage: bool = typer.Option(False, "--salvage", help="read a damaged recording up to the damage")):
+    """Per kernel statistics of recordings (default: ./gpuobs.gpuobs and its children's), led by the kernel
+    time summary: Time %, total, instances, avg/med/min/max/stddev of each launch's span."""
+    from .analysis import stats_report
+    fmt = "json" if as_json else fmt
+    report = REPORT_ALIASES.get(report, report)
+    if fmt not in ("table", "csv", "json"):
+        _fail(f"--format {fmt!r} is not table, csv or json")
+    if report not in REPORTS:
+        _fail(f"--report {report!r} is not one of {', '.join(REPORTS)}")
+    if sort is not None:
+        keys = stats_report.sort_keys(report)
+        if sort not in keys:
+            _fail(f"--sort {sort!r} is not one of {', '.join(keys)}"
+                  + (" (--report all: a key both reports know)" if report == "all" else f" for --report {report}"))
+    if top is not None and top < 1:
+        _fail(f"--top {top}: give 1 or more rows")
+    paths = _recordings_or_default(recordings)
+    results = [stats_report.build(_load(p, salvage), report, sort, top, fmt) for p in paths]
+    for r in results:
+        if fmt != "table" and "kernel_times" in r and not r["kernel_times"]["timed"]:
+            _warn(f"{r['recording']}: mode {r['mode']} records no block times: the kernel time summary is empty")
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    if fmt == "json":
+        _say(json.dumps(results[0] if len(results) == 1 else results, indent=2))
+    elif fmt == "csv":
+        _say("\n".join(stats_report.as_csv(r) for r in results).rstrip("\n"))
+    else:
+        _say("\n\n".join(stats_report.as_text(r, width) for r in results))
+
+
+# -- export ---------------------------------------------------------------------------------------------
+
+def _export_paths(positional: List[Path], inputs: List[Path], output: Optional[Path], archive: bool):
+    """(recordings, output) from today's spelling (`export REC... -o OUT`) or the old one
+    (`export -i REC OUT`, `export OUT`), which still works with a deprecation line."""
+    if inputs:
+        if output is None and len(positional) == 1:
+            _deprecated("`gpuobs export -i REC OUT`", "`gpuobs export REC -o OUT`")
+            return inputs, positional[0]
+        if positional:
+            _fail("give recordings either positionally or with -i, and the output with -o")
+        _deprecated("`-i/--input`", "the recordings as positional arguments")
+        return inputs, output
+    if output is None and len(positional) == 1 and positional[0].suffix in TRACE_SUFFIXES \
+            and not positional[0].is_file():
+        _deprecated(f"`gpuobs export {positional[0]}` (the output positional)", f"`gpuobs export -o {positional[0]}`")
+        return _recordings_or_default(None), positional[0]
+    looks_like_traces = [p for p in positional if p.suffix in TRACE_SUFFIXES]
+    if looks_like_traces and output is None:
+        _fail(f"{looks_like_traces[0]} looks like a trace, not a recording: recordings are positional, the "
+              f"trace to write is -o/--output (gpuobs export REC... -o {looks_like_traces[0]})")
+    recordings = _recordings_or_default(positional)
+    if output is None:
+        output = Path(recordings[0].stem + (".zip" if archive else ".pftrace"))
+    return recordings, output
+
+
+@command("[OPTIONS] [RECORDING]... [-o TRACE]")
 def export(
-    output: Path = typer.Argument(..., help="the Perfetto trace to write (.pftrace)"),
-    inputs: Optional[List[Path]] = typer.Option(None, "-i", "--input",
-                                                help="recordings to read (default: ./gpuobs.gpuobs and its children's)"),
-    kernels: Optional[str] = typer.Option(None, "--kernels", help="only kernels whose name matches this regex"),
-    launches: Optional[str] = typer.Option(None, "--launches", help="launch ids START:END (END excluded)"),
-    time_window: Optional[str] = typer.Option(None, "--time-window",
-                                              help="START:END from the first event, e.g. 1ms:5ms"),
-    clock: str = typer.Option("auto", "--clock",
+    recordings: Optional[List[Path]] = typer.Argument(None, metavar="[RECORDING]...", hidden=True),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="FILE",
+                                          help="the trace to write [default: ./STEM.pftrace of the first recording; "
+                                               ".zip with --archive]"),
+    force: bool = typer.Option(False, "--force", "-f", help="replace an existing output"),
+    open_ui: bool = typer.Option(False, "--open", help="then open it in the Perfetto UI (as `gpuobs open`)"),
+    kernels: Optional[str] = typer.Option(None, "--kernels", metavar="REGEX",
+                                          help="only launches of kernels whose name matches this regex"),
+    launches: Optional[str] = typer.Option(None, "--launches", metavar="A:B", help="launch ids A <= id < B"),
+    time_window: Optional[str] = typer.Option(None, "--time-window", metavar="START:END",
+                                              help="only what starts in this window, counted from the recording's "
+                                                   "first event, with units (ns, us, ms, s), e.g. 1ms:5ms or 2s: "
+                                                   "(`gpuobs info` shows the span)"),
+    clock: str = typer.Option("auto", "--clock", metavar="CLOCK",
                               help="auto: relate each GPU clock to host clocks where measured; device: never"),
-    samples: bool = typer.Option(False, "--samples", help="also write each sampled memory access as an instant"),
+    samples: bool = typer.Option(False, "--samples",
+                                 help="also write each sampled memory access as an instant (memory modes)"),
     block_args: bool = typer.Option(True, "--block-args/--no-block-args",
                                     help="block coordinates and launch id on every block slice"),
     salvage: bool = typer.Option(False, "--salvage", help="read damaged recordings up to the damage"),
-    host: Optional[List[Path]] = typer.Option(None, "--host",
+    host: Optional[List[Path]] = typer.Option(None, "--host", metavar="FILE",
                                               help="a separate, uninstrumented run's trace: PyTorch-profiler JSON, or "
                                                    "an Nsight Systems SQLite export (nsys export --type sqlite)"),
-    align: Optional[str] = typer.Option(None, "--align",
-                                        help="'kernels': shift --host traces so matched kernels line up (labelled)"),
+    align: Optional[str] = typer.Option(None, "--align", metavar="kernels",
+                                        help="shift --host traces so matched kernels line up (labelled)"),
     archive: bool = typer.Option(False, "--archive",
-                                 help="OUTPUT is a ZIP: the gpuobs trace plus the untouched --host files and a "
+                                 help="write a .zip: the gpuobs trace plus the untouched --host files and a "
                                       "perfetto_manifest relating them (Perfetto v58+ opens it as one trace)"),
+    inputs: Optional[List[Path]] = typer.Option(None, "-i", "--input", hidden=True),
 ):
-    """Write recordings as one Perfetto trace: per GPU a device-clock group, kernels, one track per SM."""
+    """Write recordings (default: ./gpuobs.gpuobs and its children's) as one Perfetto trace: per GPU a
+    device-clock group, kernels, one track per SM."""
     from .host_traces.kineto import HostTraceError
     from .host_traces.nsys import load_host_trace
+    from .outputs import OutputError, write_atomically
     from .perfetto_export.export import ExportError, ExportOptions, export as run_export
 
-    paths = list(inputs) if inputs else _default_inputs()
-    if not paths:
-        _fail("no recording: ./gpuobs.gpuobs does not exist (run `gpuobs record` here first, or pass -i FILE)")
-    for p in paths:
-        if not p.exists():
-            _fail(f"no recording at {p}")
-    if output.exists() and output.is_dir():
-        _fail(f"cannot write {output}: it is a folder")
-    if not output.parent.exists():
-        _fail(f"cannot write {output}: folder {output.parent} does not exist")
-    recordings = [_load(p, salvage) for p in paths]
+    paths, output = _export_paths(list(recordings or []), list(inputs or []), output, archive)
+    hosts_given = list(host or [])
+    if align is not None and align != "kernels":
+        _fail(f"--align {align!r}: only 'kernels' is known")
+    if align and not hosts_given:
+        _fail("--align kernels lines up --host traces with the recording: pass --host FILE")
+    if archive and not hosts_given:
+        _fail("--archive packs --host traces beside the gpuobs trace: pass at least one --host")
+    if archive and output.suffix != ".zip":
+        _fail(f"--archive writes a ZIP: name the output .zip (not {output.name})")
+    if not archive and output.suffix == ".zip":
+        _fail(f"{output.name}: a .zip output is an --archive; add --archive (with --host) or name a .pftrace")
+    from .input_files import describe, open_regular
+    for h in hosts_given:  # checked before anything is read or written
+        try:
+            open_regular(h).close()
+        except OSError as exc:
+            _fail(f"--host {h}: cannot read: {describe(exc)}")
+    _check_output(output, paths + hosts_given, force)
+    loaded = [_load(p, salvage) for p in paths]
     try:
-        hosts = [load_host_trace(h) for h in host or []]
+        hosts = [load_host_trace(h) for h in hosts_given]
     except HostTraceError as exc:
         _fail(str(exc))
-    if archive and not hosts:
-        _fail("--archive packs --host traces beside the gpuobs trace: pass at least one --host")
+    if samples and not any(int((r.events["kind"] == 2).sum()) for r in loaded):
+        modes = ", ".join(sorted({r.run.mode_name if r.run else "unknown" for r in loaded}))
+        _warn(f"--samples: no memory samples to write (mode {modes}); record with --mode mem_sampled or mem_full")
     opts = ExportOptions(kernels=kernels, launches=launches, time_window=time_window, clock=clock,
                          samples=samples, block_args=block_args, align=align, host_tracks=not archive)
-    trace_path = output.with_name(output.name + ".pftrace.tmp") if archive else output
-    big = sum(len(r.events) for r in recordings) > 200_000
     try:
-        if big:
-            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-            with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                          console=err, transient=True) as bar:
-                task = bar.add_task("exporting", total=None)
-                summary = run_export(recordings, trace_path, opts, lambda m: bar.update(task, description=m), hosts)
-        else:
-            summary = run_export(recordings, trace_path, opts, hosts=hosts)
-        if archive:
-            from .perfetto_export.archive import write_archive
-            summary.bytes = write_archive(output, trace_path, hosts, summary.hosts, summary.clock_related)
-    except ExportError as exc:
+        with write_atomically(output, paths + hosts_given, force) as fh:
+            summary = _run_export(run_export, loaded, fh, opts, hosts, archive)
+    except (ExportError, OutputError) as exc:
         _fail(str(exc))
-    finally:
-        if archive and trace_path.exists():
-            trace_path.unlink()
     _print_export_summary(summary, output)
+    if open_ui:
+        _open(output)
+
+
+def _run_export(run_export, recordings, fh, opts, hosts, archive):
+    """The export into `fh`, with a spinner for big ones; an archive zips a temp trace."""
+    if archive:
+        import tempfile
+        from .perfetto_export.archive import write_archive
+        with tempfile.TemporaryFile() as trace:  # unnamed: nothing to plant a link at
+            summary = _run_export(run_export, recordings, trace, opts, hosts, False)
+            trace.seek(0)
+            summary.bytes = write_archive(fh, trace, hosts, summary.hosts, summary.clock_related)
+        return summary
+    if sum(len(r.events) for r in recordings) <= 200_000 or not err.is_terminal:
+        return run_export(recordings, fh, opts, hosts=hosts)
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=err, transient=True) as bar:
+        task = bar.add_task("exporting", total=None)
+        return run_export(recordings, fh, opts, lambda m: bar.update(task, description=m), hosts)
 
 
 def _print_export_summary(summary, output: Path) -> None:
-    out.print(f"[bold]{output}[/]: {summary.bytes / 1e6:.1f} MB, {summary.tracks:,} tracks, "
-              f"{summary.block_slices:,} block slices, {summary.kernel_slices:,} kernel slices")
+    _say(f"{output}: {summary.bytes / 1e6:.1f} MB, {summary.tracks:,} tracks, "
+         f"{summary.block_slices:,} block slices, {summary.kernel_slices:,} kernel slices")
     for g in summary.gpus:
-        drops = f"[bold red]{g.dropped:,} records dropped[/]" if g.dropped else "nothing dropped"
-        out.print(f"  {g.label}: {g.sms} SMs ({g.lanes} lanes), {g.block_slices:,} blocks, "
-                  f"{g.kernel_slices:,} kernels, {g.memory_events:,} memory samples "
-                  f"({g.accesses_counted:,} accesses counted), {drops}; clock: {g.clock}", highlight=False)
+        drops = f"{g.dropped:,} records DROPPED (buffer full)" if g.dropped else "nothing dropped"
+        memory = ""
+        if g.mode.startswith("mem"):
+            memory = f", {g.memory_events:,} memory samples ({g.accesses_counted:,} accesses counted)"
+        blocks = f"{g.sms} SMs ({g.lanes} lanes), {g.block_slices:,} blocks, " if g.block_slices else ""
+        _say(f"  {g.label}: {blocks}{g.kernel_slices:,} kernels{memory}, {drops}; clock: {g.clock}")
         if g.unrecorded_launches:
-            out.print(f"    {g.unrecorded_launches:,} launches ran outside recording windows: unpatched, not in the "
-                      "trace", highlight=False)
-        if g.launches_without_time:
-            out.print(f"    {g.launches_without_time:,} launches carry no device timestamps in this mode "
-                      "(counts only), so they have no kernel slice", highlight=False)
+            _say(f"    {g.unrecorded_launches:,} launches ran outside recording windows: unpatched, not in the trace")
+        if g.launches_without_time and g.mode.startswith("mem"):
+            _say(f"    {g.launches_without_time:,} launches kept no sampled access, so they have no time and no "
+                 f"kernel slice; their {g.accesses_unplaced:,} accesses are counted, not on the counter track")
+        elif g.launches_without_time:
+            _say(f"    {g.launches_without_time:,} launches have no device times in mode {g.mode} (it counts, "
+                 "records no times), so they have no kernel slice")
     for a in summary.api:
         if a.shown:
-            out.print(f"  CUDA API calls of pid {a.pid}: {a.calls:,} calls on {a.threads} threads, host clock; "
-                      f"{a.flows:,} flows to kernel slices", highlight=False)
+            _say(f"  CUDA API calls of pid {a.pid}: {a.calls:,} calls on {a.threads} threads, host clock; "
+                 f"{a.flows:,} flows to kernel slices")
         else:
-            out.print(f"  CUDA API calls of pid {a.pid}: {a.calls:,} recorded, not shown: {a.why_not}", highlight=False)
+            _say(f"  CUDA API calls of pid {a.pid}: {a.calls:,} recorded, not shown: {a.why_not}")
     for h in summary.hosts:
-        shift = (f"; shifted {h['shift_ns'] / 1e6:+.3f} ms to line up kernels (residual {h['residual_ns'] / 1e3:.1f} us)"
-                 if h["shift_ns"] else "")
-        out.print(f"  host trace {h['path']}: {h['events']:,} events, {h['matched']:,} of {h['kernels']:,} kernels "
-                  f"matched ({h['unmatched_gpuobs']:,} gpuobs launches unmatched); clock {h['clock']}{shift}",
-                  highlight=False)
-        if h["before_boot"]:
-            out.print(f"  warning: {h['before_boot']:,} of its {h['events']:,} events fall before the recording "
-                      "machine's boot on its REALTIME clock (a run from an earlier boot or another machine); "
-                      "Perfetto drops them. Add --align kernels to place the run by its kernels.", highlight=False)
-        for row in h["per_kernel"][:8]:
-            out.print(f"    {row['kernel'][:70]}: {row['matched']} matched, uninstrumented {row['uninstrumented_us']:.1f} us, "
-                      f"instrumented {row['instrumented_us']:.1f} us ({row['ratio']:.2f}x)", highlight=False)
-    out.print("Open it at ui.perfetto.dev, or in trace_processor.", highlight=False)
+        shift = (f"; shifted {h.shift_ns / 1e6:+.3f} ms to line up kernels (residual {h.residual_ns / 1e3:.1f} us)"
+                 if h.shift_ns else "")
+        _say(f"  host trace {h.path}: {h.events:,} events, {h.matched:,} of {h.kernels:,} kernels "
+             f"matched ({h.unmatched_gpuobs:,} gpuobs launches unmatched); clock {h.clock}{shift}")
+        if h.before_boot:
+            _warn(f"{h.before_boot:,} of {h.path}'s {h.events:,} events fall before the recording machine's boot on "
+                  "its REALTIME clock (a run from an earlier boot or another machine); Perfetto drops them. "
+                  "Add --align kernels to place the run by its kernels.")
+        for row in h.per_kernel[:8]:
+            _say(f"    {row['kernel'][:70]}: {row['matched']} matched, uninstrumented {row['uninstrumented_us']:.1f} us, "
+                 f"instrumented {row['instrumented_us']:.1f} us ({row['ratio']:.2f}x)")
+    _say(f"Open it with `gpuobs open {output}`, at ui.perfetto.dev, or in trace_processor.")
 
 
-@app.command()
-def stats(recording: Path = typer.Argument(Path("gpuobs.gpuobs")),
-          as_json: bool = typer.Option(False, "--json", help="machine-readable rows"),
-          top: int = typer.Option(30, "--top", help="kernels shown in the table"),
-          salvage: bool = typer.Option(False, "--salvage")):
-    """Per kernel: launches, blocks, SMs touched, block-duration percentiles, exact counts, drops."""
-    from rich.table import Table
-    from .analysis import kernel_stats
-    rows = kernel_stats(_load(recording, salvage))
-    if as_json:
-        out.print_json(json.dumps(rows))
-        return
-    table = Table(title=f"{recording}: {len(rows)} kernels", title_justify="left")
-    for col in ("kernel", "launches", "blocks", "SMs", "p50 us", "p99 us", "counted", "mem events", "dropped"):
-        table.add_column(col, justify="left" if col == "kernel" else "right", overflow="ellipsis",
-                         max_width=60 if col == "kernel" else None, no_wrap=True)
-    us = lambda v: "-" if v is None else f"{v / 1e3:.1f}"  # noqa: E731
-    for r in rows[:top]:
-        table.add_row(r["kernel"], f"{r['launches']:,}", f"{r['blocks_recorded']:,}/{r['blocks']:,}", str(r["sms"]),
-                      us(r["block_ns_p50"]), us(r["block_ns_p99"]), f"{r['counted']:,}", f"{r['memory_events']:,}",
-                      f"{r['blocks_dropped']:,}")
-    out.print(table)
+# -- open -----------------------------------------------------------------------------------------------
+
+def _open(trace: Path, port: int = 9001, ui_url: Optional[str] = None, browser: Optional[bool] = None,
+          timeout_s: float = 600.0) -> None:
+    from .perfetto_export.open_trace import DEFAULT_UI, OpenError, serve
+    try:
+        served = serve(trace, port=port, ui_url=ui_url or DEFAULT_UI, open_browser=browser, timeout_s=timeout_s,
+                       say=_say)
+    except OpenError as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        _fail("stopped (Ctrl-C) before the UI fetched the trace", 130)
+    if not served.fetched:
+        _fail(f"the UI did not fetch {trace} within {timeout_s:.0f} s; stopped serving (--timeout sets how long)", 1)
+    _say("the UI has the trace; stopped serving")
 
 
-@app.command(name="plot")
-def plot_cmd(recording: Path = typer.Argument(Path("gpuobs.gpuobs")),
-             output: Path = typer.Option(Path("gpuobs.png"), "-o", "--output", help="PNG to write"),
-             salvage: bool = typer.Option(False, "--salvage")):
-    """SM x time occupancy heatmap and block-duration histograms (needs matplotlib)."""
-    from .plot import PlotUnavailable, plot
+@command("[OPTIONS] TRACE", name="open")
+def open_cmd(trace: Path = typer.Argument(..., metavar="TRACE", hidden=True),
+             port: int = typer.Option(9001, "--port", metavar="PORT",
+                                      help="local port to serve on (ui.perfetto.dev fetches only from 9001)"),
+             ui_url: Optional[str] = typer.Option(None, "--ui-url", metavar="URL",
+                                                  help="the Perfetto UI to open [default: https://ui.perfetto.dev]"),
+             browser: Optional[bool] = typer.Option(None, "--browser/--no-browser",
+                                                    help="open a browser, or only print the address "
+                                                         "[default: open one where there is a display]",
+                                                    show_default=False),
+             timeout_s: float = typer.Option(600, "--timeout", metavar="SECONDS",
+                                             help="stop serving if the UI has not fetched the trace by then")):
+    """Open TRACE (a .pftrace, or an --archive .zip) in the Perfetto UI: serve it once on 127.0.0.1 and open
+    the UI at it; on a machine without a display, print the address and the ssh port-forward to use."""
+    if not 1 <= port <= 65535:
+        _fail(f"--port {port} is outside 1..65535")
+    if trace.suffix == ".gpuobs":
+        _fail(f"{trace} is a recording: export it first (gpuobs export {trace} --open)")
+    _open(trace, port, ui_url, browser, timeout_s)
+
+
+# -- plot -----------------------------------------------------------------------------------------------
+
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+@command("[OPTIONS] [RECORDING] [-o IMAGE]", name="plot")
+def plot_cmd(recording: Optional[Path] = typer.Argument(None, metavar="[RECORDING]", hidden=True),
+             output: Path = typer.Option(Path("gpuobs.png"), "-o", "--output", metavar="FILE",
+                                         help="image to write (.png, .svg or .pdf); one per GPU as STEM.gpuN.png "
+                                              "when there are several"),
+             force: bool = typer.Option(False, "--force", "-f", help="replace existing images"),
+             salvage: bool = typer.Option(False, "--salvage", help="read a damaged recording up to the damage")):
+    """SM x time occupancy heatmap and block-duration histograms of a recording (default ./gpuobs.gpuobs;
+    needs matplotlib: pip install 'gpuobs[plot]')."""
+    from .outputs import OutputError
+    from .analysis.plot import PlotUnavailable, plot, plot_paths
+    if output.suffix.lower() not in PLOT_SUFFIXES:
+        _fail(f"-o {output}: plot writes images: name it .png, .svg or .pdf")
+    path = recording or DEFAULT_RECORDING
+    rec = _load(path, salvage)
+    targets = plot_paths(rec, output)
+    if not targets:
+        _fail(f"{path} holds no block records to plot (mode {rec.run.mode_name if rec.run else 'unknown'}; "
+              "record with --mode block_trace)")
+    for target in targets.values():
+        _check_output(target, [path], force)
+    try:
+        written = plot(rec, targets, inputs=[path], force=force)
+    except (PlotUnavailable, OutputError) as exc:
+        _fail(str(exc))
+    for target in written:
+        _say(f"wrote {target}")
+
+
+# -- trim -----------------------------------------------------------------------------------------------
+
+@command("[OPTIONS] RECORDING -o FILE")
+def trim(recording: Path = typer.Argument(..., metavar="RECORDING", hidden=True),
+         old_output: Optional[Path] = typer.Argument(None, hidden=True),
+         output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="FILE", help="recording to write"),
+         force: bool = typer.Option(False, "--force", "-f", help="replace an existing output"),
+         flushes: Optional[str] = typer.Option(None, "--flushes", metavar="A:B",
+                                               help="flush windows A <= index < B, as `gpuobs info` lists them"),
+         time_range: Optional[str] = typer.Option(None, "--time", metavar="START:END",
+                                                  help="launches running in this window, counted from the "
+                                                       "recording's first event, with units, e.g. 10ms:20ms"),
+         kernels: Optional[str] = typer.Option(None, "--kernels", metavar="REGEX",
+                                               help="launches of kernels whose name matches this regex"),
+         salvage: bool = typer.Option(False, "--salvage", help="read a damaged recording up to the damage")):
+    """Copy part of RECORDING to share it: whole flush windows, launches in a time window, or launches of some
+    kernels (the selections combine; an empty one is refused)."""
+    from .outputs import OutputError, write_atomically
+    from .ranges import RangeError, parse_range, parse_time_range
+    from .recording_file.recording_writer import copy_recording
+    from .analysis.trim import TrimError, select
+    if old_output is not None:
+        if output is not None:
+            _fail("give the output once, with -o")
+        _deprecated("`gpuobs trim IN OUT`", "`gpuobs trim IN -o OUT`")
+        output = old_output
+    if output is None:
+        _fail("trim writes a new recording: name it with -o FILE")
+    if not (flushes or time_range or kernels):
+        _fail("nothing to trim by: give --flushes A:B, --time START:END or --kernels REGEX")
+    try:
+        flush_range = parse_range(flushes, "--flushes") if flushes else None
+        window = parse_time_range(time_range, "--time") if time_range else None
+    except RangeError as exc:
+        _fail(str(exc))
+    _check_output(output, [recording], force)
     rec = _load(recording, salvage)
     try:
-        written = plot(rec, output)
-    except PlotUnavailable as exc:
+        selection = select(rec, flush_range, window, kernels)
+        with write_atomically(output, [recording], force) as fh:
+            copy_recording(rec, fh, selection.flushes, selection.launches, selection.events)
+    except (TrimError, OutputError) as exc:
         _fail(str(exc))
-    if not written:
-        _fail(f"{recording} holds no block events to plot (record with --mode block_trace)")
-    for path in written:
-        out.print(f"wrote {path}", highlight=False)
+    _say(f"{output}: {selection.describe()}")
 
 
-@app.command()
-def trim(recording: Path = typer.Argument(..., help="recording to read"),
-         output: Path = typer.Argument(..., help="recording to write"),
-         flushes: str = typer.Option(..., "--flushes", help="flush windows START:END to keep (END excluded)"),
-         salvage: bool = typer.Option(False, "--salvage")):
-    """Copy part of a recording (whole flush windows), e.g. to share the interesting part."""
-    from .perfetto_export.export import ExportError, parse_range
-    from .writer import copy_recording
-    if output.resolve() == recording.resolve():
-        _fail("trim writes a new file: give an output other than the input")
+# -- build, version -----------------------------------------------------------------------------------
+
+@command("[OPTIONS]", name="build")
+def build_cmd(force: bool = typer.Option(False, "--force", "-f", help="rebuild even if cached")):
+    """Build the native tool and device patches (`record` does it on first use), saying what compiles."""
+    from .record.native_build import NativeUnavailable, build
     try:
-        window = parse_range(flushes, "--flushes")
-    except ExportError as exc:
-        _fail(str(exc))
-    copy_recording(_load(recording, salvage), output, window)
-    kept = _load(output, False)
-    out.print(f"{output}: {len(kept.flushes)} flush windows, {len(kept.launches):,} launches, "
-              f"{len(kept.events):,} events", highlight=False)
-
-
-@app.command(name="build")
-def build_cmd(force: bool = typer.Option(False, "--force", help="rebuild even if cached")):
-    """Build the native tool and device patches (done on demand by `record`)."""
-    from .native_build import NativeUnavailable, build
-    try:
-        b = build(force=force)
+        b = _build_with_progress(build, force)
     except NativeUnavailable as exc:
         _fail(str(exc))
-    out.print(f"tool:    {b.tool}\npatches: {b.patches}\nprobe:   {b.probe}\nsanitizer: {b.sanitizer_lib}",
-              highlight=False)
+    _say(f"tool:    {b.tool}\npatches: {b.patches}\nprobe:   {b.probe}\nsanitizer: {b.sanitizer_lib}")
 
 
-@app.command()
+@command("")
 def version():
     """Print the gpuobs version."""
-    out.print(__version__)
+    _say(__version__)
 
 
 def main():
-    app()
+    try:
+        app()
+    except BrokenPipeError:  # `gpuobs stats | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)
+    except Exception as exc:  # a bug: one line for the user, the traceback on request
+        if os.environ.get("GPUOBS_DEBUG"):
+            raise
+        err.print(Text.assemble(("gpuobs: internal error: ", "bold red"),
+                                f"{type(exc).__name__}: {exc} (please report it; GPUOBS_DEBUG=1 shows the traceback)"))
+        sys.exit(70)
 
 
 if __name__ == "__main__":

@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..analysis import LaunchTable
-from ..recording import Recording
+from ..analysis.launches import LaunchTable
+from ..recording_file.recording import Recording
+
+WINDOW_CELLS = 1 << 24  # kernel comparisons held at once while sliding one run along the other
 
 
 @dataclass
@@ -28,8 +30,9 @@ def match_kernels(rec: Recording, table: LaunchTable, host) -> KernelMatch:
     key_of = lambda i: (int(rec.launches["device_index"][i]), table.name[i],  # noqa: E731
                         tuple(int(v) for v in rec.launches["grid"][i]), tuple(int(v) for v in rec.launches["block"][i]))
     my_keys = [key_of(i) for i in timed]
-    their_kernels = sorted(host.kernels, key=lambda k: k.start_ns)
-    their_keys = [(k.device, k.name, k.grid, k.block) for k in their_kernels]
+    k = host.kernels  # in start order
+    their_keys = list(zip(k["device"].tolist(), [host.names[i] for i in k["name"].tolist()],
+                          map(tuple, k["grid"].tolist()), map(tuple, k["block"].tolist())))
     # The other run may cover only part of this one (a profiled window of steps,
     # after warm-up): slide its kernel sequence along ours and keep the offset
     # where the most kernels agree, then pair equal keys in order within it.
@@ -38,14 +41,14 @@ def match_kernels(rec: Recording, table: LaunchTable, host) -> KernelMatch:
     for i, key in zip(timed[lo:hi], my_keys[lo:hi]):
         mine.setdefault(key, []).append(int(i))
     theirs: dict = {}
-    for k, key in zip(their_kernels, their_keys):
-        theirs.setdefault(key, []).append(k)
+    for j, key in enumerate(their_keys):
+        theirs.setdefault(key, []).append(j)
     idx, partners = [], []
     for key, launches in mine.items():
         others = theirs.get(key, [])
         for a, b in zip(launches, others):
             idx.append(a)
-            partners.append(b)
+            partners.append(host.kernel(b))
     n_mine = len(timed)
     n_theirs = len(host.kernels)
     result = KernelMatch(np.array(idx, np.int64), partners, n_mine - len(idx), n_theirs - len(idx))
@@ -72,7 +75,10 @@ def _best_window(mine: list, theirs: list) -> tuple[int, int]:
     b = np.array([codes.get(k, -1) for k in theirs], np.int64)
     m = len(b)
     windows = np.lib.stride_tricks.sliding_window_view(a, m)
-    agree = (windows == b).sum(axis=1)
+    agree = np.empty(len(windows), np.int64)
+    rows = max(1, WINDOW_CELLS // m)  # compared a block of offsets at a time: memory stays bounded
+    for lo in range(0, len(windows), rows):
+        agree[lo : lo + rows] = (windows[lo : lo + rows] == b).sum(axis=1)
     # Of equally good offsets the latest: a profiler is usually started after warm-up.
     best = len(agree) - 1 - int(np.argmax(agree[::-1]))
     return best, best + m

@@ -1,0 +1,1 @@
+"""Stage 4, export: recordings (and host traces) written as one Perfetto trace."""

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from ..recording import Recording
+from ..recording_file.recording import Recording
 from .clock import MONOTONIC
 from .lanes import assign_lanes
 from .slice_encoder import Slices, write_slices
-from .writer import SEQ_CLEARED, TraceWriter
+from .trace_writer import SEQ_CLEARED, TraceWriter
 
 RUNTIME_DOMAIN = 2  # Sanitizer_CallbackDomain of the runtime API (the driver's is 1)
 ARG_NAMES = {"result": 1, "domain": 2}  # interned debug annotation names
@@ -65,9 +65,9 @@ def write_api_calls(w: TraceWriter, rec: Recording, rec_index: int, related: boo
     first_lane = np.zeros(keys.shape[1], np.uint64)  # a group's lane tracks get consecutive uuids
     rank_of_thread = {tid: rank for rank, tid in enumerate(threads.tolist())}
     for g, tid in enumerate(keys[0].tolist()):
-        for k in range(int(lanes_of[g])):
-            uuid = w.track(f"thread {tid}", parent=group, rank=rank_of_thread[tid], merge_key=f"api-{group}-{tid}")
-            first_lane[g] = first_lane[g] or uuid
+        uuids = [w.track(f"thread {tid}", parent=group, rank=rank_of_thread[tid], merge_key=f"api-{group}-{tid}")
+                 for _ in range(int(lanes_of[g]))]
+        first_lane[g] = uuids[0]
     names = sorted(rec.api_names.items())
     iid = {api_id: i + 1 for i, (api_id, _) in enumerate(names)}
     seq = w.new_sequence()

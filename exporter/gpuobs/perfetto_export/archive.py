@@ -9,6 +9,7 @@ clock) with offset_ns = baseTimeNanoseconds (plus the --align shift, if any)."""
 from __future__ import annotations
 
 import json
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -34,8 +35,10 @@ def manifest(host_entries: list, related: bool) -> dict:
     return {"perfetto_manifest": doc}
 
 
-def write_archive(out_path, trace_path, hosts: list, summaries: list, related: bool) -> int:
-    """`hosts` and `summaries` (ExportSummary.hosts rows) in the same order."""
+def write_archive(out, trace, hosts: list, summaries: list, related: bool) -> int:
+    """Writes the ZIP into `out` (an open binary file: gpuobs.outputs owns it) from the
+    gpuobs trace in `trace` (an open binary file at its start). `hosts` and `summaries`
+    (ExportSummary.hosts: HostSummary) in the same order. Returns the bytes written."""
     if not related:
         raise ExportError("--archive needs a measured clock relation (the recording has no clock probe samples, "
                           "or --clock device): without it the host traces cannot be placed")
@@ -44,16 +47,19 @@ def write_archive(out_path, trace_path, hosts: list, summaries: list, related: b
         if host.kind != "pytorch-profiler":
             raise ExportError(f"--archive: {host.path} is an {host.kind} export, which Perfetto cannot open; "
                               "export without --archive to get its events converted into the trace")
-        base = json.loads(Path(host.path).read_text()).get("baseTimeNanoseconds")
+        try:
+            data = Path(host.path).read_bytes()  # stored byte for byte
+        except OSError as exc:
+            raise ExportError(f"--archive: cannot read {host.path}: {exc.strerror}") from None
+        base = host.base_ns  # read with the trace: the file is not parsed again
         name = f"host{len(entries)}_{Path(host.path).name}"
-        entries.append((name, int(base) + int(row["shift_ns"]), int(row["shift_ns"])))
-        members.append((name, Path(host.path)))
-    try:
-        with zipfile.ZipFile(out_path, "w", compression=zipfile.ZIP_DEFLATED) as z:
-            z.writestr("perfetto_manifest.json", json.dumps(manifest(entries, related), indent=2))
-            z.write(trace_path, TRACE_NAME)
-            for name, path in members:
-                z.write(path, name)  # byte for byte
-    except OSError as exc:
-        raise ExportError(f"cannot write {out_path}: {exc.strerror}") from None
-    return Path(out_path).stat().st_size
+        entries.append((name, int(base) + int(row.shift_ns), int(row.shift_ns)))
+        members.append((name, data))
+    start = out.tell()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr("perfetto_manifest.json", json.dumps(manifest(entries, related), indent=2))
+        with z.open(TRACE_NAME, "w", force_zip64=True) as member:
+            shutil.copyfileobj(trace, member, 1 << 20)
+        for name, data in members:
+            z.writestr(name, data)  # byte for byte
+    return out.tell() - start

@@ -9,8 +9,8 @@ import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from .clock import ClockRelation
-from .slice_encoder import Slices, encode_packets, packet_order
-from .writer import SEQ_CLEARED, TraceWriter
+from .slice_encoder import Slices, packet_order, write_packets
+from .trace_writer import SEQ_CLEARED, TraceWriter
 
 INCREMENTAL_CLOCK = 64  # sequence-scoped clock ids are 64..127
 ARG_NAMES = {"block": 1, "launch": 2, "block_y": 3, "block_z": 4}
@@ -77,6 +77,6 @@ def encode_blocks(w: TraceWriter, b: BlockSlices, names: dict[int, str], sm_lane
         slices.int_arg(ARG_NAMES["block_y"], b.block_y, at_least=1)  # 0 in a 1-d grid
         slices.int_arg(ARG_NAMES["block_z"], b.block_z, at_least=1)
         slices.int_arg(ARG_NAMES["launch"], b.launch_id, at_least=0)  # -1: unresolved
-    w.raw(encode_packets(order, slices, np.repeat(seq, packets_per_sm), timestamps=ts,
-                         tracks=np.where(not_default, lane_uuid, 0)))
+    write_packets(w, order, slices, np.repeat(seq, packets_per_sm), timestamps=ts,
+                  tracks=np.where(not_default, lane_uuid, 0))
     return len(t)

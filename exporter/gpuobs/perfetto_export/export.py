@@ -10,8 +10,10 @@ from typing import Callable, Optional
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from .. import analysis, schema
-from ..recording import Recording
+from ..analysis import launches as analysis
+from ..recording_file import schema
+from ..ranges import RangeError, format_span, parse_duration, parse_range
+from ..recording_file.recording import Recording
 from .api_tracks import flow_id, write_api_calls
 from .blocks import BlockSlices, encode_blocks
 from .clock import ClockRelation, clock_relation
@@ -19,7 +21,7 @@ from ..host_traces.matching import kernel_alignment, match_kernels
 from .host_tracks import write_host_trace
 from .lanes import assign_lanes
 from .slice_encoder import Slices, write_slices
-from .writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
+from .trace_writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
 
 KERNEL_ARGS = ["launch", "grid", "block_dim", "stream", "blocks_recorded", "blocks_dropped", "counted",
                "count_shared_by", "graph_replay", "raced_flush", "uninstrumented_ns", "instrumentation_cost",
@@ -34,7 +36,7 @@ class ExportError(Exception):
 class ExportOptions:
     kernels: Optional[str] = None        # regex on kernel names
     launches: Optional[str] = None       # "A:B" launch ids, A <= id < B
-    time_window: Optional[str] = None    # "START:END" from the first event, with units (ns, us, ms, s)
+    time_window: Optional[str] = None    # "START:END" from the recording's first event, with units (ns, us, ms, s)
     clock: str = "auto"                  # auto | device
     samples: bool = False                # raw memory samples as instants
     block_args: bool = True
@@ -46,13 +48,16 @@ class ExportOptions:
 @dataclass
 class GpuSummary:
     label: str
+    mode: str = "unknown"
     sms: int = 0
     lanes: int = 0
     block_slices: int = 0
     kernel_slices: int = 0
     launches_without_time: int = 0
     memory_events: int = 0
-    accesses_counted: int = 0
+    accesses_counted: int = 0     # exact device counts of the exported launches (each counter slot once)
+    accesses_unplaced: int = 0    # of those, by launches without a kept sample: no time, not on the counter
+    launches_unplaced: int = 0
     dropped: int = 0
     unrecorded_launches: int = 0  # outside recording windows: ran unpatched, not in the trace
     clock: str = ""
@@ -61,10 +66,26 @@ class GpuSummary:
 
 
 @dataclass
+class HostSummary:
+    """One --host trace: how its kernels matched the recording's, and where it was placed."""
+    path: str
+    events: int
+    kernels: int
+    matched: int
+    unmatched_gpuobs: int
+    unmatched_host: int
+    per_kernel: list          # rows: kernel, matched, uninstrumented_us, instrumented_us, ratio
+    shift_ns: int
+    residual_ns: int
+    clock: str
+    before_boot: int          # events Perfetto drops: before the recording machine's boot
+
+
+@dataclass
 class ExportSummary:
-    gpus: list = field(default_factory=list)
+    gpus: list = field(default_factory=list)    # GpuSummary per GPU of each recording
     api: list = field(default_factory=list)     # ApiSummary per recording with --api-trace calls
-    hosts: list = field(default_factory=list)   # one dict per host trace: matching and per-kernel cost
+    hosts: list = field(default_factory=list)   # HostSummary per host trace
     tracks: int = 0
     bytes: int = 0
 
@@ -82,24 +103,47 @@ class ExportSummary:
         return any(g.clock.startswith("measured") for g in self.gpus)
 
 
-_UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+@dataclass
+class GpuExport:
+    """One GPU of one recording while it is written: what every step of its export reads.
+    The recording's part (launches, filters, host matches) is the same for all its GPUs."""
+    w: TraceWriter
+    rec: Recording
+    rec_index: int                       # the recording's place in the export (flow ids)
+    device: int
+    opts: ExportOptions
+    launch_of_event: np.ndarray          # index into rec.launches per event, -1 unresolved
+    table: analysis.LaunchTable
+    keep_launch: np.ndarray              # per launch: passes --kernels and --launches
+    window: Optional[tuple]              # --time-window on the device clock, or None
+    host_dur: dict                       # launch index -> its duration in the uninstrumented --host run
+    api_calls: np.ndarray                # --api-trace call ids of the recording
+    clock: ClockRelation = field(init=False)
+    names: dict = field(init=False)      # name iid -> kernel name
+    iid_of_slot: dict = field(init=False)
+    track: int = 0                       # the GPU's group track, once written
+
+    def __post_init__(self):
+        pid = self.rec.run.pid if self.rec.run else 0
+        samples = self.rec.clock_samples
+        self.clock = clock_relation(samples[samples["device_index"] == self.device], pid, self.device, self.opts.clock)
+        self.names, self.iid_of_slot = _kernel_names(self.rec, self.device)
+
+    @property
+    def ev(self) -> np.ndarray:
+        return self.rec.events
+
+    @property
+    def flow_calls(self) -> Optional[np.ndarray]:
+        """The API calls whose flows end on this GPU's kernel slices: none unless its clock is related."""
+        return self.api_calls if self.clock.measured and len(self.api_calls) else None
 
 
-def parse_duration(text: str) -> int:
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ns|us|ms|s)?\s*", text)
-    if not m:
-        raise ExportError(f"time {text!r} is not a number with an optional unit (ns, us, ms, s)")
-    return int(float(m.group(1)) * _UNITS[m.group(2) or "ns"])
-
-
-def parse_range(text: str, what: str, parse=int) -> tuple[Optional[int], Optional[int]]:
-    if ":" not in text:
-        raise ExportError(f"{what} {text!r} must look like START:END (either side may be empty)")
-    lo, hi = text.split(":", 1)
+def _range(text: str, what: str, parse=int):
     try:
-        return (parse(lo) if lo.strip() else None, parse(hi) if hi.strip() else None)
-    except ValueError as exc:
-        raise ExportError(f"{what} {text!r}: {exc}") from None
+        return parse_range(text, what, parse)
+    except RangeError as exc:
+        raise ExportError(str(exc)) from None
 
 
 def _launch_filter(rec: Recording, opts: ExportOptions) -> np.ndarray:
@@ -112,7 +156,7 @@ def _launch_filter(rec: Recording, opts: ExportOptions) -> np.ndarray:
         names = [rec.function(int(l["device_index"]), int(l["function_slot"])) for l in rec.launches]
         keep &= np.array([bool(pattern.search(f.name) or pattern.search(f.mangled)) for f in names], bool)
     if opts.launches:
-        lo, hi = parse_range(opts.launches, "--launches")
+        lo, hi = _range(opts.launches, "--launches")
         ids = rec.launches["launch_id"].astype(np.int64)
         if lo is not None:
             keep &= ids >= lo
@@ -133,6 +177,9 @@ def export(recordings: list[Recording], out_path, opts: ExportOptions | None = N
     summary = ExportSummary()
     matches = []  # (host, rec, table, KernelMatch)
     related = False
+    keeps = [_launch_filter(rec, opts) for rec in recordings]
+    if (opts.kernels or opts.launches) and not any(k.any() for k in keeps):
+        raise ExportError(_nothing_selected(recordings, opts))
     for rec_index, rec in enumerate(recordings):
         say(f"resolving launches of {rec.path}")
         launch_of_event = analysis.launch_index_of_events(rec)
@@ -142,18 +189,18 @@ def export(recordings: list[Recording], out_path, opts: ExportOptions | None = N
             m = match_kernels(rec, table, host)
             matches.append((host, rec, table, m))
             host_dur.update({int(i): k.dur_ns for i, k in zip(m.launch_index, m.host_kernel)})
-        keep_launch = _launch_filter(rec, opts)
+        keep_launch = keeps[rec_index]
         devices = sorted(set(rec.devices["device_index"].tolist()) | set(rec.event_devices.tolist())
                          | set(rec.launches["device_index"].tolist()))
-        ev = rec.events
-        window = _time_window(ev, opts)
+        window = _time_window(rec.events, opts)
         # --api-trace: flows from calls to kernel slices, on GPUs whose clock is related
         calls = np.unique(rec.api_calls["call_id"])
         flowed, rec_related = [], False
         for device in devices:
             say(f"encoding GPU {device} of {rec.path}")
-            gpu = _export_gpu(w, rec, device, ev, launch_of_event, table, keep_launch, window, opts, host_dur,
-                              calls, rec_index)
+            gpu = _export_gpu(GpuExport(w=w, rec=rec, rec_index=rec_index, device=device, opts=opts,
+                                        launch_of_event=launch_of_event, table=table, keep_launch=keep_launch,
+                                        window=window, host_dur=host_dur, api_calls=calls))
             rec_related |= gpu.clock.startswith("measured")
             summary.gpus.append(gpu)
             flowed.append(gpu.flowed_launches)
@@ -165,23 +212,51 @@ def export(recordings: list[Recording], out_path, opts: ExportOptions | None = N
     boot = next((g.boot_realtime_ns for g in summary.gpus if g.boot_realtime_ns is not None), None)
     for host in hosts:
         summary.hosts.append(_export_host(w, host, [m for m in matches if m[0] is host], related, opts, boot))
+    if opts.time_window and not any(g.block_slices or g.kernel_slices or g.memory_events for g in summary.gpus):
+        spans = "; ".join(_span_text(rec) for rec in recordings)
+        raise ExportError(f"--time-window {opts.time_window} excludes everything ({spans})")
     summary.tracks = w.tracks
     try:
         summary.bytes = w.save(out_path)
     except OSError as exc:
+        if hasattr(out_path, "write"):
+            raise  # an open file's owner (gpuobs.outputs) reports it
         raise ExportError(f"cannot write {out_path}: {exc.strerror}") from None
     return summary
 
 
 def _time_window(ev: np.ndarray, opts: ExportOptions):
-    if not opts.time_window or len(ev) == 0:
+    """(first, last) device ns of --time-window, which is relative to the recording's first event."""
+    if not opts.time_window:
         return None
-    lo, hi = parse_range(opts.time_window, "--time-window", parse_duration)
+    lo, hi = _range(opts.time_window, "--time-window", parse_duration)
+    if len(ev) == 0:
+        return None  # no device times: nothing to window (the check after the export says so)
     t0 = int(ev["time_start"].min())
     return (t0 + lo if lo is not None else 0, t0 + hi if hi is not None else np.iinfo(np.uint64).max)
 
 
-def _export_host(w, host, matches, related, opts, boot_realtime_ns=None) -> dict:
+def _span_text(rec: Recording) -> str:
+    ev = rec.events
+    if len(ev) == 0:
+        mode = rec.run.mode_name if rec.run else "unknown"
+        return f"{rec.path} has no device times (mode {mode})"
+    t0 = int(ev["time_start"].min())
+    t1 = int(np.maximum(ev["time_end"], ev["time_start"]).max())
+    return f"{rec.path} spans {format_span(0, t1 - t0)}"
+
+
+def _nothing_selected(recordings: list, opts: ExportOptions) -> str:
+    what = " and ".join(f"{flag} {value!r}" for flag, value in (("--kernels", opts.kernels),
+                                                               ("--launches", opts.launches)) if value)
+    kernels = len({rec.function(int(l["device_index"]), int(l["function_slot"])).name
+                   for rec in recordings for l in rec.launches})
+    launches = sum(len(rec.launches) for rec in recordings)
+    return (f"{what} selects none of the {launches:,} launches of {kernels:,} kernels "
+            "(`gpuobs stats` lists the kernels; --launches takes launch ids START:END)")
+
+
+def _export_host(w, host, matches, related, opts, boot_realtime_ns=None) -> HostSummary:
     best = max(matches, key=lambda m: len(m[3].launch_index), default=None)
     shift = residual = 0
     matched = len(best[3].launch_index) if best else 0
@@ -197,22 +272,20 @@ def _export_host(w, host, matches, related, opts, boot_realtime_ns=None) -> dict
     # recording machine (a host run from an earlier boot, or another machine).
     before_boot = 0
     if related and boot_realtime_ns is not None:
-        before_boot = sum(1 for e in host.events if e.start_ns + shift < boot_realtime_ns)
-    return {"path": host.path, "events": len(host.events), "kernels": len(host.kernels), "matched": matched,
-            "unmatched_gpuobs": best[3].unmatched_launches if best else 0,
-            "unmatched_host": best[3].unmatched_host if best else len(host.kernels),
-            "per_kernel": best[3].per_kernel if best else [], "shift_ns": shift, "residual_ns": residual,
-            "clock": "REALTIME" if related else "none (raw REALTIME ns)", "before_boot": before_boot}
+        before_boot = int((host.events["start_ns"] + shift < boot_realtime_ns).sum())
+    return HostSummary(path=host.path, events=len(host.events), kernels=len(host.kernels), matched=matched,
+                       unmatched_gpuobs=best[3].unmatched_launches if best else 0,
+                       unmatched_host=best[3].unmatched_host if best else len(host.kernels),
+                       per_kernel=best[3].per_kernel if best else [], shift_ns=shift, residual_ns=residual,
+                       clock="REALTIME" if related else "none (raw REALTIME ns)", before_boot=before_boot)
 
 
-def _export_gpu(w: TraceWriter, rec: Recording, device: int, ev, launch_of_event, table, keep_launch, window,
-                opts: ExportOptions, host_dur: dict | None = None, api_calls: np.ndarray | None = None,
-                rec_index: int = 0) -> GpuSummary:
+def _export_gpu(g: GpuExport) -> GpuSummary:
+    w, rec, device, ev, clock, opts = g.w, g.rec, g.device, g.ev, g.clock, g.opts
     pid = rec.run.pid if rec.run else 0
-    clock = clock_relation(rec.clock_samples[rec.clock_samples["device_index"] == device], pid, device, opts.clock)
     name = rec.device_name(device)
     label = f"GPU {device}: {name}" + (f" (pid {pid})" if pid else "") + " - device clock"
-    s = GpuSummary(label=label, clock=("measured, +/- %.1f us" % (clock.uncertainty_ns / 1e3)) if clock.measured
+    s = GpuSummary(label=label, mode=rec.run.mode_name if rec.run else "unknown", clock=("measured, +/- %.1f us" % (clock.uncertainty_ns / 1e3)) if clock.measured
                    else "device (no host relation)")
     for snap in clock.snapshots():
         w.packet(snap)
@@ -220,37 +293,35 @@ def _export_gpu(w: TraceWriter, rec: Recording, device: int, ev, launch_of_event
         s0 = clock.samples[0]
         s.boot_realtime_ns = ((int(s0["realtime_before"]) + int(s0["realtime_after"])) // 2
                               - (int(s0["boottime_before"]) + int(s0["boottime_after"])) // 2)
-    gpu = w.track(label, description=clock.describe() + _drop_note(rec, device) + _window_note(rec, device))
+    g.track = w.track(label, description=clock.describe() + _drop_note(rec, device) + _window_note(rec, device))
 
     on_device = rec.event_devices == device
-    resolved = launch_of_event >= 0
-    sel = on_device & (~resolved | keep_launch[np.maximum(launch_of_event, 0)])
+    resolved = g.launch_of_event >= 0
+    sel = on_device & (~resolved | g.keep_launch[np.maximum(g.launch_of_event, 0)])
     if opts.kernels or opts.launches:
         sel &= resolved
-    if window is not None:
-        sel &= (ev["time_start"] >= window[0]) & (ev["time_start"] < window[1])
+    if g.window is not None:
+        sel &= (ev["time_start"] >= g.window[0]) & (ev["time_start"] < g.window[1])
     is_block = ev["kind"] == schema.EventKind.BLOCK
     blocks = np.flatnonzero(sel & is_block)
     mem = np.flatnonzero(sel & (ev["kind"] == schema.EventKind.MEMORY))
 
-    names, iid_of_slot = _kernel_names(rec, device)
-    dev_launches = np.flatnonzero((rec.launches["device_index"] == device) & keep_launch)
-    s.kernel_slices, s.launches_without_time, timed = _kernel_slices(w, rec, gpu, dev_launches, table, names,
-                                                                     iid_of_slot, clock, window, host_dur or {},
-                                                                     api_calls if clock.measured else None,
-                                                                     rec_index)
-    if api_calls is not None and len(api_calls) and clock.measured:
-        s.flowed_launches = timed[np.isin(rec.launches["api_call_id"][timed], api_calls)]
+    dev_launches = np.flatnonzero((rec.launches["device_index"] == device) & g.keep_launch)
+    s.kernel_slices, s.launches_without_time, timed = _kernel_slices(g, dev_launches)
+    if g.flow_calls is not None:
+        s.flowed_launches = timed[np.isin(rec.launches["api_call_id"][timed], g.flow_calls)]
     if len(blocks):
-        s.sms, s.lanes = _block_tracks_and_slices(w, rec, gpu, ev, blocks, launch_of_event, names, iid_of_slot,
-                                                  clock, opts)
+        s.sms, s.lanes = _block_tracks_and_slices(g, blocks)
         s.block_slices = len(blocks)
     if len(mem):
         s.memory_events = len(mem)
-        s.accesses_counted = _memory_counters(w, rec, gpu, ev, mem, launch_of_event, table, clock, opts)
+        _memory_counters(g, mem)
+    if s.mode.startswith("mem"):
+        s.accesses_counted, s.accesses_unplaced, s.launches_unplaced = _access_totals(
+            g, dev_launches, g.launch_of_event[mem])
     s.dropped = int(rec.flushes["dropped"][rec.flushes["device_index"] == device].sum())
     s.unrecorded_launches = int(rec.flushes["unrecorded_launches"][rec.flushes["device_index"] == device].sum())
-    _drop_counter(w, rec, gpu, device, ev, clock)
+    _drop_counter(g)
     return s
 
 
@@ -287,43 +358,42 @@ def _ts(pkt: pb.TracePacket, t: int, clock: ClockRelation) -> None:
         pkt.timestamp_clock_id = clock.clock_id
 
 
-def _kernel_slices(w, rec, gpu, launches, table, names, iid_of_slot, clock, window, host_dur, api_calls=None,
-                   rec_index=0):
+def _kernel_slices(g: GpuExport, launches: np.ndarray):
+    w, table, window = g.w, g.table, g.window
     has_time = table.first_start[launches] > 0
+    missing = int((~has_time).sum())  # no device time at all (counting modes), not those outside a window
     if window is not None:
         has_time &= (table.first_start[launches] >= window[0]) & (table.first_start[launches] < window[1])
     timed = launches[has_time]
-    missing = int((~has_time).sum())
     if len(timed) == 0:
         return 0, missing, timed
     start = table.first_start[timed]
     end = np.maximum(table.last_end[timed], start)
     lane = assign_lanes(np.zeros(len(timed), np.int64), start, end)
-    lanes = [w.track("Kernels", parent=gpu, rank=0, merge_key=f"kernels-{gpu}",
+    lanes = [w.track("Kernels", parent=g.track, rank=0, merge_key=f"kernels-{g.track}",
                      description="One slice per launch: its first block's start to its last block's end.")
              for _ in range(int(lane.max()) + 1)]
     seq = w.new_sequence()
     first = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_CLEARED)
-    for iid, name in names.items():
+    for iid, name in g.names.items():
         first.interned_data.event_names.add(iid=iid, name=name)
     for i, arg in enumerate(KERNEL_ARGS, start=1):
         first.interned_data.debug_annotation_names.add(iid=i, name=arg)
     w.packet(first)
-    slices = _kernel_slice_table(rec, table, timed, start, end, np.asarray(lanes, np.uint64)[lane], iid_of_slot,
-                                 host_dur, api_calls, rec_index)
-    write_slices(w, slices, seq, clock.clock_id if clock.measured else None)
+    write_slices(w, _kernel_slice_table(g, timed, start, end, np.asarray(lanes, np.uint64)[lane]), seq,
+                 g.clock.clock_id if g.clock.measured else None)
     return len(timed), missing, timed
 
 
-def _kernel_slice_table(rec, table, timed, start, end, track, iid_of_slot, host_dur, api_calls=None,
-                        rec_index=0) -> Slices:
+def _kernel_slice_table(g: GpuExport, timed, start, end, track) -> Slices:
     """The kernel slices with their arguments (names interned as KERNEL_ARGS)."""
+    rec, table, iid_of_slot, host_dur = g.rec, g.table, g.iid_of_slot, g.host_dur
     l = rec.launches[timed]
     recorded = table.blocks_recorded[timed].astype(np.int64)
     counted = table.counted[timed]
     shared = table.counted_shared[timed]
-    graph = (l["flags"] & 1).astype(bool)
-    raced = (l["flags"] & 2).astype(bool)
+    graph = (l["flags"] & schema.LaunchFlag.GRAPH_NODE).astype(bool)
+    raced = (l["flags"] & schema.LaunchFlag.RACED_FLUSH).astype(bool)
     arg = {a: j for j, a in enumerate(KERNEL_ARGS, start=1)}
     s = Slices(track, start, end, np.array([iid_of_slot[int(x)] for x in l["function_slot"]], np.uint64))
     dims = lambda a: ["x".join(str(int(v)) for v in row).encode() for row in a]  # noqa: E731
@@ -346,12 +416,13 @@ def _kernel_slice_table(rec, table, timed, start, end, track, iid_of_slot, host_
         spans = (table.last_end[timed].astype(np.int64) - table.first_start[timed].astype(np.int64))
         s.string_arg(arg["instrumentation_cost"],
                      [f"{sp / u:.2f}x".encode() if u > 0 else b"" for sp, u in zip(spans, unins)], present=has)
-    if api_calls is not None and len(api_calls):  # the end of the flow from the API call that made this launch
-        s.flows_in(flow_id(rec_index, l["launch_id"]), np.isin(l["api_call_id"], api_calls))
+    if g.flow_calls is not None:  # the end of the flow from the API call that made this launch
+        s.flows_in(flow_id(g.rec_index, l["launch_id"]), np.isin(l["api_call_id"], g.flow_calls))
     return s
 
 
-def _block_tracks_and_slices(w, rec, gpu, ev, blocks, launch_of_event, names, iid_of_slot, clock, opts):
+def _block_tracks_and_slices(g: GpuExport, blocks: np.ndarray):
+    w, rec, ev, launch_of_event = g.w, g.rec, g.ev, g.launch_of_event
     every = len(blocks) == len(ev)  # the common case: no filter, so columns need no gather
 
     def col(name):
@@ -361,7 +432,7 @@ def _block_tracks_and_slices(w, rec, gpu, ev, blocks, launch_of_event, names, ii
     start = col("time_start")
     end = np.maximum(col("time_end"), start)
     lane = assign_lanes(sm, start, end)
-    sms_group = w.track("SMs", parent=gpu, rank=1, explicit_order=True,
+    sms_group = w.track("SMs", parent=g.track, rank=1, explicit_order=True,
                         description="One track per SM, in SM order; blocks that overlap on an SM sit on lanes "
                                     "merged into its track. A block runs from its leader's entry to its last "
                                     "thread's exit.")
@@ -381,30 +452,53 @@ def _block_tracks_and_slices(w, rec, gpu, ev, blocks, launch_of_event, names, ii
     launch_ids = np.where(lo >= 0, rec.launches["launch_id"][np.maximum(lo, 0)].astype(np.int64), -1)
     slots = col("function_slot")
     slot_iid = np.zeros(int(slots.max()) + 1, np.uint64)
-    for slot, iid in iid_of_slot.items():
+    for slot, iid in g.iid_of_slot.items():
         if slot < len(slot_iid):
             slot_iid[slot] = iid
     b = BlockSlices(sm=sm, start=start, end=end, lane_uuid=uuid_arr, name_iid=slot_iid[slots], launch_id=launch_ids,
                     block_x=col("block_x"), block_y=col("block_y"), block_z=col("block_z"))
-    encode_blocks(w, b, names, lane0, clock, opts.block_args)
+    encode_blocks(w, b, g.names, lane0, g.clock, g.opts.block_args)
     return len(lane0), int(lanes_of_sm.sum())
 
 
-def _counter_packets(w, track, times, values, clock):
-    seq = w.new_sequence()
+def _counter_packets(g: GpuExport, track, times, values):
+    seq = g.w.new_sequence()
     for t, v in zip(times, values):
         pkt = pb.TracePacket(trusted_packet_sequence_id=seq)
-        _ts(pkt, int(t), clock)
+        _ts(pkt, int(t), g.clock)
         pkt.track_event.type = pb.TrackEvent.TYPE_COUNTER
         pkt.track_event.track_uuid = track
         pkt.track_event.double_counter_value = float(v)
-        w.packet(pkt)
+        g.w.packet(pkt)
 
 
-def _memory_counters(w, rec, gpu, ev, mem, launch_of_event, table, clock, opts) -> int:
+def _access_totals(g: GpuExport, launches: np.ndarray, sample_launches: np.ndarray) -> tuple[int, int, int]:
+    """The device's exact access counts of the exported launches (every counter slot
+    once, as `info` and `stats` count them), and the part of them by launches that kept
+    no sample: those have no time, so the counter cannot show them. A window selects
+    launches by their samples' times, so launches without a sample are then not exported."""
+    rec, table = g.rec, g.table
+    sampled = np.unique(sample_launches[sample_launches >= 0])
+    if g.window is not None:
+        return analysis.counted_total(rec, table, sampled), 0, 0
+    if g.opts.kernels or g.opts.launches:
+        total = analysis.counted_total(rec, table, launches)
+    else:  # every count of the device, also one no launch in the table claims
+        slots = analysis.count_slots(rec)
+        on_device = rec.launch_counts["device_index"] == g.device
+        total = int(analysis.slot_counts(rec)[np.unique(slots[on_device])].sum()) if on_device.any() else 0
+    unsampled = np.setdiff1d(launches, sampled)
+    unsampled = unsampled[table.count_slot[unsampled] >= 0]
+    slots = np.setdiff1d(table.count_slot[unsampled], table.count_slot[sampled])
+    unplaced = int(analysis.slot_counts(rec)[slots].sum()) if len(slots) else 0
+    return total, unplaced, int(len(unsampled))
+
+
+def _memory_counters(g: GpuExport, mem: np.ndarray) -> None:
     """Accesses per time bin: each kept sample stands for counted/kept accesses of
     its launch, so each launch's bins add up to its exact count."""
-    lo = launch_of_event[mem]
+    ev, table, opts = g.ev, g.table, g.opts
+    lo = g.launch_of_event[mem]
     kept = np.where(lo >= 0, table.events_kept[np.maximum(lo, 0)], 0)
     counted = np.where(lo >= 0, table.counted[np.maximum(lo, 0)], -1)
     shared = np.where(lo >= 0, table.counted_shared[np.maximum(lo, 0)], 0)
@@ -415,19 +509,18 @@ def _memory_counters(w, rec, gpu, ev, mem, launch_of_event, table, clock, opts) 
     width = max(1000, (t1 - t0) // max(opts.bins, 1))
     bins = (t - t0) // width
     sums = np.bincount(bins, weights=weight)
-    track = w.track("Global accesses per bin", parent=gpu, rank=2, counter_unit="accesses",
+    track = g.w.track("Global accesses per bin", parent=g.track, rank=2, counter_unit="accesses",
                     description=f"Accesses per {width:,} ns bin. Each launch's exact device count is spread over "
                                 "its sampled accesses' times, so a launch's bins add up to its count.")
     times = t0 + np.arange(len(sums) + 1) * width
-    _counter_packets(w, track, times, np.r_[sums, 0.0], clock)
+    _counter_packets(g, track, times, np.r_[sums, 0.0])
     if opts.samples:
-        _memory_samples(w, gpu, ev, mem, clock)
-    counted_launches = np.unique(lo[(lo >= 0)])
-    return int(np.clip(table.counted[counted_launches], 0, None).sum())
+        _memory_samples(g, mem)
 
 
-def _memory_samples(w, gpu, ev, mem, clock):
-    track = w.track("Memory samples", parent=gpu, rank=3,
+def _memory_samples(g: GpuExport, mem: np.ndarray):
+    w, ev, clock = g.w, g.ev, g.clock
+    track = w.track("Memory samples", parent=g.track, rank=3,
                     description="The captured accesses themselves (address, pc, size, flags, thread).")
     seq = w.new_sequence()
     first = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_CLEARED)
@@ -450,14 +543,15 @@ def _memory_samples(w, gpu, ev, mem, clock):
         w.packet(pkt)
 
 
-def _drop_counter(w, rec, gpu, device, ev, clock) -> None:
+def _drop_counter(g: GpuExport) -> None:
     """Per flush window: the records it dropped, from its first to its last event."""
+    rec, device, ev = g.rec, g.device, g.ev
     flushes = rec.flushes[rec.flushes["device_index"] == device]
     if int(flushes["dropped"].sum()) == 0:
         return
     on = rec.event_devices == device
     fl = rec.event_flushes
-    track = w.track("Dropped records", parent=gpu, rank=4, counter_unit="records",
+    track = g.w.track("Dropped records", parent=g.track, rank=4, counter_unit="records",
                     description="Records the device could not keep (buffer full), per flush window.")
     times, values = [], []
     for f in flushes:
@@ -467,4 +561,4 @@ def _drop_counter(w, rec, gpu, device, ev, clock) -> None:
         times += [int(ev["time_start"][m].min()), int(np.maximum(ev["time_end"][m], ev["time_start"][m]).max())]
         values += [int(f["dropped"]), 0]
     order = np.argsort(times, kind="stable")
-    _counter_packets(w, track, np.array(times)[order], np.array(values)[order], clock)
+    _counter_packets(g, track, np.array(times)[order], np.array(values)[order])

@@ -9,10 +9,40 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from .clock import REALTIME
 from .lanes import assign_lanes
 from .slice_encoder import Slices, write_slices
-from .writer import SEQ_CLEARED, TraceWriter
+from .trace_writer import SEQ_CLEARED, TraceWriter
 
 KIND_TITLES = {"pytorch-profiler": "PyTorch profiler", "nsys": "Nsight Systems"}
 CATEGORY_IID = 1  # the interned name of the one debug annotation, "category"
+
+
+def _track_order(key: tuple):
+    """Processes by pid, then GPUs by device (as the profiler's own view sorts them); in a
+    process its threads by id, each thread's NVTX ranges after it."""
+    kind, owner, lane = key
+    def number_first(v):
+        return (not isinstance(v, int), v if isinstance(v, int) else 0, str(v))
+    return (kind == "stream", number_first(owner), number_first(lane), kind == "nvtx")
+
+
+def _process_name(host, pid) -> str:
+    name = host.process_names.get(pid, "").strip()
+    if not isinstance(pid, int):
+        return name or str(pid)  # Kineto's own pseudo-processes ("Spans")
+    return f"{name} (pid {pid})" if name else f"pid {pid}"
+
+
+def track_names(host, key: tuple) -> tuple[str, str]:
+    """(process group, track) names of a host-trace track key, as the PyTorch profiler's
+    trace names them in Perfetto: `python3 (pid 803)` / `thread 803 (python3)`, and
+    `GPU 0` / `stream 7`; names from the trace's process_name and thread_name metadata."""
+    kind, owner, lane = key
+    thread = str(host.thread_names.get((owner, lane), "")).strip()
+    if kind == "stream":
+        return f"GPU {owner}", thread or f"stream {lane}"
+    thread = thread or (f"thread {lane}" if isinstance(lane, int) else str(lane))
+    if kind == "nvtx":
+        return _process_name(host, owner), f"NVTX ({thread})"
+    return _process_name(host, owner), thread
 
 
 def write_host_trace(w: TraceWriter, host, related: bool, shift_ns: int = 0, residual_ns: int = 0,
@@ -30,35 +60,39 @@ def write_host_trace(w: TraceWriter, host, related: bool, shift_ns: int = 0, res
         desc += (f" SHIFTED by {shift_ns / 1e6:+.3f} ms so that matched kernels line up with gpuobs's "
                  f"(--align kernels); median residual {residual_ns / 1e3:.1f} us.")
     group = w.track(title, description=desc)
-    keys = sorted({e.track for e in host.events}, key=lambda k: (k[0], str(k[1]), str(k[2])))
-    key_index = {k: i for i, k in enumerate(keys)}
     ev = host.events
-    if not ev:
+    if not len(ev):
         return 0
-    grp = np.array([key_index[e.track] for e in ev], np.int64)
-    start = np.array([e.start_ns + shift_ns for e in ev], np.int64)
-    end = start + np.array([max(e.dur_ns, 0) for e in ev], np.int64)
+    used = np.unique(ev["track"])
+    order_of = sorted(used.tolist(), key=lambda t: _track_order(host.tracks[t]))
+    keys = [host.tracks[t] for t in order_of]
+    rank_of_track = np.zeros(len(host.tracks), np.int64)
+    rank_of_track[order_of] = np.arange(len(order_of))
+    grp = rank_of_track[ev["track"]]
+    start = ev["start_ns"] + shift_ns
+    end = start + np.maximum(ev["dur_ns"], 0)
     base = int(start.min())
     lane = assign_lanes(grp, (start - base).astype(np.uint64), (end - base).astype(np.uint64))
-    uuid = {}
-    for k in keys:
-        label = (f"GPU {k[1]} stream {k[2]} (uninstrumented)" if k[0] == "stream" else
-                 f"NVTX {k[2]} (pid {k[1]})" if k[0] == "nvtx" else
-                 f"{host.thread_names.get((k[1], k[2])) or 'thread'} {k[2]} (pid {k[1]})")
-        for lane_no in range(int(lane[grp == key_index[k]].max()) + 1):
-            uuid[(key_index[k], lane_no)] = w.track(label, parent=group, merge_key=f"{group}-{key_index[k]}",
-                                                    rank=key_index[k])
-    names = sorted({e.name for e in ev})
-    iid = {n: i + 1 for i, n in enumerate(names)}
+    lanes_of = np.zeros(len(keys), np.int64)
+    np.maximum.at(lanes_of, grp, lane + 1)
+    first_uuid = np.zeros(len(keys), np.uint64)  # a track's lanes get consecutive uuids
+    processes = {}
+    for key_index, k in enumerate(keys):
+        process, label = track_names(host, k)
+        if process not in processes:
+            processes[process] = w.track(process, parent=group, rank=len(processes))
+        for lane_no in range(int(lanes_of[key_index])):
+            uuid = w.track(label, parent=processes[process], merge_key=f"{group}-{key_index}", rank=key_index)
+            if lane_no == 0:
+                first_uuid[key_index] = uuid
     seq = w.new_sequence()
     first = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_CLEARED)
-    for n, i in iid.items():
-        first.interned_data.event_names.add(iid=i, name=n)
+    for i, name in enumerate(host.names):
+        first.interned_data.event_names.add(iid=i + 1, name=name)
     first.interned_data.debug_annotation_names.add(iid=CATEGORY_IID, name="category")
     w.packet(first)
-    tracks = np.array([uuid[(int(grp[j]), int(lane[j]))] for j in range(len(ev))], np.uint64)
-    slices = Slices(tracks, start.astype(np.uint64), end.astype(np.uint64),
-                    np.array([iid[e.name] for e in ev], np.uint64))
-    slices.string_arg(CATEGORY_IID, [e.category.encode() for e in ev])
+    slices = Slices(first_uuid[grp] + lane.astype(np.uint64), start.astype(np.uint64), end.astype(np.uint64),
+                    ev["name"].astype(np.uint64) + np.uint64(1))
+    slices.choice_arg(CATEGORY_IID, [c.encode() for c in host.categories], ev["category"])
     write_slices(w, slices, seq, clock_id=REALTIME if related else None)
     return len(ev)

@@ -10,20 +10,20 @@
 enum { VARINT = 0, FIXED64 = 1, LEN = 2 }; /* wire types */
 
 enum {
-    TRACE_PACKET = 1,                      /* Trace.packet */
-    PACKET_TIMESTAMP = 8,                  /* TracePacket.timestamp */
-    PACKET_TIMESTAMP_CLOCK_ID = 58,        /* TracePacket.timestamp_clock_id */
-    PACKET_TRACK_EVENT = 11,               /* TracePacket.track_event */
-    PACKET_SEQUENCE_ID = 10,               /* TracePacket.trusted_packet_sequence_id */
-    PACKET_SEQUENCE_FLAGS = 13,            /* TracePacket.sequence_flags */
-    TRACK_EVENT_TYPE = 9,                  /* TrackEvent.type */
-    TRACK_EVENT_TRACK_UUID = 11,           /* TrackEvent.track_uuid */
-    TRACK_EVENT_NAME_IID = 10,             /* TrackEvent.name_iid */
-    TRACK_EVENT_DEBUG_ANNOTATIONS = 4,     /* TrackEvent.debug_annotations */
-    ANNOTATION_NAME_IID = 1,               /* DebugAnnotation.name_iid */
-    ANNOTATION_BOOL_VALUE = 2,             /* DebugAnnotation.bool_value */
-    ANNOTATION_INT_VALUE = 4,              /* DebugAnnotation.int_value */
-    ANNOTATION_STRING_VALUE = 6,           /* DebugAnnotation.string_value */
+    TRACE_PACKET = 1,                  /* Trace.packet */
+    PACKET_TIMESTAMP = 8,              /* TracePacket.timestamp */
+    PACKET_TIMESTAMP_CLOCK_ID = 58,    /* TracePacket.timestamp_clock_id */
+    PACKET_TRACK_EVENT = 11,           /* TracePacket.track_event */
+    PACKET_SEQUENCE_ID = 10,           /* TracePacket.trusted_packet_sequence_id */
+    PACKET_SEQUENCE_FLAGS = 13,        /* TracePacket.sequence_flags */
+    TRACK_EVENT_TYPE = 9,              /* TrackEvent.type */
+    TRACK_EVENT_TRACK_UUID = 11,       /* TrackEvent.track_uuid */
+    TRACK_EVENT_NAME_IID = 10,         /* TrackEvent.name_iid */
+    TRACK_EVENT_DEBUG_ANNOTATIONS = 4, /* TrackEvent.debug_annotations */
+    ANNOTATION_NAME_IID = 1,           /* DebugAnnotation.name_iid */
+    ANNOTATION_BOOL_VALUE = 2,         /* DebugAnnotation.bool_value */
+    ANNOTATION_INT_VALUE = 4,          /* DebugAnnotation.int_value */
+    ANNOTATION_STRING_VALUE = 6,       /* DebugAnnotation.string_value */
 };
 
 enum { TYPE_SLICE_BEGIN = 1, TYPE_SLICE_END = 2 }; /* TrackEvent.Type */
@@ -33,34 +33,34 @@ enum { ARG_INT = 0, ARG_BOOL = 1, ARG_STRING = 2 };
  * slice where present is NULL). */
 struct gpuobs_arg {
     uint64_t name_iid;
-    int32_t kind;            /* ARG_INT, ARG_BOOL (true) or ARG_STRING */
-    const uint8_t* present;  /* per slice */
-    const uint8_t* ints;     /* ARG_INT: slice e's value is the integer at ints + e * int_stride (a numpy */
-    int64_t int_stride;      /* column as it is: a record field, a narrower type, a broadcast scalar) */
-    int32_t int_size;        /* 1, 2, 4 or 8 bytes */
+    int32_t kind;           /* ARG_INT, ARG_BOOL (true) or ARG_STRING */
+    const uint8_t* present; /* per slice */
+    const uint8_t* ints;    /* ARG_INT: slice e's value is the integer at ints + e * int_stride (a numpy */
+    int64_t int_stride;     /* column as it is: a record field, a narrower type, a broadcast scalar) */
+    int32_t int_size;       /* 1, 2, 4 or 8 bytes */
     int32_t int_signed;
-    int64_t at_least;        /* ARG_INT: left out where the value is below this */
-    const uint8_t* chars;    /* ARG_STRING: slice e's value is chars[starts[e] : starts[e] + lengths[e]] */
+    int64_t at_least;     /* ARG_INT: left out where the value is below this */
+    const uint8_t* chars; /* ARG_STRING: slice e's value is chars[starts[e] : starts[e] + lengths[e]] */
     const int64_t* starts;
     const int64_t* lengths;
 };
 
 /* Packets are indexed by i, per-slice columns by e = slice[i]. */
 struct gpuobs_slice_packets {
-    size_t n;                    /* packets */
-    const int64_t* slice;        /* per packet: its slice */
-    const uint8_t* begin;        /* per packet: BEGIN (1) or END (0) */
-    const uint64_t* ts;          /* per packet */
-    const uint64_t* track;       /* per packet; 0: no track_uuid (the sequence's default track) */
-    const uint64_t* seq;         /* per packet */
-    const uint64_t* name_iid;    /* per slice, on BEGINs */
-    uint64_t clock_id;           /* timestamp_clock_id of every packet; 0: none */
-    uint64_t begin_flags;        /* sequence_flags of BEGINs (which alone use interned data); 0: none */
+    size_t n;                 /* packets */
+    const int64_t* slice;     /* per packet: its slice */
+    const uint8_t* begin;     /* per packet: BEGIN (1) or END (0) */
+    const uint64_t* ts;       /* per packet */
+    const uint64_t* track;    /* per packet; 0: no track_uuid (the sequence's default track) */
+    const uint64_t* seq;      /* per packet */
+    const uint64_t* name_iid; /* per slice, on BEGINs */
+    uint64_t clock_id;        /* timestamp_clock_id of every packet; 0: none */
+    uint64_t begin_flags;     /* sequence_flags of BEGINs (which alone use interned data); 0: none */
     size_t n_args;
     const struct gpuobs_arg* args;
-    uint32_t flow_field;         /* TrackEvent.flow_ids or .terminating_flow_ids; 0: no flows */
+    uint32_t flow_field; /* TrackEvent.flow_ids or .terminating_flow_ids; 0: no flows */
     size_t flow_width;
-    const uint64_t* flows;       /* per slice, flow_width values, of which flow_counts[e] are used */
+    const uint64_t* flows; /* per slice, flow_width values, of which flow_counts[e] are used */
     const int64_t* flow_counts;
 };
 
@@ -88,7 +88,9 @@ static inline uint8_t* put_varint_field(uint8_t* p, uint32_t field, uint64_t v) 
 }
 
 /* A length-delimited field's tag and length, before its body of `size` bytes. */
-static inline size_t len_field_size(uint32_t field, size_t size) { return tag_size(field, LEN) + varint_size(size) + size; }
+static inline size_t len_field_size(uint32_t field, size_t size) {
+    return tag_size(field, LEN) + varint_size(size) + size;
+}
 static inline uint8_t* put_len_header(uint8_t* p, uint32_t field, size_t size) {
     return put_varint(put_tag(p, field, LEN), size);
 }
@@ -96,10 +98,22 @@ static inline uint8_t* put_len_header(uint8_t* p, uint32_t field, size_t size) {
 static int64_t int_value(const struct gpuobs_arg* a, int64_t e) {
     const uint8_t* p = a->ints + e * a->int_stride;
     switch (a->int_size) {
-    case 1: return a->int_signed ? (int64_t)(int8_t)*p : (int64_t)*p;
-    case 2: { uint16_t v; memcpy(&v, p, 2); return a->int_signed ? (int64_t)(int16_t)v : (int64_t)v; }
-    case 4: { uint32_t v; memcpy(&v, p, 4); return a->int_signed ? (int64_t)(int32_t)v : (int64_t)v; }
-    default: { int64_t v; memcpy(&v, p, 8); return v; }
+        case 1: return a->int_signed ? (int64_t)(int8_t)*p : (int64_t)*p;
+        case 2: {
+            uint16_t v;
+            memcpy(&v, p, 2);
+            return a->int_signed ? (int64_t)(int16_t)v : (int64_t)v;
+        }
+        case 4: {
+            uint32_t v;
+            memcpy(&v, p, 4);
+            return a->int_signed ? (int64_t)(int32_t)v : (int64_t)v;
+        }
+        default: {
+            int64_t v;
+            memcpy(&v, p, 8);
+            return v;
+        }
     }
 }
 
@@ -124,11 +138,11 @@ static void prepare_arg(struct arg_info* info, const struct gpuobs_arg* a) {
 struct packet_plan {
     int begin;
     int64_t slice;
-    size_t track_event;          /* TrackEvent body size */
-    size_t packet;               /* TracePacket body size */
+    size_t track_event; /* TrackEvent body size */
+    size_t packet;      /* TracePacket body size */
     size_t flows;
-    uint64_t value[MAX_ARGS];    /* ARG_INT: the value */
-    size_t body[MAX_ARGS];       /* DebugAnnotation body size; 0: not on this packet */
+    uint64_t value[MAX_ARGS]; /* ARG_INT: the value */
+    size_t body[MAX_ARGS];    /* DebugAnnotation body size; 0: not on this packet */
 };
 
 static void plan_packet(const struct gpuobs_slice_packets* s, const struct arg_info* args, size_t i,
@@ -148,7 +162,8 @@ static void plan_packet(const struct gpuobs_slice_packets* s, const struct arg_i
                 if (a->kind == ARG_INT) {
                     const int64_t v = int_value(a, e);
                     pl->value[k] = (uint64_t)v;
-                    if (v >= a->at_least) body = args[k].head_size + varint_field_size(ANNOTATION_INT_VALUE, (uint64_t)v);
+                    if (v >= a->at_least)
+                        body = args[k].head_size + varint_field_size(ANNOTATION_INT_VALUE, (uint64_t)v);
                 } else if (a->kind == ARG_STRING) {
                     body = args[k].head_size + len_field_size(ANNOTATION_STRING_VALUE, (size_t)a->lengths[e]);
                 } else {
@@ -171,8 +186,8 @@ static void plan_packet(const struct gpuobs_slice_packets* s, const struct arg_i
                  (s->begin_flags && pl->begin ? varint_field_size(PACKET_SEQUENCE_FLAGS, s->begin_flags) : 0);
 }
 
-static uint8_t* put_packet(uint8_t* p, const struct gpuobs_slice_packets* s, const struct arg_info* args,
-                           size_t i, const struct packet_plan* pl) {
+static uint8_t* put_packet(uint8_t* p, const struct gpuobs_slice_packets* s, const struct arg_info* args, size_t i,
+                           const struct packet_plan* pl) {
     const int64_t e = pl->slice;
     p = put_len_header(p, TRACE_PACKET, pl->packet);
     p = put_varint_field(p, PACKET_TIMESTAMP, s->ts[i]);
@@ -230,8 +245,8 @@ size_t gpuobs_encode_slices(uint8_t* out, const struct gpuobs_slice_packets* pac
  * the lowest lane of its group that is free at its start (touching intervals
  * share a lane). lanes.py maps zero-length slices to such intervals. Returns the
  * most lanes any group needed, or -1 past max_lanes. */
-long gpuobs_assign_lanes(size_t n, const int64_t* group, const uint64_t* start, const uint64_t* end,
-                         int64_t* lane_out, uint64_t* lane_free_at, long max_lanes) {
+long gpuobs_assign_lanes(size_t n, const int64_t* group, const uint64_t* start, const uint64_t* end, int64_t* lane_out,
+                         uint64_t* lane_free_at, long max_lanes) {
     long width = 0, used = 0;
     for (size_t i = 0; i < n; ++i) {
         if (i == 0 || group[i] != group[i - 1]) used = 0; /* a new group: no lane taken yet */

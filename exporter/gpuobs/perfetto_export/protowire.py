@@ -58,7 +58,7 @@ def varint_matrix(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     v = np.asarray(values, dtype=np.uint64).copy()
     n = len(v)
     cols, lengths = [], np.ones(n, np.int64)
-    for i in range(10):
+    for _ in range(10):
         low = (v & np.uint64(0x7F)).astype(np.uint8)
         v >>= np.uint64(7)
         more = v != 0

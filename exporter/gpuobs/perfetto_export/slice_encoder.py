@@ -12,13 +12,15 @@ lane, one time holds either an END and the next BEGIN, or one zero-length slice
 alone (lanes.py), so every END closes the slice its lane opened last.
 
 Encoding. A C pass (native_encoder.c) where a C compiler is at hand, else numpy
-columns (protowire.Rows); both write the same bytes (tests/test_slice_encoder.py).
+columns (protowire.Rows), a batch of packets at a time; both write the same
+bytes (tests/test_slice_encoder.py).
 
     slices = Slices(track=lane_uuid, start=start, end=end, name_iid=name_iid)
     slices.int_arg(1, launch_ids, at_least=0)         # or present=mask
     slices.string_arg(2, [b"runtime", b"driver", ...])
     write_slices(w, slices, seq, clock_id=MONOTONIC)
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,16 +31,30 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from . import native_encoder
 from .lanes import group_sort_keys
-from .protowire import (ANNOTATION_BOOL_VALUE, ANNOTATION_INT_VALUE, ANNOTATION_NAME_IID, ANNOTATION_STRING_VALUE,
-                        PACKET_SEQUENCE_FLAGS, PACKET_SEQUENCE_ID, PACKET_TIMESTAMP, PACKET_TIMESTAMP_CLOCK_ID,
-                        PACKET_TRACK_EVENT, TRACE_PACKET, TRACK_EVENT_DEBUG_ANNOTATIONS, TRACK_EVENT_FLOW_IDS,
-                        TRACK_EVENT_NAME_IID, TRACK_EVENT_TERMINATING_FLOW_IDS, TRACK_EVENT_TRACK_UUID,
-                        TRACK_EVENT_TYPE, Rows)
-from .writer import SEQ_NEEDS, TraceWriter
+from .protowire import (
+    ANNOTATION_BOOL_VALUE,
+    ANNOTATION_INT_VALUE,
+    ANNOTATION_NAME_IID,
+    ANNOTATION_STRING_VALUE,
+    PACKET_SEQUENCE_FLAGS,
+    PACKET_SEQUENCE_ID,
+    PACKET_TIMESTAMP,
+    PACKET_TIMESTAMP_CLOCK_ID,
+    PACKET_TRACK_EVENT,
+    TRACK_EVENT_DEBUG_ANNOTATIONS,
+    TRACK_EVENT_FLOW_IDS,
+    TRACK_EVENT_NAME_IID,
+    TRACK_EVENT_TERMINATING_FLOW_IDS,
+    TRACK_EVENT_TRACK_UUID,
+    TRACK_EVENT_TYPE,
+    Rows,
+)
+from .trace_writer import SEQ_NEEDS, TraceWriter
 
 BEGIN, END = pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END
 INT, BOOL, STRING = 0, 1, 2  # argument kinds: ARG_INT, ARG_BOOL, ARG_STRING in native_encoder.c
 MAX_ARGS = 32  # arguments per slice (native_encoder.c plans each packet's in a fixed array)
+PACKETS_PER_BATCH = 1 << 17  # encoded at a time: the numpy path's memory stays bounded
 
 
 @dataclass
@@ -46,11 +62,11 @@ class Arg:
     """One debug annotation (interned name) on the BEGIN of each slice where `present`."""
 
     name_iid: int
-    kind: int                             # INT, BOOL (always true) or STRING
+    kind: int  # INT, BOOL (always true) or STRING
     present: Optional[np.ndarray] = None  # bool per slice; None: on every slice
-    ints: Optional[np.ndarray] = None     # INT: per slice, any integer type, as given (no copy)
-    at_least: Optional[int] = None        # INT: left out where the value is below this
-    chars: Optional[np.ndarray] = None    # STRING: uint8, slice e's value is chars[starts[e] : starts[e] + lengths[e]]
+    ints: Optional[np.ndarray] = None  # INT: per slice, any integer type, as given (no copy)
+    at_least: Optional[int] = None  # INT: left out where the value is below this
+    chars: Optional[np.ndarray] = None  # STRING: uint8, slice e's value is chars[starts[e] : starts[e] + lengths[e]]
     starts: Optional[np.ndarray] = None
     lengths: Optional[np.ndarray] = None
 
@@ -109,8 +125,16 @@ class Slices:
         return self._string(name_iid, b"".join(choices), starts[which], lengths[which], present)
 
     def _string(self, name_iid, chars: bytes, starts, lengths, present) -> "Slices":
-        return self._add(Arg(name_iid, STRING, self._mask(present), chars=np.frombuffer(chars, np.uint8),
-                             starts=starts, lengths=lengths))
+        return self._add(
+            Arg(
+                name_iid,
+                STRING,
+                self._mask(present),
+                chars=np.frombuffer(chars, np.uint8),
+                starts=starts,
+                lengths=lengths,
+            )
+        )
 
     def flows_out(self, flows, counts) -> "Slices":
         """TrackEvent.flow_ids: slice e starts flows[e, :counts[e]] ((n, k) array)."""
@@ -131,10 +155,10 @@ class Slices:
 class PacketOrder:
     """The BEGIN and END packets of slices in writing order (see the module doc)."""
 
-    slice: np.ndarray     # int64 per packet: its slice
+    slice: np.ndarray  # int64 per packet: its slice
     is_begin: np.ndarray  # bool per packet
-    time: np.ndarray      # uint64 per packet
-    group: np.ndarray     # int64 per packet: its slice's group (one packet sequence each)
+    time: np.ndarray  # uint64 per packet
+    group: np.ndarray  # int64 per packet: its slice's group (one packet sequence each)
 
     def group_starts(self) -> np.ndarray:
         """Index of each group's first packet, groups in ascending order."""
@@ -174,42 +198,62 @@ def packet_order(start: np.ndarray, end: np.ndarray, group: np.ndarray | None = 
     return PacketOrder(np.where(is_begin, order, order - n), is_begin, time, groups)
 
 
-def encode_packets(order: PacketOrder, slices: Slices, seq, timestamps=None, tracks=None,
-                   clock_id: int | None = None):
-    """The packets as Trace.packet entries (a uint8 array or bytes).
+def write_packets(
+    w: TraceWriter, order: PacketOrder, slices: Slices, seq, timestamps=None, tracks=None, clock_id: int | None = None
+) -> None:
+    """Writes the packets as Trace.packet entries, PACKETS_PER_BATCH at a time.
 
     seq: the trusted_packet_sequence_id, one for all or one per packet; timestamps:
     per packet (default: order.time; deltas on an incremental clock go here);
     tracks: per packet, 0 where the sequence's default track applies (default:
-    each slice's track); clock_id: timestamp_clock_id on every packet. BEGINs carry
-    SEQ_NEEDS_INCREMENTAL_STATE: names are interned."""
+    each slice's track); clock_id: timestamp_clock_id on every packet (None: none).
+    BEGINs carry SEQ_NEEDS_INCREMENTAL_STATE: names are interned."""
     n = len(order.slice)
     ts = order.time if timestamps is None else np.asarray(timestamps, np.uint64)
-    track = slices.track[order.slice] if tracks is None else np.asarray(tracks, np.uint64)
     seq = np.asarray(seq, np.uint64)
-    if native_encoder.encoder() is not None:
-        return native_encoder.encode_slices(order.slice, order.is_begin, ts, track, np.broadcast_to(seq, (n,)),
-                                            slices.name_iid,
-                                            slices.args, clock_id or 0, SEQ_NEEDS, slices.flow_field,
-                                            slices.flows, slices.flow_counts)
-    return _rows(order, slices, seq, ts, track, clock_id).as_field(TRACE_PACKET).tobytes()
+    for lo in range(0, n, PACKETS_PER_BATCH):
+        part = slice(lo, lo + PACKETS_PER_BATCH)
+        e, begin = order.slice[part], order.is_begin[part]
+        track = slices.track[e] if tracks is None else np.asarray(tracks[part], np.uint64)
+        seq_part = seq if seq.ndim == 0 else seq[part]
+        if native_encoder.encoder() is not None:
+            w.raw(
+                native_encoder.encode_slices(
+                    e,
+                    begin,
+                    ts[part],
+                    track,
+                    np.broadcast_to(seq_part, (len(e),)),
+                    slices.name_iid,
+                    slices.args,
+                    clock_id or 0,
+                    SEQ_NEEDS,
+                    slices.flow_field,
+                    slices.flows,
+                    slices.flow_counts,
+                )
+            )
+        else:
+            w.rows(_rows(e, begin, slices, seq_part, ts[part], track, clock_id))
 
 
 def write_slices(w: TraceWriter, slices: Slices, seq: int, clock_id: int | None = None) -> int:
     """All slices on one packet sequence, absolute timestamps; returns the packet count."""
     if slices.n == 0:
         return 0
-    order = packet_order(slices.start, slices.end)
-    w.raw(encode_packets(order, slices, seq, clock_id=clock_id))
+    write_packets(w, packet_order(slices.start, slices.end), slices, seq, clock_id=clock_id)
     return 2 * slices.n
 
 
-def _rows(order: PacketOrder, slices: Slices, seq, ts, track, clock_id) -> Rows:
-    """The numpy path: the same bytes as native_encoder.c."""
-    n, e, begin = len(order.slice), order.slice, order.is_begin
-    te = (Rows(n).varint_field(TRACK_EVENT_TYPE, np.where(begin, BEGIN, END))
-          .varint_field(TRACK_EVENT_TRACK_UUID, track, present=track != 0)
-          .varint_field(TRACK_EVENT_NAME_IID, slices.name_iid[e], present=begin))
+def _rows(e, begin, slices: Slices, seq, ts, track, clock_id) -> Rows:
+    """The numpy path: the same bytes as native_encoder.c (packets of slices e)."""
+    n = len(e)
+    te = (
+        Rows(n)
+        .varint_field(TRACK_EVENT_TYPE, np.where(begin, BEGIN, END))
+        .varint_field(TRACK_EVENT_TRACK_UUID, track, present=track != 0)
+        .varint_field(TRACK_EVENT_NAME_IID, slices.name_iid[e], present=begin)
+    )
     for arg in slices.args:
         ann = Rows(n).varint_field(ANNOTATION_NAME_IID, arg.name_iid)
         if arg.kind == INT:
@@ -227,5 +271,8 @@ def _rows(order: PacketOrder, slices: Slices, seq, ts, track, clock_id) -> Rows:
     packets = Rows(n).varint_field(PACKET_TIMESTAMP, ts)
     if clock_id:
         packets.varint_field(PACKET_TIMESTAMP_CLOCK_ID, clock_id)
-    return (packets.message_field(PACKET_TRACK_EVENT, te).varint_field(PACKET_SEQUENCE_ID, seq)
-            .varint_field(PACKET_SEQUENCE_FLAGS, SEQ_NEEDS, present=begin))
+    return (
+        packets.message_field(PACKET_TRACK_EVENT, te)
+        .varint_field(PACKET_SEQUENCE_ID, seq)
+        .varint_field(PACKET_SEQUENCE_FLAGS, SEQ_NEEDS, present=begin)
+    )

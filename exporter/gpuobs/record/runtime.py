@@ -21,7 +21,7 @@ from pathlib import Path
 from cffi import FFI
 
 from .native_build import build
-from .record import RecordOptions, tool_environment
+from .run import RecordOptions, tool_environment
 
 _FFI = FFI()
 _FFI.cdef("""

@@ -61,8 +61,11 @@ class TraceWriter:
     def size(self) -> int:
         return sum(len(c) for c in self._chunks)
 
-    def save(self, path) -> int:
-        with open(path, "wb") as fh:
+    def save(self, target) -> int:
+        """Writes the trace to a path or to an open binary file (gpuobs.outputs)."""
+        if hasattr(target, "write"):
             for chunk in self._chunks:
-                fh.write(chunk)
-        return self.size()
+                target.write(chunk)
+            return self.size()
+        with open(target, "wb") as fh:
+            return self.save(fh)

@@ -11,14 +11,14 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from .native_sources import native_root
+from ..native_sources import native_root
 
 # SASS for every architecture CUDA 13 targets that gpuobs claims, plus PTX of the
 # newest so that a future GPU can JIT the patches.
 PATCH_ARCHS = ("75", "80", "86", "89", "90", "100", "120")
 PTX_ARCH = "120"
 TOOL_SOURCES = ("gpuobs_tool.cpp", "context_state.cpp", "config.cpp", "recording_file.cpp",
-                "sanitizer_api.cpp", "cuda_driver.cpp", "api_trace.cpp")
+                "sanitizer_api.cpp", "cuda_driver.cpp", "api_trace.cpp", "notice.cpp")
 
 
 class NativeUnavailable(RuntimeError):
@@ -160,7 +160,7 @@ def probe_compile_command(tc: Toolchain, out: Path) -> list[str]:
 
 def tool_compile_command(tc: Toolchain, out: Path) -> list[str]:
     root = native_root()
-    from . import __version__
+    from .. import __version__
     return [tc.cxx, "-shared", "-fPIC", "-O2", "-std=c++17", "-Wall", "-Wextra", "-Wno-unused-parameter",
             "-fvisibility=hidden", f'-DGPUOBS_TOOL_VERSION="gpuobs-tool {__version__}"',
             f"-I{root / 'schemas'}", f"-I{tc.sanitizer_include}", f"-I{tc.cuda_include}",
@@ -168,8 +168,10 @@ def tool_compile_command(tc: Toolchain, out: Path) -> list[str]:
             "-o", str(out), "-ldl", "-lpthread"]
 
 
-def build(force: bool = False) -> NativeBuild:
-    """Builds (or reuses) the tool, the patches and the probe; raises NativeUnavailable."""
+def build(force: bool = False, progress=None) -> NativeBuild:
+    """Builds (or reuses) the tool, the patches and the probe; raises NativeUnavailable.
+    `progress(message)` hears which part is compiling (the first build takes seconds)."""
+    say = progress or (lambda _message: None)
     tc = find_toolchain()
     directory = cache_root() / _source_hash(tc)
     result = NativeBuild(directory, directory / "libgpuobs_tool.so", directory / "gpuobs_patches.fatbin",
@@ -179,8 +181,11 @@ def build(force: bool = False) -> NativeBuild:
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / f"tmp-{os.getpid()}"
     tmp.mkdir(exist_ok=True)
+    say(f"compiling the device patches for sm_{', sm_'.join(PATCH_ARCHS)} (nvcc)")
     _run(patch_compile_command(tc, tmp / result.patches.name), "the device patches")
+    say("compiling the clock probe (nvcc)")
     _run(probe_compile_command(tc, tmp / result.probe.name), "the clock probe")
+    say(f"compiling the host tool ({Path(tc.cxx).name})")
     _run(tool_compile_command(tc, tmp / result.tool.name), "the host tool")
     for name in (result.patches.name, result.probe.name, result.tool.name):
         os.replace(tmp / name, directory / name)

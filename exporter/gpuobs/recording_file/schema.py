@@ -12,7 +12,7 @@ from functools import lru_cache
 import numpy as np
 from cffi import FFI
 
-from .native_sources import schema_header
+from ..native_sources import schema_header
 
 CDEF_BEGIN = "/* gpuobs:cdef-begin */"
 CDEF_END = "/* gpuobs:cdef-end */"
@@ -128,10 +128,25 @@ def _enum(name: str, prefix: str) -> type[enum.IntEnum]:
 
 FORMAT_VERSION = constant("GPUOBS_FORMAT_VERSION")
 SCHEMA_HASH = constant("GPUOBS_SCHEMA_HASH")
+LAUNCH_TABLE_SIZE = constant("GPUOBS_LAUNCH_TABLE_SIZE")
+# Earlier layouts this reader still reads, with what differs: each entry's structs
+# are a subset of today's, unchanged (only enums, a struct and a chunk type were
+# added since), so only what the writer did differently is listed here.
+COMPATIBLE_SCHEMAS = {
+    0x49906C504643937C: {"launch_table_size": 4096},  # before notices and device-launched grids (2026-12-01)
+}
+
+
+def launch_table_size(schema_hash: int) -> int:
+    """How many launch-counter slots the writer of a recording had."""
+    return COMPATIBLE_SCHEMAS.get(schema_hash, {}).get("launch_table_size", LAUNCH_TABLE_SIZE)
 EVENT_DTYPE = dtype("gpuobs_event")
 Mode = _enum("gpuobs_mode", "GPUOBS_MODE_")
 EventKind = _enum("gpuobs_event_kind", "GPUOBS_EVENT_")
 ChunkType = _enum("gpuobs_chunk_type", "GPUOBS_CHUNK_")
+NoticeCode = _enum("gpuobs_notice_code", "GPUOBS_NOTICE_")
+LaunchFlag = _enum("gpuobs_launch_flags", "GPUOBS_LAUNCH_")
+ModuleStatus = _enum("gpuobs_module_status", "GPUOBS_MODULE_")
 BLOCK_END_UNCONFIRMED = constant("GPUOBS_BLOCK_END_UNCONFIRMED")
 BLOCK_EARLY_EXITS = constant("GPUOBS_BLOCK_EARLY_EXITS")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import schema
-from .writer import RecordingWriter
+from .recording_writer import RecordingWriter
 
 GLOBALTIMER_BASE = 1_732_000_000_000_000_000  # a plausible %globaltimer value (ns)
 UPTIME_NS = 5_000 * 10**9  # host CLOCK_MONOTONIC at GLOBALTIMER_BASE
@@ -100,3 +100,43 @@ def _clock_samples(ev: np.ndarray, offset_ns: int) -> np.ndarray:
         samples[i]["boottime_before"], samples[i]["boottime_after"] = mono + 2_000, mono + 22_000
         samples[i]["realtime_before"], samples[i]["realtime_after"] = host - 9_000, host + 11_000
     return samples
+
+
+def write_many_flush_recording(path, flushes: int, launches_per_flush: int = 2, blocks_per_launch: int = 2,
+                               sm_count: int = 132):
+    """A long run's shape: a flush at every quiet synchronisation, each window a few
+    small launches (the soak's 12,000 flushes are about 4 MB). Every flush writes
+    LAUNCHES, FLUSH and EVENTS, as the tool does."""
+    launch_dt = schema.dtype("gpuobs_launch")
+    per_flush = launches_per_flush * blocks_per_launch
+    with RecordingWriter(path) as w:
+        w.run(pid=4242, mode=schema.Mode.BLOCK_TRACE, capacity=1 << 20, argv=["python3", "soak.py"])
+        w.device(sm_count=sm_count)
+        w.module(module_id=1)
+        for slot, (mangled, demangled) in enumerate(FUNCTION_NAMES):
+            w.function(function_slot=slot, mangled=mangled, demangled=demangled)
+        for seq in range(flushes):
+            first = seq * launches_per_flush
+            launches = np.zeros(launches_per_flush, launch_dt)
+            launches["launch_id"] = np.arange(first, first + launches_per_flush) + 1
+            launches["grid_id"] = launches["launch_id"] + 1000
+            launches["function_slot"] = np.arange(launches_per_flush) % len(FUNCTION_NAMES)
+            launches["grid"] = (blocks_per_launch, 1, 1)
+            launches["block"] = (128, 1, 1)
+            launches["host_begin_ns"] = UPTIME_NS + seq * 1_000_000
+            ev = np.zeros(per_flush, schema.EVENT_DTYPE)
+            block = np.arange(per_flush) % blocks_per_launch
+            ev["time_start"] = GLOBALTIMER_BASE + seq * 1_000_000 + np.arange(per_flush) * 3_000
+            ev["time_end"] = ev["time_start"] + 2_000
+            ev["grid_id"] = np.repeat(launches["grid_id"], blocks_per_launch)
+            ev["function_slot"] = np.repeat(launches["function_slot"], blocks_per_launch)
+            ev["block_x"] = block
+            ev["sm_id"] = ev["sm_id_end"] = block % sm_count
+            ev["thread_index"] = ev["exit_count"] = 128
+            ev["kind"] = schema.EventKind.BLOCK
+            w.launches(launches)
+            w.flush(flush_seq=seq, attempted=per_flush, recorded=per_flush, dropped=0,
+                    host_time_ns=UPTIME_NS + seq * 1_000_000 + 500_000)
+            w.events(ev, flush_seq=seq)
+        w.end(flushes=flushes, launches=flushes * launches_per_flush, events=flushes * per_flush)
+    return path

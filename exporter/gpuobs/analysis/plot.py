@@ -7,8 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
-from . import analysis, schema
-from .recording import Recording
+from ..outputs import write_atomically
+from ..recording_file import schema
+from ..recording_file.recording import Recording
+from . import launches
+from .kernel_names import short_name
 
 
 class PlotUnavailable(RuntimeError):
@@ -39,7 +42,18 @@ def occupancy(rec: Recording, device: int, bins: int = 400):
     return grid, t0, width
 
 
-def plot(rec: Recording, out: Path, top: int = 6) -> list[Path]:
+def plot_paths(rec: Recording, out: Path) -> dict:
+    """{device: image path} of the GPUs with block records: `out` itself for one GPU,
+    `STEM.gpuN.SUFFIX` beside it for several."""
+    ev = rec.events
+    devices = sorted(set(rec.event_devices[ev["kind"] == schema.EventKind.BLOCK].tolist()))
+    if len(devices) == 1:
+        return {devices[0]: out}
+    return {d: out.with_name(f"{out.stem}.gpu{d}{out.suffix}") for d in devices}
+
+
+def plot(rec: Recording, targets: dict, top: int = 6, inputs=(), force: bool = False) -> list[Path]:
+    """Draws each GPU of `targets` (plot_paths) into its file through gpuobs.outputs."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -47,11 +61,10 @@ def plot(rec: Recording, out: Path, top: int = 6) -> list[Path]:
     except ImportError as exc:
         raise PlotUnavailable("gpuobs plot needs matplotlib: pip install 'gpuobs[plot]'") from exc
     written = []
-    devices = sorted(set(rec.event_devices.tolist()))
-    stats = analysis.kernel_stats(rec)
-    of = analysis.launch_index_of_events(rec)
-    names = np.array(analysis.launch_table(rec, of).name, dtype=object)
-    for device in devices:
+    stats = launches.kernel_stats(rec)
+    of = launches.launch_index_of_events(rec)
+    names = np.array(launches.launch_table(rec, of).name, dtype=object)
+    for device, path in targets.items():
         grid, t0, width = occupancy(rec, device)
         if grid is None:
             continue
@@ -68,16 +81,17 @@ def plot(rec: Recording, out: Path, top: int = 6) -> list[Path]:
             mine = ok.copy()
             mine[ok] = names[of[ok]] == row["kernel"]
             dur = (ev["time_end"][mine].astype(np.int64) - ev["time_start"][mine].astype(np.int64)) / 1e3
-            label = row["kernel"] if len(row["kernel"]) < 48 else row["kernel"][:45] + "..."
-            ax2.hist(dur, bins=60, histtype="step", label=f"{label} ({len(dur):,})")
+            ax2.hist(dur, bins=60, histtype="step", label=f"{short_name(row['kernel'], 48)} ({len(dur):,})")
         ax2.set_xlabel("block duration (us)")
         ax2.set_ylabel("blocks")
         ax2.set_yscale("log")
         ax2.set_title("block durations, busiest kernels")
         ax2.legend(fontsize=7)
         fig.tight_layout()
-        path = out if len(devices) == 1 else out.with_name(f"{out.stem}.gpu{device}{out.suffix}")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
+        try:
+            with write_atomically(path, inputs, force) as fh:
+                fig.savefig(fh, dpi=110, format=path.suffix.lstrip(".").lower())
+        finally:
+            plt.close(fig)
         written.append(path)
     return written

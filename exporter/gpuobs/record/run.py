@@ -7,7 +7,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import schema
+from ..recording_file import schema
 from .native_build import NativeBuild
 
 DEFAULT_OUTPUT = "gpuobs.gpuobs"
@@ -43,7 +43,7 @@ def tool_environment(build: NativeBuild, opts: RecordOptions, base: dict | None 
         "GPUOBS_PATCHES": str(build.patches),
         "GPUOBS_PROBE": str(build.probe),
         "GPUOBS_SANITIZER_LIB": str(build.sanitizer_lib),
-        "GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE": opts.scope,
+        "GPUOBS_CALLBACK_SCOPE": opts.scope,
         "GPUOBS_CLOCK_PROBE": "1" if opts.clock_probe else "0",
         "GPUOBS_API_TRACE": "1" if opts.api_trace else "0",
         "GPUOBS_GRAPH_NODES": "1" if opts.graph_nodes else "0",

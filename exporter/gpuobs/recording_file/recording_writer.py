@@ -1,7 +1,7 @@
 """A Python writer for .gpuobs files: the same framing the C++ tool writes.
 
 Tests, fixtures and synthetic benchmarks use it; the reader and this writer
-share gpuobs.fileformat, so they cannot disagree about framing."""
+share fileformat.py, so they cannot disagree about framing."""
 from __future__ import annotations
 
 import os
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__, schema
+from .. import __version__
+from . import schema
 from .fileformat import EVENTS_HEADER, events_padding, pack_chunk, pack_file_header
 
 ChunkType = schema.ChunkType
@@ -23,9 +24,11 @@ def _one(struct_name: str, **fields) -> np.ndarray:
 
 
 class RecordingWriter:
-    def __init__(self, path, tool_version: str = f"gpuobs-py {__version__}"):
-        self.path = Path(path)
-        self._fh = open(self.path, "wb")
+    def __init__(self, target, tool_version: str = f"gpuobs-py {__version__}"):
+        """`target`: a path, or an open binary file that stays open (gpuobs.outputs owns it)."""
+        self._owned = not hasattr(target, "write")
+        self.path = Path(target) if self._owned else None
+        self._fh = open(self.path, "wb") if self._owned else target
         self._fh.write(pack_file_header(tool_version))
 
     # context manager -------------------------------------------------------
@@ -33,7 +36,7 @@ class RecordingWriter:
         return self
 
     def __exit__(self, *exc):
-        if not self._fh.closed:
+        if self._owned and not self._fh.closed:
             self._fh.close()
 
     def _chunk(self, chunk_type: int, payload: bytes) -> None:
@@ -113,24 +116,23 @@ class RecordingWriter:
     def close(self):
         self._fh.flush()
         os.fsync(self._fh.fileno())
-        self._fh.close()
+        if self._owned:
+            self._fh.close()
 
 
-def copy_recording(rec, path, flushes: tuple | None = None) -> None:
-    """Writes `rec` again, keeping only flush windows lo <= seq < hi (everything else
-    that describes the run is kept): for sharing a part of a long recording."""
-    lo, hi = flushes if flushes else (None, None)
-
-    def keep(seq) -> np.ndarray:
-        seq = np.asarray(seq)
-        ok = np.ones(seq.shape, bool)
-        if lo is not None:
-            ok &= seq >= lo
-        if hi is not None:
-            ok &= seq < hi
-        return ok
-
-    with RecordingWriter(path, tool_version=rec.tool_version) as w:
+def copy_recording(rec, target, keep_flush: np.ndarray | None = None, keep_launch: np.ndarray | None = None,
+                   keep_event: np.ndarray | None = None) -> None:
+    """Writes `rec` again to a path or an open binary file, keeping the flush windows
+    (rows of rec.flushes), launches and events whose mask is True (None keeps all);
+    everything that describes the run is kept. A kept window's events that are left
+    out count as `filtered`, so its accounting still adds up; a left-out launch's
+    count goes with it. For sharing a part of a long recording (`gpuobs trim`)."""
+    all_flushes = keep_flush is None
+    keep_flush = np.ones(len(rec.flushes), bool) if keep_flush is None else keep_flush
+    keep_launch = np.ones(len(rec.launches), bool) if keep_launch is None else keep_launch
+    keep_event = np.ones(len(rec.events), bool) if keep_event is None else keep_event
+    chunk_starts = np.cumsum([0] + [len(c) for c in rec.event_chunks])
+    with RecordingWriter(target, tool_version=rec.tool_version) as w:
         if rec.run:
             r = rec.run
             w.run(pid=r.pid, mode=r.mode, sample_shift=r.sample_shift, callback_scope=r.callback_scope,
@@ -145,37 +147,47 @@ def copy_recording(rec, path, flushes: tuple | None = None) -> None:
                        device_index=f.device_index, module_id=f.module_id)
         if len(rec.clock_samples):
             w.clock_samples(rec.clock_samples)
-        for f in rec.flushes[keep(rec.flushes["flush_seq"])]:
+        for f in rec.flushes[keep_flush]:
             dev, seq = int(f["device_index"]), int(f["flush_seq"])
-            launches = rec.launches[(rec.launch_flushes == seq) & (rec.launches["device_index"] == dev)]
+            in_window = (rec.launch_flushes == seq) & (rec.launches["device_index"] == dev)
+            launches = rec.launches[in_window & keep_launch]
             if len(launches):
                 w.launches(launches)
-            counts = rec.launch_counts[(rec.launch_counts["flush_seq"] == seq) & (rec.launch_counts["device_index"] == dev)]
+            lc = rec.launch_counts
+            mine = (lc["flush_seq"] == seq) & (lc["device_index"] == dev)
+            if not keep_launch[in_window].all():  # only the counts of kept launches
+                mine &= np.isin(lc["grid_id"], launches["grid_id"])
+            counts = lc[mine]
             c = np.zeros(len(counts), schema.dtype("gpuobs_launch_count"))
             for name in ("grid_id", "count", "launches_sharing"):
                 c[name] = counts[name]
+            chunks = [(chunk, keep_event[chunk_starts[k]:chunk_starts[k + 1]])
+                      for k, (chunk, cdev, cseq) in enumerate(zip(rec.event_chunks, rec.event_chunk_devices,
+                                                                  rec.event_chunk_flushes))
+                      if cdev == dev and cseq == seq]
+            left_out = sum(int((~kept).sum()) for _, kept in chunks)
             w.flush(device_index=dev, flush_seq=seq, attempted=int(f["attempted"]), recorded=int(f["recorded"]),
                     dropped=int(f["dropped"]), host_time_ns=int(f["host_time_ns"]), launch_counts=c,
-                    filtered=int(f["filtered"]), unattributed=int(f["unattributed"]),
+                    filtered=int(f["filtered"]) + left_out, unattributed=int(f["unattributed"]),
                     unmatched_exit_threads=int(f["unmatched_exit_threads"]),
                     unconfirmed_ends=int(f["unconfirmed_ends"]), incomplete=int(f["incomplete"]),
                     unrecorded_launches=int(f["unrecorded_launches"]))
-            for chunk, cdev, cseq in zip(rec.event_chunks, rec.event_chunk_devices, rec.event_chunk_flushes):
-                if cdev == dev and cseq == seq:
-                    w.events(chunk, device_index=dev, flush_seq=seq)
-        orphans = rec.launches[rec.launch_flushes == 0xFFFFFFFF]  # listed after the last flush
-        if flushes is None and len(orphans):
-            w.launches(orphans)
+            for chunk, kept in chunks:
+                if kept.any():
+                    w.events(chunk[kept], device_index=dev, flush_seq=seq)
+        orphans = (rec.launch_flushes == 0xFFFFFFFF) & keep_launch  # listed after the last flush
+        if all_flushes and orphans.any():
+            w.launches(rec.launches[orphans])
         for api_id, name in rec.api_names.items():
             w.api_name(api_id, name)
         calls = rec.api_calls
-        if flushes is not None and len(calls):
+        if not keep_flush.all() and len(calls):
             # The host-time span of the kept windows: from the end of the flush
             # before the first kept one to the last kept flush.
             f = rec.flushes
-            kept, before = f[keep(f["flush_seq"])], f[f["flush_seq"] < (lo or 0)]
-            t0 = int(before["host_time_ns"].max()) if len(before) else 0
-            t1 = int(kept["host_time_ns"].max()) if len(kept) else 0
+            first = int(np.argmax(keep_flush)) if keep_flush.any() else len(f)
+            t0 = int(f["host_time_ns"][:first].max()) if first else 0
+            t1 = int(f["host_time_ns"][keep_flush].max()) if keep_flush.any() else 0
             calls = calls[(calls["exit_ns"] >= t0) & (calls["enter_ns"] <= t1)]
         if len(calls):
             w.api_calls(calls)

@@ -8,6 +8,8 @@ import numpy as np
 
 from . import schema
 
+UNFLUSHED = 0xFFFFFFFF  # Recording.launch_flushes of a launch listed after its device's last FLUSH
+
 
 @dataclass
 class FunctionInfo:
@@ -43,6 +45,16 @@ class RunInfo:
 
 
 @dataclass
+class Notice:
+    """Something the tool could not record, and why (it also said so on stderr)."""
+
+    device_index: int  # 0xFFFFFFFF: no one device
+    code: str  # schema.NoticeCode name, lower case
+    monotonic_ns: int
+    text: str
+
+
+@dataclass
 class Damage:
     """Where a salvaged read stopped, and what was lost."""
 
@@ -53,6 +65,17 @@ class Damage:
 
 def _empty(struct_name: str) -> np.ndarray:
     return np.zeros(0, schema.dtype(struct_name))
+
+
+def concat(parts: list, dtype: np.dtype) -> np.ndarray:
+    """One array of `parts` (each of `dtype`); a single part is returned as it is.
+    The bytes are joined as they are: np.concatenate compares padded structured
+    dtypes field by field for every part, which takes seconds over thousands."""
+    if not parts:
+        return np.zeros(0, dtype)
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate([np.ascontiguousarray(p).view(np.uint8) for p in parts]).view(dtype)
 
 
 @dataclass
@@ -75,9 +98,11 @@ class Recording:
     launch_flushes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint32))  # flush_seq of each launch
     api_calls: np.ndarray = field(default_factory=lambda: _empty("gpuobs_api_call"))  # --api-trace
     api_names: dict = field(default_factory=dict)  # api_id -> function name
+    notices: list = field(default_factory=list)  # Notice, in file order
     end: Optional[np.void] = None
     damage: Optional[Damage] = None
     unknown_chunks: int = 0
+    _events_of: Optional[tuple] = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def complete(self) -> bool:
@@ -86,12 +111,12 @@ class Recording:
 
     @property
     def events(self) -> np.ndarray:
-        """All events: a zero-copy view when the file holds one events chunk."""
-        if len(self.event_chunks) == 1:
-            return self.event_chunks[0]
-        if not self.event_chunks:
-            return np.zeros(0, schema.EVENT_DTYPE)
-        return np.concatenate(self.event_chunks)
+        """All events: a zero-copy view when the file holds one events chunk, else
+        one copy, made at the first use (the reader only appends chunks)."""
+        cached = self._events_of
+        if cached is None or cached[0] != len(self.event_chunks):
+            self._events_of = cached = (len(self.event_chunks), concat(self.event_chunks, schema.EVENT_DTYPE))
+        return cached[1]
 
     def _per_event(self, per_chunk: list) -> np.ndarray:
         """Expands one value per events chunk to one value per event of `events`."""

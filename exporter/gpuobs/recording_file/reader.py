@@ -2,17 +2,21 @@
 are zero-copy views over the file's memory map.
 
 Damage is reported with the file, the byte offset and what was expected;
-`salvage=True` keeps every complete chunk before the damage instead."""
+`salvage=True` keeps every complete chunk before the damage instead. Values
+are checked too (recording_checks.py): a chunk whose CRC holds but whose
+values no tool writes is damage, named by chunk, row and field."""
 from __future__ import annotations
 
 import mmap
 import os
+import struct
 from pathlib import Path
 
 import numpy as np
 
+from . import recording_checks as checks
 from . import schema
-from .errors import (
+from ..errors import (
     BadMagic,
     CorruptChunk,
     RecordingError,
@@ -28,7 +32,8 @@ from .fileformat import (
     MAGIC,
     chunk_crc,
 )
-from .recording import LAUNCH_COUNT_ROW, Damage, FunctionInfo, Recording, RunInfo
+from ..input_files import describe, open_regular
+from .recording import LAUNCH_COUNT_ROW, UNFLUSHED, Damage, FunctionInfo, Notice, Recording, RunInfo, concat
 
 ChunkType = schema.ChunkType
 
@@ -37,14 +42,29 @@ def load(path, salvage: bool = False) -> Recording:
     """Read a recording. Raises a RecordingError subclass on damage unless salvage=True."""
     path = Path(path)
     try:
-        size = os.path.getsize(path)
+        with open_regular(path) as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size == 0:
+                raise TruncatedChunk(path, 0, f"file is empty; expected a {FILE_HEADER.itemsize}-byte gpuobs header")
+            buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as exc:
-        raise RecordingError(path, 0, f"cannot open: {exc.strerror}") from exc
-    if size == 0:
-        raise TruncatedChunk(path, 0, f"file is empty; expected a {FILE_HEADER.itemsize}-byte gpuobs header")
-    with open(path, "rb") as fh:
-        buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-    return _Parser(path, buf, salvage).parse()
+        raise RecordingError(path, 0, f"cannot open: {describe(exc)}") from None
+    end = len(buf)
+    while True:
+        try:
+            rec = _Parser(path, buf, salvage).parse(end)
+            break
+        except _BadValueAt as bad:
+            # Values are checked once every chunk is read: keep what precedes the bad chunk.
+            if not salvage:
+                raise bad.error from None
+            end, damage = bad.error.offset, Damage(bad.error.offset, bad.error.reason, len(buf) - bad.error.offset)
+    if end < len(buf):
+        rec.damage = damage
+    return rec
+
+
+CHUNK_HEAD = struct.Struct("<IIQI")  # type, flags, length, crc32 (gpuobs_chunk_header without its reserved word)
 
 
 class _Parser:
@@ -53,14 +73,16 @@ class _Parser:
         self.buf = buf
         self.view = memoryview(buf)
         self.salvage = salvage
-        self.launch_parts: list[np.ndarray] = []
+        # Arrays read from chunks, per table, with the file offset of each part's chunk.
+        self.parts: dict[str, list] = {name: [] for name in _TABLES}
+        self.offsets: dict[str, list] = {name: [] for name in _TABLES}
         self.launch_flush_parts: list[np.ndarray] = []
-        self.clock_parts: list[np.ndarray] = []
-        self.flush_parts: list[np.ndarray] = []
-        self.count_parts: list[np.ndarray] = []
-        self.device_parts: list[np.ndarray] = []
-        self.module_parts: list[np.ndarray] = []
-        self.api_parts: list[np.ndarray] = []
+        self.event_offsets: list[int] = []
+        # Per device, the launches still waiting for that device's next FLUSH: (a
+        # part's flush column, its rows of that device). Each launch is assigned
+        # once, so loading stays linear in the number of flushes.
+        self.unflushed: dict[int, list] = {}
+        self.offset = 0  # of the chunk being decoded
 
     # -- header ---------------------------------------------------------------
     def _header(self) -> Recording:
@@ -84,7 +106,7 @@ class _Parser:
                 self.path, 12, f"header size {int(header['header_size'])}, expected {FILE_HEADER.itemsize}"
             )
         schema_hash = int(header["schema_hash"])
-        if schema_hash != schema.SCHEMA_HASH:
+        if schema_hash != schema.SCHEMA_HASH and schema_hash not in schema.COMPATIBLE_SCHEMAS:
             raise SchemaMismatch(
                 self.path,
                 16,
@@ -99,11 +121,12 @@ class _Parser:
         )
 
     # -- chunks ---------------------------------------------------------------
-    def parse(self) -> Recording:
+    def parse(self, end: int) -> Recording:
+        """The chunks before byte `end`; raises _BadValueAt when a value check fails."""
         rec = self._header()
         offset = FILE_HEADER.itemsize
         size = len(self.buf)
-        while offset < size:
+        while offset < end:
             try:
                 offset = self._chunk(rec, offset)
             except RecordingError as err:
@@ -121,8 +144,7 @@ class _Parser:
                 self.path, offset,
                 f"chunk header needs {CHUNK_HEADER.itemsize} bytes, only {size - offset} remain (truncated tail)",
             )
-        header = np.frombuffer(self.buf, CHUNK_HEADER, 1, offset)[0]
-        ctype, length = int(header["type"]), int(header["length"])
+        ctype, _flags, length, expected = CHUNK_HEAD.unpack_from(self.buf, offset)
         start = offset + CHUNK_HEADER.itemsize
         if length > size - start:
             raise TruncatedChunk(
@@ -130,16 +152,16 @@ class _Parser:
                 f"{_type_name(ctype)} chunk declares {length} payload bytes, only {size - start} remain (truncated tail)",
             )
         payload = self.view[start : start + length]
-        expected = int(header["crc32"])
         found = chunk_crc(self.view[offset : offset + CRC_COVERED_HEADER_BYTES], payload)
         if found != expected:
             raise CorruptChunk(
                 self.path, offset,
                 f"{_type_name(ctype)} chunk fails its CRC-32 (stored {expected:#010x}, computed {found:#010x})",
             )
+        self.offset = offset
         try:
             self._decode(rec, ctype, start, length)
-        except _PayloadError as err:
+        except (_PayloadError, checks.BadValue) as err:
             raise CorruptChunk(self.path, offset, f"{_type_name(ctype)} chunk: {err}") from None
         return start + length
 
@@ -147,30 +169,37 @@ class _Parser:
         if ctype == ChunkType.EVENTS:
             self._events(rec, start, length)
         elif ctype == ChunkType.LAUNCHES:
-            launches = self._array("gpuobs_launch", start, length)
-            self.launch_parts.append(launches)
-            # Launches belong to the next FLUSH of their device (written right after them).
-            self.launch_flush_parts.append(np.full(len(launches), 0xFFFFFFFF, np.uint32))
+            self._launches(start, length)
         elif ctype == ChunkType.CLOCK:
-            self.clock_parts.append(self._array("gpuobs_clock_sample", start, length))
+            self._part("clock", self._array("gpuobs_clock_sample", start, length))
         elif ctype == ChunkType.FLUSH:
             self._flush(start, length)
         elif ctype == ChunkType.FUNCTION:
             self._function(rec, start, length)
         elif ctype == ChunkType.DEVICE:
-            self.device_parts.append(self._struct("gpuobs_device_info", start, length, exact=True))
+            info = self._struct("gpuobs_device_info", start, length, exact=True)
+            checks.check_device(info[0])
+            self._part("device", info)
         elif ctype == ChunkType.MODULE:
-            self.module_parts.append(self._struct("gpuobs_module_info", start, length, exact=True))
+            info = self._struct("gpuobs_module_info", start, length, exact=True)
+            checks.check_module(info[0])
+            self._part("module", info)
         elif ctype == ChunkType.RUN:
             self._run(rec, start, length)
         elif ctype == ChunkType.API_CALLS:
-            self.api_parts.append(self._array("gpuobs_api_call", start, length))
+            self._part("api", self._array("gpuobs_api_call", start, length))
         elif ctype == ChunkType.API_NAMES:
             self._api_name(rec, start, length)
+        elif ctype == ChunkType.NOTICE:
+            self._notice(rec, start, length)
         elif ctype == ChunkType.END:
             rec.end = self._struct("gpuobs_end_info", start, length, exact=True)[0]
         else:
             rec.unknown_chunks += 1  # a newer writer's optional chunk: skip it
+
+    def _part(self, table: str, array: np.ndarray) -> None:
+        self.parts[table].append(array)
+        self.offsets[table].append(self.offset)
 
     def _array(self, struct_name: str, start: int, length: int) -> np.ndarray:
         dt = schema.dtype(struct_name)
@@ -191,9 +220,11 @@ class _Parser:
         need = EVENTS_HEADER.itemsize + padding + count * schema.EVENT_DTYPE.itemsize
         if need != length:
             raise _PayloadError(f"header promises {count} events after {padding} padding bytes ({need} bytes), payload has {length}")
+        checks.check_events_header(int(head["device_index"]), int(head["flush_seq"]))
         rec.event_chunks.append(np.frombuffer(self.buf, schema.EVENT_DTYPE, count, first))
         rec.event_chunk_devices.append(int(head["device_index"]))
         rec.event_chunk_flushes.append(int(head["flush_seq"]))
+        self.event_offsets.append(self.offset)
 
     def _flush(self, start: int, length: int) -> None:
         info = self._struct("gpuobs_flush_info", start, length)
@@ -202,18 +233,35 @@ class _Parser:
         if length != info.itemsize + n * count_dt.itemsize:
             raise _PayloadError(f"declares {n} launch counts but has {length - info.itemsize} bytes for them")
         counts = np.frombuffer(self.buf, count_dt, n, start + info.itemsize)
+        checks.check_flush(info[0], counts)
         rows = np.zeros(n, LAUNCH_COUNT_ROW)
         rows["device_index"] = info[0]["device_index"]
         rows["flush_seq"] = info[0]["flush_seq"]
         rows["grid_id"] = counts["grid_id"]
         rows["count"] = counts["count"]
         rows["launches_sharing"] = counts["launches_sharing"]
-        self.flush_parts.append(info)
-        self.count_parts.append(rows)
+        self._part("flush", info)
+        self._part("count", rows)
         device, seq = int(info[0]["device_index"]), int(info[0]["flush_seq"])
-        for launches, flushes in zip(self.launch_parts, self.launch_flush_parts):
-            unassigned = (flushes == 0xFFFFFFFF) & (launches["device_index"] == device)
-            flushes[unassigned] = seq
+        for flushes, rows in self.unflushed.pop(device, ()):
+            flushes[rows] = seq
+
+    def _launches(self, start: int, length: int) -> None:
+        launches = self._array("gpuobs_launch", start, length)
+        # Launches belong to the next FLUSH of their device (written right after them).
+        flushes = np.full(len(launches), UNFLUSHED, np.uint32)
+        self._part("launch", launches)
+        self.launch_flush_parts.append(flushes)
+        if len(launches) == 0:
+            return
+        devices = launches["device_index"]
+        if (devices == devices[0]).all():  # the tool writes each device's launches apart
+            self.unflushed.setdefault(int(devices[0]), []).append((flushes, slice(None)))
+            return
+        order = np.argsort(devices, kind="stable")
+        cuts = np.flatnonzero(np.diff(devices[order])) + 1
+        for rows in np.split(order, cuts):
+            self.unflushed.setdefault(int(devices[rows[0]]), []).append((flushes, rows))
 
     def _function(self, rec: Recording, start: int, length: int) -> None:
         info = self._struct("gpuobs_function_info", start, length)[0]
@@ -221,6 +269,7 @@ class _Parser:
         base = start + info.dtype.itemsize
         if info.dtype.itemsize + mlen + dlen != length:
             raise _PayloadError(f"names of {mlen}+{dlen} bytes do not fill the {length}-byte payload")
+        checks.check_function(info)
         mangled = bytes(self.buf[base : base + mlen]).decode(errors="replace")
         demangled = bytes(self.buf[base + mlen : base + mlen + dlen]).decode(errors="replace")
         key = (int(info["device_index"]), int(info["function_slot"]))
@@ -233,6 +282,17 @@ class _Parser:
             raise _PayloadError(f"a name of {n} bytes does not fill the {length}-byte payload")
         base = start + info.dtype.itemsize
         rec.api_names[int(info["api_id"])] = bytes(self.buf[base : base + n]).decode(errors="replace")
+
+    def _notice(self, rec: Recording, start: int, length: int) -> None:
+        info = self._struct("gpuobs_notice", start, length)[0]
+        n = int(info["text_len"])
+        if info.dtype.itemsize + n != length:
+            raise _PayloadError(f"a text of {n} bytes does not fill the {length}-byte payload")
+        base = start + info.dtype.itemsize
+        text = bytes(self.buf[base : base + n]).decode(errors="replace")
+        code = int(info["code"])
+        name = schema.NoticeCode(code).name.lower() if code in schema.NoticeCode._value2member_map_ else f"code{code}"
+        rec.notices.append(Notice(int(info["device_index"]), name, int(info["monotonic_ns"]), text))
 
     def _run(self, rec: Recording, start: int, length: int) -> None:
         info = self._struct("gpuobs_run_info", start, length)[0]
@@ -249,24 +309,68 @@ class _Parser:
             window_every=int(info["window_every"]),
         )
 
+    # -- tables ----------------------------------------------------------------
     def _finish(self, rec: Recording) -> None:
-        def cat(parts, struct_name):
-            if not parts:
-                return np.zeros(0, schema.dtype(struct_name))
-            return parts[0] if len(parts) == 1 else np.concatenate(parts)
+        for table, (attr, struct_name, check) in _TABLES.items():
+            parts = self.parts[table]
+            whole = concat(parts, LAUNCH_COUNT_ROW if struct_name is None else schema.dtype(struct_name))
+            setattr(rec, attr, whole)
+            if check is not None:
+                self._check(table, parts, whole, check)
+        rec.launch_flushes = concat(self.launch_flush_parts, np.dtype(np.uint32))
+        self._check_events(rec)
 
-        rec.launches = cat(self.launch_parts, "gpuobs_launch")
-        rec.launch_flushes = np.concatenate(self.launch_flush_parts) if self.launch_flush_parts else np.zeros(0, np.uint32)
-        rec.clock_samples = cat(self.clock_parts, "gpuobs_clock_sample")
-        rec.flushes = cat(self.flush_parts, "gpuobs_flush_info")
-        rec.devices = cat(self.device_parts, "gpuobs_device_info")
-        rec.modules = cat(self.module_parts, "gpuobs_module_info")
-        rec.api_calls = cat(self.api_parts, "gpuobs_api_call")
-        rec.launch_counts = np.concatenate(self.count_parts) if self.count_parts else np.zeros(0, LAUNCH_COUNT_ROW)
+    def _check(self, table: str, parts: list, whole: np.ndarray, check) -> None:
+        try:
+            check(whole)
+        except checks.BadValue as bad:
+            ends = np.cumsum([len(p) for p in parts])
+            i = int(np.searchsorted(ends, bad.row, side="right"))
+            row = bad.row - (int(ends[i - 1]) if i else 0)
+            raise self._bad_value(self.offsets[table][i], f"{bad.what} {row}: {bad}") from None
+
+    def _check_events(self, rec: Recording) -> None:
+        limits = checks.sm_limits(rec.devices)
+        for chunk, device, offset in zip(rec.event_chunks, rec.event_chunk_devices, self.event_offsets):
+            try:
+                checks.check_events(chunk, limits.get(device, checks.SM_ID_LIMIT))
+            except checks.BadValue as bad:
+                raise self._bad_value(offset, f"{bad.what} {bad.row}: {bad}") from None
+        depth, chunk, row = checks.deepest_block_overlap(rec.event_chunks, rec.event_chunk_devices)
+        if depth > checks.MAX_BLOCK_OVERLAP:
+            sm = int(rec.event_chunks[chunk][row]["sm_id"])
+            raise self._bad_value(self.event_offsets[chunk],
+                                  f"event {row}: {depth:,} blocks are open at once on SM {sm} of device "
+                                  f"{rec.event_chunk_devices[chunk]} (at most {checks.MAX_BLOCK_OVERLAP:,}; an SM "
+                                  "keeps at most 32 blocks resident)")
+
+    def _bad_value(self, offset: int, message: str) -> "_BadValueAt":
+        ctype = CHUNK_HEAD.unpack_from(self.buf, offset)[0]
+        return _BadValueAt(CorruptChunk(self.path, offset, f"{_type_name(ctype)} chunk: {message}"))
+
+
+# table -> (Recording attribute, struct (None: LAUNCH_COUNT_ROW), value check of the whole table)
+_TABLES = {
+    "launch": ("launches", "gpuobs_launch", checks.check_launches),
+    "clock": ("clock_samples", "gpuobs_clock_sample", checks.check_clock_samples),
+    "flush": ("flushes", "gpuobs_flush_info", None),
+    "count": ("launch_counts", None, None),
+    "device": ("devices", "gpuobs_device_info", None),
+    "module": ("modules", "gpuobs_module_info", None),
+    "api": ("api_calls", "gpuobs_api_call", checks.check_api_calls),
+}
 
 
 class _PayloadError(Exception):
     pass
+
+
+class _BadValueAt(Exception):
+    """A value check failed after every chunk was read; `error` names the chunk."""
+
+    def __init__(self, error: CorruptChunk):
+        super().__init__(str(error))
+        self.error = error
 
 
 def _type_name(ctype: int) -> str:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import schema
-from .recording import Recording
+from ..recording_file import schema
+from ..recording_file.recording import Recording
 
 UNRESOLVED = -1
 
@@ -55,7 +55,7 @@ def launch_index_of_events(rec: Recording) -> np.ndarray:
     # have run: it is also a candidate in the window before, so that replays
     # sharing its grid id there are split among all of them.
     lf = rec.launch_flushes
-    raced = np.flatnonzero(((launches["flags"] & 2) != 0) & (lf > 0) & (lf != 0xFFFFFFFF))
+    raced = np.flatnonzero(((launches["flags"] & schema.LaunchFlag.RACED_FLUSH) != 0) & (lf > 0) & (lf != 0xFFFFFFFF))
     lk = np.concatenate([_key(launches["device_index"], lf, launches["grid_id"]),
                          _key(launches["device_index"][raced], lf[raced] - 1, launches["grid_id"][raced])])
     index = np.concatenate([np.arange(len(launches)), raced])
@@ -137,6 +137,7 @@ class LaunchTable:
     sms_touched: np.ndarray
     grid_blocks: np.ndarray
     ends_unconfirmed: np.ndarray = None  # blocks whose end a later replay may have stamped (flagged)
+    count_slot: np.ndarray = None  # the counter slot of each launch's count (see count_slots; -1: none)
 
 
 def launch_table(rec: Recording, launch_of_event: np.ndarray | None = None) -> LaunchTable:
@@ -168,6 +169,7 @@ def launch_table(rec: Recording, launch_of_event: np.ndarray | None = None) -> L
         sms_touched = np.bincount(sm_pairs // 65536, minlength=n)[:n]
     counted = np.full(n, -1, np.int64)
     counted_shared = np.zeros(n, np.int64)
+    count_slot = np.full(n, -1, np.int64)
     if len(rec.launch_counts) and n:
         ck = _key(rec.launch_counts["device_index"], rec.launch_counts["flush_seq"], rec.launch_counts["grid_id"])
         lk = _key(launches["device_index"], rec.launch_flushes, launches["grid_id"])
@@ -177,27 +179,62 @@ def launch_table(rec: Recording, launch_of_event: np.ndarray | None = None) -> L
         hit = ck[order][pos] == lk
         counted[hit] = rec.launch_counts["count"][order][pos][hit].astype(np.int64)
         counted_shared[hit] = rec.launch_counts["launches_sharing"][order][pos][hit]
+        count_slot[hit] = count_slots(rec)[order][pos][hit]
     names = [rec.function(int(l["device_index"]), int(l["function_slot"])).name for l in launches]
     grid_blocks = (launches["grid"].astype(np.int64)).prod(axis=1) if n else np.zeros(0, np.int64)
     return LaunchTable(names, first_start, last_end, blocks_recorded, events_kept, counted, counted_shared,
-                       sms_touched, grid_blocks, ends_unconfirmed)
+                       sms_touched, grid_blocks, ends_unconfirmed, count_slot)
+
+
+def count_slots(rec: Recording) -> np.ndarray:
+    """For each row of rec.launch_counts, its counter slot in its flush window, as an
+    index 0..k-1: launches that shared a slot carry the slot's one total each."""
+    c = rec.launch_counts
+    if len(c) == 0:
+        return np.zeros(0, np.int64)
+    slot = c["grid_id"] & np.uint64(schema.launch_table_size(rec.schema_hash) - 1)
+    _, slot_of_row = np.unique(_key(c["device_index"], c["flush_seq"], slot), return_inverse=True)
+    return slot_of_row.astype(np.int64).ravel()
+
+
+def slot_counts(rec: Recording) -> np.ndarray:
+    """The total of each counter slot of count_slots (the count of any of its rows)."""
+    slots = count_slots(rec)
+    totals = np.zeros(int(slots.max()) + 1 if len(slots) else 0, np.int64)
+    totals[slots] = rec.launch_counts["count"].astype(np.int64)
+    return totals
+
+
+def counted_total(rec: Recording, table: LaunchTable | None = None, launches: np.ndarray | None = None) -> int:
+    """Exact blocks or accesses the device counted, every counter slot once: of the
+    whole recording, or of the given launch indices (with their launch_table)."""
+    totals = slot_counts(rec)
+    if launches is None:
+        return int(totals.sum())
+    slots = np.unique(table.count_slot[launches])
+    return int(totals[slots[slots >= 0]].sum())
+
+
+def _modules_with(rec: Recording, status) -> int:
+    return int((rec.modules["status"] == status).sum()) if len(rec.modules) else 0
 
 
 def summary(rec: Recording) -> dict:
     """The numbers `gpuobs record` prints after a run."""
     t = rec.totals
     mode = rec.run.mode_name if rec.run else "unknown"
-    counted = int(rec.launch_counts["count"].sum()) if len(rec.launch_counts) else 0
     ev = rec.events
+    flags = rec.launches["flags"]
     return {
         "mode": mode,
         "launches": int(len(rec.launches)),
+        "device_launches": int(((flags & schema.LaunchFlag.FROM_DEVICE) != 0).sum()),
         "functions": len(rec.functions),
-        "modules_patched": int((rec.modules["status"] == 1).sum()) if len(rec.modules) else 0,
-        "modules_failed": int((rec.modules["status"] == 2).sum()) if len(rec.modules) else 0,
+        "modules_patched": _modules_with(rec, schema.ModuleStatus.PATCHED),
+        "modules_failed": _modules_with(rec, schema.ModuleStatus.PATCH_FAILED),
         "block_events": int((ev["kind"] == schema.EventKind.BLOCK).sum()),
         "memory_events": int((ev["kind"] == schema.EventKind.MEMORY).sum()),
-        "counted": counted,
+        "counted": counted_total(rec),
         "attempted": t["attempted"],
         "recorded": t["recorded"],
         "dropped": t["dropped"],
@@ -206,7 +243,8 @@ def summary(rec: Recording) -> dict:
         "unconfirmed_ends": t["unconfirmed_ends"],
         "unmatched_exit_threads": t["unmatched_exit_threads"],
         "unrecorded_launches": t["unrecorded_launches"],
-        "modules_deferred": int((rec.modules["status"] == 5).sum()) if len(rec.modules) else 0,
+        "modules_deferred": _modules_with(rec, schema.ModuleStatus.DEFERRED),
+        "notices": [n.text for n in rec.notices],
         "flushes": int(len(rec.flushes)),
         "complete": rec.complete,
     }
@@ -230,21 +268,33 @@ def kernel_stats(rec: Recording) -> list[dict]:
     ev_kernel = np.full(len(ev), -1, np.int64)
     ev_kernel[resolved] = kernel_of_launch[of[resolved]]
     is_block = ev["kind"] == schema.EventKind.BLOCK
+    # A counter slot shared by launches (graph replays of one node, grid ids that
+    # collide) belongs to a kernel when all its launches are that kernel's; else to
+    # none, and counted_total still counts it once.
+    totals = slot_counts(rec)
+    slot_kernel = np.full(len(totals), -1, np.int64)
+    has_slot = table.count_slot >= 0
+    if has_slot.any():
+        pairs = np.unique(np.stack([table.count_slot[has_slot], kernel_of_launch[has_slot]]), axis=1)
+        slots_seen, first, n_kernels = np.unique(pairs[0], return_index=True, return_counts=True)
+        one = n_kernels == 1
+        slot_kernel[slots_seen[one]] = pairs[1][first[one]]
     rows = []
     for k, ((device, name), members) in enumerate(groups.items()):
         members = np.asarray(members)
         mine = ev_kernel == k
         blocks = mine & is_block
         dur = (ev["time_end"][blocks].astype(np.int64) - ev["time_start"][blocks].astype(np.int64))
-        counted = table.counted[members]
-        shared = table.counted_shared[members]
-        exact = counted[(counted >= 0) & (shared == 1)]
+        member_slots = table.count_slot[members]
         recorded = table.blocks_recorded[members]
         row = {
             "device": device, "kernel": name, "launches": int(len(members)),
             "blocks": int(table.grid_blocks[members].sum()), "blocks_recorded": int(recorded.sum()),
             "sms": int(len(np.unique(ev["sm_id"][mine]))) if mine.any() else 0,
-            "counted": int(exact.sum()), "counted_shared_launches": int(((counted >= 0) & (shared > 1)).sum()),
+            "counted": int(totals[slot_kernel == k].sum()),
+            # launches whose counter slot other kernels' launches share: in no kernel's "counted"
+            "counted_shared_launches": int(((member_slots >= 0)
+                                            & (slot_kernel[np.maximum(member_slots, 0)] != k)).sum()),
             "memory_events": int((mine & ~is_block).sum()),
             "blocks_dropped": int(np.maximum(table.grid_blocks[members] - recorded, 0)[recorded > 0].sum()),
             # block ends stamped by a later replay of the same graph node (see the schema's block flags)

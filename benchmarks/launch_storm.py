@@ -1,0 +1,94 @@
+"""A launch storm under every block mode, wall time side by side in one run.
+
+T host threads, each on its own non-blocking stream, each launching N small
+kernels (64 blocks of 128) with a stream sync every 100 launches: the context is
+never quiet. Configurations alternate round by round; each cell is the median
+over rounds. Also checks what each recording holds (launches, counts, drops).
+
+    python benchmarks/launch_storm.py --rounds 3 [--threads 8 --launches 1000]
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODES = ["none", "block_noop", "block_counter", "block_trace_noop", "block_trace", "mem_sampled"]
+
+
+def build(out_dir: Path) -> Path:
+    exe = out_dir / "launch_storm"
+    subprocess.run(["nvcc", "-O2", "-arch=sm_90", "-o", str(exe), str(ROOT / "tests" / "gpu_programs" / "launch_storm.cu")],
+                   check=True)
+    return exe
+
+
+def run(exe: Path, mode: str, args: list, out_dir: Path) -> dict:
+    cmd = [str(exe), *map(str, args)]
+    rec_path = out_dir / f"{mode}.gpuobs"
+    if mode != "none":
+        rec_path.unlink(missing_ok=True)
+        cmd = [sys.executable, "-m", "gpuobs", "record", "--mode", mode, "-o", str(rec_path), "--", *cmd]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    line = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "{}"
+    result = json.loads(line) if line.startswith("{") else {}
+    result["rc"] = proc.returncode
+    if proc.returncode != 0:
+        result["stderr"] = proc.stderr[-600:]
+    if mode != "none" and rec_path.exists():
+        sys.path.insert(0, str(ROOT / "exporter"))
+        from gpuobs import load
+        from gpuobs.analysis import launches as analysis
+        rec = load(rec_path)
+        s = analysis.summary(rec)
+        table = analysis.launch_table(rec)
+        result["check"] = {k: s[k] for k in ("launches", "counted", "attempted", "recorded", "dropped")}
+        result["check"]["shared_counts"] = int((table.counted_shared > 1).sum())
+        result["check"]["raced"] = int(((rec.launches["flags"] & 2) != 0).sum())
+    return result
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--threads", type=int, default=8)
+    p.add_argument("--launches", type=int, default=1000)
+    p.add_argument("--blocks", type=int, default=64)
+    p.add_argument("--sync-every", type=int, default=100)
+    p.add_argument("--modes", default=",".join(MODES))
+    a = p.parse_args()
+    modes = a.modes.split(",")
+    args = [a.threads, a.launches, a.blocks, a.sync_every]
+    with tempfile.TemporaryDirectory() as tmp:
+        out_dir = Path(tmp)
+        exe = build(out_dir)
+        times = {m: [] for m in modes}
+        checks = {}
+        for r in range(a.rounds):
+            for mode in modes:
+                res = run(exe, mode, args, out_dir)
+                if res["rc"] != 0:
+                    print(f"{mode}: exit {res['rc']}: {res.get('stderr')}", flush=True)
+                    continue
+                times[mode].append(res["ms"])
+                checks[mode] = res.get("check")
+                print(f"round {r} {mode}: {res['ms']:.1f} ms {res.get('check') or ''}", flush=True)
+    base = statistics.median(times["none"]) if times.get("none") else None
+    print(f"\nlaunch storm: {a.threads} threads x {a.launches} launches x {a.blocks} blocks, sync every {a.sync_every}; "
+          f"median of {a.rounds} rounds")
+    print("| mode | wall ms | x none | x block_trace_noop | recording |")
+    print("|---|---|---|---|---|")
+    floor = statistics.median(times["block_trace_noop"]) if times.get("block_trace_noop") else None
+    for mode in modes:
+        if not times[mode]:
+            continue
+        ms = statistics.median(times[mode])
+        print(f"| {mode} | {ms:.1f} | {ms / base:.2f}x | " + (f"{ms / floor:.2f}x" if floor else "-") +
+              f" | {checks.get(mode) or ''} |" if base else f"| {mode} | {ms:.1f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""`gpuobs stats`: per kernel reports of one recording, as text, CSV or JSON.
+
+* kernels: the time summary nsys (cuda_gpu_kern_sum) and the PyTorch profiler lead
+  with (gpuobs.kernel_summary), from block_trace recordings;
+* blocks: per kernel launches, grid blocks, block records kept, SMs, block-duration
+  percentiles, exact device counts, memory samples and drops (gpuobs.analysis).
+Text shows folded kernel names (gpuobs.kernel_names); CSV and JSON the full ones."""
+from __future__ import annotations
+
+from ..recording_file.recording import Recording
+from . import launches as analysis
+from .kernel_names import short_names
+from .kernel_summary import SORT_KEYS as KERNEL_SORT_KEYS, SPAN_MEANING, kernel_times, sort_rows
+from .text_table import Column, render_csv, render_text
+
+BLOCK_SORT_KEYS = ("blocks", "launches", "p50", "p99", "counted", "name")
+TABLE_TOP = 30
+US = "{:,.1f}"
+
+KERNEL_COLUMNS = [Column("Time %", "time_pct", "{:.1f}"), Column("Total (us)", "total_us", US),
+                  Column("Instances", "instances"), Column("Avg (us)", "avg_us", US), Column("Med (us)", "med_us", US),
+                  Column("Min (us)", "min_us", US), Column("Max (us)", "max_us", US),
+                  Column("StdDev (us)", "stddev_us", US), Column("Name", "short", left=True)]
+KERNEL_CSV = [Column("", k) for k in ("time_pct", "total_ns", "instances", "avg_ns", "med_ns", "min_ns", "max_ns",
+                                      "stddev_ns", "name")]
+BLOCK_COLUMNS = [Column("Launches", "launches"), Column("Blocks", "blocks"), Column("Recorded", "blocks_recorded"),
+                 Column("SMs", "sms"), Column("p50 (us)", "p50_us", US), Column("p99 (us)", "p99_us", US),
+                 Column("Counted", "counted"), Column("Mem samples", "memory_events"),
+                 Column("Dropped", "blocks_dropped"), Column("Name", "short", left=True)]
+BLOCK_CSV = [Column("", k) for k in ("device", "launches", "blocks", "blocks_recorded", "sms", "block_ns_p50",
+                                     "block_ns_p90", "block_ns_p99", "counted", "counted_shared_launches",
+                                     "memory_events", "blocks_dropped", "ends_unconfirmed", "kernel")]
+COLUMN_MEANING = {
+    "blocks": "Blocks: grid blocks launched", "blocks_recorded": "Recorded: block records kept",
+    "sms": "SMs: SMs its records came from", "p50_us": "p50/p99: block durations",
+    "counted": "Counted: exact {unit} counted on the device", "memory_events": "Mem samples: accesses kept",
+    "blocks_dropped": "Dropped: blocks launched but not recorded (buffer full)"}
+
+
+def _block_columns(mode: str) -> list:
+    """The columns that mean something in this mode: block records and their durations
+    in block_trace, memory samples in memory modes."""
+    drop = set()
+    if mode != "block_trace":
+        drop |= {"blocks_recorded", "p50_us", "p99_us", "blocks_dropped"}
+    if not mode.startswith("mem"):
+        drop.add("memory_events")
+    if mode in ("off", "block_noop", "block_counter", "block_trace_noop", "mem_noop"):
+        drop.add("sms")  # no records, so no SM is known
+    return [c for c in BLOCK_COLUMNS if c.key not in drop]
+
+
+def sort_keys(report: str) -> tuple:
+    if report == "kernels":
+        return KERNEL_SORT_KEYS
+    if report == "blocks":
+        return BLOCK_SORT_KEYS
+    return tuple(k for k in KERNEL_SORT_KEYS if k in BLOCK_SORT_KEYS)
+
+
+def _kernels(rec: Recording, table, sort: str | None, top: int | None) -> dict:
+    times = kernel_times(rec, table)
+    rows = list(times.rows)
+    sort_rows(rows, sort or "total")
+    return {"timed": times.timed, "span": SPAN_MEANING, "sort": sort or "total", "kernels": len(rows),
+            "launches": times.launches,
+            "launches_without_span": times.launches_without_span, "launches_partial": times.launches_partial,
+            "rows": rows[:top] if top else rows}
+
+
+def _sort_blocks(rows: list, key: str) -> None:
+    if key == "name":
+        rows.sort(key=lambda r: r["kernel"])
+        return
+    column = {"blocks": "blocks_recorded", "launches": "launches", "p50": "block_ns_p50", "p99": "block_ns_p99",
+              "counted": "counted"}[key]
+    rows.sort(key=lambda r: (-(r[column] or 0), -r["counted"], r["kernel"]))
+
+
+def _blocks(rec: Recording, sort: str | None, top: int | None) -> dict:
+    rows = analysis.kernel_stats(rec)
+    _sort_blocks(rows, sort or "blocks")
+    total = analysis.counted_total(rec, None)
+    attributed = sum(r["counted"] for r in rows)
+    return {"sort": sort or "blocks", "kernels": len(rows), "counted_total": total, "counted_unattributed": total - attributed,
+            "rows": rows[:top] if top else rows}
+
+
+def build(rec: Recording, report: str, sort: str | None, top: int | None, fmt: str) -> dict:
+    """The reports asked for, as plain values. `top` None: 30 rows in a table, all in CSV/JSON."""
+    if top is None and fmt == "table":
+        top = TABLE_TOP
+    mode = rec.run.mode_name if rec.run else "unknown"
+    result = {"recording": str(rec.path), "mode": mode}
+    table = analysis.launch_table(rec) if report in ("kernels", "all") else None
+    if report in ("kernels", "all"):
+        result["kernel_times"] = _kernels(rec, table, sort, top)
+    if report in ("blocks", "all"):
+        result["blocks"] = _blocks(rec, sort, top)
+    return result
+
+
+def _shown(part: dict) -> str:
+    shown, total = len(part["rows"]), part["kernels"]
+    if shown < total:
+        return f"  {total} kernels, the first {shown} by {part['sort']} shown (--top N for more)"
+    return f"  {total} kernels"
+
+
+def as_text(result: dict, width: int | None = None) -> str:
+    mode = result["mode"]
+    lines = [f"{result['recording']} (mode {mode})"]
+    k = result.get("kernel_times")
+    if k is not None:
+        lines.append("")
+        if not k["timed"]:
+            lines.append(f"Kernel time summary: none. Mode {mode} records no block start or end times, so no "
+                         "kernel has a span (block_trace records them)" + ("; the counts are below."
+                                                                        if "blocks" in result else "."))
+        else:
+            lines.append("Kernel time summary (the spans of each kernel's launches, device clock):")
+            rows = [dict(r) for r in k["rows"]]
+            for r, short in zip(rows, short_names([r["name"] for r in rows])):
+                r["short"] = short
+                for key in ("total", "avg", "med", "min", "max", "stddev"):
+                    r[f"{key}_us"] = r[f"{key}_ns"] / 1e3
+            lines.append(render_text(KERNEL_COLUMNS, rows, width))
+            lines.append(_shown(k) + "; full names: --format csv or json")
+            lines.append(f"  {SPAN_MEANING}")
+            if k["launches_without_span"]:
+                lines.append(f"  {k['launches_without_span']:,} of {k['launches']:,} launches have no block "
+                             "recorded, so no span, and are not in it")
+            if k["launches_partial"]:
+                lines.append(f"  {k['launches_partial']:,} launches lost blocks (dropped): their spans may be short")
+    b = result.get("blocks")
+    if b is not None:
+        lines.append("")
+        lines.append("Blocks per kernel:")
+        rows = [dict(r) for r in b["rows"]]
+        for r, short in zip(rows, short_names([r["kernel"] for r in rows])):
+            r["short"] = short if r["device"] == 0 else f"{short} (GPU {r['device']})"
+            r["p50_us"] = None if r["block_ns_p50"] is None else r["block_ns_p50"] / 1e3
+            r["p99_us"] = None if r["block_ns_p99"] is None else r["block_ns_p99"] / 1e3
+        columns = _block_columns(mode)
+        lines.append(render_text(columns, rows, width))
+        lines.append(_shown(b))
+        unit = "accesses" if mode.startswith("mem") else "blocks"
+        total = f"  counted: {b['counted_total']:,} {unit} in all (as `gpuobs info`)"
+        if b["counted_unattributed"]:
+            total += (f", {b['counted_unattributed']:,} of them for grids whose count launches of different "
+                      "kernels share (in no row)")
+        lines.append(total)
+        meaning = [COLUMN_MEANING[c.key].format(unit=unit) for c in columns if c.key in COLUMN_MEANING]
+        lines.append("  " + "; ".join(meaning))
+    return "\n".join(lines)
+
+
+def as_csv(result: dict) -> str:
+    parts = []
+    k = result.get("kernel_times")
+    if k is not None:
+        parts.append(render_csv(KERNEL_CSV, k["rows"]))  # a header alone where the mode has no times
+    b = result.get("blocks")
+    if b is not None:
+        parts.append(render_csv(BLOCK_CSV, b["rows"]))
+    return "\n".join(parts)

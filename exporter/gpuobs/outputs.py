@@ -1,0 +1,168 @@
+"""Every file gpuobs writes (traces, archives, trimmed recordings, plots) goes
+through here, so that no command can destroy a user's file:
+
+* an existing output is replaced only with force (`-f/--force`, as `record` and
+  `nsys --force-overwrite`); a symbolic link is never written through or replaced;
+* an output that is the same file as an input (same path, a hard link: same
+  device and inode) is refused, even with force;
+* the data goes to a fresh temp file in the target folder (opened O_EXCL|O_NOFOLLOW,
+  a unique name), is fsynced, and only then renamed over the target: a full disk,
+  a read-only folder or Ctrl-C leaves the previous file as it was and no partial one.
+
+    with write_atomically(Path("t.pftrace"), inputs=[recording], force=False) as fh:
+        fh.write(data)
+"""
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import stat
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO, Iterable, Iterator
+
+_REASONS = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EFBIG: "file too large for this file system",
+}
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+class OutputError(Exception):
+    """An output that may not or could not be written; nothing was written."""
+
+
+def _reason(exc: OSError) -> str:
+    return _REASONS.get(exc.errno, exc.strerror or str(exc))
+
+
+def _identity(path: Path):
+    """(device, inode) of what a path names, following links; None if it does not exist."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def check_output(path: Path, inputs: Iterable[Path] = (), force: bool = False) -> None:
+    """Refuses, before any work is done, an output that write_atomically would refuse."""
+    path = Path(path)
+    folder = path.parent
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {_reason(exc)}") from None
+    if st is not None:
+        if stat.S_ISLNK(st.st_mode):
+            raise OutputError(f"{path} is a symbolic link (to {os.readlink(path)}): gpuobs never writes through "
+                              "or replaces a link; remove it or choose another output")
+        if stat.S_ISDIR(st.st_mode):
+            raise OutputError(f"cannot write {path}: it is a folder")
+        if not stat.S_ISREG(st.st_mode):
+            raise OutputError(f"cannot write {path}: it exists and is not a regular file")
+        mine = (st.st_dev, st.st_ino)
+        for source in inputs:
+            if _identity(Path(source)) == mine:
+                same = "is" if Path(source) == path else "is the same file as (a hard link of)"
+                raise OutputError(f"{path} {same} the input {source}: gpuobs never writes over what it reads; "
+                                  "choose another output")
+        if not force:
+            raise OutputError(f"{path} exists; pass -f/--force to replace it, or choose another output")
+    if not folder.is_dir():
+        what = "does not exist" if not os.path.lexists(folder) else "is not a folder"
+        raise OutputError(f"cannot write {path}: folder {folder} {what}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        probe = OSError(errno.EROFS if _read_only(folder) else errno.EACCES, "")
+        raise OutputError(f"cannot write {path}: {_reason(probe)} (folder {folder})")
+
+
+def _read_only(folder: Path) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _open_temp(path: Path) -> tuple[int, Path]:
+    for _ in range(16):
+        temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(temp, _TEMP_FLAGS, 0o666), temp
+        except FileExistsError:
+            continue  # a name someone else holds (or planted): draw another
+    raise OutputError(f"cannot write {path}: no unused temp name in {path.parent}")
+
+
+def _commit(temp: Path, path: Path, force: bool) -> None:
+    """Puts the finished temp file at `path`: without force never over a file that
+    appeared meanwhile (a hard link fails on an existing name; rename would not)."""
+    if force:
+        os.replace(temp, path)
+        return
+    try:
+        os.link(temp, path)
+    except FileExistsError:
+        raise OutputError(f"{path} appeared while gpuobs was writing it; pass -f/--force to replace it") from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+            raise
+        if os.path.lexists(path):  # a file system without hard links: check, then rename
+            raise OutputError(f"{path} appeared while gpuobs was writing it; pass -f/--force to replace it") from None
+        os.rename(temp, path)
+        return
+    os.unlink(temp)
+
+
+def _sync_folder(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems cannot sync a folder; the rename itself is atomic
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def write_atomically(path: Path, inputs: Iterable[Path] = (), force: bool = False) -> Iterator[BinaryIO]:
+    """A binary file to write `path` through; it appears at `path` only when the
+    block completes. Raises OutputError (with nothing left behind) on refusal or failure."""
+    path = Path(path)
+    inputs = list(inputs)
+    check_output(path, inputs, force)
+    try:
+        fd, temp = _open_temp(path)
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {_reason(exc)}") from None
+    committed = False
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        check_output(path, inputs, force)  # what changed while writing (a link planted, an input moved)
+        _commit(temp, path, force)
+        committed = True
+        _sync_folder(path.parent)
+    except OSError as exc:
+        if exc.filename not in (None, str(temp), str(path)):
+            raise  # an input that could not be read: the caller's error to report
+        raise OutputError(f"cannot write {path}: {_reason(exc)}; nothing was written"
+                          + (" and the existing file is untouched" if os.path.lexists(path) else "")) from None
+    finally:
+        if not committed:
+            try:
+                os.unlink(temp)
+            except OSError:
+                pass

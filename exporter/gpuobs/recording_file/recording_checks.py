@@ -1,0 +1,221 @@
+"""Values a recording may hold. A chunk's CRC says it is as written; these checks
+say its values are ones a gpuobs tool can have written. Every field that later
+sizes an array, indexes a table, or becomes a timestamp is checked against the
+file's own tables (devices, SM counts) and the schema's limits when the file is
+loaded, so a hostile or miswritten file fails there, naming the chunk, the row
+and the field, instead of deep in an export with a MemoryError.
+
+The checks read each checked column once (numpy reductions over the mapped file);
+the block-overlap check sorts the block events once."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import schema
+from .recording import UNFLUSHED
+
+# From the schema: the tool hands out function slots from a table of this size.
+FUNCTION_SLOTS = schema.constant("GPUOBS_FUNCTION_TABLE_SIZE")
+# Not in the schema (facts about CUDA and clocks, kept next to the checks that use them):
+MAX_DEVICES = 1024            # CUDA ordinals of one process
+SM_ID_LIMIT = 1024            # %smid < %nsmid; no GPU has 1,024 SMs
+SM_ID_HEADROOM = 2            # %smid may skip disabled SMs: allow ids below twice a device's SM count
+TIME_LIMIT_NS = 1 << 62       # device and host clocks in ns: the year 2116 on the Unix epoch
+COUNT_LIMIT = 1 << 63         # counters and ids read as signed 64-bit downstream
+GRID_LIMITS = (2**31 - 1, 65535, 65535)   # CUDA's gridDim limits (x, y, z)
+BLOCK_LIMITS = (1024, 1024, 64)           # CUDA's blockDim limits (x, y, z)
+THREADS_PER_BLOCK = 1024
+MAX_BLOCK_OVERLAP = 1024      # blocks open at once on one SM (hardware keeps at most 32 resident)
+MAX_API_DEPTH = 256           # nested CUDA API calls on one thread (a runtime call and its driver calls)
+EVENT_KINDS = tuple(int(k) for k in schema.EventKind)
+CLOCK_BRACKETS = ("monotonic", "boottime", "realtime")
+FLUSH_COUNTERS = ("attempted", "recorded", "dropped", "filtered", "unattributed", "unmatched_exit_threads",
+                  "unconfirmed_ends", "unrecorded_launches")
+
+
+class BadValue(Exception):
+    """A value no gpuobs tool writes: in `row` of the checked part, a `what` (None:
+    in a chunk's own struct)."""
+
+    def __init__(self, message: str, row: int | None = None, what: str = ""):
+        super().__init__(message)
+        self.row = row
+        self.what = what
+
+
+def _first(bad: np.ndarray) -> int | None:
+    hits = np.flatnonzero(bad)
+    return int(hits[0]) if len(hits) else None
+
+
+def _below(part: np.ndarray, field: str, limit, why: str, what: str) -> None:
+    """Every part[field] < limit (limit: a number, or an array aligned with part)."""
+    values = part[field]
+    if len(values) == 0:
+        return
+    if np.ndim(limit) == 0 and int(values.max()) < limit:
+        return
+    row = _first(values >= limit)
+    if row is not None:
+        bound = limit if np.ndim(limit) == 0 else int(limit[row])
+        raise BadValue(f"{field} {int(values[row])} is not below {bound:,} ({why})", row, what)
+
+
+def _device(index: int) -> None:
+    if index >= MAX_DEVICES:
+        raise BadValue(f"device_index {index} is not below {MAX_DEVICES} (CUDA ordinals of one process)")
+
+
+def _seq(seq: int) -> None:
+    if seq == UNFLUSHED:
+        raise BadValue(f"flush_seq {seq:#x} is reserved (it marks launches after the last flush)")
+
+
+def sm_limits(devices: np.ndarray) -> dict:
+    """Per device index: the bound its events' SM ids must stay below."""
+    limits = {}
+    for d in devices:
+        count = int(d["sm_count"])
+        if count:
+            limits[int(d["device_index"])] = min(SM_ID_LIMIT, max(count * SM_ID_HEADROOM, count + 1))
+    return limits
+
+
+# -- one-struct chunks, checked as they are read --------------------------------------
+
+def check_device(info: np.void) -> None:
+    _device(int(info["device_index"]))
+    if int(info["sm_count"]) > SM_ID_LIMIT:
+        raise BadValue(f"sm_count {int(info['sm_count'])} is above {SM_ID_LIMIT} (no GPU has that many SMs)")
+
+
+def check_function(info: np.void) -> None:
+    _device(int(info["device_index"]))
+    slot = int(info["function_slot"])
+    if slot >= FUNCTION_SLOTS:
+        raise BadValue(f"function_slot {slot} is outside the tool's {FUNCTION_SLOTS}-slot function table")
+
+
+def check_module(info: np.void) -> None:
+    _device(int(info["device_index"]))
+
+
+def check_flush(info: np.void, counts: np.ndarray) -> None:
+    _device(int(info["device_index"]))
+    _seq(int(info["flush_seq"]))
+    for name in FLUSH_COUNTERS:
+        if int(info[name]) >= COUNT_LIMIT:
+            raise BadValue(f"{name} {int(info[name])} is not below 2^63")
+    attempted, recorded, dropped = (int(info[k]) for k in ("attempted", "recorded", "dropped"))
+    if recorded + dropped != attempted:
+        raise BadValue(f"attempted {attempted:,} is not recorded {recorded:,} + dropped {dropped:,} "
+                       "(every claim is either recorded or dropped)")
+    if int(info["host_time_ns"]) >= TIME_LIMIT_NS:
+        raise BadValue(f"host_time_ns {int(info['host_time_ns'])} is not below 2^62")
+    try:
+        _below(counts, "count", COUNT_LIMIT, "counts are read as signed 64-bit", "launch count")
+    except BadValue as bad:
+        raise BadValue(f"launch count {bad.row}: {bad}") from None
+
+
+def check_events_header(device_index: int, flush_seq: int) -> None:
+    _device(device_index)
+    _seq(flush_seq)
+
+
+# -- arrays, checked once every chunk is read ----------------------------------------
+
+def check_launches(part: np.ndarray) -> None:
+    what = "launch"
+    _below(part, "device_index", MAX_DEVICES, "CUDA ordinals of one process", what)
+    _below(part, "function_slot", FUNCTION_SLOTS, f"the tool's function table has {FUNCTION_SLOTS} slots", what)
+    _below(part, "launch_id", COUNT_LIMIT, "ids are read as signed 64-bit", what)
+    _below(part, "host_begin_ns", TIME_LIMIT_NS, "2^62 ns: the year 2116", what)
+    for field, limits in (("grid", GRID_LIMITS), ("block", BLOCK_LIMITS)):
+        dims = part[field]
+        over = (dims > np.asarray(limits, np.uint32)).any(axis=1)
+        row = _first(over)
+        if row is not None:
+            axis = int(np.argmax(dims[row] > np.asarray(limits)))
+            raise BadValue(f"{field} {_dims(dims[row])}: {field}Dim.{'xyz'[axis]} {int(dims[row][axis])} is above "
+                           f"CUDA's limit {limits[axis]:,}", row, what)
+    threads = part["block"].astype(np.int64).prod(axis=1)
+    row = _first(threads > THREADS_PER_BLOCK)
+    if row is not None:
+        raise BadValue(f"block {_dims(part['block'][row])} has {int(threads[row]):,} threads, above CUDA's "
+                       f"{THREADS_PER_BLOCK}", row, what)
+
+
+def check_events(part: np.ndarray, sm_limit: int) -> None:
+    what = "event"
+    kinds = part["kind"]
+    if len(kinds) and int(kinds.max()) > max(EVENT_KINDS):
+        row = _first(~np.isin(kinds, EVENT_KINDS))
+        raise BadValue(f"kind {int(kinds[row])} is not an event kind (0 empty, 1 block, 2 memory access)", row, what)
+    _below(part, "function_slot", FUNCTION_SLOTS, f"the tool's function table has {FUNCTION_SLOTS} slots", what)
+    for field in ("sm_id", "sm_id_end"):
+        _below(part, field, sm_limit, "its device's SM ids", what)
+    for field in ("time_start", "time_end"):
+        _below(part, field, TIME_LIMIT_NS, "2^62 ns: the year 2116", what)
+
+
+def check_clock_samples(part: np.ndarray) -> None:
+    what = "clock sample"
+    _below(part, "device_index", MAX_DEVICES, "CUDA ordinals of one process", what)
+    _below(part, "device_ns", TIME_LIMIT_NS, "2^62 ns: the year 2116", what)
+    for clock in CLOCK_BRACKETS:
+        before, after = part[f"{clock}_before"], part[f"{clock}_after"]
+        _below(part, f"{clock}_after", TIME_LIMIT_NS, "2^62 ns: the year 2116", what)
+        row = _first(after < before)
+        if row is not None:
+            raise BadValue(f"{clock}_after {int(after[row])} is before {clock}_before {int(before[row])} "
+                           "(an inverted bracket)", row, what)
+
+
+def check_api_calls(part: np.ndarray) -> None:
+    what = "API call"
+    _below(part, "exit_ns", TIME_LIMIT_NS, "2^62 ns: the year 2116", what)
+    _below(part, "depth", MAX_API_DEPTH, "nesting of CUDA API calls on one thread", what)
+    row = _first(part["exit_ns"] < part["enter_ns"])
+    if row is not None:
+        raise BadValue(f"exit_ns {int(part['exit_ns'][row])} is before enter_ns {int(part['enter_ns'][row])}",
+                       row, what)
+
+
+def _dims(row) -> str:
+    return "x".join(str(int(v)) for v in row)
+
+
+# -- across chunks ----------------------------------------------------------------------
+
+def deepest_block_overlap(chunks: list, devices: list) -> tuple[int, int, int]:
+    """(most block events open at once on one SM of one device, and the chunk and row
+    of the event that opens that many) over event chunks and their device indexes.
+    A block whose end a later replay may have stamped (flagged), or whose end is
+    missing, counts from its start alone; blocks that touch do not overlap."""
+    groups, starts, ends, where = [], [], [], []
+    for c, (chunk, device) in enumerate(zip(chunks, devices)):
+        rows = np.flatnonzero(chunk["kind"] == schema.EventKind.BLOCK)
+        if len(rows) == 0:
+            continue
+        ev = chunk[rows]
+        start = ev["time_start"].astype(np.int64)
+        late = (ev["flags"] & schema.BLOCK_END_UNCONFIRMED) != 0
+        starts.append(start)
+        ends.append(np.where(late, start, np.maximum(ev["time_end"].astype(np.int64), start)))
+        groups.append(device * SM_ID_LIMIT + ev["sm_id"].astype(np.int64))
+        where.append(np.full(len(rows), c, np.int64) << 32 | rows)
+    if not groups:
+        return 0, -1, -1
+    group, start, end = np.concatenate(groups), np.concatenate(starts), np.concatenate(ends)
+    n = len(group)
+    # Per group, in time order, +1 at each start and -1 at each end (ends first at equal times).
+    step = np.r_[np.ones(n, np.int64), -np.ones(n, np.int64)]
+    order = np.lexsort((step, np.r_[start, end], np.r_[group, group]))
+    step, grp = step[order], np.r_[group, group][order]
+    depth = np.cumsum(step)
+    first = np.flatnonzero(np.r_[True, grp[1:] != grp[:-1]])
+    depth -= np.repeat(depth[first] - step[first], np.diff(np.r_[first, 2 * n]))
+    at = int(np.argmax(depth))
+    code = int(np.concatenate(where)[order[at] % n])
+    return int(depth[at]), code >> 32, code & 0xFFFFFFFF

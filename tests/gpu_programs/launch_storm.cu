@@ -1,0 +1,48 @@
+// A launch storm: T host threads, each on its own non-blocking stream, each
+// launching N small kernels (B blocks of 128 threads; every thread one load and
+// one store) with a stream sync every K launches, so the context is never
+// quiet. Prints the wall time and what it launched as JSON.
+//   launch_storm THREADS LAUNCHES BLOCKS SYNC_EVERY
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); std::exit(3); } } while (0)
+
+__global__ void storm_kernel(const float* in, float* out) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    out[i] = in[i] * 2.0f + 1.0f;
+}
+
+int main(int argc, char** argv) {
+    if (argc < 5) { std::fprintf(stderr, "usage: launch_storm THREADS LAUNCHES BLOCKS SYNC_EVERY\n"); return 2; }
+    const int threads = std::atoi(argv[1]), launches = std::atoi(argv[2]), blocks = std::atoi(argv[3]),
+              every = std::atoi(argv[4]);
+    CHECK(cudaFree(nullptr));
+    std::vector<float*> bufs(2 * threads);
+    for (auto& b : bufs) CHECK(cudaMalloc(&b, blocks * 128 * sizeof(float)));
+    CHECK(cudaDeviceSynchronize());
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+        pool.emplace_back([&, t] {
+            cudaStream_t s;
+            CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+            for (int l = 0; l < launches; ++l) {
+                storm_kernel<<<blocks, 128, 0, s>>>(bufs[2 * t], bufs[2 * t + 1]);
+                if ((l + 1) % every == 0) CHECK(cudaStreamSynchronize(s));
+            }
+            CHECK(cudaStreamSynchronize(s));
+        });
+    }
+    for (auto& th : pool) th.join();
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    CHECK(cudaDeviceSynchronize());
+    std::printf("{\"ms\": %.3f, \"threads\": %d, \"launches_per_thread\": %d, \"blocks\": %d, \"threads_per_block\": 128, "
+                "\"accesses_per_launch\": %d}\n", ms, threads, launches, blocks, blocks * 128 * 2);
+    return 0;
+}

@@ -1,0 +1,121 @@
+"""`gpuobs stats`: led by the kernel time summary nsys and the PyTorch profiler
+lead with; readable when piped; the same totals as every other command."""
+import csv
+import io
+import json
+import re
+
+import numpy as np
+import pytest
+
+import gpuobs
+from gpuobs.analysis import launches as analysis
+from gpuobs.recording_file import schema
+from gpuobs.analysis.kernel_names import short_name, short_names
+
+from .cli_helpers import DATA, gpuobs as run, write_recording
+
+BLOCK = DATA / "decode_block_trace.gpuobs"
+MEM = DATA / "decode_mem_sampled.gpuobs"
+SIDE = DATA / "side_by_side_api_trace.gpuobs"
+
+
+def test_the_kernel_summary_leads_and_its_numbers_are_the_launch_spans():
+    r = run("stats", BLOCK)
+    assert r.returncode == 0
+    lines = r.stdout.splitlines()
+    first_table = next(i for i, l in enumerate(lines) if l.startswith("Kernel time summary"))
+    assert first_table < next(i for i, l in enumerate(lines) if l.startswith("Blocks per kernel"))
+    assert "span = a launch's first block start to its last block end" in r.stdout
+    header = lines[first_table + 1].split()
+    assert header[:3] == ["Time", "%", "Total"] and header[-1] == "Name"
+    rows = json.loads(run("stats", BLOCK, "--report", "kernels", "--format", "json").stdout)["kernel_times"]["rows"]
+    rec = gpuobs.load(BLOCK)
+    table = analysis.launch_table(rec)
+    nvjet = [i for i, n in enumerate(table.name) if n == "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT"]
+    spans = (table.last_end[nvjet].astype(np.int64) - table.first_start[nvjet].astype(np.int64))
+    row = next(r for r in rows if r["name"] == "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT")
+    assert row["instances"] == len(nvjet) == 120 and row["total_ns"] == spans.sum()
+    assert row["min_ns"] == spans.min() and row["max_ns"] == spans.max() and row["med_ns"] == np.median(spans)
+    assert row["stddev_ns"] == pytest.approx(spans.std(ddof=1), abs=0.1)
+    assert sum(r["instances"] for r in rows) == len(rec.launches)
+    assert sum(r["time_pct"] for r in rows) == pytest.approx(100, abs=0.1)
+    assert [r["total_ns"] for r in rows] == sorted((r["total_ns"] for r in rows), reverse=True)
+
+
+def test_sort_format_and_full_names():
+    rows = json.loads(run("stats", BLOCK, "-r", "kernels", "--sort", "max", "--json").stdout)["kernel_times"]["rows"]
+    assert [r["max_ns"] for r in rows] == sorted((r["max_ns"] for r in rows), reverse=True)
+    text = run("stats", BLOCK, "--report", "cuda_gpu_kern_sum", "--format", "csv").stdout
+    parsed = list(csv.DictReader(io.StringIO(text)))
+    assert len(parsed) == 31 and set(parsed[0]) >= {"time_pct", "total_ns", "instances", "stddev_ns", "name"}
+    assert any(p["name"].startswith("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast"
+                                    "<at::native::BinaryFunctor<c10::BFloat16") and len(p["name"]) > 500
+               for p in parsed)  # the full demangled name
+    r = run("stats", BLOCK, "--sort", "bogus")
+    assert r.returncode == 2 and "--sort 'bogus' is not one of" in r.stderr
+
+
+def test_counting_modes_say_there_are_no_times(tmp_path):
+    counter = write_recording(tmp_path / "c.gpuobs", mode=schema.Mode.BLOCK_COUNTER, events=False)
+    r = run("stats", counter)
+    assert r.returncode == 0
+    assert "Kernel time summary: none. Mode block_counter records no block start or end times" in r.stdout
+    assert "Blocks per kernel" in r.stdout
+    r = run("stats", MEM, "--report", "kernels", "--json")
+    assert json.loads(r.stdout)["kernel_times"]["timed"] is False and "records no block times" in r.stderr
+
+
+def test_the_table_is_whole_when_piped_and_says_what_it_leaves_out():
+    r = run("stats", BLOCK, COLUMNS="60")
+    assert "\u2026" not in r.stdout  # no column collapsed to an ellipsis
+    kernel_rows = [l for l in r.stdout.splitlines() if re.match(r"^\s+\d+\.\d\s+[\d,]+\.\d\s+\d+\s", l)]
+    assert len(kernel_rows) == 30 and all(len(l.split()) >= 9 for l in kernel_rows)
+    assert "31 kernels, the first 30 by total shown (--top N for more)" in r.stdout
+    rows = json.loads(run("stats", BLOCK, "--json", "--top", "5").stdout)
+    assert len(rows["kernel_times"]["rows"]) == 5 and len(rows["blocks"]["rows"]) == 5  # --top applies to json
+    assert len(json.loads(run("stats", BLOCK, "--json").stdout)["blocks"]["rows"]) == 31  # json: all by default
+    mem = run("stats", MEM, "--report", "blocks").stdout
+    assert "0/65,584" not in mem and "Recorded" not in mem and "Mem samples" in mem
+    assert "Counted: exact accesses counted on the device" in mem
+
+
+def test_every_command_reports_the_same_totals(tmp_path):
+    for sample in (BLOCK, MEM, SIDE):
+        info = json.loads(run("info", sample, "--json").stdout)["counted"]
+        blocks = json.loads(run("stats", sample, "--report", "blocks", "--json").stdout)["blocks"]
+        assert blocks["counted_total"] == info
+        assert sum(r["counted"] for r in blocks["rows"]) + blocks["counted_unattributed"] == info
+        out = run("export", sample, "-o", tmp_path / f"{sample.stem}.pftrace").stdout
+        if sample == MEM:
+            assert f"({info:,} accesses counted)" in out and info == 34_737_899
+    # graph replays share counts: each count once, and in its kernel's row
+    rows = json.loads(run("stats", SIDE, "--report", "blocks", "--json").stdout)["blocks"]["rows"]
+    assert all(r["counted"] == r["blocks_recorded"] for r in rows)
+
+
+def test_kernel_names_fold_templates_and_stay_distinct():
+    name = ("void at::native::vectorized_elementwise_kernel<8, at::native::AbsFunctor<c10::BFloat16>, "
+            "std::array<char*, 2ul> >(int, at::native::AbsFunctor<c10::BFloat16>, std::array<char*, 2ul>)")
+    assert short_name(name) == "at::native::vectorized_elementwise_kernel<8, AbsFunctor<BFloat16>, array<char*, 2ul>>"
+    assert short_name(name, 75) == "at::native::vectorized_elementwise_kernel<8, AbsFunctor<...>, array<...>>"
+    assert short_name(name, 60) == "at::native::vectorized_elementwise_kernel<...>"
+    lam = ("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::silu_kernel("
+           "at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#6}::operator()() const::"
+           "{lambda(c10::BFloat16)#1}, std::array<char*, 2ul> >(int, float)")
+    assert short_name(lam) == "at::native::vectorized_elementwise_kernel<4, silu_kernel::lambda, array<char*, 2ul>>"
+    assert short_name("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT") == "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT"
+    assert short_name("kernel(float*, int)") == "kernel"
+    assert short_names(["void k<A<int> >(int)", "void k<A<long> >(int)"], 8) == ["k<...> [1]", "k<...> [2]"]
+    longest = max((f.name for f in gpuobs.load(SIDE).functions.values()), key=len)
+    assert len(longest) > 5000 and len(short_name(longest)) <= 100
+
+
+def test_the_readme_shows_the_summary_as_the_command_prints_it():
+    from .cli_helpers import ROOT
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("<!-- stats-sample")[1].split("```")[1].strip("\n").splitlines()
+    command = block[0]
+    assert command.startswith("$ gpuobs stats examples/data/")
+    r = run(*command.split()[2:], cwd=ROOT)
+    assert r.returncode == 0 and block[1:] == r.stdout.rstrip("\n").splitlines()
