@@ -17,7 +17,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 import gpuobs
 from gpuobs.perfetto_export import native_encoder
 from gpuobs.perfetto_export.export import ExportOptions, export
-from gpuobs.perfetto_export.lanes import assign_lanes
+from gpuobs.perfetto_export.lanes import assign_lanes, lane_tracks
 from gpuobs.perfetto_export.slice_encoder import Slices, write_slices
 from gpuobs.perfetto_export.trace_writer import SEQ_CLEARED, TraceWriter
 from gpuobs.recording_file import synthetic
@@ -50,15 +50,12 @@ slice_lists = st.lists(
 
 def write_trace(out: Path, slices_in) -> tuple[bytes, np.ndarray]:
     """slices_in as a trace: a lane track per (group, lane), named slices with
-    every kind of argument and flows. Returns the bytes and the lanes."""
+    every kind of argument and flows. Returns the bytes and each slice's track."""
     group = np.array([g for g, _, _ in slices_in], np.int64)
     start = np.array([BASE + 100 * s for _, s, _ in slices_in], np.uint64)
     end = start + np.array([100 * d for _, _, d in slices_in], np.uint64)
-    lane = assign_lanes(group, start, end)
     w = TraceWriter()
-    track = {}
-    for g, k in sorted(set(zip(group.tolist(), lane.tolist()))):
-        track[(g, k)] = w.track(f"group {g}", merge_key=f"group-{g}")
+    tracks = lane_tracks(group, start, end, lambda g: w.track(f"group {g}", merge_key=f"group-{g}"))
     seq = w.new_sequence()
     first = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_CLEARED)
     n = len(slices_in)
@@ -68,7 +65,7 @@ def write_trace(out: Path, slices_in) -> tuple[bytes, np.ndarray]:
         first.interned_data.debug_annotation_names.add(iid=iid, name=name)
     w.packet(first)
     i = np.arange(n)
-    s = Slices([track[(g, k)] for g, k in zip(group.tolist(), lane.tolist())], start, end, i + 1)
+    s = Slices(tracks.of_slice, start, end, i + 1)
     s.int_arg(1, i).int_arg(2, -i - 2**40).string_arg(3, [b"x" * (j % 4) + b"!" for j in range(n)])
     s.choice_arg(4, [b"even", b"odd"], i % 2, present=i % 3 != 0).bool_arg(5, present=i % 2 == 0)
     s.flows_out(np.stack([i + 1, i + 1001], axis=1), i % 3)
@@ -77,7 +74,7 @@ def write_trace(out: Path, slices_in) -> tuple[bytes, np.ndarray]:
     s.int_arg(6, records["narrow"]).int_arg(7, records["small"], present=i > 0, at_least=-20)
     write_slices(w, s, seq, clock_id=pb.BUILTIN_CLOCK_REALTIME)
     w.save(out)
-    return out.read_bytes(), lane
+    return out.read_bytes(), tracks.of_slice
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -90,9 +87,9 @@ def test_both_paths_write_the_same_valid_slices(tmp_path, slices_in):
     for name in PATHS:
         with path(name):
             written[name] = write_trace(tmp_path / f"{name}.pftrace", slices_in)
-    data, lane = written["numpy"]
+    data, tracks = written["numpy"]
     if HAVE_C:
-        np.testing.assert_array_equal(written["c"][1], lane)
+        np.testing.assert_array_equal(written["c"][1], tracks)  # the same lanes
         assert written["c"][0] == data
     d = decode(tmp_path / "numpy.pftrace")
     assert d.problems == []

@@ -11,7 +11,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from ..recording_file.recording import Recording
 from .clock import MONOTONIC
-from .lanes import assign_lanes
+from .lanes import lane_tracks
 from .slice_encoder import Slices, write_slices
 from .trace_writer import SEQ_CLEARED, TraceWriter
 
@@ -58,16 +58,11 @@ def write_api_calls(w: TraceWriter, rec: Recording, rec_index: int, related: boo
     end = np.maximum(calls["exit_ns"], calls["enter_ns"]).astype(np.uint64)
     keys, depth_group = np.unique(np.stack([calls["thread_id"].astype(np.int64), calls["depth"].astype(np.int64)]),
                                   axis=1, return_inverse=True)
-    depth_group = depth_group.reshape(-1)
-    lane = assign_lanes(depth_group, start, end)
-    lanes_of = np.zeros(keys.shape[1], np.int64)
-    np.maximum.at(lanes_of, depth_group, lane + 1)
-    first_lane = np.zeros(keys.shape[1], np.uint64)  # a group's lane tracks get consecutive uuids
     rank_of_thread = {tid: rank for rank, tid in enumerate(threads.tolist())}
-    for g, tid in enumerate(keys[0].tolist()):
-        uuids = [w.track(f"thread {tid}", parent=group, rank=rank_of_thread[tid], merge_key=f"api-{group}-{tid}")
-                 for _ in range(int(lanes_of[g]))]
-        first_lane[g] = uuids[0]
+    thread_of = keys[0].tolist()
+    tracks = lane_tracks(depth_group.reshape(-1), start, end,
+                         lambda g: w.track(f"thread {thread_of[g]}", parent=group, rank=rank_of_thread[thread_of[g]],
+                                           merge_key=f"api-{group}-{thread_of[g]}"))
     names = sorted(rec.api_names.items())
     iid = {api_id: i + 1 for i, (api_id, _) in enumerate(names)}
     seq = w.new_sequence()
@@ -98,8 +93,7 @@ def write_api_calls(w: TraceWriter, rec: Recording, rec_index: int, related: boo
         counts[i] = len(lids)
         written += len(lids)
 
-    track = first_lane[depth_group] + lane.astype(np.uint64)
-    slices = Slices(track, start, end, np.array([iid.get(int(a), 0) for a in calls["api_id"]], np.uint64))
+    slices = Slices(tracks.of_slice, start, end, np.array([iid.get(int(a), 0) for a in calls["api_id"]], np.uint64))
     result = calls["result"].astype(np.int64)
     slices.int_arg(ARG_NAMES["result"], result, present=result != 0)
     slices.choice_arg(ARG_NAMES["domain"], [b"driver", b"runtime"], (calls["api_id"] >> 16) == RUNTIME_DOMAIN)

@@ -12,6 +12,9 @@ parent. On a lane, one time then holds either an END and the next BEGIN or one
 zero-length slice alone, which is what slice_encoder's packet order needs."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 import numpy as np
 
 
@@ -104,3 +107,24 @@ def assign_lanes(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.nd
         lane_free_at[rows[live], lane[live]] = ends[live, k]
     lanes[order] = chosen[gi, rank]
     return lanes
+
+
+@dataclass
+class LaneTracks:
+    of_slice: np.ndarray     # uint64: each slice's lane track
+    first: dict              # group -> the track of its first lane
+    lanes: np.ndarray        # int64 per group (0..max group): how many lanes it has
+
+
+def lane_tracks(group: np.ndarray, start: np.ndarray, end: np.ndarray, new_track: Callable[[int], int]) -> LaneTracks:
+    """Lanes for slices (assign_lanes) and a track for each: new_track(g) makes one
+    track of group g (>= 0) and returns its uuid; it is called once per lane, group
+    by group in ascending order."""
+    group = np.asarray(group, np.int64)
+    lane = assign_lanes(group, start, end)
+    lanes = np.zeros(int(group.max()) + 1 if len(group) else 0, np.int64)
+    np.maximum.at(lanes, group, lane + 1)
+    table = np.zeros((len(lanes), int(lanes.max()) if len(lanes) else 0), np.uint64)
+    for g in np.flatnonzero(lanes).tolist():
+        table[g, : lanes[g]] = [new_track(g) for _ in range(int(lanes[g]))]
+    return LaneTracks(table[group, lane], {g: int(table[g, 0]) for g in np.flatnonzero(lanes).tolist()}, lanes)
