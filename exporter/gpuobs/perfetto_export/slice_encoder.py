@@ -2,8 +2,9 @@
 host-trace events) is written here, as a BEGIN and an END TrackEvent packet.
 
 Order. Perfetto closes a slice with the most recent open one on its track, so the
-packets of one lane track must come B1 E1 B2 E2 ... . Lanes from lanes.assign_lanes
-allow that with one sort of all packets by (sequence group, time, rank):
+packets of one lane track must come B1 E1 B2 E2 ... . Lanes from lanes.py
+(assign_lanes, lane_tracks) allow that with one sort of all packets by
+(sequence group, time, rank):
   rank 0: the END of a slice with a length (it closes before anything opens then),
   rank 1: a BEGIN,
   rank 2: the END of a zero-length slice (right after its own BEGIN),
@@ -103,6 +104,8 @@ class Slices:
         ints = np.asarray(values)
         if ints.dtype.kind not in "iu":
             ints = ints.astype(np.int64)
+        elif ints.dtype == np.uint64:
+            ints = ints.view(np.int64)  # DebugAnnotation.int_value is an int64, on both paths
         ints = np.broadcast_to(ints, (self.n,))
         return self._add(Arg(name_iid, INT, self._mask(present), ints=ints, at_least=at_least))
 
