@@ -35,11 +35,13 @@ struct gpuobs_arg {
     uint64_t name_iid;
     int32_t kind;           /* ARG_INT, ARG_BOOL (true) or ARG_STRING */
     const uint8_t* present; /* per slice */
-    const uint8_t* ints;    /* ARG_INT: slice e's value is the integer at ints + e * int_stride (a numpy */
-    int64_t int_stride;     /* column as it is: a record field, a narrower type, a broadcast scalar) */
-    int32_t int_size;       /* 1, 2, 4 or 8 bytes */
+    /* ARG_INT: slice e's value is the int_size-byte integer at ints + e * int_stride, read in place
+     * from the numpy column as it is (a record field, a narrower type, a broadcast scalar). */
+    const uint8_t* ints;
+    int64_t int_stride;
+    int32_t int_size; /* 1, 2, 4 or 8 */
     int32_t int_signed;
-    int64_t at_least;     /* ARG_INT: left out where the value is below this */
+    int64_t at_least;     /* left out where the value is below this */
     const uint8_t* chars; /* ARG_STRING: slice e's value is chars[starts[e] : starts[e] + lengths[e]] */
     const int64_t* starts;
     const int64_t* lengths;
