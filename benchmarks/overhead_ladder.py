@@ -19,7 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ["none", "off", "block_noop", "block_counter", "block_trace_noop", "block_trace", "mem_noop", "mem_sampled",
            "mem_full"]
-# Variants: MODE+api (--api-trace), MODE+nographs (--no-graph-nodes), MODE+windowN
+# Variants: MODE+api (--api-trace), MODE+nographs (--graph-nodes none), MODE+everynode
+# (--graph-nodes every: per-node callbacks at every replay, the old default), MODE+windowN
 # (recording windows: 1 repetition in N recorded, the mean over all repetitions).
 # Each rung against the no-op rungs below it: block_trace_noop pays for the same
 # patch points as block_trace (entry and exit), block_noop for the entry alone.
@@ -49,7 +50,7 @@ def run_config(config: str, reps: int, only: str, workdir: Path) -> dict:
         cmd = worker
     else:
         mode, *variants = config.split("+")
-        flags = {"api": ["--api-trace"], "nographs": ["--no-graph-nodes"]}
+        flags = {"api": ["--api-trace"], "nographs": ["--graph-nodes", "none"], "everynode": ["--graph-nodes", "every"]}
         window = next((v for v in variants if v.startswith("window")), "")
         if window:  # windowN: the worker records 1 repetition in N (recording windows)
             env = dict(os.environ, GPUOBS_BENCH_WINDOW=window[len("window"):])

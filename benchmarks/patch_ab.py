@@ -44,7 +44,7 @@ def run_once(args, fatbin, output: Path) -> dict:
     env = None
     if fatbin is not None:
         opts = RecordOptions(mode=args.mode, sample_shift=args.sample_shift, output=output, capacity=args.capacity,
-                             graph_nodes=not args.no_graph_nodes, extra_env={"GPUOBS_PATCHES": str(fatbin)})
+                             graph_nodes="none" if args.no_graph_nodes else "learn", extra_env={"GPUOBS_PATCHES": str(fatbin)})
         env = tool_environment(native_build.build(), opts)
     result = run_worker(worker_command(args.reps, args.only), env)
     if fatbin is not None and "_error" not in result:

@@ -96,6 +96,23 @@ def decode_graph(reps):
     return device_ms(graph.replay, reps, name="decode_step_graph")
 
 
+def transformer_layer_graph(reps):
+    """A bf16 TransformerEncoderLayer (8 x 512 x 1024, 16 heads) replayed from a CUDA graph."""
+    layer = torch.nn.TransformerEncoderLayer(1024, 16, 4096, batch_first=True, device="cuda", dtype=torch.bfloat16).eval()
+    x = torch.randn(8, 512, 1024, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                layer(x)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            layer(x)
+    return device_ms(graph.replay, reps, name="transformer_layer_graph")
+
+
 def empty_launches(reps):
     """Host microseconds per launch of an empty kernel (10,000 back to back)."""
     import run_silu_mul
@@ -113,7 +130,8 @@ def empty_launches(reps):
 
 
 WORKLOADS = {"silu_closed_binary": silu_closed, "cublas_4096_bf16": cublas, "torch_silu_mul": torch_silu,
-             "sdpa": sdpa, "decode_step_graph": decode_graph, "empty_launch_us": empty_launches}
+             "sdpa": sdpa, "decode_step_graph": decode_graph, "transformer_layer_graph": transformer_layer_graph,
+             "empty_launch_us": empty_launches}
 
 
 def main():

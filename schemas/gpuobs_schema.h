@@ -16,11 +16,15 @@
 /* gpuobs:cdef-begin */
 #define GPUOBS_FORMAT_VERSION 1
 /* FNV-1a 64 of the canonical layout text (see gpuobs/recording_file/schema.py: layout_text). */
-#define GPUOBS_SCHEMA_HASH 0x60679c2dc9e5a77d
+#define GPUOBS_SCHEMA_HASH 0xe78bc05cf512a957
 #define GPUOBS_EVENT_SIZE 64
 #define GPUOBS_MAX_STRIPES 256
-#define GPUOBS_DEFAULT_CAPACITY 1048576
+#define GPUOBS_DEFAULT_CAPACITY 1048576  /* event records per context */
+#define GPUOBS_MIN_CAPACITY 1024
+#define GPUOBS_MAX_CAPACITY 268435456
 #define GPUOBS_DEFAULT_SAMPLE_SHIFT 10
+#define GPUOBS_MAX_SAMPLE_SHIFT 32
+#define GPUOBS_NO_FLUSH 0xFFFFFFFF       /* a launch read before the FLUSH chunk that closes its window */
 #define GPUOBS_LAUNCH_TABLE_SIZE 65536 /* launches a flush window holds apart (grid id low bits) */
 #define GPUOBS_LAUNCH_COUNTER_STRIPES 15 /* +1: 16 counters, two cache lines */
 #define GPUOBS_BLOCK_TABLE_SIZE 262144
@@ -154,9 +158,12 @@ enum gpuobs_chunk_type {
 enum gpuobs_launch_flags {
     GPUOBS_LAUNCH_GRAPH_NODE = 1,   /* a kernel node of a graph replay */
     GPUOBS_LAUNCH_RACED_FLUSH = 2,  /* launched while a flush ran: its counts may be partial */
-    GPUOBS_LAUNCH_FROM_DEVICE = 4   /* launched by a kernel (dynamic parallelism): the host never saw the
+    GPUOBS_LAUNCH_FROM_DEVICE = 4,  /* launched by a kernel (dynamic parallelism): the host never saw the
                                        launch, so it is listed from its blocks' records at the flush; its
                                        grid and block sizes are what those records show (lower bounds) */
+    GPUOBS_LAUNCH_FROM_NODE_TABLE = 8 /* a graph replay's kernel node, listed from its exec's node table
+                                         (learned from one replay) at the replay's launch: no per-node
+                                         callback ran for it */
 };
 
 /* gpuobs_module_info.status values. */
@@ -326,6 +333,12 @@ typedef struct gpuobs_end_info {
 /* gpuobs:cdef-end */
 
 #define GPUOBS_FILE_MAGIC "GPUOBS\r\n"
+
+/* The name of each enum gpuobs_mode value, in value order: what GPUOBS_MODE and
+ * `gpuobs record --mode` take (tests/test_schema.py checks it against the enum). */
+#define GPUOBS_MODE_NAMES                                                                            \
+    {"off", "block_noop", "block_counter", "block_trace", "mem_noop", "mem_sampled", "mem_full", \
+     "block_trace_noop"}
 
 /* The per-context arena in device memory: the function entries at its start,
  * which is aligned to GPUOBS_ARENA_ALIGN, so a patch finds the arena's base by

@@ -203,7 +203,12 @@ def test_record_refuses_bad_options_before_running_anything(tmp_path):
     r = rec()
     assert r.returncode == 2 and "no program to run" in r.stderr
     r = rec("-f", "--window-every", "4", "--no-graph-nodes", "--", "true")
-    assert r.returncode == 2 and "--window-every needs graph node callbacks" in r.stderr
+    assert r.returncode == 2 and "--window-every needs graph replays listed" in r.stderr
+    assert "--no-graph-nodes is deprecated" in r.stderr
+    r = rec("-f", "--window-every", "4", "--graph-nodes", "none", "--", "true")
+    assert r.returncode == 2 and "--window-every needs graph replays listed" in r.stderr
+    r = rec("-f", "--graph-nodes", "sometimes", "--", "true")
+    assert r.returncode == 2 and "is not learn, every or none" in r.stderr
     r = rec("-f", "--window-every", "-1", "--", "true")
     assert r.returncode == 2 and "--window-every -1 is outside" in r.stderr
 

@@ -276,3 +276,72 @@ def test_numba_cuda(tmp_path):
     add = [i for i, l in enumerate(rec.launches) if "add_one" in rec.function(int(l["device_index"]), int(l["function_slot"])).name]
     assert len(add) == 1
     assert analysis.launch_table(rec).blocks_recorded[add[0]] == 100
+
+
+@pytest.fixture(scope="module")
+def graph_program(programs):
+    exe = programs / "graph_shapes"
+    nvcc("-O2", "-arch=sm_90", "-o", str(exe), str(SRC / "graph_shapes.cu"))
+    return exe
+
+
+def graph_launches(rec):
+    return np.flatnonzero((rec.launches["flags"] & schema.LaunchFlag.GRAPH_NODE) != 0)
+
+
+EVERY_NODE_SPLIT = pytest.mark.xfail(strict=True, reason=(
+    "measured on the H200: with per-node callbacks at every replay, back-to-back replays of the child-graph exec "
+    "on one stream mix: a later replay's exits stamp the earlier one's blocks (same grid ids; 11,347 ends flagged) "
+    "and the time split gives replays 31-36 of a 77-block node 1, 1, 1, 1, 535 and 26 blocks. The default (learn) "
+    "passes the same checks"))
+
+
+@pytest.mark.parametrize("how", ["learn", pytest.param("every", marks=EVERY_NODE_SPLIT)])
+def test_graph_replays_every_block_of_every_node(tmp_path, graph_program, how):
+    """Chain with a kernel at many nodes, fork-join, child graph, one exec from two
+    streams, many replays between flushes: every replayed block belongs to its
+    node's launch in its replay. learn (the default) lists all but the first
+    replay of each exec from the learned node table."""
+    proc, rec = record(tmp_path, "block_trace", [str(graph_program)], "--graph-nodes", how, name=how)
+    ran = json.loads(proc.stdout.strip().splitlines()[-1])
+    expect_rows = sum(len(g["grids"]) * g["replays"] for g in ran["graphs"])
+    rows = graph_launches(rec)
+    assert len(rows) == expect_rows
+    from_table = (rec.launches["flags"][rows] & schema.LaunchFlag.FROM_NODE_TABLE) != 0
+    replay = rec.launches["graph_launch_id"][rows]
+    if how == "learn":
+        # Node callbacks stay on while any exec has not been replayed once (its
+        # nodes are learned then); every replay that begins after the last exec
+        # (the child-graph one) was learned is listed from the table.
+        child_grids = {79, 77, 78}
+        firsts = [r for r in np.unique(replay) if set(rec.launches["grid"][rows][replay == r][:, 0]) == child_grids]
+        later = replay > min(firsts)
+        assert from_table[later & ~np.isin(replay, [min(firsts)])].all()
+        assert int(from_table.sum()) > 0
+    else:
+        assert not from_table.any()
+    of = analysis.launch_index_of_events(rec)
+    assert (of >= 0).all(), f"{int((of < 0).sum())} replayed blocks belong to no launch"
+    table = analysis.launch_table(rec, of)
+    wrong = rows[table.blocks_recorded[rows] != table.grid_blocks[rows]]
+    assert len(wrong) == 0, [(int(rec.launches["graph_launch_id"][i]), int(rec.launches["stream_id"][i]) % 10000,
+                              int(table.grid_blocks[i]), int(table.blocks_recorded[i]),
+                              int(rec.launches["flags"][i])) for i in wrong[:12]]
+    assert len(rec.events) == ran["device_blocks"]
+    # each replay lists each node once: per replay, the grids are the graph's
+    per_replay = {}
+    for i in rows:
+        per_replay.setdefault(int(rec.launches["graph_launch_id"][i]), []).append(int(table.grid_blocks[i]))
+    shapes = sorted(tuple(sorted(g["grids"])) for g in ran["graphs"] for _ in range(g["replays"]))
+    assert sorted(tuple(sorted(v)) for v in per_replay.values()) == shapes
+
+
+def test_graph_replay_counts_in_block_counter(tmp_path, graph_program):
+    proc, rec = record(tmp_path, "block_counter", [str(graph_program)], name="graph_counter")
+    ran = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert analysis.summary(rec)["counted"] == ran["device_blocks"]
+    # Replays of one exec in one flush window share their nodes' counters (same
+    # grid ids): per node, the count is replays x grid, exactly.
+    table = analysis.launch_table(rec)
+    rows = graph_launches(rec)
+    assert (table.counted[rows] == table.counted_shared[rows] * table.grid_blocks[rows]).all()

@@ -52,7 +52,7 @@ def check_exit_accounting(rec):
     # claims let a later block take its events). Both are flagged launches.
     of = analysis.launch_index_of_events(rec)[rec.events["kind"] == schema.EventKind.BLOCK]
     flags = rec.launches["flags"][np.maximum(of, 0)]
-    explained = (of >= 0) & ((flags & 3) != 0)
+    explained = (of >= 0) & ((flags & (schema.LaunchFlag.GRAPH_NODE | schema.LaunchFlag.RACED_FLUSH)) != 0)
     assert not (over & ~explained).any(), "an event was stamped by another block's exits"
     print(f"blocks {len(ev)}: early exits {int(early.sum())}, over-stamped {int(over.sum())}")
 
@@ -135,7 +135,7 @@ def test_pytorch_every_mode(tmp_path, mode):
     assert (rec.modules["status"] == (3 if mode == "off" else 1)).sum() >= 3, rec.modules
     names = [rec.function(l["device_index"], l["function_slot"]).name for l in rec.launches]
     assert any(("nvjet" in n) or ("gemm" in n.lower()) or ("cutlass" in n) for n in names), names
-    graph = rec.launches[rec.launches["flags"] == 1]
+    graph = rec.launches[(rec.launches["flags"] & schema.LaunchFlag.GRAPH_NODE) != 0]
     assert len(graph) >= ran["replays"] and len(graph) % ran["replays"] == 0
     if mode in ("block_counter", "block_trace"):
         table = analysis.launch_table(rec)
@@ -259,7 +259,7 @@ def test_api_trace_links_every_launch_to_its_api_call(tmp_path):
         assert call is not None, f"launch {int(l['launch_id'])} has no API call"
         name = names[int(call["api_id"])]
         assert "Launch" in name, name
-        if l["flags"] & 1:
+        if l["flags"] & schema.LaunchFlag.GRAPH_NODE:
             assert "Graph" in name, name
         assert call["enter_ns"] <= l["host_begin_ns"] <= call["exit_ns"]
     # the runtime call is the outer one, the driver call inside it

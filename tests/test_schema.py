@@ -88,3 +88,16 @@ def test_nvcc_compiles_the_header_with_its_static_asserts(tmp_path):
         "static_assert(offsetof(gpuobs_event, kind) == 58, \"kind offset\");\n"
     )
     subprocess.run(["nvcc", "-arch=sm_90", "-c", str(src), "-o", str(tmp_path / "x.o")], check=True)
+
+
+def test_mode_names_in_the_header_follow_the_enum():
+    """The tool's GPUOBS_MODE names (GPUOBS_MODE_NAMES, outside the cffi part) are the
+    enum's names in value order: one list, checked against the other."""
+    import re
+
+    from gpuobs.native_sources import schema_header
+    text = schema_header().read_text()
+    body = re.search(r"#define GPUOBS_MODE_NAMES\s*\\?\s*\{(.*?)\}", text, re.S).group(1)
+    names = re.findall(r'"(\w+)"', body)
+    assert names == [m.name.lower() for m in sorted(schema.Mode, key=int)]
+    assert list(range(len(names))) == sorted(int(m) for m in schema.Mode)

@@ -7,8 +7,7 @@
 
 namespace gpuobs {
 
-static const char* const kModeNames[] = {"off",      "block_noop",  "block_counter", "block_trace",
-                                         "mem_noop", "mem_sampled", "mem_full",      "block_trace_noop"};
+static const char* const kModeNames[] = GPUOBS_MODE_NAMES;
 
 const char* mode_name(uint32_t mode) {
     return mode < sizeof(kModeNames) / sizeof(kModeNames[0]) ? kModeNames[mode] : "unknown";
@@ -54,20 +53,20 @@ static bool parse_switch(const char* name, bool* out, std::string* error) {
 bool Config::load(std::string* error) {
     if (const char* m = std::getenv("GPUOBS_MODE")) {
         if (!parse_mode(m, &mode)) {
-            *error = std::string("GPUOBS_MODE='") + m +
-                     "' is not one of off, block_noop, block_counter, block_trace, block_trace_noop, "
-                     "mem_noop, mem_sampled, mem_full";
+            std::string names;
+            for (const char* name : kModeNames) names += std::string(names.empty() ? "" : ", ") + name;
+            *error = std::string("GPUOBS_MODE='") + m + "' is not one of " + names;
             return false;
         }
     }
     uint64_t v = 0;
     if (const char* s = std::getenv("GPUOBS_SAMPLE_SHIFT")) {
-        if (!parse_u64("GPUOBS_SAMPLE_SHIFT", s, 0, 32, &v, error)) return false;
+        if (!parse_u64("GPUOBS_SAMPLE_SHIFT", s, 0, GPUOBS_MAX_SAMPLE_SHIFT, &v, error)) return false;
         sample_shift = (uint32_t)v;
     }
     if (mode == GPUOBS_MODE_MEM_FULL) sample_shift = 0;
     if (const char* s = std::getenv("GPUOBS_CAPACITY")) {
-        if (!parse_u64("GPUOBS_CAPACITY", s, 1024, 1ull << 28, &v, error)) return false;
+        if (!parse_u64("GPUOBS_CAPACITY", s, GPUOBS_MIN_CAPACITY, GPUOBS_MAX_CAPACITY, &v, error)) return false;
         capacity = v;
     }
     // GPUOBS_CALLBACK_SCOPE; the design's name for it, GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE, is read when it is unset.
@@ -107,8 +106,17 @@ bool Config::load(std::string* error) {
         output = s;
     }
     if (const char* s = std::getenv("GPUOBS_CLOCK_PROBE")) clock_probe = std::string(s) != "0";
-    if (!parse_switch("GPUOBS_API_TRACE", &api_trace, error) || !parse_switch("GPUOBS_GRAPH_NODES", &graph_nodes, error))
-        return false;
+    if (!parse_switch("GPUOBS_API_TRACE", &api_trace, error)) return false;
+    if (const char* s = std::getenv("GPUOBS_GRAPH_NODES")) {
+        std::string v(s);
+        if (v == "learn") graph_nodes = GraphNodes::kLearn;
+        else if (v == "every" || v == "1") graph_nodes = GraphNodes::kEvery;
+        else if (v == "none" || v == "0") graph_nodes = GraphNodes::kNone;
+        else {
+            *error = "GPUOBS_GRAPH_NODES='" + v + "' is not learn, every or none";
+            return false;
+        }
+    }
     if (!parse_switch("GPUOBS_START_PAUSED", &start_paused, error)) return false;
     if (const char* s = std::getenv("GPUOBS_WINDOW_EVERY")) {
         if (!parse_u64("GPUOBS_WINDOW_EVERY", s, 0, 1u << 30, &v, error)) return false;
@@ -116,9 +124,9 @@ bool Config::load(std::string* error) {
     }
     // A window may only turn at a point where no kernel runs: without per-node
     // callbacks a graph replay is invisible to the tool and may still be running.
-    if (window_every != 0 && !graph_nodes) {
-        *error = "GPUOBS_WINDOW_EVERY needs graph node callbacks (GPUOBS_GRAPH_NODES=1): without them the tool "
-                 "cannot tell when a graph replay has finished";
+    if (window_every != 0 && graph_nodes == GraphNodes::kNone) {
+        *error = "GPUOBS_WINDOW_EVERY needs graph replays listed (GPUOBS_GRAPH_NODES=learn or every): without them "
+                 "the tool cannot tell when a graph replay has finished";
         return false;
     }
     if (const char* s = std::getenv("GPUOBS_PATCHES")) patches = s;

@@ -5,16 +5,23 @@
 #include <regex>
 #include <string>
 
+#include "gpuobs_schema.h"
+
 namespace gpuobs {
 
 struct Config {
-    uint32_t mode = 3;                 // enum gpuobs_mode (default block_trace)
-    uint32_t sample_shift = 10;
-    uint64_t capacity = 1u << 20;      // records per context
+    uint32_t mode = GPUOBS_MODE_BLOCK_TRACE;
+    uint32_t sample_shift = GPUOBS_DEFAULT_SAMPLE_SHIFT;
+    uint64_t capacity = GPUOBS_DEFAULT_CAPACITY;  // records per context
     bool launch_scope = false;         // GPUOBS_CALLBACK_SCOPE=launch (old name: GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE)
     bool clock_probe = true;
     bool api_trace = false;
-    bool graph_nodes = true;           // GPUOBS_GRAPH_NODES=0: no per-node callbacks in graph replays
+    // How graph replays' kernels are listed (GPUOBS_GRAPH_NODES): learn each exec's
+    // kernel nodes from one replay, then list replays from that table (learn, the
+    // default); per-node callbacks at every replay (every, also "1"); or not at all
+    // (none, also "0": replayed blocks then belong to no listed launch).
+    enum class GraphNodes { kNone, kEvery, kLearn };
+    GraphNodes graph_nodes = GraphNodes::kLearn;
     bool start_paused = false;         // GPUOBS_START_PAUSED=1: nothing patched until gpuobs.resume()
     uint32_t window_every = 0;         // GPUOBS_WINDOW_EVERY=N: record 1 interval in N between quiet syncs
     bool has_kernel_filter = false;

@@ -326,6 +326,31 @@ void ContextState::on_launch(const LaunchInfo& launch) {
     ++launches_total_;
 }
 
+void ContextState::on_graph_replay(const std::vector<LearnedNode>& nodes, uint64_t stream_key, uint32_t replay_id) {
+    std::lock_guard<std::mutex> lock(launch_mu_);
+    if (!active_ || destroyed_) return;
+    ++unsynced_streams_[stream_key];
+    launched_since_quiet_ = true;
+    const uint64_t now = monotonic_ns();
+    for (const LearnedNode& n : nodes) {
+        gpuobs_launch l;
+        std::memset(&l, 0, sizeof l);
+        l.launch_id = next_launch_id();
+        l.grid_id = n.grid_id;
+        l.stream_id = stream_key;
+        l.host_begin_ns = now;
+        l.function_slot = function_slot_for(n.function, n.name.c_str(), n.module);
+        l.device_index = device_index_;
+        std::memcpy(l.grid, n.grid, sizeof l.grid);
+        std::memcpy(l.block, n.block, sizeof l.block);
+        l.graph_launch_id = replay_id;
+        l.flags = GPUOBS_LAUNCH_GRAPH_NODE | GPUOBS_LAUNCH_FROM_NODE_TABLE;
+        if (config_.api_trace) l.api_call_id = ApiTrace::current_call();
+        pending_launches_.push_back(l);
+        ++launches_total_;
+    }
+}
+
 void ContextState::on_graph_launch(uint64_t stream_key) {
     std::lock_guard<std::mutex> lock(launch_mu_);
     if (!paused_ || !active_ || destroyed_) return;  // recorded replays are seen node by node

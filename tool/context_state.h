@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "config.h"
+#include "graph_table.h"
 #include "gpuobs_schema.h"
 #include "recording_file.h"
 
@@ -50,6 +51,9 @@ public:
     // A graph replay begins; while paused it is counted here (once), since the
     // per-node callbacks are off outside windows.
     void on_graph_launch(uint64_t stream_key);
+    // A replay of an exec whose kernel nodes are learned: one launch per node,
+    // listed from the table (flagged FROM_NODE_TABLE), no per-node callback.
+    void on_graph_replay(const std::vector<LearnedNode>& nodes, uint64_t stream_key, uint32_t replay_id);
     // Both return true at a quiet point (no launch of this context in flight)
     // that ends an interval with launches in it: where a window may turn.
     bool on_stream_synchronized(uint64_t stream_key);
@@ -88,6 +92,7 @@ private:
                              uint64_t* unattributed);
     void reset_device_buffers(const std::vector<uint64_t>& used_per_stripe);
 
+    // Lock order: flush_mu_ before launch_mu_ (see the order in gpuobs_tool.cpp).
     std::mutex launch_mu_;  // host launch state below; never held across a driver call from a flush
     std::mutex flush_mu_;   // serialises flushes and owns the staging buffers and probe
     CUcontext ctx_;

@@ -33,6 +33,9 @@ bool CudaDriver::load() {
     ok &= bind(h, "cuStreamCreate", &stream_create);
     ok &= bind(h, "cuStreamSynchronize", &stream_synchronize);
     bind(h, "cuFuncGetName", &func_get_name);  // optional
+    bind(h, "cuGraphGetNodes", &graph_get_nodes);
+    bind(h, "cuGraphNodeGetType", &graph_node_get_type);
+    bind(h, "cuGraphChildGraphNodeGetGraph", &graph_child_graph);
     loaded = ok;
     return ok;
 }

@@ -19,6 +19,10 @@ struct CudaDriver {
     decltype(&::cuStreamCreate) stream_create = nullptr;
     decltype(&::cuStreamSynchronize) stream_synchronize = nullptr;
     CUresult (*func_get_name)(const char**, CUfunction) = nullptr;  // CUDA 12.3+; null before
+    // Optional: walking a graph for conditional nodes.
+    CUresult (*graph_get_nodes)(CUgraph, CUgraphNode*, size_t*) = nullptr;
+    CUresult (*graph_node_get_type)(CUgraphNode, CUgraphNodeType*) = nullptr;
+    CUresult (*graph_child_graph)(CUgraphNode, CUgraph*) = nullptr;
     bool loaded = false;
 
     bool load();

@@ -20,6 +20,7 @@
 #include "api_trace.h"
 #include "config.h"
 #include "context_state.h"
+#include "graph_table.h"
 #include "cuda_driver.h"
 #include "gpuobs_schema.h"
 #include "log.h"
@@ -65,6 +66,13 @@ struct ModuleRecord {
     bool instrumented = false;
 };
 
+// Lock order (a thread holding one may take those to its right, never to its left):
+//   Tool::window_mu -> Tool::patch_mu -> ContextState::flush_mu_ -> ContextState::launch_mu_
+//   -> GraphTable::mu_ / Tool::callbacks_mu / Tool::contexts_mu / Tool::modules_mu -> RecordingFile::mu_
+// callbacks_mu is held while GraphTable::mu_ is asked whether node callbacks are needed;
+// contexts_mu, modules_mu, file_mu and GraphTable::mu_ take nothing else while held but
+// RecordingFile::mu_ (a notice or the run's first chunks are written under them). A launch callback
+// never waits for a flush (a flush calls the driver, and a launching thread may hold driver locks).
 struct Tool {
     Config config;
     RecordingFile file;
@@ -88,13 +96,13 @@ struct Tool {
     std::mutex window_mu;             // one pause or resume at a time
     std::mutex callbacks_mu;
     bool node_callbacks_on = false;   // SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN enabled
-    // Instantiated CUDA graphs: a graph keeps the code its kernels had when it was
-    // instantiated, and patching or unpatching a module under a live graph made
-    // later replays crash (illegal instruction, seen on the H200), so
-    // windows do not turn while any exists.
-    std::mutex graphs_mu;
-    std::unordered_set<CUgraphExec> live_graphs;
+    // Instantiated CUDA graphs and what is known of their kernel nodes. A graph
+    // keeps the code its kernels had when it was instantiated, and patching or
+    // unpatching a module under a live graph made later replays crash (illegal
+    // instruction, seen on the H200), so windows do not turn while any exists.
+    GraphTable graphs;
     bool graphs_reported = false;
+    std::atomic<uint32_t> replay_ids{0};
 
     std::atomic<uint64_t> launch_callbacks{0}, node_callbacks{0}, graph_launches{0}, sync_callbacks{0};
     std::mutex file_mu;
@@ -228,10 +236,16 @@ std::vector<std::pair<CUcontext, ContextState*>> all_contexts() {
     return {g_tool->contexts.begin(), g_tool->contexts.end()};
 }
 
-size_t live_graphs() {
-    std::lock_guard<std::mutex> lock(g_tool->graphs_mu);
-    return g_tool->live_graphs.size();
-}
+size_t live_graphs() { return g_tool->graphs.live(); }
+
+// The graph replay the calling thread is launching: its node callbacks (when
+// on) arrive on this thread between the replay's LAUNCH_BEGIN and LAUNCH_END.
+struct ReplayInFlight {
+    CUgraphExec exec = nullptr;
+    uint32_t id = 0;
+    GraphTable::Source source = GraphTable::Source::kNodeCallbacks;
+};
+thread_local ReplayInFlight t_replay;
 
 ModuleRecord* module_record(CUmodule m) {
     std::lock_guard<std::mutex> lock(g_tool->modules_mu);
@@ -341,18 +355,27 @@ int set_instrumented(ContextState* only, bool on) {
 
 // Per-node callbacks make every graph replay launch node by node from the host
 // (the decode step: 1.4x with them on, nothing patched): they are on only while
-// some context records. Outside windows a replay is seen once, at its launch.
-void node_callbacks_follow_windows() {
+// some context records and, in the default mode, only while some exec's kernel
+// nodes are still to be learned (see graph_table.h). Outside windows a replay is
+// seen once, at its launch.
+void update_node_callbacks() {
     Tool& t = *g_tool;
-    if (!t.config.graph_nodes) return;
+    using GraphNodes = Config::GraphNodes;
+    if (t.config.graph_nodes == GraphNodes::kNone) return;
     auto states = all_contexts();
     bool any_recording = states.empty() && !t.paused;
     for (auto& [ctx, state] : states) any_recording |= !state->paused();
     std::lock_guard<std::mutex> lock(t.callbacks_mu);
-    if (any_recording == t.node_callbacks_on) return;
-    SanitizerResult r = sanitizer().enable_callback(any_recording ? 1 : 0, t.subscriber, SANITIZER_CB_DOMAIN_GRAPHS,
+    const bool want = any_recording && (t.config.graph_nodes == GraphNodes::kEvery || t.graphs.needs_node_callbacks());
+    if (want == t.node_callbacks_on) return;
+    SanitizerResult r = sanitizer().enable_callback(want ? 1 : 0, t.subscriber, SANITIZER_CB_DOMAIN_GRAPHS,
                                                     SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN);
-    if (r == SANITIZER_SUCCESS) t.node_callbacks_on = any_recording;
+    if (r == SANITIZER_SUCCESS) t.node_callbacks_on = want;
+}
+
+bool node_callbacks_on() {
+    std::lock_guard<std::mutex> lock(g_tool->callbacks_mu);
+    return g_tool->node_callbacks_on;
 }
 
 // Automatic windows: at a quiet point of a context, the interval that starts
@@ -369,7 +392,7 @@ void turn_window(ContextState* s) {
         return;
     }
     set_instrumented(s, record);
-    node_callbacks_follow_windows();
+    update_node_callbacks();
 }
 
 void on_resource(Sanitizer_CallbackId cbid, const void* cbdata) {
@@ -417,27 +440,87 @@ void on_launch(Sanitizer_CallbackId cbid, const void* cbdata) {
 }
 
 void on_graph(Sanitizer_CallbackId cbid, const void* cbdata) {
+    Tool& t = *g_tool;
+    const bool learn = t.config.graph_nodes == Config::GraphNodes::kLearn;
     if (cbid == SANITIZER_CBID_GRAPHS_GRAPHEXEC_CREATED || cbid == SANITIZER_CBID_GRAPHS_GRAPHEXEC_DESTROYING) {
         auto* gd = static_cast<const Sanitizer_GraphExecData*>(cbdata);
-        std::lock_guard<std::mutex> lock(g_tool->graphs_mu);
-        if (cbid == SANITIZER_CBID_GRAPHS_GRAPHEXEC_CREATED) g_tool->live_graphs.insert(gd->graphExec);
-        else g_tool->live_graphs.erase(gd->graphExec);
+        if (cbid == SANITIZER_CBID_GRAPHS_GRAPHEXEC_CREATED) t.graphs.on_created(gd->graphExec, gd->graph, gd->isDeviceLaunch);
+        else t.graphs.on_destroying(gd->graphExec);
+        if (learn) update_node_callbacks();
         return;
     }
     if (cbid == SANITIZER_CBID_GRAPHS_LAUNCH_BEGIN) {
         auto* gd = static_cast<const Sanitizer_GraphLaunchData*>(cbdata);
         if (gd->isGraphUpload) return;
-        g_tool->graph_launches.fetch_add(1, std::memory_order_relaxed);
-        if (ContextState* s = known_context(gd->context)) s->on_graph_launch((uint64_t)gd->hStream);
+        t.graph_launches.fetch_add(1, std::memory_order_relaxed);
+        ContextState* s = known_context(gd->context);
+        t_replay = ReplayInFlight{gd->graphExec, t.replay_ids.fetch_add(1, std::memory_order_relaxed) + 1,
+                                  GraphTable::Source::kNodeCallbacks};
+        if (s == nullptr) return;
+        if (s->paused()) {
+            s->on_graph_launch((uint64_t)gd->hStream);
+            return;
+        }
+        if (!learn) return;
+        std::vector<LearnedNode> nodes;
+        t_replay.source = t.graphs.begin_replay(gd->graphExec, node_callbacks_on(), &nodes);
+        if (t_replay.source == GraphTable::Source::kTable)
+            s->on_graph_replay(nodes, (uint64_t)gd->hStream, t_replay.id);
+        return;
+    }
+    if (cbid == SANITIZER_CBID_GRAPHS_LAUNCH_END) {
+        auto* gd = static_cast<const Sanitizer_GraphLaunchData*>(cbdata);
+        if (gd->isGraphUpload || !learn) return;
+        ContextState* s = known_context(gd->context);
+        if (s != nullptr && !s->paused()) t.graphs.end_replay(gd->graphExec, t_replay.source);
+        t_replay = ReplayInFlight();
+        update_node_callbacks();
         return;
     }
     if (cbid != SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN) return;
     auto* nd = static_cast<const Sanitizer_GraphNodeLaunchData*>(cbdata);
     if (nd->nodeType != CU_GRAPH_NODE_TYPE_KERNEL || nd->isGraphUpload) return;
-    g_tool->node_callbacks.fetch_add(1, std::memory_order_relaxed);
+    t.node_callbacks.fetch_add(1, std::memory_order_relaxed);
     const Sanitizer_LaunchData& ld = nd->launchData;
-    if (ContextState* s = context_state(ld.context, ld.device, true))
-        s->on_launch({&ld, (uint64_t)ld.hApiStream, nd->launchId, true});
+    const uint32_t replay = t_replay.exec == nd->graphExec ? t_replay.id : nd->launchId;
+    if (ContextState* s = context_state(ld.context, ld.device, true)) {
+        s->on_launch({&ld, (uint64_t)ld.hApiStream, replay, true});
+        if (learn && !s->paused()) {
+            LearnedNode node{nd->node, 0, ld.gridId, ld.function, ld.module,
+                             ld.functionName ? ld.functionName : "", {ld.gridDim_x, ld.gridDim_y, ld.gridDim_z},
+                             {ld.blockDim_x, ld.blockDim_y, ld.blockDim_z}};
+            t.graphs.on_node(nd->graphExec, nd->launchId, node);
+        }
+    }
+}
+
+// Calls that change what an exec's replays launch: learned node tables may be stale.
+bool changes_graph_exec(Sanitizer_CallbackId cbid) {
+    switch (cbid) {
+        case SANITIZER_CBID_DRIVER_API_cuGraphExecKernelNodeSetParams:
+        case SANITIZER_CBID_DRIVER_API_cuGraphExecKernelNodeSetParams_v2:
+        case SANITIZER_CBID_DRIVER_API_cuGraphExecNodeSetParams:
+        case SANITIZER_CBID_DRIVER_API_cuGraphExecUpdate:
+        case SANITIZER_CBID_DRIVER_API_cuGraphExecUpdate_v2:
+        case SANITIZER_CBID_DRIVER_API_cuGraphExecChildGraphNodeSetParams:
+        case SANITIZER_CBID_DRIVER_API_cuGraphNodeSetEnabled: return true;
+        default: return false;
+    }
+}
+
+constexpr Sanitizer_CallbackId kGraphExecChanges[] = {
+    SANITIZER_CBID_DRIVER_API_cuGraphExecKernelNodeSetParams, SANITIZER_CBID_DRIVER_API_cuGraphExecKernelNodeSetParams_v2,
+    SANITIZER_CBID_DRIVER_API_cuGraphExecNodeSetParams,       SANITIZER_CBID_DRIVER_API_cuGraphExecUpdate,
+    SANITIZER_CBID_DRIVER_API_cuGraphExecUpdate_v2,           SANITIZER_CBID_DRIVER_API_cuGraphExecChildGraphNodeSetParams,
+    SANITIZER_CBID_DRIVER_API_cuGraphNodeSetEnabled};
+
+void on_driver_api(Sanitizer_CallbackId cbid, const Sanitizer_CallbackData* cd) {
+    Tool& t = *g_tool;
+    if (t.config.graph_nodes == Config::GraphNodes::kLearn && changes_graph_exec(cbid) &&
+        cd->callbackSite == SANITIZER_API_EXIT) {
+        t.graphs.invalidate_all();
+        update_node_callbacks();
+    }
 }
 
 void on_sync(Sanitizer_CallbackId cbid, const void* cbdata) {
@@ -462,6 +545,9 @@ void SANITIZERAPI callback(void*, Sanitizer_CallbackDomain domain, Sanitizer_Cal
             case SANITIZER_CB_DOMAIN_SYNCHRONIZE: on_sync(cbid, cbdata); break;
             case SANITIZER_CB_DOMAIN_DRIVER_API:
             case SANITIZER_CB_DOMAIN_RUNTIME_API:
+                if (domain == SANITIZER_CB_DOMAIN_DRIVER_API)
+                    on_driver_api(cbid, static_cast<const Sanitizer_CallbackData*>(cbdata));
+                if (!g_tool->config.api_trace) break;
                 g_tool->api.on_callback(domain, cbid, static_cast<const Sanitizer_CallbackData*>(cbdata));
                 if (g_tool->api.wants_write()) g_tool->api.write_pending(g_tool->file);
                 break;
@@ -522,21 +608,23 @@ bool start() {
     for (Sanitizer_CallbackDomain d : {SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CB_DOMAIN_LAUNCH,
                                        SANITIZER_CB_DOMAIN_SYNCHRONIZE})
         sanitizer().enable_domain(1, t.subscriber, d);
-    // Per-node callbacks tell which kernel ran in each graph replay; without them
-    // a replay's blocks are still recorded but belong to no listed launch.
-    if (t.config.graph_nodes) {
-        sanitizer().enable_domain(1, t.subscriber, SANITIZER_CB_DOMAIN_GRAPHS);
-        t.node_callbacks_on = true;
-    } else {
-        for (Sanitizer_CallbackId id : {SANITIZER_CBID_GRAPHS_GRAPHEXEC_CREATED, SANITIZER_CBID_GRAPHS_GRAPHEXEC_DESTROYING})
+    // Graph replays: listed from learned node tables (default) or node by node
+    // (see update_node_callbacks); with none, a replay's blocks are still
+    // recorded but belong to no listed launch. NODE_LAUNCH_END is never enabled.
+    for (Sanitizer_CallbackId id : {SANITIZER_CBID_GRAPHS_GRAPHEXEC_CREATED, SANITIZER_CBID_GRAPHS_GRAPHEXEC_DESTROYING})
+        sanitizer().enable_callback(1, t.subscriber, SANITIZER_CB_DOMAIN_GRAPHS, id);
+    if (t.config.graph_nodes != Config::GraphNodes::kNone)
+        for (Sanitizer_CallbackId id : {SANITIZER_CBID_GRAPHS_LAUNCH_BEGIN, SANITIZER_CBID_GRAPHS_LAUNCH_END})
             sanitizer().enable_callback(1, t.subscriber, SANITIZER_CB_DOMAIN_GRAPHS, id);
-    }
+    if (t.config.graph_nodes == Config::GraphNodes::kLearn)
+        for (Sanitizer_CallbackId id : kGraphExecChanges)
+            sanitizer().enable_callback(1, t.subscriber, SANITIZER_CB_DOMAIN_DRIVER_API, id);
     if (t.config.api_trace)
         for (Sanitizer_CallbackDomain d : {SANITIZER_CB_DOMAIN_DRIVER_API, SANITIZER_CB_DOMAIN_RUNTIME_API})
             sanitizer().enable_domain(1, t.subscriber, d);
     t.paused = t.config.start_paused;
     t.active = true;
-    node_callbacks_follow_windows();
+    update_node_callbacks();
     if (std::getenv("GPUOBS_DEBUG"))
         GPUOBS_LOG("pid %d: recording %s to %s with %s", (int)getpid(), mode_name(t.config.mode),
                    t.config.output.c_str(), sanitizer().path.c_str());
@@ -587,7 +675,7 @@ int set_recording(bool on) {
     }
     t.paused = !on;
     int changed = set_instrumented(nullptr, on);
-    node_callbacks_follow_windows();
+    update_node_callbacks();
     if (t.config.api_trace) t.api.write_pending(t.file);
     return changed;
 }

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from . import __version__
+from .recording_file import schema
 from .errors import BadMagic, CorruptChunk, RecordingError, TruncatedChunk
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -163,8 +164,10 @@ def record(
     mode: str = typer.Option("block_trace", "--mode", "-m", metavar="MODE",
                              help="off | block_noop | block_counter | block_trace | block_trace_noop | mem_noop | "
                                   "mem_sampled | mem_full"),
-    sample_shift: int = typer.Option(10, "--sample-shift", metavar="N", help="mem_sampled keeps 1 access in 2^N (0..32)"),
-    capacity: int = typer.Option(1 << 20, "--capacity", metavar="N", help="event records per CUDA context (64 B each)"),
+    sample_shift: int = typer.Option(schema.DEFAULT_SAMPLE_SHIFT, "--sample-shift", metavar="N",
+                                     help=f"mem_sampled keeps 1 access in 2^N (0..{schema.MAX_SAMPLE_SHIFT})"),
+    capacity: int = typer.Option(schema.DEFAULT_CAPACITY, "--capacity", metavar="N",
+                                 help="event records per CUDA context (64 B each)"),
     kernels: str = typer.Option("", "--kernels", metavar="REGEX",
                                 help="keep only events of kernels whose name matches this regex"),
     output: Path = typer.Option(DEFAULT_RECORDING, "-o", "--output", metavar="FILE", help="recording to write"),
@@ -172,9 +175,14 @@ def record(
                               help="callback data scope: function (graph-safe) or launch"),
     api_trace: bool = typer.Option(False, "--api-trace",
                                    help="also record CUDA driver and runtime API calls (host clock, thread)"),
-    graph_nodes: bool = typer.Option(True, "--graph-nodes/--no-graph-nodes",
-                                     help="list each kernel of every CUDA-graph replay as a launch (costs per-node "
-                                          "callbacks; without, replayed blocks are recorded but not tied to launches)"),
+    graph_nodes: str = typer.Option("learn", "--graph-nodes", metavar="HOW",
+                                    help="how CUDA-graph replays' kernels are listed as launches: learn (default: "
+                                         "each graph's kernel nodes learned from one replay, later replays listed "
+                                         "from that table at native speed), every (per-node callbacks at every "
+                                         "replay, which make the driver launch nodes one by one), none (replayed "
+                                         "blocks recorded but tied to no launch)"),
+    no_graph_nodes: bool = typer.Option(False, "--no-graph-nodes", hidden=True,
+                                        help="deprecated spelling of --graph-nodes none"),
     paused: bool = typer.Option(False, "--paused",
                                 help="start with nothing patched: the program records only between its own "
                                      "gpuobs.resume() and gpuobs.pause() calls (or `with gpuobs.window():`)"),
@@ -193,17 +201,23 @@ def record(
         _fail("no program to run: gpuobs record [OPTIONS] -- CMD [ARGS...]")
     if mode not in mode_names():
         _fail(f"--mode {mode!r} is not one of {', '.join(mode_names())}")
-    if not 0 <= sample_shift <= 32:
-        _fail(f"--sample-shift {sample_shift} is outside 0..32")
-    if not 1024 <= capacity <= 1 << 28:
-        _fail(f"--capacity {capacity} is outside 1024..{1 << 28}")
+    if not 0 <= sample_shift <= schema.MAX_SAMPLE_SHIFT:
+        _fail(f"--sample-shift {sample_shift} is outside 0..{schema.MAX_SAMPLE_SHIFT}")
+    if not schema.MIN_CAPACITY <= capacity <= schema.MAX_CAPACITY:
+        _fail(f"--capacity {capacity} is outside {schema.MIN_CAPACITY}..{schema.MAX_CAPACITY}")
     if scope not in ("function", "launch"):
         _fail(f"--scope {scope!r} is not function or launch")
     if not 0 <= window_every <= 1 << 30:
         _fail(f"--window-every {window_every} is outside 0..{1 << 30}")
-    if window_every and not graph_nodes:
-        _fail("--window-every needs graph node callbacks: without them a graph replay may still run where a "
-              "window turns (drop --no-graph-nodes)")
+    if no_graph_nodes:
+        err.print("gpuobs: warning: --no-graph-nodes is deprecated and will go; write --graph-nodes none",
+                  highlight=False, markup=False)
+        graph_nodes = "none"
+    if graph_nodes not in ("learn", "every", "none"):
+        _fail(f"--graph-nodes {graph_nodes!r} is not learn, every or none")
+    if window_every and graph_nodes == "none":
+        _fail("--window-every needs graph replays listed: with --graph-nodes none a graph replay may still run "
+              "where a window turns")
     problem = _program_problem(cmd[0])
     if problem:
         _fail(*problem)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..recording_file import schema
-from ..recording_file.recording import Recording
+from ..recording_file.recording import UNFLUSHED, Recording
 
 UNRESOLVED = -1
 
@@ -55,7 +55,7 @@ def launch_index_of_events(rec: Recording) -> np.ndarray:
     # have run: it is also a candidate in the window before, so that replays
     # sharing its grid id there are split among all of them.
     lf = rec.launch_flushes
-    raced = np.flatnonzero(((launches["flags"] & schema.LaunchFlag.RACED_FLUSH) != 0) & (lf > 0) & (lf != 0xFFFFFFFF))
+    raced = np.flatnonzero(((launches["flags"] & schema.LaunchFlag.RACED_FLUSH) != 0) & (lf > 0) & (lf != UNFLUSHED))
     lk = np.concatenate([_key(launches["device_index"], lf, launches["grid_id"]),
                          _key(launches["device_index"][raced], lf[raced] - 1, launches["grid_id"][raced])])
     index = np.concatenate([np.arange(len(launches)), raced])

@@ -18,7 +18,8 @@ from ..native_sources import native_root
 PATCH_ARCHS = ("75", "80", "86", "89", "90", "100", "120")
 PTX_ARCH = "120"
 TOOL_SOURCES = ("gpuobs_tool.cpp", "context_state.cpp", "config.cpp", "recording_file.cpp",
-                "sanitizer_api.cpp", "cuda_driver.cpp", "api_trace.cpp", "notice.cpp")
+                "sanitizer_api.cpp", "cuda_driver.cpp", "api_trace.cpp", "notice.cpp",
+                "graph_table.cpp")
 
 
 class NativeUnavailable(RuntimeError):

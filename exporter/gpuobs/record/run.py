@@ -16,14 +16,14 @@ DEFAULT_OUTPUT = "gpuobs.gpuobs"
 @dataclass
 class RecordOptions:
     mode: str = "block_trace"
-    sample_shift: int = 10
-    capacity: int = 1 << 20
+    sample_shift: int = schema.DEFAULT_SAMPLE_SHIFT
+    capacity: int = schema.DEFAULT_CAPACITY
     kernels: str = ""
     output: Path = Path(DEFAULT_OUTPUT)
     scope: str = "function"
     clock_probe: bool = True
     api_trace: bool = False
-    graph_nodes: bool = True
+    graph_nodes: str = "learn"  # learn | every | none (see `gpuobs record --help`)
     paused: bool = False
     window_every: int = 0
     extra_env: dict = field(default_factory=dict)
@@ -46,7 +46,7 @@ def tool_environment(build: NativeBuild, opts: RecordOptions, base: dict | None 
         "GPUOBS_CALLBACK_SCOPE": opts.scope,
         "GPUOBS_CLOCK_PROBE": "1" if opts.clock_probe else "0",
         "GPUOBS_API_TRACE": "1" if opts.api_trace else "0",
-        "GPUOBS_GRAPH_NODES": "1" if opts.graph_nodes else "0",
+        "GPUOBS_GRAPH_NODES": opts.graph_nodes,
         "GPUOBS_START_PAUSED": "1" if opts.paused else "0",
         "GPUOBS_WINDOW_EVERY": str(opts.window_every),
     })

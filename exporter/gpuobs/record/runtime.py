@@ -20,6 +20,7 @@ from pathlib import Path
 
 from cffi import FFI
 
+from ..recording_file import schema
 from .native_build import build
 from .run import RecordOptions, tool_environment
 
@@ -41,8 +42,8 @@ class AttachError(RuntimeError):
     pass
 
 
-def attach(mode: str = "block_trace", output: str = "gpuobs.gpuobs", sample_shift: int = 10,
-           capacity: int = 1 << 20, kernels: str = "", scope: str = "function", paused: bool = False,
+def attach(mode: str = "block_trace", output: str = "gpuobs.gpuobs", sample_shift: int = schema.DEFAULT_SAMPLE_SHIFT,
+           capacity: int = schema.DEFAULT_CAPACITY, kernels: str = "", scope: str = "function", paused: bool = False,
            window_every: int = 0):
     """Loads the tool into this process. Must run before the process's first CUDA call."""
     global _lib

@@ -8,7 +8,7 @@ import numpy as np
 
 from . import schema
 
-UNFLUSHED = 0xFFFFFFFF  # Recording.launch_flushes of a launch listed after its device's last FLUSH
+UNFLUSHED = schema.NO_FLUSH  # Recording.launch_flushes of a launch listed after its device's last FLUSH
 
 
 @dataclass

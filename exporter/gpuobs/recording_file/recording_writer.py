@@ -12,6 +12,7 @@ import numpy as np
 from .. import __version__
 from . import schema
 from .fileformat import EVENTS_HEADER, events_padding, pack_chunk, pack_file_header
+from .recording import UNFLUSHED
 
 ChunkType = schema.ChunkType
 
@@ -44,7 +45,7 @@ class RecordingWriter:
 
     # chunks ----------------------------------------------------------------
     def run(self, *, pid=0, mode=schema.Mode.BLOCK_TRACE, sample_shift=10, callback_scope=0,
-            capacity=1 << 20, start_realtime_ns=0, start_monotonic_ns=0, argv=(), window_every=0):
+            capacity=schema.DEFAULT_CAPACITY, start_realtime_ns=0, start_monotonic_ns=0, argv=(), window_every=0):
         argv_bytes = b"".join(a.encode() + b"\0" for a in argv)
         info = _one("gpuobs_run_info", pid=pid, mode=int(mode), sample_shift=sample_shift,
                     callback_scope=callback_scope, capacity=capacity,
@@ -175,7 +176,7 @@ def copy_recording(rec, target, keep_flush: np.ndarray | None = None, keep_launc
             for chunk, kept in chunks:
                 if kept.any():
                     w.events(chunk[kept], device_index=dev, flush_seq=seq)
-        orphans = (rec.launch_flushes == 0xFFFFFFFF) & keep_launch  # listed after the last flush
+        orphans = (rec.launch_flushes == UNFLUSHED) & keep_launch  # listed after the last flush
         if all_flushes and orphans.any():
             w.launches(rec.launches[orphans])
         for api_id, name in rec.api_names.items():
