@@ -31,9 +31,11 @@ def gpuobs(*args, cwd=None, env=None, timeout=120, **extra_env) -> subprocess.Co
                           capture_output=True, text=True, timeout=timeout)
 
 
-def write_recording(path, names=None, mode=None, events=True, n_launches=6, blocks_per_launch=256, dropped=0):
+def write_recording(path, names=None, mode=None, events=True, n_launches=6, blocks_per_launch=256, dropped=0,
+                    notices=()):
     """A small recording of `n_launches` launches of 3 kernels named `names` (demangled),
-    in `mode` (block_trace by default; without `events` a counting mode keeps none)."""
+    in `mode` (block_trace by default; without `events` a counting mode keeps none),
+    with `notices` ((code, text) pairs) from the tool."""
     import numpy as np
 
     from gpuobs.recording_file import schema, synthetic
@@ -55,5 +57,20 @@ def write_recording(path, names=None, mode=None, events=True, n_launches=6, bloc
         w.flush(attempted=len(kept) + dropped, recorded=len(kept), dropped=dropped, launch_counts=counts)
         if len(kept):
             w.events(kept)
+        for code, text in notices:
+            w.notice(code=code, text=text)
         w.end(flushes=1, launches=n_launches, events=len(kept))
     return path
+
+
+def fake_toolchain(folder: Path) -> dict:
+    """Stand-ins for nvcc and the C++ compiler that write their -o file, and the
+    environment that makes `gpuobs build` use them (a build in no time, no GPU)."""
+    bin_dir = Path(folder) / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    fake = '#!/bin/sh\nwhile [ $# -gt 0 ]; do if [ "$1" = -o ]; then shift; echo built > "$1"; fi; shift; done\n'
+    for name in ("nvcc", "fakecxx"):
+        (bin_dir / name).write_text(fake)
+        (bin_dir / name).chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "CXX": str(bin_dir / "fakecxx"),
+            "GPUOBS_CACHE": str(Path(folder) / "cache")}

@@ -98,7 +98,7 @@ def test_inputs_that_are_not_recordings_get_one_clear_line(tmp_path):
     for command in (["info"], ["stats"], ["export", "-o", tmp_path / "x.pftrace"], ["plot", "-o", tmp_path / "x.png"],
                     ["trim", "--flushes", "0:1", "-o", tmp_path / "x.gpuobs"]):
         r = no_traceback(gpuobs(command[0], DATA, *command[1:]))
-        assert r.returncode == 2 and f"{DATA} is a folder, not a recording" in r.stderr
+        assert r.returncode == 2 and f"cannot read {DATA}: a folder, not a regular file" in r.stderr
     damaged = tmp_path / "d.gpuobs"
     damaged.write_bytes(BLOCK.read_bytes()[:-100])
     r = gpuobs("info", damaged)
@@ -125,10 +125,11 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
 
 def test_piped_output_never_wraps(tmp_path):
     r = gpuobs("export", MEM, "-o", tmp_path / "m.pftrace", COLUMNS="60")
-    gpu_line = [l for l in r.stdout.splitlines() if "GPU 0" in l]
+    gpu_line = [line for line in r.stdout.splitlines() if "GPU 0" in line]
     assert len(gpu_line) == 1 and "34,737,899 accesses counted" in gpu_line[0] and "clock: measured" in gpu_line[0]
     r = gpuobs("info", BLOCK, COLUMNS="60")
-    assert any(len(l) > 100 and "unmatched exits" in l and l.endswith("move a block's end") for l in r.stdout.splitlines())
+    assert any(len(line) > 100 and "unmatched exits" in line and line.endswith("move a block's end")
+               for line in r.stdout.splitlines())
 
 
 def test_user_text_is_printed_as_it_is(tmp_path):
@@ -215,20 +216,27 @@ def test_record_refuses_bad_options_before_running_anything(tmp_path):
 
 def test_build_says_what_it_compiles(tmp_path):
     """A stand-in nvcc and C++ compiler (they write their -o file): the build's progress lines."""
-    from gpuobs.record.native_build import NativeUnavailable, sanitizer_dirs
+    from gpuobs.record.native_build import sanitizer_dirs
+
+    from .cli_helpers import fake_toolchain
     if not sanitizer_dirs():
         pytest.skip("no sanitizer headers (the test extra installs them)")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = '#!/bin/sh\nwhile [ $# -gt 0 ]; do if [ "$1" = -o ]; then shift; echo built > "$1"; fi; shift; done\n'
-    for name in ("nvcc", "fakecxx"):
-        (bin_dir / name).write_text(fake)
-        (bin_dir / name).chmod(0o755)
-    r = gpuobs("build", PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", CXX=str(bin_dir / "fakecxx"),
-               GPUOBS_CACHE=str(tmp_path / "cache"))
+    r = gpuobs("build", **fake_toolchain(tmp_path))
     assert r.returncode == 0, r.stderr
     lines = r.stderr.splitlines()
     assert lines[0].startswith("gpuobs: compiling the device patches for sm_75")
     assert lines[1] == "gpuobs: compiling the clock probe (nvcc)..."
     assert lines[2] == "gpuobs: compiling the host tool (fakecxx)..."
-    assert NativeUnavailable  # imported: the build module is the one under test
+
+
+def test_a_bug_is_one_line_and_the_traceback_is_on_request():
+    import subprocess
+    import sys
+
+    from .cli_helpers import repo_env
+    code = "import gpuobs.cli as c\ndef boom(): raise ZeroDivisionError('x')\nc.app = boom\nc.main()"
+    r = subprocess.run([sys.executable, "-c", code], env=repo_env(), capture_output=True, text=True)
+    assert r.returncode == 70 and r.stderr.startswith("gpuobs: internal error: ZeroDivisionError: x (please report")
+    assert "Traceback" not in r.stderr and len(r.stderr.splitlines()) == 1
+    r = subprocess.run([sys.executable, "-c", code], env=repo_env(GPUOBS_DEBUG="1"), capture_output=True, text=True)
+    assert "Traceback" in r.stderr and "ZeroDivisionError" in r.stderr

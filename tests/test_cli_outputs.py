@@ -73,7 +73,8 @@ def test_an_output_that_is_an_input_is_refused_even_with_force(tmp_path):
     assert r.returncode == 0 and digest(rec) == before and (tmp_path / "gpuobs.pftrace").is_file()
     link = tmp_path / "same.gpuobs"
     os.link(rec, link)  # a hard link: another name for the input
-    for args in (["trim", rec, "--flushes", "0:1", "-o", link, "-f"], ["trim", rec, "--flushes", "0:1", "-o", rec, "-f"],
+    for args in (["trim", rec, "--flushes", "0:1", "-o", link, "-f"],
+                 ["trim", rec, "--flushes", "0:1", "-o", rec, "-f"],
                  ["export", rec, "-o", link, "-f"], ["export", rec, "--host", PROFILER, "-o", PROFILER, "-f"]):
         r = clean(gpuobs(*args))
         assert r.returncode == 2 and "gpuobs never writes over what it reads" in r.stderr, args

@@ -10,10 +10,11 @@ import pytest
 
 import gpuobs
 from gpuobs.analysis import launches as analysis
-from gpuobs.recording_file import schema
 from gpuobs.analysis.kernel_names import short_name, short_names
+from gpuobs.recording_file import schema
 
-from .cli_helpers import DATA, gpuobs as run, write_recording
+from .cli_helpers import DATA, write_recording
+from .cli_helpers import gpuobs as run
 
 BLOCK = DATA / "decode_block_trace.gpuobs"
 MEM = DATA / "decode_mem_sampled.gpuobs"
@@ -24,8 +25,8 @@ def test_the_kernel_summary_leads_and_its_numbers_are_the_launch_spans():
     r = run("stats", BLOCK)
     assert r.returncode == 0
     lines = r.stdout.splitlines()
-    first_table = next(i for i, l in enumerate(lines) if l.startswith("Kernel time summary"))
-    assert first_table < next(i for i, l in enumerate(lines) if l.startswith("Blocks per kernel"))
+    first_table = next(i for i, line in enumerate(lines) if line.startswith("Kernel time summary"))
+    assert first_table < next(i for i, line in enumerate(lines) if line.startswith("Blocks per kernel"))
     assert "span = a launch's first block start to its last block end" in r.stdout
     header = lines[first_table + 1].split()
     assert header[:3] == ["Time", "%", "Total"] and header[-1] == "Name"
@@ -69,8 +70,8 @@ def test_counting_modes_say_there_are_no_times(tmp_path):
 def test_the_table_is_whole_when_piped_and_says_what_it_leaves_out():
     r = run("stats", BLOCK, COLUMNS="60")
     assert "\u2026" not in r.stdout  # no column collapsed to an ellipsis
-    kernel_rows = [l for l in r.stdout.splitlines() if re.match(r"^\s+\d+\.\d\s+[\d,]+\.\d\s+\d+\s", l)]
-    assert len(kernel_rows) == 30 and all(len(l.split()) >= 9 for l in kernel_rows)
+    kernel_rows = [row for row in r.stdout.splitlines() if re.match(r"^\s+\d+\.\d\s+[\d,]+\.\d\s+\d+\s", row)]
+    assert len(kernel_rows) == 30 and all(len(row.split()) >= 9 for row in kernel_rows)
     assert "31 kernels, the first 30 by total shown (--top N for more)" in r.stdout
     rows = json.loads(run("stats", BLOCK, "--json", "--top", "5").stdout)
     assert len(rows["kernel_times"]["rows"]) == 5 and len(rows["blocks"]["rows"]) == 5  # --top applies to json

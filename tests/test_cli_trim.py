@@ -4,8 +4,9 @@ import json
 
 import gpuobs as g
 from gpuobs.analysis import launches as analysis
+from gpuobs.recording_file import schema
 
-from .cli_helpers import DATA, gpuobs
+from .cli_helpers import DATA, gpuobs, write_recording
 from .trace_decode import decode
 
 BLOCK = DATA / "decode_block_trace.gpuobs"
@@ -65,7 +66,7 @@ def test_trim_by_kernel_keeps_their_launches_and_accounts_for_the_rest(tmp_path)
     out = tmp_path / "k.gpuobs"
     assert gpuobs("trim", BLOCK, "--kernels", "^nvjet", "-o", out).returncode == 0
     kept = g.load(out)
-    names = {kept.function(int(l["device_index"]), int(l["function_slot"])).name for l in kept.launches}
+    names = {kept.function(int(launch["device_index"]), int(launch["function_slot"])).name for launch in kept.launches}
     assert names and all(n.startswith("nvjet") for n in names)
     info = json.loads(gpuobs("info", out, "--json").stdout)
     assert info["counted"] == info["block_events"] == len(kept.events)  # counts of the kept launches only
@@ -84,3 +85,13 @@ def decode_ok(rec, tmp_path) -> bool:
     assert r.returncode == 0, r.stderr
     d = decode(out)
     return d.problems == [] and len([s for s in d.slices if d.tracks[s[0]].name.startswith("SM ")]) == len(rec.events)
+
+
+def test_what_the_tool_could_not_record_stays_said(tmp_path):
+    said = "module 7 could not be patched: its kernels ran unrecorded"
+    rec = write_recording(tmp_path / "n.gpuobs", notices=[(schema.NoticeCode.MODULE_UNPATCHED, said)])
+    assert f"notice          {said}" in gpuobs("info", rec).stdout
+    out = tmp_path / "part.gpuobs"
+    assert gpuobs("trim", rec, "--kernels", "silu", "-o", out).returncode == 0
+    assert [n.text for n in g.load(out).notices] == [said]
+    assert f"notice          {said}" in gpuobs("info", out).stdout

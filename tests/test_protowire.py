@@ -1,4 +1,7 @@
 """The bulk encoder must produce exactly what the protobuf library would."""
+import re
+from pathlib import Path
+
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
@@ -35,3 +38,49 @@ def test_optional_fields_and_nested_messages_decode_exactly():
         if has_ann[i]:
             expected.track_event.debug_annotations.add(name_iid=3, int_value=int(values[i]))
         assert p == expected
+
+
+# Every field number the bulk encoders write, and where the Perfetto protos define it.
+FIELDS = {
+    "TRACE_PACKET": (pb.Trace, "packet"),
+    "PACKET_TIMESTAMP": (pb.TracePacket, "timestamp"),
+    "PACKET_TIMESTAMP_CLOCK_ID": (pb.TracePacket, "timestamp_clock_id"),
+    "PACKET_TRACK_EVENT": (pb.TracePacket, "track_event"),
+    "PACKET_SEQUENCE_ID": (pb.TracePacket, "trusted_packet_sequence_id"),
+    "PACKET_SEQUENCE_FLAGS": (pb.TracePacket, "sequence_flags"),
+    "TRACK_EVENT_TYPE": (pb.TrackEvent, "type"),
+    "TRACK_EVENT_TRACK_UUID": (pb.TrackEvent, "track_uuid"),
+    "TRACK_EVENT_NAME_IID": (pb.TrackEvent, "name_iid"),
+    "TRACK_EVENT_DEBUG_ANNOTATIONS": (pb.TrackEvent, "debug_annotations"),
+    "TRACK_EVENT_FLOW_IDS": (pb.TrackEvent, "flow_ids"),
+    "TRACK_EVENT_TERMINATING_FLOW_IDS": (pb.TrackEvent, "terminating_flow_ids"),
+    "ANNOTATION_NAME_IID": (pb.DebugAnnotation, "name_iid"),
+    "ANNOTATION_BOOL_VALUE": (pb.DebugAnnotation, "bool_value"),
+    "ANNOTATION_INT_VALUE": (pb.DebugAnnotation, "int_value"),
+    "ANNOTATION_STRING_VALUE": (pb.DebugAnnotation, "string_value"),
+}
+WIRE_TYPES = {"VARINT": 0, "FIXED64": 1, "LEN": 2}
+
+
+def test_field_numbers_are_the_perfetto_protos():
+    from gpuobs.perfetto_export import protowire
+    named = {k for k, v in vars(protowire).items() if k.isupper() and isinstance(v, int)}
+    assert named == set(FIELDS) | set(WIRE_TYPES)
+    for name, (message, field) in FIELDS.items():
+        assert getattr(protowire, name) == message.DESCRIPTOR.fields_by_name[field].number, name
+    for name, wire in WIRE_TYPES.items():
+        assert getattr(protowire, name) == wire
+
+
+def test_the_c_encoder_uses_the_same_numbers():
+    from gpuobs.perfetto_export import native_encoder, protowire, slice_encoder
+    source = Path(native_encoder.SOURCE).read_text()
+    enums = re.findall(r"enum\s*\{([^}]*)\}", source)
+    constants = {k: int(v) for body in enums for k, v in re.findall(r"(\w+)\s*=\s*(\d+)", body)}
+    expected = {name: getattr(protowire, name) for name in list(FIELDS) + list(WIRE_TYPES)}
+    expected |= {"TYPE_SLICE_BEGIN": pb.TrackEvent.TYPE_SLICE_BEGIN, "TYPE_SLICE_END": pb.TrackEvent.TYPE_SLICE_END,
+                 "ARG_INT": slice_encoder.INT, "ARG_BOOL": slice_encoder.BOOL, "ARG_STRING": slice_encoder.STRING,
+                 "MAX_ARGS": slice_encoder.MAX_ARGS}
+    assert constants == {k: expected[k] for k in constants}
+    # the C side is handed which flow field to write
+    assert set(FIELDS) - set(constants) == {"TRACK_EVENT_FLOW_IDS", "TRACK_EVENT_TERMINATING_FLOW_IDS"}

@@ -17,10 +17,13 @@ from rich.console import Console
 from rich.text import Text
 
 from . import __version__
-from .recording_file import schema
 from .errors import BadMagic, CorruptChunk, RecordingError, TruncatedChunk
+from .recording_file import schema
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, context_settings=CONTEXT,
+                  pretty_exceptions_enable=False,
+                  help="Record what every thread block of every CUDA kernel did, and view it in Perfetto.")
 
 
 class _Command(typer.core.TyperCommand):
@@ -32,16 +35,16 @@ class _Command(typer.core.TyperCommand):
 
 
 def command(usage: str, **kwargs):
+    """app.command, with the usage line written out."""
     return app.command(cls=_Command, options_metavar=usage, **kwargs)
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, context_settings=CONTEXT,
-                  pretty_exceptions_enable=False,
-                  help="Record what every thread block of every CUDA kernel did, and view it in Perfetto.")
+
 # Off a terminal nothing wraps: a log line stays one line for grep.
 out = Console(soft_wrap=not sys.stdout.isatty(), highlight=False)
 err = Console(stderr=True, soft_wrap=not sys.stderr.isatty(), highlight=False)
 DEFAULT_RECORDING = Path("gpuobs.gpuobs")
 TRACE_SUFFIXES = (".pftrace", ".perfetto-trace", ".zip", ".trace")
+OPEN_FAILED = "cannot open: "  # how the reader says a file could not be opened
 
 
 def _say(text: str) -> None:
@@ -96,10 +99,6 @@ def _check_recording_path(path: Path) -> None:
     if not os.path.lexists(path):
         hint = " (run `gpuobs record` here first, or name a recording)" if path == DEFAULT_RECORDING else ""
         _fail(f"no recording at {path}{hint}")
-    if path.is_dir():
-        _fail(f"{path} is a folder, not a recording")
-    if not path.is_file():
-        _fail(f"{path} is not a regular file (a pipe or a device?): give a recording file")
 
 
 def _load(path: Path, salvage: bool):
@@ -113,9 +112,9 @@ def _load(path: Path, salvage: bool):
         hint = "" if salvage else " (--salvage keeps every complete chunk before the damage)"
         _fail(f"{exc}{hint}")
     except RecordingError as exc:
+        if exc.offset == 0 and exc.reason.startswith(OPEN_FAILED):  # a folder, a FIFO, no permission...
+            _fail(f"cannot read {path}: {exc.reason[len(OPEN_FAILED):]}")
         _fail(str(exc))
-    except OSError as exc:
-        _fail(f"cannot read {path}: {exc.strerror}")
     if rec.damage is not None:
         _warn(f"{path}: damaged at byte {rec.damage.offset} ({rec.damage.reason}); kept everything before it, "
               f"lost {rec.damage.bytes_lost} bytes")
@@ -210,8 +209,7 @@ def record(
     if not 0 <= window_every <= 1 << 30:
         _fail(f"--window-every {window_every} is outside 0..{1 << 30}")
     if no_graph_nodes:
-        err.print("gpuobs: warning: --no-graph-nodes is deprecated and will go; write --graph-nodes none",
-                  highlight=False, markup=False)
+        _deprecated("--no-graph-nodes", "--graph-nodes none")
         graph_nodes = "none"
     if graph_nodes not in ("learn", "every", "none"):
         _fail(f"--graph-nodes {graph_nodes!r} is not learn, every or none")
@@ -271,7 +269,8 @@ def _print_record_summary(path: Path) -> None:
         f"counted {s['counted']:,}; events kept {s['block_events'] + s['memory_events']:,}; "
         f"attempted {s['attempted']:,} = recorded {s['recorded']:,} + dropped {s['dropped']:,}"
         f"{dmg}{'' if s['complete'] else ', run did not close cleanly'}"
-        + (f"; {s['unconfirmed_ends']:,} block ends stamped by a later replay (flagged)" if s["unconfirmed_ends"] else "")
+        + (f"; {s['unconfirmed_ends']:,} block ends stamped by a later replay (flagged)"
+           if s["unconfirmed_ends"] else "")
         + (f"; {len(rec.api_calls):,} CUDA API calls" if len(rec.api_calls) else "")
         + (f"; {s['unrecorded_launches']:,} launches ran outside recording windows (unpatched, not in the trace)"
            if s["unrecorded_launches"] else "")
@@ -317,7 +316,6 @@ def info(recordings: Optional[List[Path]] = typer.Argument(None, metavar="[RECOR
 
 REPORTS = ("kernels", "blocks", "all")
 REPORT_ALIASES = {"cuda_gpu_kern_sum": "kernels", "kern_sum": "kernels"}
-BLOCK_SORT_KEYS = ("blocks", "launches", "p50", "p99", "counted", "name")
 
 
 @command("[OPTIONS] [RECORDING]...")
@@ -428,7 +426,8 @@ def export(
     from .host_traces.kineto import HostTraceError
     from .host_traces.nsys import load_host_trace
     from .outputs import OutputError, write_atomically
-    from .perfetto_export.export import ExportError, ExportOptions, export as run_export
+    from .perfetto_export.export import ExportError, ExportOptions
+    from .perfetto_export.export import export as run_export
 
     paths, output = _export_paths(list(recordings or []), list(inputs or []), output, archive)
     hosts_given = list(host or [])
@@ -473,6 +472,7 @@ def _run_export(run_export, recordings, fh, opts, hosts, archive):
     """The export into `fh`, with a spinner for big ones; an archive zips a temp trace."""
     if archive:
         import tempfile
+
         from .perfetto_export.archive import write_archive
         with tempfile.TemporaryFile() as trace:  # unnamed: nothing to plant a link at
             summary = _run_export(run_export, recordings, trace, opts, hosts, False)
@@ -522,7 +522,8 @@ def _print_export_summary(summary, output: Path) -> None:
                   "its REALTIME clock (a run from an earlier boot or another machine); Perfetto drops them. "
                   "Add --align kernels to place the run by its kernels.")
         for row in h.per_kernel[:8]:
-            _say(f"    {row['kernel'][:70]}: {row['matched']} matched, uninstrumented {row['uninstrumented_us']:.1f} us, "
+            _say(f"    {row['kernel'][:70]}: {row['matched']} matched, "
+                 f"uninstrumented {row['uninstrumented_us']:.1f} us, "
                  f"instrumented {row['instrumented_us']:.1f} us ({row['ratio']:.2f}x)")
     _say(f"Open it with `gpuobs open {output}`, at ui.perfetto.dev, or in trace_processor.")
 
@@ -579,8 +580,8 @@ def plot_cmd(recording: Optional[Path] = typer.Argument(None, metavar="[RECORDIN
              salvage: bool = typer.Option(False, "--salvage", help="read a damaged recording up to the damage")):
     """SM x time occupancy heatmap and block-duration histograms of a recording (default ./gpuobs.gpuobs;
     needs matplotlib: pip install 'gpuobs[plot]')."""
-    from .outputs import OutputError
     from .analysis.plot import PlotUnavailable, plot, plot_paths
+    from .outputs import OutputError
     if output.suffix.lower() not in PLOT_SUFFIXES:
         _fail(f"-o {output}: plot writes images: name it .png, .svg or .pdf")
     path = recording or DEFAULT_RECORDING
@@ -616,10 +617,10 @@ def trim(recording: Path = typer.Argument(..., metavar="RECORDING", hidden=True)
          salvage: bool = typer.Option(False, "--salvage", help="read a damaged recording up to the damage")):
     """Copy part of RECORDING to share it: whole flush windows, launches in a time window, or launches of some
     kernels (the selections combine; an empty one is refused)."""
+    from .analysis.trim import TrimError, select
     from .outputs import OutputError, write_atomically
     from .ranges import RangeError, parse_range, parse_time_range
     from .recording_file.recording_writer import copy_recording
-    from .analysis.trim import TrimError, select
     if old_output is not None:
         if output is not None:
             _fail("give the output once, with -o")
@@ -666,7 +667,7 @@ def version():
 
 def main():
     try:
-        app()
+        app()  # click answers usage errors (exit 2) and Ctrl-C ("Aborted!"; outputs leave nothing behind)
     except BrokenPipeError:  # `gpuobs stats | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(141)

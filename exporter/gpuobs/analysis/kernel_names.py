@@ -1,6 +1,7 @@
 """Short, readable kernel names for tables: the demangled name (recordings carry
-it) without its return type and parameter list, template arguments folded from
-the innermost outwards until it fits. Machine-readable outputs keep the full name.
+it) without its return type and parameter list, namespaces and lambda call
+operators inside template arguments dropped, then bracket pairs folded to `...`,
+the rightmost innermost first, until it fits. CSV and JSON keep the full name.
 
     short_name("void at::native::vectorized_elementwise_kernel<8, at::native::AbsFunctor<c10::BFloat16>, "
                "std::array<char*, 2ul> >(int, at::native::AbsFunctor<c10::BFloat16>, std::array<char*, 2ul>)")

@@ -125,6 +125,10 @@ def text(d: dict) -> list[str]:
     if d["unconfirmed_ends"]:
         line("late ends", f"{d['unconfirmed_ends']:,} block ends may have been stamped by a later graph replay "
                           "(flagged in the trace)")
+    if d.get("device_launches"):
+        line("", f"{d['device_launches']:,} of the launches were made by kernels (dynamic parallelism)")
+    for note in d.get("notices", []):
+        line("notice", note)  # what the tool could not record
     line("complete", "yes (the run closed the recording)" if d["complete"] else
          "no: the process did not close the recording (killed or crashed); all it flushed is here")
     windows = d["flush_windows"]

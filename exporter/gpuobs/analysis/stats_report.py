@@ -10,7 +10,8 @@ from __future__ import annotations
 from ..recording_file.recording import Recording
 from . import launches as analysis
 from .kernel_names import short_names
-from .kernel_summary import SORT_KEYS as KERNEL_SORT_KEYS, SPAN_MEANING, kernel_times, sort_rows
+from .kernel_summary import SORT_KEYS as KERNEL_SORT_KEYS
+from .kernel_summary import SPAN_MEANING, kernel_times, sort_rows
 from .text_table import Column, render_csv, render_text
 
 BLOCK_SORT_KEYS = ("blocks", "launches", "p50", "p99", "counted", "name")
@@ -82,7 +83,8 @@ def _blocks(rec: Recording, sort: str | None, top: int | None) -> dict:
     _sort_blocks(rows, sort or "blocks")
     total = analysis.counted_total(rec, None)
     attributed = sum(r["counted"] for r in rows)
-    return {"sort": sort or "blocks", "kernels": len(rows), "counted_total": total, "counted_unattributed": total - attributed,
+    return {"sort": sort or "blocks", "kernels": len(rows), "counted_total": total,
+            "counted_unattributed": total - attributed,
             "rows": rows[:top] if top else rows}
 
 

@@ -11,10 +11,12 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from ..recording_file.recording import Recording
 from .clock import MONOTONIC
-from .protowire import Rows
-from .trace_writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
+from .lanes import lane_tracks
+from .slice_encoder import Slices, write_slices
+from .trace_writer import SEQ_CLEARED, TraceWriter
 
 RUNTIME_DOMAIN = 2  # Sanitizer_CallbackDomain of the runtime API (the driver's is 1)
+ARG_NAMES = {"result": 1, "domain": 2}  # interned debug annotation names
 
 
 def flow_id(rec_index: int, launch_id) -> np.ndarray:
@@ -50,21 +52,25 @@ def write_api_calls(w: TraceWriter, rec: Recording, rec_index: int, related: boo
                                  "measured clock snapshots (see each GPU group's description). Nested calls "
                                  "(a runtime call and the driver calls it makes) sit on lanes merged into their "
                                  "thread's track. Flows lead from each launching call to its kernel slices."))
-    # One lane per (thread, nesting depth): calls on a lane never overlap.
-    lane_uuid = {}
-    for rank, tid in enumerate(threads.tolist()):
-        depths = np.unique(calls["depth"][calls["thread_id"] == tid]).tolist()
-        for depth in depths:
-            lane_uuid[(tid, depth)] = w.track(f"thread {tid}", parent=group, rank=rank,
-                                              merge_key=f"api-{group}-{tid}")
+    # One lane per (thread, nesting depth), more only where calls of one depth
+    # share a time (a zero-length call where another begins or ends).
+    start = calls["enter_ns"].astype(np.uint64)
+    end = np.maximum(calls["exit_ns"], calls["enter_ns"]).astype(np.uint64)
+    keys, depth_group = np.unique(np.stack([calls["thread_id"].astype(np.int64), calls["depth"].astype(np.int64)]),
+                                  axis=1, return_inverse=True)
+    rank_of_thread = {tid: rank for rank, tid in enumerate(threads.tolist())}
+    thread_of = keys[0].tolist()
+    tracks = lane_tracks(depth_group.reshape(-1), start, end,
+                         lambda g: w.track(f"thread {thread_of[g]}", parent=group, rank=rank_of_thread[thread_of[g]],
+                                           merge_key=f"api-{group}-{thread_of[g]}"))
     names = sorted(rec.api_names.items())
     iid = {api_id: i + 1 for i, (api_id, _) in enumerate(names)}
     seq = w.new_sequence()
     first = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_CLEARED)
     for api_id, name in names:
         first.interned_data.event_names.add(iid=iid[api_id], name=name or f"api#{api_id:#x}")
-    first.interned_data.debug_annotation_names.add(iid=1, name="result")
-    first.interned_data.debug_annotation_names.add(iid=2, name="domain")
+    for arg, arg_iid in ARG_NAMES.items():
+        first.interned_data.debug_annotation_names.add(iid=arg_iid, name=arg)
     w.packet(first)
 
     # Flows: launches (with a kernel slice) grouped by the call that made them.
@@ -87,28 +93,10 @@ def write_api_calls(w: TraceWriter, rec: Recording, rec_index: int, related: boo
         counts[i] = len(lids)
         written += len(lids)
 
-    start = calls["enter_ns"].astype(np.uint64)
-    end = np.maximum(calls["exit_ns"], calls["enter_ns"]).astype(np.uint64)
-    times = np.concatenate([start, end])
-    zero = end <= start
-    rank = np.concatenate([np.ones(n), np.where(zero, 2, 0)])  # at equal times an end closes first
-    order = np.lexsort((rank, times))
-    row = np.concatenate([np.arange(n), np.arange(n)])[order]
-    begin = order < n
-    lane = np.array([lane_uuid[(int(t), int(d))] for t, d in zip(calls["thread_id"], calls["depth"])],
-                    np.uint64)
-    api_iid = np.array([iid.get(int(a), 0) for a in calls["api_id"]], np.uint64)
+    slices = Slices(tracks.of_slice, start, end, np.array([iid.get(int(a), 0) for a in calls["api_id"]], np.uint64))
     result = calls["result"].astype(np.int64)
-    domain = np.where((calls["api_id"] >> 16) == RUNTIME_DOMAIN, 1, 0)
-    te = (Rows(2 * n).varint_field(9, np.where(begin, pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END))
-          .varint_field(11, lane[row]).varint_field(10, api_iid[row], present=begin))
-    err = Rows(2 * n).varint_field(1, 1).sint_as_varint_field(4, result[row])
-    te.message_field(4, err, present=begin & (result[row] != 0))
-    runtime = domain[row] == 1
-    for name, rows_here in ((b"runtime", begin & runtime), (b"driver", begin & ~runtime)):
-        te.message_field(4, Rows(2 * n).varint_field(1, 2).raw(b"\x32" + bytes([len(name)]) + name),
-                         present=rows_here)  # {name_iid: 2, string_value (field 6): name}
-    te.fixed64_repeated_field(47, flows[row], np.where(begin, counts[row], 0))
-    packets = Rows(2 * n).varint_field(8, times[order]).varint_field(58, MONOTONIC)
-    w.rows(packets.message_field(11, te).varint_field(10, seq).varint_field(13, SEQ_NEEDS, present=begin))
+    slices.int_arg(ARG_NAMES["result"], result, present=result != 0)
+    slices.choice_arg(ARG_NAMES["domain"], [b"driver", b"runtime"], (calls["api_id"] >> 16) == RUNTIME_DOMAIN)
+    slices.flows_out(flows, counts)
+    write_slices(w, slices, seq, clock_id=MONOTONIC)
     return ApiSummary(pid, n, len(threads), written, True)

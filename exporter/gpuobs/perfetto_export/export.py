@@ -19,8 +19,8 @@ from .blocks import BlockSlices, encode_blocks
 from .clock import ClockRelation, clock_relation
 from ..host_traces.matching import kernel_alignment, match_kernels
 from .host_tracks import write_host_trace
-from .lanes import assign_lanes
-from .protowire import Rows
+from .lanes import lane_tracks
+from .slice_encoder import Slices, write_slices
 from .trace_writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
 
 KERNEL_ARGS = ["launch", "grid", "block_dim", "stream", "blocks_recorded", "blocks_dropped", "counted",
@@ -252,8 +252,11 @@ def _nothing_selected(recordings: list, opts: ExportOptions) -> str:
     kernels = len({rec.function(int(l["device_index"]), int(l["function_slot"])).name
                    for rec in recordings for l in rec.launches})
     launches = sum(len(rec.launches) for rec in recordings)
-    return (f"{what} selects none of the {launches:,} launches of {kernels:,} kernels "
-            "(`gpuobs stats` lists the kernels; --launches takes launch ids START:END)")
+    ids = [int(rec.launches["launch_id"].min()) for rec in recordings if len(rec.launches)], \
+        [int(rec.launches["launch_id"].max()) for rec in recordings if len(rec.launches)]
+    id_range = f", launch ids {min(ids[0])}..{max(ids[1])}" if ids[0] else ""
+    return (f"{what} selects none of the {launches:,} launches of {kernels:,} kernels{id_range} "
+            "(`gpuobs stats` lists the kernels)")
 
 
 def _export_host(w, host, matches, related, opts, boot_realtime_ns=None) -> HostSummary:
@@ -369,10 +372,10 @@ def _kernel_slices(g: GpuExport, launches: np.ndarray):
         return 0, missing, timed
     start = table.first_start[timed]
     end = np.maximum(table.last_end[timed], start)
-    lane = assign_lanes(np.zeros(len(timed), np.int64), start, end)
-    lanes = [w.track("Kernels", parent=g.track, rank=0, merge_key=f"kernels-{g.track}",
-                     description="One slice per launch: its first block's start to its last block's end.")
-             for _ in range(int(lane.max()) + 1)]
+    tracks = lane_tracks(np.zeros(len(timed), np.int64), start, end,
+                         lambda _: w.track("Kernels", parent=g.track, rank=0, merge_key=f"kernels-{g.track}",
+                                           description="One slice per launch: its first block's start to its last "
+                                                       "block's end."))
     seq = w.new_sequence()
     first = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_CLEARED)
     for iid, name in g.names.items():
@@ -380,73 +383,42 @@ def _kernel_slices(g: GpuExport, launches: np.ndarray):
     for i, arg in enumerate(KERNEL_ARGS, start=1):
         first.interned_data.debug_annotation_names.add(iid=i, name=arg)
     w.packet(first)
-    w.rows(_kernel_packet_rows(g, timed, start, end, np.asarray(lanes, np.uint64)[lane], seq))
+    write_slices(w, _kernel_slice_table(g, timed, start, end, tracks.of_slice), seq,
+                 g.clock.clock_id if g.clock.measured else None)
     return len(timed), missing, timed
 
 
-def _kernel_packet_rows(g: GpuExport, timed, start, end, track, seq) -> Rows:
-    """Begin and end packets of the kernel slices, in time order (at equal times an
-    end closes before a begin opens), encoded in bulk."""
-    rec, table, iid_of_slot, clock, host_dur = g.rec, g.table, g.iid_of_slot, g.clock, g.host_dur
-    api_calls = g.flow_calls
-    m = len(timed)
-    zero = end <= start
-    times = np.concatenate([start, end]).astype(np.uint64)
-    rank = np.concatenate([np.ones(m), np.where(zero, 2, 0)])
-    order = np.lexsort((rank, times))
-    k = np.concatenate([np.arange(m), np.arange(m)])[order]
-    begin = order < m
-    n = len(order)
-    l = rec.launches[timed[k]]
-    i = timed[k]
-    recorded = table.blocks_recorded[i].astype(np.int64)
-    counted = table.counted[i]
-    shared = table.counted_shared[i]
-    graph = (l["flags"] & schema.LaunchFlag.GRAPH_NODE).astype(bool)
-    raced = (l["flags"] & schema.LaunchFlag.RACED_FLUSH).astype(bool)
+def _kernel_slice_table(g: GpuExport, timed, start, end, track) -> Slices:
+    """The kernel slices with their arguments (names interned as KERNEL_ARGS)."""
+    rec, table, iid_of_slot, host_dur = g.rec, g.table, g.iid_of_slot, g.host_dur
+    launch = rec.launches[timed]
+    recorded = table.blocks_recorded[timed].astype(np.int64)
+    graph = (launch["flags"] & schema.LaunchFlag.GRAPH_NODE).astype(bool)
+    raced = (launch["flags"] & schema.LaunchFlag.RACED_FLUSH).astype(bool)
     arg = {a: j for j, a in enumerate(KERNEL_ARGS, start=1)}
-    te = (Rows(n).varint_field(9, np.where(begin, pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END))
-          .varint_field(11, track[k])
-          .varint_field(10, np.array([iid_of_slot[int(s)] for s in l["function_slot"]], np.uint64), present=begin))
-
-    def ints(name, values, present):
-        ann = Rows(n).varint_field(1, arg[name]).sint_as_varint_field(4, values)
-        te.message_field(4, ann, present=begin & present)
-
-    def strings(name, values):
-        ann = Rows(n).varint_field(1, arg[name]).bytes_field(6, values, present=begin)
-        te.message_field(4, ann, present=begin)
-
+    s = Slices(track, start, end, np.array([iid_of_slot[int(x)] for x in launch["function_slot"]], np.uint64))
     dims = lambda a: ["x".join(str(int(v)) for v in row).encode() for row in a]  # noqa: E731
-    ints("launch", l["launch_id"].astype(np.int64), True)
-    strings("grid", dims(l["grid"]))
-    strings("block_dim", dims(l["block"]))
-    strings("stream", [hex(int(v)).encode() for v in l["stream_id"]])
-    ints("blocks_recorded", recorded, True)
-    ints("blocks_dropped", np.maximum(table.grid_blocks[i] - recorded, 0), recorded > 0)
-    ints("counted", counted, counted >= 0)
-    ints("count_shared_by", shared, shared > 1)
-    ints("graph_replay", l["graph_launch_id"].astype(np.int64), graph)
-    unconfirmed = table.ends_unconfirmed[i].astype(np.int64)
-    ints("ends_unconfirmed", unconfirmed, unconfirmed > 0)
-    raced_ann = Rows(n).varint_field(1, arg["raced_flush"]).varint_field(2, 1)
-    te.message_field(4, raced_ann, present=begin & raced)
+    s.int_arg(arg["launch"], launch["launch_id"].astype(np.int64))
+    s.string_arg(arg["grid"], dims(launch["grid"]))
+    s.string_arg(arg["block_dim"], dims(launch["block"]))
+    s.string_arg(arg["stream"], [hex(int(v)).encode() for v in launch["stream_id"]])
+    s.int_arg(arg["blocks_recorded"], recorded)
+    s.int_arg(arg["blocks_dropped"], np.maximum(table.grid_blocks[timed] - recorded, 0), present=recorded > 0)
+    s.int_arg(arg["counted"], table.counted[timed], at_least=0)  # -1: not counted
+    s.int_arg(arg["count_shared_by"], table.counted_shared[timed], at_least=2)
+    s.int_arg(arg["graph_replay"], launch["graph_launch_id"].astype(np.int64), present=graph)
+    s.int_arg(arg["ends_unconfirmed"], table.ends_unconfirmed[timed], at_least=1)
+    s.bool_arg(arg["raced_flush"], present=raced)
     if host_dur:  # the same launch in a separate, uninstrumented run (--host)
-        unins = np.array([host_dur.get(int(x), -1) for x in i], np.int64)
+        unins = np.array([host_dur.get(int(x), -1) for x in timed], np.int64)
         has = unins > 0
-        ints("uninstrumented_ns", unins, has)
-        spans = (table.last_end[i].astype(np.int64) - table.first_start[i].astype(np.int64))
-        cost = [f"{sp / u:.2f}x".encode() if u > 0 else b"" for sp, u in zip(spans, unins)]
-        ann = Rows(n).varint_field(1, arg["instrumentation_cost"]).bytes_field(6, cost, present=begin & has)
-        te.message_field(4, ann, present=begin & has)
-    if api_calls is not None:  # the end of the flow from the API call that made this launch
-        made = np.isin(l["api_call_id"], api_calls)
-        te.fixed64_repeated_field(48, flow_id(g.rec_index, l["launch_id"]), np.where(begin & made, 1, 0))
-    packets = Rows(n).varint_field(8, times[order])
-    if clock.measured:
-        packets.varint_field(58, clock.clock_id)
-    return (packets.message_field(11, te).varint_field(10, seq)
-            .varint_field(13, SEQ_NEEDS, present=begin))
+        s.int_arg(arg["uninstrumented_ns"], unins, present=has)
+        spans = (table.last_end[timed].astype(np.int64) - table.first_start[timed].astype(np.int64))
+        s.string_arg(arg["instrumentation_cost"],
+                     [f"{sp / u:.2f}x".encode() if u > 0 else b"" for sp, u in zip(spans, unins)], present=has)
+    if g.flow_calls is not None:  # the end of the flow from the API call that made this launch
+        s.flows_in(flow_id(g.rec_index, launch["launch_id"]), np.isin(launch["api_call_id"], g.flow_calls))
+    return s
 
 
 def _block_tracks_and_slices(g: GpuExport, blocks: np.ndarray):
@@ -459,23 +431,12 @@ def _block_tracks_and_slices(g: GpuExport, blocks: np.ndarray):
     sm = col("sm_id").astype(np.int64)
     start = col("time_start")
     end = np.maximum(col("time_end"), start)
-    lane = assign_lanes(sm, start, end)
     sms_group = w.track("SMs", parent=g.track, rank=1, explicit_order=True,
                         description="One track per SM, in SM order; blocks that overlap on an SM sit on lanes "
                                     "merged into its track. A block runs from its leader's entry to its last "
                                     "thread's exit.")
-    # Lane tracks of an SM get consecutive uuids, so a block's track is first[sm] + lane.
-    lanes_of_sm = np.zeros(int(sm.max()) + 1, np.int64)
-    np.maximum.at(lanes_of_sm, sm, lane + 1)
-    first = np.zeros(len(lanes_of_sm), np.uint64)
-    lane0 = {}
-    for s_id in np.flatnonzero(lanes_of_sm):
-        for k in range(int(lanes_of_sm[s_id])):
-            uuid = w.track(f"SM {int(s_id)}", parent=sms_group, rank=int(s_id), merge_key=f"sm-{int(s_id)}")
-            if k == 0:
-                first[s_id] = uuid
-                lane0[int(s_id)] = uuid
-    uuid_arr = first[sm] + lane.astype(np.uint64)
+    tracks = lane_tracks(sm, start, end, lambda s_id: w.track(f"SM {s_id}", parent=sms_group, rank=s_id,
+                                                              merge_key=f"sm-{s_id}"))
     lo = launch_of_event if every else launch_of_event[blocks]
     launch_ids = analysis.of_launch(rec.launches["launch_id"].astype(np.int64), lo, -1)
     slots = col("function_slot")
@@ -483,10 +444,10 @@ def _block_tracks_and_slices(g: GpuExport, blocks: np.ndarray):
     for slot, iid in g.iid_of_slot.items():
         if slot < len(slot_iid):
             slot_iid[slot] = iid
-    b = BlockSlices(sm=sm, start=start, end=end, lane_uuid=uuid_arr, name_iid=slot_iid[slots], launch_id=launch_ids,
-                    block_x=col("block_x"), block_y=col("block_y"), block_z=col("block_z"))
-    encode_blocks(w, b, g.names, lane0, g.clock, g.opts.block_args)
-    return len(lane0), int(lanes_of_sm.sum())
+    b = BlockSlices(sm=sm, start=start, end=end, lane_uuid=tracks.of_slice, name_iid=slot_iid[slots],
+                    launch_id=launch_ids, block_x=col("block_x"), block_y=col("block_y"), block_z=col("block_z"))
+    encode_blocks(w, b, g.names, tracks.first, g.clock, g.opts.block_args)
+    return len(tracks.first), int(tracks.lanes.sum())
 
 
 def _counter_packets(g: GpuExport, track, times, values):

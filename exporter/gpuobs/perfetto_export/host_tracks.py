@@ -7,12 +7,12 @@ import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from .clock import REALTIME
-from .lanes import assign_lanes
-from .protowire import Rows
-from .trace_writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
+from .lanes import lane_tracks
+from .slice_encoder import Slices, write_slices
+from .trace_writer import SEQ_CLEARED, TraceWriter
 
-PACKETS_PER_BATCH = 1 << 17
 KIND_TITLES = {"pytorch-profiler": "PyTorch profiler", "nsys": "Nsight Systems"}
+CATEGORY_IID = 1  # the interned name of the one debug annotation, "category"
 
 
 def _track_order(key: tuple):
@@ -71,46 +71,24 @@ def write_host_trace(w: TraceWriter, host, related: bool, shift_ns: int = 0, res
     grp = rank_of_track[ev["track"]]
     start = ev["start_ns"] + shift_ns
     end = start + np.maximum(ev["dur_ns"], 0)
-    base = int(start.min())
-    lane = assign_lanes(grp, (start - base).astype(np.uint64), (end - base).astype(np.uint64))
-    lanes_of = np.zeros(len(keys), np.int64)
-    np.maximum.at(lanes_of, grp, lane + 1)
-    first_uuid = np.zeros(len(keys), np.uint64)  # a track's lanes get consecutive uuids
     processes = {}
-    for key_index, k in enumerate(keys):
-        process, label = track_names(host, k)
+
+    def new_track(key_index: int) -> int:
+        process, label = track_names(host, keys[key_index])
         if process not in processes:
             processes[process] = w.track(process, parent=group, rank=len(processes))
-        for lane_no in range(int(lanes_of[key_index])):
-            uuid = w.track(label, parent=processes[process], merge_key=f"{group}-{key_index}", rank=key_index)
-            if lane_no == 0:
-                first_uuid[key_index] = uuid
+        return w.track(label, parent=processes[process], merge_key=f"{group}-{key_index}", rank=key_index)
+
+    base = int(start.min())
+    tracks = lane_tracks(grp, (start - base).astype(np.uint64), (end - base).astype(np.uint64), new_track)
     seq = w.new_sequence()
     first = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_CLEARED)
     for i, name in enumerate(host.names):
         first.interned_data.event_names.add(iid=i + 1, name=name)
-    first.interned_data.debug_annotation_names.add(iid=1, name="category")
+    first.interned_data.debug_annotation_names.add(iid=CATEGORY_IID, name="category")
     w.packet(first)
-    n = len(ev)
-    # Ends listed first: a stable sort puts an end before a begin at the same time.
-    marks = np.concatenate([end, start])
-    order = np.argsort(marks, kind="stable")
-    begin = order >= n
-    k = order % n
-    tracks = first_uuid[grp] + lane.astype(np.uint64)
-    name_iid = ev["name"].astype(np.uint64) + np.uint64(1)
-    categories = [c.encode() for c in host.categories]
-    times = marks[order].astype(np.uint64)
-    for lo in range(0, 2 * n, PACKETS_PER_BATCH):  # encoded a batch at a time: memory stays bounded
-        part = slice(lo, lo + PACKETS_PER_BATCH)
-        kk, bb = k[part], begin[part]
-        te = (Rows(len(kk)).varint_field(9, np.where(bb, pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END))
-              .varint_field(11, tracks[kk]).varint_field(10, name_iid[kk], present=bb))
-        cat = Rows(len(kk)).varint_field(1, 1).bytes_field(6, [categories[c] for c in ev["category"][kk].tolist()],
-                                                           present=bb)
-        te.message_field(4, cat, present=bb)
-        packets = Rows(len(kk)).varint_field(8, times[part])
-        if related:
-            packets.varint_field(58, REALTIME)
-        w.rows(packets.message_field(11, te).varint_field(10, seq).varint_field(13, SEQ_NEEDS, present=bb))
-    return n
+    slices = Slices(tracks.of_slice, start.astype(np.uint64), end.astype(np.uint64),
+                    ev["name"].astype(np.uint64) + np.uint64(1))
+    slices.choice_arg(CATEGORY_IID, [c.encode() for c in host.categories], ev["category"])
+    write_slices(w, slices, seq, clock_id=REALTIME if related else None)
+    return len(ev)

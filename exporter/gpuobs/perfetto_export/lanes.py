@@ -1,26 +1,33 @@
 """Lanes: Perfetto closes a slice with the most recent open one on its track, so
-blocks that overlap on one SM must sit on separate lane tracks. Lanes are handed
-out first-fit in start order (a block takes the lowest lane free at its start),
-for all SMs at once with numpy: the loop runs over the k-th block of every SM,
-not over blocks."""
+slices that overlap in one group (blocks on one SM, events of one thread) must
+sit on separate lane tracks. Lanes are handed out first-fit in start order (a
+slice takes the lowest lane free at its start), in C (native_encoder.c) or, for
+all groups at once, with numpy: the loop runs over the k-th slice of every group,
+not over slices. Both give the same lanes.
+
+Which slices may share a lane: touching ones do ([a, b] then [b, c]); a
+zero-length slice at t shares no lane with a slice that contains t, its start
+and end included, nor with another zero-length slice at t: it nests beside its
+parent. On a lane, one time then holds either an END and the next BEGIN or one
+zero-length slice alone, which is what slice_encoder's packet order needs."""
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 
-TIME_BITS = 44  # relative times up to ~4.9 hours fit beside a 20-bit group
-
-
-def _keys(group: np.ndarray, times: np.ndarray, base: int) -> np.ndarray | None:
-    """One sortable uint64 per interval end: group in the high bits, time below."""
-    rel = times.astype(np.uint64) - np.uint64(base)
-    if len(rel) and (int(rel.max()) >= 1 << TIME_BITS or int(group.max()) >= 1 << (64 - TIME_BITS)):
+def group_sort_keys(group: np.ndarray, values: np.ndarray, bits: int) -> np.ndarray | None:
+    """One sortable uint64 per row: its group (>= 0) in the high bits, its value
+    (below 2**bits) in the low ones; None where the groups do not fit above them."""
+    if bits >= 64 or (len(group) and int(group.max()) >= 1 << (64 - bits)):
         return None
-    return (group.astype(np.uint64) << np.uint64(TIME_BITS)) | rel
+    return (np.asarray(group, np.uint64) << np.uint64(bits)) | np.asarray(values, np.uint64)
 
 
-def _sort(group, times, base):
-    keys = _keys(group, times, base)
+def _sort(group, times, bits):
+    keys = group_sort_keys(group, times, bits)
     if keys is None:
         return np.lexsort((times, group)), None
     order = np.argsort(keys, kind="stable")
@@ -33,30 +40,49 @@ def _ranks(group: np.ndarray):
     return uniq, counts, np.repeat(np.arange(len(uniq)), counts), rank
 
 
-def max_concurrency(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> int:
-    """Most intervals open at once within any group (touching ones do not overlap)."""
+def _half_open(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Slices as half-open intervals on a doubled time axis from the earliest start,
+    under the rule above: [s, e] with s < e becomes [2s+1, 2e+1), a zero-length
+    slice at t becomes [2t, 2t+2)."""
+    base = np.uint64(int(start.min()))
+    s = np.asarray(start, np.uint64) - base
+    e = np.asarray(end, np.uint64) - base
+    s <<= np.uint64(1)
+    e <<= np.uint64(1)
+    zero = (s == e).view(np.uint8)
+    s += np.uint64(1)
+    s -= zero
+    e += np.uint64(1)
+    e += zero
+    return s, e
+
+
+def _max_open(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> int:
+    """Most half-open intervals open at once within any group (touching ones do not overlap)."""
     if len(group) == 0:
         return 0
-    base = int(start.min())
-    order_s, start_keys = _sort(group, start, base)
-    order_e, end_keys = _sort(group, end, base)
-    if start_keys is None or end_keys is None:
+    bits = int(end.max()).bit_length()
+    order_s, start_keys = _sort(group, start, bits)
+    order_e, end_keys = _sort(group, end, bits)
+    if start_keys is None:
         return int(np.bincount(np.unique(group, return_inverse=True)[1]).max())  # safe upper bound
     _, _, _, rank = _ranks(group[order_s])
     # ends (of any earlier group, or of this group at or before the start)
     ends_before = np.searchsorted(end_keys, start_keys, side="right")
-    groups_before = np.searchsorted(end_keys, start_keys & ~np.uint64((1 << TIME_BITS) - 1), side="left")
+    groups_before = np.searchsorted(end_keys, (start_keys >> np.uint64(bits)) << np.uint64(bits), side="left")
     return int((rank + 1 - (ends_before - groups_before)).max())
 
 
 def assign_lanes(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """A lane index per interval; intervals of one group on one lane never overlap."""
+    """A lane index per slice (end >= start); slices of one group on one lane never
+    overlap, under the rule above."""
     n = len(group)
     lanes = np.zeros(n, np.int64)
     if n == 0:
         return lanes
-    order, _ = _sort(group, start, int(start.min()))
-    g, s, e = group[order], start[order].astype(np.uint64), end[order].astype(np.uint64)
+    start, end = _half_open(start, end)
+    order, _ = _sort(group, start, int(end.max()).bit_length())
+    g, s, e = group[order], start[order], end[order]
     from . import native_encoder
     if native_encoder.encoder() is not None:
         chosen = native_encoder.assign_lanes_sorted(g, s, e)
@@ -64,7 +90,7 @@ def assign_lanes(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.nd
             lanes[order] = chosen
             return lanes
     uniq, counts, gi, rank = _ranks(g)
-    width = max(1, max_concurrency(group, start, end))
+    width = max(1, _max_open(group, start, end))
     n_groups, depth = len(uniq), int(counts.max())
     starts = np.zeros((n_groups, depth), np.uint64)
     ends = np.zeros((n_groups, depth), np.uint64)
@@ -81,3 +107,24 @@ def assign_lanes(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.nd
         lane_free_at[rows[live], lane[live]] = ends[live, k]
     lanes[order] = chosen[gi, rank]
     return lanes
+
+
+@dataclass
+class LaneTracks:
+    of_slice: np.ndarray     # uint64: each slice's lane track
+    first: dict              # group -> the track of its first lane
+    lanes: np.ndarray        # int64 per group (0..max group): how many lanes it has
+
+
+def lane_tracks(group: np.ndarray, start: np.ndarray, end: np.ndarray, new_track: Callable[[int], int]) -> LaneTracks:
+    """Lanes for slices (assign_lanes) and a track for each: new_track(g) makes one
+    track of group g (>= 0) and returns its uuid; it is called once per lane, group
+    by group in ascending order."""
+    group = np.asarray(group, np.int64)
+    lane = assign_lanes(group, start, end)
+    lanes = np.zeros(int(group.max()) + 1 if len(group) else 0, np.int64)
+    np.maximum.at(lanes, group, lane + 1)
+    table = np.zeros((len(lanes), int(lanes.max()) if len(lanes) else 0), np.uint64)
+    for g in np.flatnonzero(lanes).tolist():
+        table[g, : lanes[g]] = [new_track(g) for _ in range(int(lanes[g]))]
+    return LaneTracks(table[group, lane], {g: int(table[g, 0]) for g in np.flatnonzero(lanes).tolist()}, lanes)

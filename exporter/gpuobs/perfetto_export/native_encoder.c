@@ -1,19 +1,76 @@
-/* Block begin/end packets, protobuf-encoded in one pass of C: the same bytes the
- * numpy path (blocks.py with protowire.Rows) produces, field for field, only
- * without the intermediate arrays. Loaded through cffi (ABI mode). */
+/* The fast path of the slice encoder (slice_encoder.py): slice BEGIN/END packets,
+ * protobuf-encoded in one pass of C. It writes the same bytes as the numpy path
+ * (protowire.Rows), field for field, only without the intermediate arrays.
+ * Loaded through cffi (ABI mode). Field numbers carry the names protowire.py
+ * gives them (tests/test_protowire.py checks both against the Perfetto protos). */
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
-static size_t varint_size(uint64_t v) {
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        ++n;
-    }
-    return n;
+enum { VARINT = 0, FIXED64 = 1, LEN = 2 }; /* wire types */
+
+enum {
+    TRACE_PACKET = 1,                  /* Trace.packet */
+    PACKET_TIMESTAMP = 8,              /* TracePacket.timestamp */
+    PACKET_TIMESTAMP_CLOCK_ID = 58,    /* TracePacket.timestamp_clock_id */
+    PACKET_TRACK_EVENT = 11,           /* TracePacket.track_event */
+    PACKET_SEQUENCE_ID = 10,           /* TracePacket.trusted_packet_sequence_id */
+    PACKET_SEQUENCE_FLAGS = 13,        /* TracePacket.sequence_flags */
+    TRACK_EVENT_TYPE = 9,              /* TrackEvent.type */
+    TRACK_EVENT_TRACK_UUID = 11,       /* TrackEvent.track_uuid */
+    TRACK_EVENT_NAME_IID = 10,         /* TrackEvent.name_iid */
+    TRACK_EVENT_DEBUG_ANNOTATIONS = 4, /* TrackEvent.debug_annotations */
+    ANNOTATION_NAME_IID = 1,           /* DebugAnnotation.name_iid */
+    ANNOTATION_BOOL_VALUE = 2,         /* DebugAnnotation.bool_value */
+    ANNOTATION_INT_VALUE = 4,          /* DebugAnnotation.int_value */
+    ANNOTATION_STRING_VALUE = 6,       /* DebugAnnotation.string_value */
+};
+
+enum { TYPE_SLICE_BEGIN = 1, TYPE_SLICE_END = 2 }; /* TrackEvent.Type */
+enum { ARG_INT = 0, ARG_BOOL = 1, ARG_STRING = 2 };
+
+/* One debug annotation on the BEGIN of every slice where present[slice] (every
+ * slice where present is NULL). */
+struct gpuobs_arg {
+    uint64_t name_iid;
+    int32_t kind;           /* ARG_INT, ARG_BOOL (true) or ARG_STRING */
+    const uint8_t* present; /* per slice */
+    /* ARG_INT: slice e's value is the int_size-byte integer at ints + e * int_stride, read in place
+     * from the numpy column as it is (a record field, a narrower type, a broadcast scalar). */
+    const uint8_t* ints;
+    int64_t int_stride;
+    int32_t int_size; /* 1, 2, 4 or 8 */
+    int32_t int_signed;
+    int64_t at_least;     /* left out where the value is below this */
+    const uint8_t* chars; /* ARG_STRING: slice e's value is chars[starts[e] : starts[e] + lengths[e]] */
+    const int64_t* starts;
+    const int64_t* lengths;
+};
+
+/* Packets are indexed by i, per-slice columns by e = slice[i]. */
+struct gpuobs_slice_packets {
+    size_t n;                 /* packets */
+    const int64_t* slice;     /* per packet: its slice */
+    const uint8_t* begin;     /* per packet: BEGIN (1) or END (0) */
+    const uint64_t* ts;       /* per packet */
+    const uint64_t* track;    /* per packet; 0: no track_uuid (the sequence's default track) */
+    const uint64_t* seq;      /* per packet */
+    const uint64_t* name_iid; /* per slice, on BEGINs */
+    uint64_t clock_id;        /* timestamp_clock_id of every packet; 0: none */
+    uint64_t begin_flags;     /* sequence_flags of BEGINs (which alone use interned data); 0: none */
+    size_t n_args;
+    const struct gpuobs_arg* args;
+    uint32_t flow_field; /* TrackEvent.flow_ids or .terminating_flow_ids; 0: no flows */
+    size_t flow_width;
+    const uint64_t* flows; /* per slice, flow_width values, of which flow_counts[e] are used */
+    const int64_t* flow_counts;
+};
+
+static inline size_t varint_size(uint64_t v) {
+    return (size_t)((63 - __builtin_clzll(v | 1)) * 9 + 73) / 64; /* 7 bits a byte */
 }
 
-static uint8_t* put_varint(uint8_t* p, uint64_t v) {
+static inline uint8_t* put_varint(uint8_t* p, uint64_t v) {
     while (v >= 0x80) {
         *p++ = (uint8_t)(v | 0x80);
         v >>= 7;
@@ -22,103 +79,176 @@ static uint8_t* put_varint(uint8_t* p, uint64_t v) {
     return p;
 }
 
-/* One debug annotation {name_iid: 1, int_value: 4}: its body size. */
-static size_t ann_size(uint64_t name_iid, int64_t value) {
-    return 1 + varint_size(name_iid) + 1 + varint_size((uint64_t)value);
+static inline uint64_t key(uint32_t field, uint32_t wire) { return ((uint64_t)field << 3) | wire; }
+static inline size_t tag_size(uint32_t field, uint32_t wire) { return varint_size(key(field, wire)); }
+static inline uint8_t* put_tag(uint8_t* p, uint32_t field, uint32_t wire) { return put_varint(p, key(field, wire)); }
+
+/* A varint field: tag and value. */
+static inline size_t varint_field_size(uint32_t field, uint64_t v) { return tag_size(field, VARINT) + varint_size(v); }
+static inline uint8_t* put_varint_field(uint8_t* p, uint32_t field, uint64_t v) {
+    return put_varint(put_tag(p, field, VARINT), v);
 }
 
-struct packet_sizes {
-    size_t te;      /* TrackEvent body */
-    size_t packet;  /* TracePacket body */
-};
+/* A length-delimited field's tag and length, before its body of `size` bytes. */
+static inline size_t len_field_size(uint32_t field, size_t size) {
+    return tag_size(field, LEN) + varint_size(size) + size;
+}
+static inline uint8_t* put_len_header(uint8_t* p, uint32_t field, size_t size) {
+    return put_varint(put_tag(p, field, LEN), size);
+}
 
-enum { ARG_BLOCK = 1, ARG_LAUNCH = 2, ARG_BLOCK_Y = 3, ARG_BLOCK_Z = 4 };
-
-/* Per-packet columns are indexed by i; per-block columns (name_iid, bx, by, bz,
- * launch) by e = event[i], the block the packet belongs to. */
-static struct packet_sizes sizes(size_t i, int64_t e, const uint64_t* ts, const uint8_t* begin,
-                                 const uint64_t* track, const uint64_t* name_iid, const uint64_t* seq,
-                                 const uint32_t* bx, const uint16_t* by, const uint16_t* bz, const int64_t* launch,
-                                 int with_args, uint64_t flags) {
-    struct packet_sizes s;
-    size_t te = 2; /* type: tag + 1-byte value (1 or 2) */
-    if (track[i]) te += 1 + varint_size(track[i]);
-    if (begin[i]) {
-        te += 1 + varint_size(name_iid[e]);
-        if (with_args) {
-            size_t a = ann_size(ARG_BLOCK, bx[e]);
-            te += 1 + varint_size(a) + a;
-            if (by[e] > 0) { a = ann_size(ARG_BLOCK_Y, by[e]); te += 1 + varint_size(a) + a; }
-            if (bz[e] > 0) { a = ann_size(ARG_BLOCK_Z, bz[e]); te += 1 + varint_size(a) + a; }
-            if (launch[e] >= 0) { a = ann_size(ARG_LAUNCH, launch[e]); te += 1 + varint_size(a) + a; }
+static int64_t int_value(const struct gpuobs_arg* a, int64_t e) {
+    const uint8_t* p = a->ints + e * a->int_stride;
+    switch (a->int_size) {
+        case 1: return a->int_signed ? (int64_t)(int8_t)*p : (int64_t)*p;
+        case 2: {
+            uint16_t v;
+            memcpy(&v, p, 2);
+            return a->int_signed ? (int64_t)(int16_t)v : (int64_t)v;
+        }
+        case 4: {
+            uint32_t v;
+            memcpy(&v, p, 4);
+            return a->int_signed ? (int64_t)(int32_t)v : (int64_t)v;
+        }
+        default: {
+            int64_t v;
+            memcpy(&v, p, 8);
+            return v;
         }
     }
-    s.te = te;
-    /* Only begins use interned data (the name), so only they carry the sequence flag. */
-    s.packet = 1 + varint_size(ts[i]) + 1 + varint_size(te) + te + 1 + varint_size(seq[i]) +
-               (flags && begin[i] ? 1 + varint_size(flags) : 0);
-    return s;
 }
 
-static uint8_t* put_ann(uint8_t* p, uint64_t name_iid, int64_t value) {
-    *p++ = 0x22; /* debug_annotations = 4, length-delimited */
-    p = put_varint(p, ann_size(name_iid, value));
-    *p++ = 0x08; /* name_iid = 1 */
-    p = put_varint(p, name_iid);
-    *p++ = 0x20; /* int_value = 4 */
-    return put_varint(p, (uint64_t)value);
+enum { MAX_ARGS = 32 }; /* slice_encoder.MAX_ARGS */
+
+/* An argument with its constant start (DebugAnnotation.name_iid and, for a bool,
+ * its value) encoded once. */
+struct arg_info {
+    struct gpuobs_arg a;
+    uint8_t head[24];
+    size_t head_size;
+};
+
+static void prepare_arg(struct arg_info* info, const struct gpuobs_arg* a) {
+    info->a = *a;
+    uint8_t* p = put_varint_field(info->head, ANNOTATION_NAME_IID, a->name_iid);
+    if (a->kind == ARG_BOOL) p = put_varint_field(p, ANNOTATION_BOOL_VALUE, 1);
+    info->head_size = (size_t)(p - info->head);
 }
 
-/* Encodes n packets as Trace.packet entries into out (NULL: only measure).
- * Returns the number of bytes. */
-size_t gpuobs_encode_blocks(uint8_t* out, size_t n, const int64_t* event, const uint64_t* ts,
-                            const uint8_t* begin, const uint64_t* track, const uint64_t* name_iid,
-                            const uint64_t* seq, const uint32_t* bx, const uint16_t* by, const uint16_t* bz,
-                            const int64_t* launch, int with_args, uint64_t flags) {
-    size_t total = 0;
-    uint8_t* p = out;
-    for (size_t i = 0; i < n; ++i) {
-        const int64_t e = event[i];
-        struct packet_sizes s = sizes(i, e, ts, begin, track, name_iid, seq, bx, by, bz, launch, with_args, flags);
-        total += 1 + varint_size(s.packet) + s.packet;
-        if (out == NULL) continue;
-        *p++ = 0x0a; /* Trace.packet = 1 */
-        p = put_varint(p, s.packet);
-        *p++ = 0x40; /* timestamp = 8 */
-        p = put_varint(p, ts[i]);
-        *p++ = 0x5a; /* track_event = 11 */
-        p = put_varint(p, s.te);
-        *p++ = 0x48; /* type = 9 */
-        *p++ = begin[i] ? 1 : 2;
-        if (track[i]) {
-            *p++ = 0x58; /* track_uuid = 11 */
-            p = put_varint(p, track[i]);
+/* What one packet holds, worked out once and used to measure and to write it. */
+struct packet_plan {
+    int begin;
+    int64_t slice;
+    size_t track_event; /* TrackEvent body size */
+    size_t packet;      /* TracePacket body size */
+    size_t flows;
+    uint64_t value[MAX_ARGS]; /* ARG_INT: the value */
+    size_t body[MAX_ARGS];    /* DebugAnnotation body size; 0: not on this packet */
+};
+
+static void plan_packet(const struct gpuobs_slice_packets* s, const struct arg_info* args, size_t i,
+                        struct packet_plan* pl) {
+    const int64_t e = s->slice[i];
+    pl->begin = s->begin[i] != 0;
+    pl->slice = e;
+    size_t te = varint_field_size(TRACK_EVENT_TYPE, pl->begin ? TYPE_SLICE_BEGIN : TYPE_SLICE_END);
+    if (s->track[i]) te += varint_field_size(TRACK_EVENT_TRACK_UUID, s->track[i]);
+    pl->flows = 0;
+    if (pl->begin) {
+        te += varint_field_size(TRACK_EVENT_NAME_IID, s->name_iid[e]);
+        for (size_t k = 0; k < s->n_args; ++k) {
+            const struct gpuobs_arg* a = &args[k].a;
+            size_t body = 0; /* 0: not on this packet */
+            if (a->present == NULL || a->present[e]) {
+                if (a->kind == ARG_INT) {
+                    const int64_t v = int_value(a, e);
+                    pl->value[k] = (uint64_t)v;
+                    if (v >= a->at_least)
+                        body = args[k].head_size + varint_field_size(ANNOTATION_INT_VALUE, (uint64_t)v);
+                } else if (a->kind == ARG_STRING) {
+                    body = args[k].head_size + len_field_size(ANNOTATION_STRING_VALUE, (size_t)a->lengths[e]);
+                } else {
+                    body = args[k].head_size;
+                }
+            }
+            pl->body[k] = body;
+            if (body) te += len_field_size(TRACK_EVENT_DEBUG_ANNOTATIONS, body);
         }
-        if (begin[i]) {
-            *p++ = 0x50; /* name_iid = 10 */
-            p = put_varint(p, name_iid[e]);
-            if (with_args) {
-                p = put_ann(p, ARG_BLOCK, bx[e]);
-                if (by[e] > 0) p = put_ann(p, ARG_BLOCK_Y, by[e]);
-                if (bz[e] > 0) p = put_ann(p, ARG_BLOCK_Z, bz[e]);
-                if (launch[e] >= 0) p = put_ann(p, ARG_LAUNCH, launch[e]);
+        if (s->flow_field) {
+            const int64_t c = s->flow_counts[e];
+            pl->flows = c < (int64_t)s->flow_width ? (size_t)c : s->flow_width;
+            te += pl->flows * (tag_size(s->flow_field, FIXED64) + 8);
+        }
+    }
+    pl->track_event = te;
+    pl->packet = varint_field_size(PACKET_TIMESTAMP, s->ts[i]) +
+                 (s->clock_id ? varint_field_size(PACKET_TIMESTAMP_CLOCK_ID, s->clock_id) : 0) +
+                 len_field_size(PACKET_TRACK_EVENT, te) + varint_field_size(PACKET_SEQUENCE_ID, s->seq[i]) +
+                 (s->begin_flags && pl->begin ? varint_field_size(PACKET_SEQUENCE_FLAGS, s->begin_flags) : 0);
+}
+
+static uint8_t* put_packet(uint8_t* p, const struct gpuobs_slice_packets* s, const struct arg_info* args, size_t i,
+                           const struct packet_plan* pl) {
+    const int64_t e = pl->slice;
+    p = put_len_header(p, TRACE_PACKET, pl->packet);
+    p = put_varint_field(p, PACKET_TIMESTAMP, s->ts[i]);
+    if (s->clock_id) p = put_varint_field(p, PACKET_TIMESTAMP_CLOCK_ID, s->clock_id);
+    p = put_len_header(p, PACKET_TRACK_EVENT, pl->track_event);
+    p = put_varint_field(p, TRACK_EVENT_TYPE, pl->begin ? TYPE_SLICE_BEGIN : TYPE_SLICE_END);
+    if (s->track[i]) p = put_varint_field(p, TRACK_EVENT_TRACK_UUID, s->track[i]);
+    if (pl->begin) {
+        p = put_varint_field(p, TRACK_EVENT_NAME_IID, s->name_iid[e]);
+        for (size_t k = 0; k < s->n_args; ++k) {
+            const struct gpuobs_arg* a = &args[k].a;
+            if (!pl->body[k]) continue;
+            p = put_len_header(p, TRACK_EVENT_DEBUG_ANNOTATIONS, pl->body[k]);
+            for (size_t b = 0; b < args[k].head_size; ++b) *p++ = args[k].head[b]; /* a few bytes: no memcpy call */
+            if (a->kind == ARG_INT) {
+                p = put_varint_field(p, ANNOTATION_INT_VALUE, pl->value[k]);
+            } else if (a->kind == ARG_STRING) {
+                const size_t n = (size_t)a->lengths[e];
+                p = put_len_header(p, ANNOTATION_STRING_VALUE, n);
+                memcpy(p, a->chars + a->starts[e], n);
+                p += n;
             }
         }
-        *p++ = 0x50; /* trusted_packet_sequence_id = 10 */
-        p = put_varint(p, seq[i]);
-        if (flags && begin[i]) {
-            *p++ = 0x68; /* sequence_flags = 13 */
-            p = put_varint(p, flags);
+        for (size_t k = 0; k < pl->flows; ++k) {
+            uint64_t v = s->flows[(size_t)e * s->flow_width + k];
+            p = put_tag(p, s->flow_field, FIXED64);
+            for (int b = 0; b < 8; ++b, v >>= 8) *p++ = (uint8_t)v; /* little-endian */
         }
+    }
+    p = put_varint_field(p, PACKET_SEQUENCE_ID, s->seq[i]);
+    if (s->begin_flags && pl->begin) p = put_varint_field(p, PACKET_SEQUENCE_FLAGS, s->begin_flags);
+    return p;
+}
+
+/* Encodes the packets as Trace.packet entries into out (NULL: only measure).
+ * Returns the number of bytes, or 0 past MAX_ARGS arguments. */
+size_t gpuobs_encode_slices(uint8_t* out, const struct gpuobs_slice_packets* packets) {
+    /* Local copies: the compiler need not reload them after every byte written. */
+    const struct gpuobs_slice_packets s = *packets;
+    struct arg_info args[MAX_ARGS];
+    if (s.n_args > MAX_ARGS) return 0;
+    for (size_t k = 0; k < s.n_args; ++k) prepare_arg(&args[k], &s.args[k]);
+    struct packet_plan plan;
+    size_t total = 0;
+    uint8_t* p = out;
+    for (size_t i = 0; i < s.n; ++i) {
+        plan_packet(&s, args, i, &plan);
+        total += len_field_size(TRACE_PACKET, plan.packet);
+        if (out != NULL) p = put_packet(p, &s, args, i, &plan);
     }
     return total;
 }
 
-/* First-fit lanes for intervals sorted by (group, start): each takes the lowest
- * lane of its group that is free at its start (touching intervals share a lane).
- * Returns the most lanes any group needed, or -1 past max_lanes. */
-long gpuobs_assign_lanes(size_t n, const int64_t* group, const uint64_t* start, const uint64_t* end,
-                         int64_t* lane_out, uint64_t* lane_free_at, long max_lanes) {
+/* First-fit lanes for half-open intervals sorted by (group, start): each takes
+ * the lowest lane of its group that is free at its start (touching intervals
+ * share a lane). lanes.py maps zero-length slices to such intervals. Returns the
+ * most lanes any group needed, or -1 past max_lanes. */
+long gpuobs_assign_lanes(size_t n, const int64_t* group, const uint64_t* start, const uint64_t* end, int64_t* lane_out,
+                         uint64_t* lane_free_at, long max_lanes) {
     long width = 0, used = 0;
     for (size_t i = 0; i < n; ++i) {
         if (i == 0 || group[i] != group[i - 1]) used = 0; /* a new group: no lane taken yet */

@@ -1,7 +1,7 @@
-"""The C block-packet encoder (native_encoder.c), compiled on first use with the
-host C compiler and loaded through cffi. Without a compiler, or with
-GPUOBS_PURE_PYTHON=1, the exporter uses the numpy encoder, which writes the same
-bytes (tests/test_export.py checks they are identical)."""
+"""The C slice encoder and lane assigner (native_encoder.c), compiled on first use
+with the host C compiler and loaded through cffi. Without a compiler, or with
+GPUOBS_PURE_PYTHON=1, slice_encoder.py and lanes.py use numpy instead, which
+writes the same bytes (tests/test_slice_encoder.py checks they are identical)."""
 from __future__ import annotations
 
 import hashlib
@@ -20,10 +20,37 @@ from ..native_cache import cache_root, cached_build
 SOURCE = Path(__file__).with_name("native_encoder.c")
 _FFI = FFI()
 _FFI.cdef("""
-size_t gpuobs_encode_blocks(uint8_t* out, size_t n, const int64_t* event, const uint64_t* ts,
-                            const uint8_t* begin, const uint64_t* track, const uint64_t* name_iid,
-                            const uint64_t* seq, const uint32_t* bx, const uint16_t* by, const uint16_t* bz,
-                            const int64_t* launch, int with_args, uint64_t flags);
+struct gpuobs_arg {
+    uint64_t name_iid;
+    int32_t kind;
+    const uint8_t* present;
+    const uint8_t* ints;
+    int64_t int_stride;
+    int32_t int_size;
+    int32_t int_signed;
+    int64_t at_least;
+    const uint8_t* chars;
+    const int64_t* starts;
+    const int64_t* lengths;
+};
+struct gpuobs_slice_packets {
+    size_t n;
+    const int64_t* slice;
+    const uint8_t* begin;
+    const uint64_t* ts;
+    const uint64_t* track;
+    const uint64_t* seq;
+    const uint64_t* name_iid;
+    uint64_t clock_id;
+    uint64_t begin_flags;
+    size_t n_args;
+    const struct gpuobs_arg* args;
+    uint32_t flow_field;
+    size_t flow_width;
+    const uint64_t* flows;
+    const int64_t* flow_counts;
+};
+size_t gpuobs_encode_slices(uint8_t* out, const struct gpuobs_slice_packets* s);
 long gpuobs_assign_lanes(size_t n, const int64_t* group, const uint64_t* start, const uint64_t* end,
                          int64_t* lane_out, uint64_t* lane_free_at, long max_lanes);
 """)
@@ -87,21 +114,58 @@ def assign_lanes_sorted(group: np.ndarray, start: np.ndarray, end: np.ndarray):
     return None if width < 0 else lanes
 
 
-def encode_blocks(event, ts, begin, track, seq, name_iid, bx, by, bz, launch, with_args: bool,
-                  flags: int) -> np.ndarray:
-    """Packets i take ts/begin/track/seq[i]; the per-block columns are read at event[i]."""
+def encode_slices(slice, begin, ts, track, seq, name_iid, args, clock_id: int, begin_flags: int,
+                  flow_field: int = 0, flows=None, flow_counts=None) -> np.ndarray:
+    """Packets i take slice/begin/ts/track/seq[i]; name_iid, flows and the args'
+    columns are per slice, read at slice[i]. `args`: objects with name_iid, kind,
+    present (or None), ints (a 1-d integer array, any width and stride), chars,
+    starts, lengths (see slice_encoder.Arg)."""
     lib = encoder()
-    arrays = [np.ascontiguousarray(event, np.int64), np.ascontiguousarray(ts, np.uint64),
-              np.ascontiguousarray(begin, np.uint8), np.ascontiguousarray(track, np.uint64),
-              np.ascontiguousarray(name_iid, np.uint64), np.ascontiguousarray(seq, np.uint64),
-              np.ascontiguousarray(bx, np.uint32), np.ascontiguousarray(by, np.uint16),
-              np.ascontiguousarray(bz, np.uint16), np.ascontiguousarray(launch, np.int64)]
-    kinds = ["int64_t*", "uint64_t*", "uint8_t*", "uint64_t*", "uint64_t*", "uint64_t*", "uint32_t*",
-             "uint16_t*", "uint16_t*", "int64_t*"]
-    ptrs = [_ptr(k, a) for k, a in zip(kinds, arrays)]
-    n = len(arrays[0])
-    size = lib.gpuobs_encode_blocks(_FFI.NULL, n, *ptrs, int(with_args), flags)
+    keep = []  # the arrays the C side reads, alive until it returns
+
+    def ptr(kind, array, dtype):
+        if array is None:
+            return _FFI.NULL
+        if array.dtype == bool and dtype == np.uint8:
+            array = array.view(np.uint8)  # the same bytes
+        array = np.ascontiguousarray(array, dtype)
+        keep.append(array)
+        return _ptr(kind, array)
+
+    s = _FFI.new("struct gpuobs_slice_packets*")
+    s.n = len(slice)
+    s.slice = ptr("int64_t*", slice, np.int64)
+    s.begin = ptr("uint8_t*", begin, np.uint8)
+    s.ts = ptr("uint64_t*", ts, np.uint64)
+    s.track = ptr("uint64_t*", track, np.uint64)
+    s.seq = ptr("uint64_t*", seq, np.uint64)
+    s.name_iid = ptr("uint64_t*", name_iid, np.uint64)
+    s.clock_id = clock_id
+    s.begin_flags = begin_flags
+    c_args = _FFI.new("struct gpuobs_arg[]", max(len(args), 1))
+    for c, a in zip(c_args, args):
+        c.name_iid = a.name_iid
+        c.kind = a.kind
+        c.present = ptr("uint8_t*", a.present, np.uint8)
+        if a.ints is not None:  # read in place, through its stride
+            c.ints = _FFI.cast("uint8_t*", a.ints.ctypes.data)
+            c.int_stride = a.ints.strides[0]
+            c.int_size = a.ints.dtype.itemsize
+            c.int_signed = a.ints.dtype.kind == "i"
+            c.at_least = -(2**63) if a.at_least is None else a.at_least
+        c.chars = ptr("uint8_t*", a.chars, np.uint8)
+        c.starts = ptr("int64_t*", a.starts, np.int64)
+        c.lengths = ptr("int64_t*", a.lengths, np.int64)
+    s.n_args = len(args)
+    s.args = c_args
+    if flow_field:
+        flows = np.asarray(flows, np.uint64).reshape(len(name_iid), -1)
+        s.flow_field = flow_field
+        s.flow_width = flows.shape[1]
+        s.flows = ptr("uint64_t*", flows, np.uint64)
+        s.flow_counts = ptr("int64_t*", flow_counts, np.int64)
+    size = lib.gpuobs_encode_slices(_FFI.NULL, s)
     out = np.empty(size, np.uint8)
-    written = lib.gpuobs_encode_blocks(_FFI.cast("uint8_t*", out.ctypes.data), n, *ptrs, int(with_args), flags)
+    written = lib.gpuobs_encode_slices(_FFI.cast("uint8_t*", out.ctypes.data), s)
     assert written == size
     return out

@@ -1,17 +1,40 @@
 """Protobuf wire encoding in bulk with numpy: millions of small messages of one
 shape (the same fields, per-row values) are laid out column by column, so no
-Python code runs per event.
+Python code runs per event. Field numbers are the named constants below, from
+the Perfetto protos (tests/test_protowire.py checks them against perfetto_trace_pb2).
 
     rows = Rows(n)
-    rows.varint_field(8, timestamps)               # optional fields take present=mask
-    rows.message_field(11, track_event_rows)
-    buf = rows.as_field(1).tobytes()               # n `Trace.packet` entries, back to back
+    rows.varint_field(PACKET_TIMESTAMP, timestamps)   # optional fields take present=mask
+    rows.message_field(PACKET_TRACK_EVENT, track_event_rows)
+    buf = rows.as_field(TRACE_PACKET).tobytes()        # n `Trace.packet` entries, back to back
 """
 from __future__ import annotations
 
 import numpy as np
 
-VARINT, LEN = 0, 2
+# Wire types.
+VARINT, FIXED64, LEN = 0, 1, 2
+
+# perfetto.protos.Trace
+TRACE_PACKET = 1                       # repeated TracePacket packet
+# perfetto.protos.TracePacket
+PACKET_TIMESTAMP = 8                   # uint64 timestamp
+PACKET_TIMESTAMP_CLOCK_ID = 58         # uint32 timestamp_clock_id
+PACKET_TRACK_EVENT = 11                # TrackEvent track_event
+PACKET_SEQUENCE_ID = 10                # uint32 trusted_packet_sequence_id
+PACKET_SEQUENCE_FLAGS = 13             # uint32 sequence_flags
+# perfetto.protos.TrackEvent
+TRACK_EVENT_TYPE = 9                   # Type type
+TRACK_EVENT_TRACK_UUID = 11            # uint64 track_uuid
+TRACK_EVENT_NAME_IID = 10              # uint64 name_iid
+TRACK_EVENT_DEBUG_ANNOTATIONS = 4      # repeated DebugAnnotation debug_annotations
+TRACK_EVENT_FLOW_IDS = 47              # repeated fixed64 flow_ids
+TRACK_EVENT_TERMINATING_FLOW_IDS = 48  # repeated fixed64 terminating_flow_ids
+# perfetto.protos.DebugAnnotation
+ANNOTATION_NAME_IID = 1                # uint64 name_iid
+ANNOTATION_BOOL_VALUE = 2              # bool bool_value
+ANNOTATION_INT_VALUE = 4               # int64 int_value
+ANNOTATION_STRING_VALUE = 6            # string string_value
 
 
 def varint_bytes(value: int) -> bytes:
@@ -35,7 +58,7 @@ def varint_matrix(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     v = np.asarray(values, dtype=np.uint64).copy()
     n = len(v)
     cols, lengths = [], np.ones(n, np.int64)
-    for i in range(10):
+    for _ in range(10):
         low = (v & np.uint64(0x7F)).astype(np.uint8)
         v >>= np.uint64(7)
         more = v != 0
@@ -94,21 +117,18 @@ class Rows:
         self._parts.append(("rows", inner, inner_len))
         return self
 
-    def bytes_field(self, field: int, blobs: list[bytes], present=None) -> "Rows":
-        """A length-delimited field with per-row bytes (a list: use for small n only)."""
-        lens = np.array([len(b) for b in blobs], np.int64)
-        if present is not None:
-            lens = np.where(present, lens, 0)
-        self._bytes_part(tag(field, LEN), present)
-        matrix, lengths = varint_matrix(lens)
+    def bytes_field(self, field: int, chars: np.ndarray, starts, lengths, present=None) -> "Rows":
+        """A length-delimited field: row i holds chars[starts[i] : starts[i] + lengths[i]]
+        (`chars` holds every value once, e.g. b"".join(values), as uint8)."""
+        lengths = np.asarray(lengths, np.int64)
         if present is not None:
             lengths = np.where(present, lengths, 0)
-        self._parts.append(("matrix", matrix, lengths))
-        width = int(lens.max()) if len(lens) else 0
-        m = np.zeros((self.n, max(width, 1)), np.uint8)
-        for i, b in enumerate(blobs):
-            m[i, : len(b)] = np.frombuffer(b, np.uint8)
-        self._parts.append(("matrix", m, lens))
+        self._bytes_part(tag(field, LEN), present)
+        matrix, size_lengths = varint_matrix(lengths)
+        if present is not None:
+            size_lengths = np.where(present, size_lengths, 0)
+        self._parts.append(("matrix", matrix, size_lengths))
+        self._parts.append(("gather", (np.asarray(chars, np.uint8), np.asarray(starts, np.int64)), lengths))
         return self
 
     def fixed64_repeated_field(self, field: int, values: np.ndarray, counts: np.ndarray) -> "Rows":
@@ -116,7 +136,7 @@ class Rows:
         values[i, :counts[i]]; `values` is an (n, k) array padded past each count."""
         values = np.asarray(values, np.uint64).reshape(self.n, -1)
         counts = np.asarray(counts, np.int64)
-        t = np.frombuffer(tag(field, 1), np.uint8)  # wire type 1: 64-bit
+        t = np.frombuffer(tag(field, FIXED64), np.uint8)
         item = len(t) + 8
         k = values.shape[1]
         m = np.zeros((self.n, max(k, 1) * item), np.uint8)
@@ -133,7 +153,7 @@ class Rows:
         return total
 
     def as_field(self, field: int) -> "Rows":
-        """These rows as field `field` of n outer messages (e.g. Trace.packet = 1)."""
+        """These rows as field `field` of n outer messages (e.g. TRACE_PACKET)."""
         return Rows(self.n).message_field(field, self)
 
     def write_into(self, out: np.ndarray, offsets: np.ndarray, active: np.ndarray | None = None) -> None:
@@ -146,6 +166,8 @@ class Rows:
                 data.write_into(out, pos, lengths > 0 if active is None else active & (lengths > 0))
             elif kind == "const":
                 _scatter_const(out, pos, data, lengths)
+            elif kind == "gather":
+                _scatter_gather(out, pos, *data, lengths)
             else:
                 _scatter_matrix(out, pos, data, lengths)
             pos += lengths
@@ -173,6 +195,10 @@ def _scatter_const(out, pos, data, lengths) -> None:
     present = lengths > 0
     for k in range(len(data)):
         out[pos[present] + k] = data[k]
+
+
+def _scatter_gather(out, pos, chars, starts, lengths) -> None:
+    out[_byte_positions(pos, lengths)] = chars[_byte_positions(starts, lengths)]
 
 
 def _scatter_matrix(out, pos, data, lengths) -> None:

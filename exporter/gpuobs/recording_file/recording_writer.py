@@ -109,6 +109,12 @@ class RecordingWriter:
     def api_calls(self, calls: np.ndarray):
         self._chunk(ChunkType.API_CALLS, np.ascontiguousarray(calls, schema.dtype("gpuobs_api_call")).tobytes())
 
+    def notice(self, *, code: int, text: str, device_index=0xFFFFFFFF, monotonic_ns=0):
+        t = text.encode()
+        info = _one("gpuobs_notice", device_index=device_index, code=int(code), monotonic_ns=monotonic_ns,
+                    text_len=len(t))
+        self._chunk(ChunkType.NOTICE, info.tobytes() + t)
+
     def end(self, *, end_monotonic_ns=0, flushes=0, launches=0, events=0):
         info = _one("gpuobs_end_info", end_monotonic_ns=end_monotonic_ns, flushes=flushes,
                     launches=launches, events=events)
@@ -192,6 +198,10 @@ def copy_recording(rec, target, keep_flush: np.ndarray | None = None, keep_launc
         orphans = (rec.launch_flushes == UNFLUSHED) & keep_launch  # listed after the last flush
         if all_flushes and orphans.any():
             w.launches(rec.launches[orphans])
+        for n in rec.notices:  # what the tool could not record stays said in any part of the run
+            code = schema.NoticeCode[n.code.upper()] if n.code.upper() in schema.NoticeCode.__members__ else \
+                int(n.code[len("code"):])
+            w.notice(code=code, text=n.text, device_index=n.device_index, monotonic_ns=n.monotonic_ns)
         for api_id, name in rec.api_names.items():
             w.api_name(api_id, name)
         calls = rec.api_calls

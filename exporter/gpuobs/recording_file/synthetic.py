@@ -60,10 +60,13 @@ FUNCTION_NAMES = [
 def write_block_trace_recording(path, n_launches: int = 12, blocks_per_launch: int = 1024,
                                 sm_count: int = 132, seed: int = 0, dropped: int = 0,
                                 clock_offset_ns: int | None = 568_000, device_name: str = "NVIDIA H200",
-                                unrecorded_launches: int = 0):
+                                unrecorded_launches: int = 0, edit_events=None):
     """A complete block_trace recording; clock samples bracket the device clock when
-    clock_offset_ns is given (device = host + offset, within a few microseconds)."""
+    clock_offset_ns is given (device = host + offset, within a few microseconds).
+    edit_events(events), when given, changes the events in place before they are written."""
     ev, launches = block_trace_events(n_launches, blocks_per_launch, sm_count, seed=seed)
+    if edit_events is not None:
+        edit_events(ev)
     if dropped:
         ev = ev[: len(ev) - dropped]
     with RecordingWriter(path) as w:

@@ -1,0 +1,191 @@
+"""The one slice encoder: its C and numpy paths write the same bytes, and every
+slice decodes back as written, however slices touch, nest or have no length."""
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+import gpuobs
+from gpuobs.perfetto_export import native_encoder
+from gpuobs.perfetto_export.export import ExportOptions, export
+from gpuobs.perfetto_export.lanes import assign_lanes, lane_tracks
+from gpuobs.perfetto_export.slice_encoder import Slices, write_slices
+from gpuobs.perfetto_export.trace_writer import SEQ_CLEARED, TraceWriter
+from gpuobs.recording_file import synthetic
+
+from .trace_decode import decode
+
+HAVE_C = native_encoder.encoder() is not None
+PATHS = ["c", "numpy"] if HAVE_C else ["numpy"]
+BASE = 1_732_000_000_000_000_000  # REALTIME-sized timestamps: varints of 9 bytes
+
+
+@contextmanager
+def path(name):
+    """Runs the encoder and lane assigner on one path: "c" or "numpy"."""
+    original = native_encoder.encoder
+    if name == "numpy":
+        native_encoder.encoder = lambda: None
+    try:
+        yield
+    finally:
+        native_encoder.encoder = original
+
+
+# Slices as (group, start, length), on a small time range so that equal starts,
+# equal ends, identical, touching, nested and zero-length slices are common.
+slice_lists = st.lists(
+    st.tuples(st.integers(0, 2), st.integers(0, 12), st.sampled_from([0, 0, 1, 2, 3, 5, 8])), min_size=1, max_size=40
+)
+
+
+def write_trace(out: Path, slices_in) -> tuple[bytes, np.ndarray]:
+    """slices_in as a trace: a lane track per (group, lane), named slices with
+    every kind of argument and flows. Returns the bytes and each slice's track."""
+    group = np.array([g for g, _, _ in slices_in], np.int64)
+    start = np.array([BASE + 100 * s for _, s, _ in slices_in], np.uint64)
+    end = start + np.array([100 * d for _, _, d in slices_in], np.uint64)
+    w = TraceWriter()
+    tracks = lane_tracks(group, start, end, lambda g: w.track(f"group {g}", merge_key=f"group-{g}"))
+    seq = w.new_sequence()
+    first = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_CLEARED)
+    n = len(slices_in)
+    for i in range(n):
+        first.interned_data.event_names.add(iid=i + 1, name=f"slice {i}")
+    for iid, name in enumerate(["index", "negative", "text", "odd", "mark", "narrow", "small"], start=1):
+        first.interned_data.debug_annotation_names.add(iid=iid, name=name)
+    w.packet(first)
+    i = np.arange(n)
+    s = Slices(tracks.of_slice, start, end, i + 1)
+    s.int_arg(1, i).int_arg(2, -i - 2**40).string_arg(3, [b"x" * (j % 4) + b"!" for j in range(n)])
+    s.choice_arg(4, [b"even", b"odd"], i % 2, present=i % 3 != 0).bool_arg(5, present=i % 2 == 0)
+    s.flows_out(np.stack([i + 1, i + 1001], axis=1), i % 3)
+    records = np.zeros(n, [("pad", np.uint8), ("narrow", np.uint16), ("small", np.int8)])  # strided columns
+    records["narrow"], records["small"] = 65535 - i, -i
+    s.int_arg(6, records["narrow"]).int_arg(7, records["small"], present=i > 0, at_least=-20)
+    write_slices(w, s, seq, clock_id=pb.BUILTIN_CLOCK_REALTIME)
+    w.save(out)
+    return out.read_bytes(), tracks.of_slice
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(slice_lists)
+@example([(0, 10, 1), (0, 10, 0)])  # the issue: a 0-ns event on the same thread as a longer one...
+@example([(0, 10, 2), (0, 11, 0)])  # ...inside it
+@example([(0, 3, 0), (0, 3, 0), (0, 3, 2), (0, 1, 2), (0, 5, 0)])  # identical, touching at both ends
+def test_both_paths_write_the_same_valid_slices(tmp_path, slices_in):
+    written = {}
+    for name in PATHS:
+        with path(name):
+            written[name] = write_trace(tmp_path / f"{name}.pftrace", slices_in)
+    data, tracks = written["numpy"]
+    if HAVE_C:
+        np.testing.assert_array_equal(written["c"][1], tracks)  # the same lanes
+        assert written["c"][0] == data
+    d = decode(tmp_path / "numpy.pftrace")
+    assert d.problems == []
+    got = Counter((d.tracks[t].name, name, s, e) for t, name, s, e, _ in d.slices)
+    want = Counter(
+        (f"group {g}", f"slice {i}", BASE + 100 * s, BASE + 100 * (s + dur)) for i, (g, s, dur) in enumerate(slices_in)
+    )
+    assert got == want
+    by_name = {name: args for _, name, _, _, args in d.slices}
+    for i in range(len(slices_in)):
+        args = by_name[f"slice {i}"]
+        expected = {"index": i, "negative": -i - 2**40, "text": "x" * (i % 4) + "!", "narrow": 65535 - i}
+        if 0 < i <= 20:
+            expected["small"] = -i
+        if i % 3:
+            expected["odd"] = "odd" if i % 2 else "even"
+        if i % 2 == 0:
+            expected["mark"] = True
+        assert args == expected
+    assert sorted(d.flows_out) == sorted(f for i in range(len(slices_in)) for f in (i + 1, i + 1001)[: i % 3])
+
+
+def test_a_zero_length_slice_nests_beside_every_slice_that_contains_it():
+    # [10, 20] with zero-length slices at its start, inside, at its end; one touching slice after it
+    start = np.array([10, 10, 15, 20, 20, 20], np.uint64)
+    end = np.array([20, 10, 15, 20, 30, 20], np.uint64)
+    for name in PATHS:
+        with path(name):
+            lane = assign_lanes(np.zeros(6, np.int64), start, end)
+        assert lane[4] == lane[0]  # touching slices share a lane
+        assert lane[1] != lane[0] and lane[2] != lane[0] and lane[3] != lane[0]  # points of [10, 20]
+        assert lane[3] != lane[4] and lane[3] != lane[5]  # the start of [20, 30], and another point at 20
+
+
+def test_blocks_with_zero_length_and_equal_times_export_identically_on_both_paths(tmp_path):
+    def odd_timings(ev):
+        ev["time_end"][::5] = ev["time_start"][::5]  # zero-length blocks
+        ev["time_start"][1::7] = ev["time_start"][0::7][: len(ev[1::7])]  # equal starts (the same SM)
+        ev["time_end"][2::9] = ev["time_start"][2::9] - 1  # ends before starts: drawn as zero-length
+
+    rec = gpuobs.load(
+        synthetic.write_block_trace_recording(
+            tmp_path / "r.gpuobs", n_launches=2, blocks_per_launch=96, sm_count=4, seed=5, edit_events=odd_timings
+        )
+    )
+    ev = rec.events
+    for opts in (ExportOptions(), ExportOptions(clock="device")):
+        for name in PATHS:
+            with path(name):
+                export([rec], tmp_path / f"{name}.pftrace", opts)
+        if HAVE_C:
+            assert (tmp_path / "c.pftrace").read_bytes() == (tmp_path / "numpy.pftrace").read_bytes()
+        d = decode(tmp_path / "numpy.pftrace")
+        assert d.problems == []
+        blocks = sorted((s, e) for track, _, s, e, _ in d.slices if d.tracks[track].name.startswith("SM "))
+        assert blocks == sorted(zip(ev["time_start"].tolist(), np.maximum(ev["time_end"], ev["time_start"]).tolist()))
+
+
+def test_zero_length_host_event_inside_another_on_both_paths(tmp_path, block_recording):
+    """Issue 19: a 0-ns profiler mark inside a 100-ns op on the same thread lost its
+    BEGIN (C path) or cut the op short at the mark (numpy path)."""
+    base = 1_732_000_000_000_000_000
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "outer", "pid": 1, "tid": 2, "ts": 1.0, "dur": 0.1},
+        {"ph": "X", "cat": "user_annotation", "name": "mark", "pid": 1, "tid": 2, "ts": 1.05, "dur": 0},
+    ]
+    prof = tmp_path / "prof.json"
+    prof.write_text(json.dumps({"schemaVersion": 1, "baseTimeNanoseconds": base, "traceEvents": events}))
+    exporter = str(Path(gpuobs.__file__).parents[1])
+    for pure in ("0", "1"):
+        env = dict(
+            os.environ,
+            GPUOBS_PURE_PYTHON=pure,
+            PYTHONPATH=os.pathsep.join([exporter, os.environ.get("PYTHONPATH", "")]),
+        )
+        out = tmp_path / f"t{pure}.pftrace"
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "gpuobs",
+                "export",
+                str(block_recording),
+                "--host",
+                str(prof),
+                "--clock",
+                "device",
+                "-o",
+                str(out),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 0, proc.stderr
+        d = decode(out)
+        assert d.problems == []
+        host = {name: (s - base, e - base) for _, name, s, e, _ in d.slices if name in ("outer", "mark")}
+        assert host == {"outer": (1000, 1100), "mark": (1050, 1050)}
