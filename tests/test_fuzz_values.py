@@ -165,7 +165,7 @@ pick = st.tuples(st.integers(0, 10**6), st.integers(0, 3), st.integers(0, 10**6)
                  st.one_of(st.sampled_from(EDGES), st.integers(0, 2**64 - 1)))
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(picks=st.lists(pick, max_size=3), drop=st.lists(st.integers(0, 10**6), max_size=2))
 def test_hostile_values_fail_cleanly_in_every_command(tmp_path, picks, drop):
     path = tmp_path / "h.gpuobs"

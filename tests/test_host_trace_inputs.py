@@ -248,7 +248,7 @@ def export_in_process(tmp_path, recording, host):
     return r
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(changes=st.lists(st.tuples(st.integers(0, 5), st.sampled_from(FIELDS + ["args." + a for a in ARGS]), ANY),
                         max_size=4),
        base=st.one_of(st.just(BASE), ANY))
@@ -282,7 +282,7 @@ def nsys_original(tmp_path_factory):
     return nsys_db(tmp_path_factory.mktemp("nsys"), loose=True)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(changes=st.lists(st.tuples(st.sampled_from(sorted(COLUMNS)), st.integers(0, 100), st.integers(0, 20), CELLS),
                         min_size=1, max_size=4))
 def test_fuzzed_nsys_exports_export_or_say_why(tmp_path, small_recording, nsys_original, changes):
