@@ -7,7 +7,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 NATIVE_DIRS = ("schemas", "tool", "device_patches")
-NATIVE_SUFFIXES = {".h", ".hpp", ".cpp", ".cu", ".md", ".txt"}
+NATIVE_SUFFIXES = {".h", ".hpp", ".cpp", ".cu", ".md", ".txt", ".mk"}  # build.mk: the sources and flags
 
 
 class BuildPyWithNative(build_py):

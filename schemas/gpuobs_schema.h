@@ -274,7 +274,7 @@ typedef struct gpuobs_flush_info {
     uint64_t attempted;         /* sum of stripe claims */
     uint64_t recorded;          /* claims that got a slot: attempted - dropped */
     uint64_t dropped;           /* claims that found the stripe full: counted, never silent */
-    uint64_t filtered;          /* recorded events left out by the host kernel filter */
+    uint64_t filtered;          /* recorded events left out by the host kernel filter (or by gpuobs trim) */
     uint64_t host_time_ns;      /* CLOCK_MONOTONIC at the flush */
     uint64_t unattributed;      /* counts in launch-counter slots of no known launch */
     uint64_t unmatched_exit_threads; /* block_trace: exiting threads that found no event to stamp */

@@ -209,3 +209,25 @@ def test_native_and_numpy_lanes_agree():
     finally:
         native_encoder.encoder = original
     np.testing.assert_array_equal(native, numpy_lanes)
+
+
+def test_kernel_slices_say_how_their_launch_was_listed(tmp_path):
+    """A grid launched from the device and a graph node listed from its exec's node
+    table carry an argument saying so; plain launches carry neither."""
+    ev, launches = synthetic.block_trace_events(3, 50, sm_count=8)
+    launches["flags"][1] = schema.LaunchFlag.FROM_DEVICE
+    launches["flags"][2] = schema.LaunchFlag.GRAPH_NODE | schema.LaunchFlag.FROM_NODE_TABLE
+    launches["graph_launch_id"][2] = 9
+    path = tmp_path / "listed.gpuobs"
+    with RecordingWriter(path) as w:
+        w.device(name="NVIDIA H200", sm_count=8)
+        for slot, (mangled, demangled) in enumerate(synthetic.FUNCTION_NAMES):
+            w.function(function_slot=slot, mangled=mangled, demangled=demangled)
+        w.launches(launches)
+        w.flush(attempted=len(ev), recorded=len(ev), dropped=0)
+        w.events(ev)
+    d = decode(export_to(tmp_path / "listed.pftrace", [gpuobs.load(path)]))
+    kernels = sorted((args["launch"], args) for _t, _n, _s, _e, args in d.slices if "grid" in args)
+    assert [("launched_from_device" in a, "listed_from_node_table" in a) for _l, a in kernels] == [
+        (False, False), (True, False), (False, True)]
+    assert kernels[2][1]["graph_replay"] == 9

@@ -118,3 +118,27 @@ def test_the_tools_writer_is_read_by_the_python_reader(tmp_path):
     second = subprocess.run([str(exe), str(out)], capture_output=True, text=True, check=True).stdout.strip()
     assert second != str(out) and second.startswith(str(tmp_path / "tool.")) and second.endswith(".gpuobs")
     assert gpuobs.load(second).complete
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+def test_the_makefile_builds_what_gpuobs_build_builds(native, tmp_path):
+    """tool/Makefile and `gpuobs build` read one list of sources and flags
+    (tool/build.mk): the same compiler commands, and the Makefile's tool loads."""
+    from gpuobs.native_sources import native_root
+    from gpuobs.record.native_build import tool_compile_command
+
+    tc = find_toolchain()
+    cuda_home = Path(tc.cuda_include).parent
+    make = ["make", "-C", str(native_root() / "tool"), f"OUT={tmp_path}", f"CXX={tc.cxx}", f"NVCC={tc.nvcc}",
+            f"CUDA_HOME={cuda_home}", f"SANITIZER_DIR={tc.sanitizer_dir}"]
+    planned = subprocess.run([*make, "-n"], capture_output=True, text=True, check=True).stdout
+    ours = tool_compile_command(tc, tmp_path / "libgpuobs_tool.so")
+    for word in ours[1:]:
+        if word.startswith("/") and not word.endswith(".so"):
+            word = Path(word).name  # the Makefile names sources relative to tool/
+        assert word.split("/")[-1] in planned, word
+    built = subprocess.run([*make, str(tmp_path / "libgpuobs_tool.so")], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    proc = subprocess.run([sys.executable, "-c", "print('ran')"], capture_output=True, text=True,
+                          env=dict(os.environ, LD_PRELOAD=str(tmp_path / "libgpuobs_tool.so"), GPUOBS_MODE="off"))
+    assert proc.returncode == 0 and proc.stdout == "ran\n", proc.stderr

@@ -166,7 +166,8 @@ def record(
     sample_shift: int = typer.Option(schema.DEFAULT_SAMPLE_SHIFT, "--sample-shift", metavar="N",
                                      help=f"mem_sampled keeps 1 access in 2^N (0..{schema.MAX_SAMPLE_SHIFT})"),
     capacity: int = typer.Option(schema.DEFAULT_CAPACITY, "--capacity", metavar="N",
-                                 help="event records per CUDA context (64 B each)"),
+                                 help="event records per CUDA context, 64 B each: the tool takes N x 64 B + 20 MiB "
+                                      "of device memory per context (84 MiB at the default, 1,048,576)"),
     kernels: str = typer.Option("", "--kernels", metavar="REGEX",
                                 help="keep only events of kernels whose name matches this regex"),
     output: Path = typer.Option(DEFAULT_RECORDING, "-o", "--output", metavar="FILE", help="recording to write"),

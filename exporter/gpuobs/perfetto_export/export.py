@@ -25,7 +25,7 @@ from .trace_writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
 
 KERNEL_ARGS = ["launch", "grid", "block_dim", "stream", "blocks_recorded", "blocks_dropped", "counted",
                "count_shared_by", "graph_replay", "raced_flush", "uninstrumented_ns", "instrumentation_cost",
-               "ends_unconfirmed"]
+               "ends_unconfirmed", "launched_from_device", "listed_from_node_table"]
 
 
 class ExportError(Exception):
@@ -409,6 +409,10 @@ def _kernel_slice_table(g: GpuExport, timed, start, end, track) -> Slices:
     s.int_arg(arg["graph_replay"], launch["graph_launch_id"].astype(np.int64), present=graph)
     s.int_arg(arg["ends_unconfirmed"], table.ends_unconfirmed[timed], at_least=1)
     s.bool_arg(arg["raced_flush"], present=raced)
+    # A grid a kernel launched (listed from its records; its sizes are what they show), and a
+    # graph replay's node listed from its exec's learned node table (no per-node callback ran).
+    s.bool_arg(arg["launched_from_device"], present=(launch["flags"] & schema.LaunchFlag.FROM_DEVICE) != 0)
+    s.bool_arg(arg["listed_from_node_table"], present=(launch["flags"] & schema.LaunchFlag.FROM_NODE_TABLE) != 0)
     if host_dur:  # the same launch in a separate, uninstrumented run (--host)
         unins = np.array([host_dur.get(int(x), -1) for x in timed], np.int64)
         has = unins > 0

@@ -14,13 +14,23 @@ from pathlib import Path
 from ..native_cache import cache_root, cached_build
 from ..native_sources import native_root
 
-# SASS for every architecture CUDA 13 targets that gpuobs claims, plus PTX of the
-# newest so that a future GPU can JIT the patches.
-PATCH_ARCHS = ("75", "80", "86", "89", "90", "100", "120")
-PTX_ARCH = "120"
-TOOL_SOURCES = ("gpuobs_tool.cpp", "context_state.cpp", "config.cpp", "recording_file.cpp",
-                "sanitizer_api.cpp", "cuda_driver.cpp", "api_trace.cpp", "notice.cpp",
-                "graph_table.cpp", "kernel_filter.cpp")
+BUILD_SETTINGS = "build.mk"  # in tool/: the sources and flags, shared with tool/Makefile
+
+
+def build_settings() -> dict[str, tuple[str, ...]]:
+    """tool/build.mk's `NAME := words` lines."""
+    settings = {}
+    for line in (native_root() / "tool" / BUILD_SETTINGS).read_text().splitlines():
+        name, sep, words = line.partition(":=")
+        if sep and not line.lstrip().startswith("#"):
+            settings[name.strip()] = tuple(words.split())
+    return settings
+
+
+_SETTINGS = build_settings()
+PATCH_ARCHS = _SETTINGS["PATCH_ARCHS"]
+PTX_ARCH = _SETTINGS["PTX_ARCH"][0]
+TOOL_SOURCES = _SETTINGS["TOOL_SOURCES"]
 
 
 TOOL_NAME, PATCHES_NAME, PROBE_NAME = "libgpuobs_tool.so", "gpuobs_patches.fatbin", "gpuobs_clock_probe.fatbin"
@@ -116,7 +126,7 @@ def _source_hash(tc: Toolchain) -> str:
     h = hashlib.sha256()
     for sub in ("schemas", "tool", "device_patches"):
         for path in sorted((root / sub).glob("*")):
-            if path.suffix in {".h", ".cpp", ".cu"}:
+            if path.suffix in {".h", ".cpp", ".cu"} or path.name == BUILD_SETTINGS:
                 h.update(path.name.encode())
                 h.update(path.read_bytes())
     h.update(f"{tc.nvcc}|{tc.cxx}|{tc.sanitizer_dir}|{PATCH_ARCHS}".encode())
@@ -139,7 +149,7 @@ def _gencode_flags(archs=PATCH_ARCHS) -> list[str]:
 def patch_compile_command(tc: Toolchain, out: Path, archs=PATCH_ARCHS, source: Path | None = None) -> list[str]:
     """The patches' build; `source` replaces gpuobs_patches.cu (benchmarks build variants of it)."""
     root = native_root()
-    return [tc.nvcc, "--fatbin", "--keep-device-functions", "-Xptxas", "--compile-as-tools-patch", "-O3",
+    return [tc.nvcc, *_SETTINGS["PATCH_NVCCFLAGS"],
             f"-I{root / 'schemas'}", f"-I{tc.sanitizer_include}", *_gencode_flags(archs),
             "-o", str(out), str(source or root / "device_patches" / "gpuobs_patches.cu")]
 
@@ -155,18 +165,17 @@ def patch_ptx_command(tc: Toolchain, out: Path, arch: str = "90", source: Path |
 
 def probe_compile_command(tc: Toolchain, out: Path) -> list[str]:
     root = native_root()
-    return [tc.nvcc, "--fatbin", "-O3", *_gencode_flags(), "-o", str(out),
+    return [tc.nvcc, *_SETTINGS["PROBE_NVCCFLAGS"], *_gencode_flags(), "-o", str(out),
             str(root / "device_patches" / "gpuobs_clock_probe.cu")]
 
 
 def tool_compile_command(tc: Toolchain, out: Path) -> list[str]:
     root = native_root()
     from .. import __version__
-    return [tc.cxx, "-shared", "-fPIC", "-O2", "-std=c++17", "-Wall", "-Wextra", "-Wno-unused-parameter",
-            "-fvisibility=hidden", f'-DGPUOBS_TOOL_VERSION="gpuobs-tool {__version__}"',
+    return [tc.cxx, *_SETTINGS["TOOL_CXXFLAGS"], f'-DGPUOBS_TOOL_VERSION="gpuobs-tool {__version__}"',
             f"-I{root / 'schemas'}", f"-I{tc.sanitizer_include}", f"-I{tc.cuda_include}",
             *[str(root / "tool" / s) for s in TOOL_SOURCES],
-            "-o", str(out), "-ldl", "-lpthread"]
+            "-o", str(out), *_SETTINGS["TOOL_LIBS"]]
 
 
 def build(force: bool = False, progress=None) -> NativeBuild:

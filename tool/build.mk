@@ -1,0 +1,15 @@
+# The native build's one list of sources and flags. Read by tool/Makefile and by
+# exporter/gpuobs/record/native_build.py (`gpuobs build`), so both build the same thing.
+# One setting a line: NAME := words.
+
+# The injected host tool (a shared library).
+TOOL_SOURCES := gpuobs_tool.cpp context_state.cpp config.cpp recording_file.cpp sanitizer_api.cpp cuda_driver.cpp api_trace.cpp notice.cpp graph_table.cpp kernel_filter.cpp
+TOOL_CXXFLAGS := -shared -fPIC -O2 -std=c++17 -Wall -Wextra -Wno-unused-parameter -fvisibility=hidden
+TOOL_LIBS := -ldl -lpthread
+
+# The device patches and the tool's own kernels: SASS for every architecture CUDA 13
+# targets that gpuobs claims, plus PTX of the newest so that a future GPU can JIT them.
+PATCH_ARCHS := 75 80 86 89 90 100 120
+PTX_ARCH := 120
+PATCH_NVCCFLAGS := --fatbin --keep-device-functions -Xptxas --compile-as-tools-patch -O3
+PROBE_NVCCFLAGS := --fatbin -O3
