@@ -1,5 +1,6 @@
 """Ships the native sources (schema header, host tool, device patches) inside the
 Python package, so `gpuobs record` can build them on a GPU machine from any install."""
+
 import pathlib
 import shutil
 

@@ -4,6 +4,7 @@ event), side by side in one run. Peak memory is the process's max RSS growth.
 
     python benchmarks/export_speed.py [--naive-sample 100000]
 """
+
 import argparse
 import resource
 import sys
@@ -14,8 +15,8 @@ from pathlib import Path
 import numpy as np
 
 import gpuobs
-from gpuobs.recording_file import synthetic
 from gpuobs.perfetto_export.export import ExportOptions, export
+from gpuobs.recording_file import synthetic
 
 
 def rss_mb() -> float:
@@ -25,6 +26,7 @@ def rss_mb() -> float:
 def naive_export(rec, out, limit):
     """One protobuf message per begin/end, named by string, absolute timestamps."""
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
     ev = rec.events[:limit]
     trace = pb.Trace()
     tracks = {}

@@ -3,14 +3,15 @@
 
     python benchmarks/fuzz_reader.py --cases 10000
 """
+
 import argparse
 import random
 import tempfile
 from pathlib import Path
 
 import gpuobs
-from gpuobs.recording_file import synthetic
 from gpuobs.errors import RecordingError
+from gpuobs.recording_file import synthetic
 
 
 def main():

@@ -10,6 +10,7 @@ than --max-json-ratio (--max-sqlite-ratio) times the input's size, or more than
 
     python benchmarks/host_trace_scale.py [--json-mb 216] [--sqlite-mb 54] [--max-seconds 120]
 """
+
 import argparse
 import json
 import os
@@ -31,30 +32,69 @@ from tests.nsys_fixture import SCHEMA, global_tid  # noqa: E402
 BASE = 1_790_857_026_000_000_000
 KERNEL_NAMES = [f"void at::native::elementwise_kernel<128, 4, gpu_kernel_impl_{i}>(int, Op)" for i in range(40)]
 OPS = ["aten::mm", "aten::add", "aten::silu", "aten::mul", "aten::copy_", "aten::empty", "aten::linear"]
-LOAD = ("import sys; from gpuobs.host_traces.nsys import load_host_trace; h = load_host_trace(sys.argv[1]); "
-        "print(len(h.events), len(h.kernels))")
+LOAD = (
+    "import sys; from gpuobs.host_traces.nsys import load_host_trace; h = load_host_trace(sys.argv[1]); "
+    "print(len(h.events), len(h.kernels))"
+)
 
 
 def kineto_json(path: Path, megabytes: float) -> int:
     """A Kineto-shaped trace: per step a CPU op, its launch call, the kernel, and the flow pair."""
     events, size, step = 0, 0, 0
     with open(path, "w") as fh:
-        fh.write('{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H200", "numSms": 132}],\n'
-                 '"traceEvents": [\n')
+        fh.write(
+            '{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H200", "numSms": 132}],\n'
+            '"traceEvents": [\n'
+        )
         first = True
         while size < megabytes * 1e6:
             t = step * 20.0
             name = KERNEL_NAMES[step % len(KERNEL_NAMES)]
             batch = [
-                {"ph": "X", "cat": "cpu_op", "name": OPS[step % len(OPS)], "pid": 803, "tid": 803, "ts": t,
-                 "dur": 12.5, "args": {"External id": step, "Record function id": 0, "Ev Idx": step}},
-                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 803, "tid": 803,
-                 "ts": t + 1.0, "dur": 4.2, "args": {"External id": step, "cbid": 211, "correlation": step}},
-                {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": t + 6.0, "dur": 9.1,
-                 "args": {"External id": step, "queued": 0, "device": 0, "context": 1, "stream": 7,
-                          "correlation": step, "registers per thread": 32, "shared memory": 0,
-                          "blocks per SM": 3.2, "warps per SM": 12.9, "grid": [424, 1, 1], "block": [128, 1, 1],
-                          "est. achieved occupancy %": 100}},
+                {
+                    "ph": "X",
+                    "cat": "cpu_op",
+                    "name": OPS[step % len(OPS)],
+                    "pid": 803,
+                    "tid": 803,
+                    "ts": t,
+                    "dur": 12.5,
+                    "args": {"External id": step, "Record function id": 0, "Ev Idx": step},
+                },
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "pid": 803,
+                    "tid": 803,
+                    "ts": t + 1.0,
+                    "dur": 4.2,
+                    "args": {"External id": step, "cbid": 211, "correlation": step},
+                },
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": name,
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": t + 6.0,
+                    "dur": 9.1,
+                    "args": {
+                        "External id": step,
+                        "queued": 0,
+                        "device": 0,
+                        "context": 1,
+                        "stream": 7,
+                        "correlation": step,
+                        "registers per thread": 32,
+                        "shared memory": 0,
+                        "blocks per SM": 3.2,
+                        "warps per SM": 12.9,
+                        "grid": [424, 1, 1],
+                        "block": [128, 1, 1],
+                        "est. achieved occupancy %": 100,
+                    },
+                },
                 {"ph": "s", "id": step, "pid": 803, "tid": 803, "ts": t + 1.0, "cat": "ac2g", "name": "ac2g"},
                 {"ph": "f", "id": step, "pid": 0, "tid": 7, "ts": t + 6.0, "cat": "ac2g", "name": "ac2g", "bp": "e"},
             ]
@@ -81,17 +121,40 @@ def nsys_sqlite(path: Path, megabytes: float) -> int:
     rows, batch = 0, 20_000
     while path.stat().st_size < megabytes * 1e6:
         steps = range(rows, rows + batch)
-        db.executemany("insert into CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, contextId, streamId, "
-                       "correlationId, globalPid, demangledName, shortName, gridX, gridY, gridZ, blockX, blockY, "
-                       "blockZ, gridId) values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                       [(s * 20_000 + 6_000, s * 20_000 + 15_100, 0, 1, 7, s, global_tid(803, 0),
-                         names[KERNEL_NAMES[s % len(KERNEL_NAMES)]], names[KERNEL_NAMES[s % len(KERNEL_NAMES)]],
-                         424, 1, 1, 128, 1, 1, s + 1) for s in steps])
-        db.executemany("insert into CUPTI_ACTIVITY_KIND_RUNTIME values (?,?,?,?,?,?,?,?)",
-                       [(s * 20_000 + 1_000, s * 20_000 + 5_200, 0, gtid, s, names["cudaLaunchKernel"], 0, 0)
-                        for s in steps])
-        db.executemany("insert into NVTX_EVENTS (start, end, eventType, text, globalTid) values (?,?,?,?,?)",
-                       [(s * 20_000, s * 20_000 + 12_500, 59, OPS[s % len(OPS)], gtid) for s in steps])
+        db.executemany(
+            "insert into CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, contextId, streamId, "
+            "correlationId, globalPid, demangledName, shortName, gridX, gridY, gridZ, blockX, blockY, "
+            "blockZ, gridId) values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [
+                (
+                    s * 20_000 + 6_000,
+                    s * 20_000 + 15_100,
+                    0,
+                    1,
+                    7,
+                    s,
+                    global_tid(803, 0),
+                    names[KERNEL_NAMES[s % len(KERNEL_NAMES)]],
+                    names[KERNEL_NAMES[s % len(KERNEL_NAMES)]],
+                    424,
+                    1,
+                    1,
+                    128,
+                    1,
+                    1,
+                    s + 1,
+                )
+                for s in steps
+            ],
+        )
+        db.executemany(
+            "insert into CUPTI_ACTIVITY_KIND_RUNTIME values (?,?,?,?,?,?,?,?)",
+            [(s * 20_000 + 1_000, s * 20_000 + 5_200, 0, gtid, s, names["cudaLaunchKernel"], 0, 0) for s in steps],
+        )
+        db.executemany(
+            "insert into NVTX_EVENTS (start, end, eventType, text, globalTid) values (?,?,?,?,?)",
+            [(s * 20_000, s * 20_000 + 12_500, 59, OPS[s % len(OPS)], gtid) for s in steps],
+        )
         db.commit()
         rows += batch
     db.close()
@@ -102,8 +165,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json-mb", type=float, default=216)
     ap.add_argument("--sqlite-mb", type=float, default=54)
-    ap.add_argument("--max-json-ratio", type=float, default=2.0,
-                    help="limit: peak memory above the baseline, in multiples of a JSON input's size")
+    ap.add_argument(
+        "--max-json-ratio",
+        type=float,
+        default=2.0,
+        help="limit: peak memory above the baseline, in multiples of a JSON input's size",
+    )
     ap.add_argument("--max-sqlite-ratio", type=float, default=8.0, help="the same for an SQLite input")
     ap.add_argument("--max-seconds", type=float, default=120)
     args = ap.parse_args()
@@ -115,27 +182,38 @@ def main():
         export = [sys.executable, "-m", "gpuobs", "export", str(rec), "-f"]
         baseline = measure(export + ["-o", str(tmp / "base.pftrace")], env)
         assert baseline.returncode == 0, baseline.output
-        print(f"baseline (export of a small recording, no --host): {baseline.seconds:.1f} s, "
-              f"{baseline.peak_mb:.0f} MB peak\n")
+        print(
+            f"baseline (export of a small recording, no --host): {baseline.seconds:.1f} s, "
+            f"{baseline.peak_mb:.0f} MB peak\n"
+        )
         print("| input | MB | events | step | s | peak MB | (peak - baseline) / input |")
         print("|---|---|---|---|---|---|---|")
-        for kind, make, mb, limit in (("Kineto JSON", kineto_json, args.json_mb, args.max_json_ratio),
-                                      ("nsys SQLite", nsys_sqlite, args.sqlite_mb, args.max_sqlite_ratio)):
+        for kind, make, mb, limit in (
+            ("Kineto JSON", kineto_json, args.json_mb, args.max_json_ratio),
+            ("nsys SQLite", nsys_sqlite, args.sqlite_mb, args.max_sqlite_ratio),
+        ):
             host = tmp / ("prof.json" if "JSON" in kind else "run.sqlite")
             events = make(host, mb)
             size = host.stat().st_size / 2**20
-            for step, cmd in (("load", [sys.executable, "-c", LOAD, str(host)]),
-                              ("export", export + ["--host", str(host), "-o", str(tmp / "t.pftrace")])):
+            for step, cmd in (
+                ("load", [sys.executable, "-c", LOAD, str(host)]),
+                ("export", export + ["--host", str(host), "-o", str(tmp / "t.pftrace")]),
+            ):
                 run = measure(cmd, env)
                 if run.returncode != 0:
                     failed.append(f"{kind} {step} failed: {run.output[-2000:]}")
                     continue
                 ratio = (run.peak_mb - baseline.peak_mb) / size
-                print(f"| {kind} | {size:.0f} | {events:,} | {step} | {run.seconds:.1f} | {run.peak_mb:.0f} | "
-                      f"{ratio:.2f} |", flush=True)
+                print(
+                    f"| {kind} | {size:.0f} | {events:,} | {step} | {run.seconds:.1f} | {run.peak_mb:.0f} | "
+                    f"{ratio:.2f} |",
+                    flush=True,
+                )
                 if ratio > limit:
-                    failed.append(f"{kind} {step}: peak {run.peak_mb:.0f} MB is {ratio:.2f}x the input above the "
-                                  f"baseline (limit {limit}x)")
+                    failed.append(
+                        f"{kind} {step}: peak {run.peak_mb:.0f} MB is {ratio:.2f}x the input above the "
+                        f"baseline (limit {limit}x)"
+                    )
                 if run.seconds > args.max_seconds:
                     failed.append(f"{kind} {step}: {run.seconds:.0f} s (limit {args.max_seconds} s)")
     for line in failed:

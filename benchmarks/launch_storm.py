@@ -7,6 +7,7 @@ over rounds. Also checks what each recording holds (launches, counts, drops).
 
     python benchmarks/launch_storm.py --rounds 3 [--threads 8 --launches 1000]
 """
+
 import argparse
 import json
 import statistics
@@ -21,8 +22,10 @@ MODES = ["none", "block_noop", "block_counter", "block_trace_noop", "block_trace
 
 def build(out_dir: Path) -> Path:
     exe = out_dir / "launch_storm"
-    subprocess.run(["nvcc", "-O2", "-arch=sm_90", "-o", str(exe), str(ROOT / "tests" / "gpu_programs" / "launch_storm.cu")],
-                   check=True)
+    subprocess.run(
+        ["nvcc", "-O2", "-arch=sm_90", "-o", str(exe), str(ROOT / "tests" / "gpu_programs" / "launch_storm.cu")],
+        check=True,
+    )
     return exe
 
 
@@ -42,6 +45,7 @@ def run(exe: Path, mode: str, args: list, out_dir: Path) -> dict:
         sys.path.insert(0, str(ROOT / "exporter"))
         from gpuobs import load
         from gpuobs.analysis import launches as analysis
+
         rec = load(rec_path)
         s = analysis.summary(rec)
         table = analysis.launch_table(rec)
@@ -77,8 +81,10 @@ def main() -> None:
                 checks[mode] = res.get("check")
                 print(f"round {r} {mode}: {res['ms']:.1f} ms {res.get('check') or ''}", flush=True)
     base = statistics.median(times["none"]) if times.get("none") else None
-    print(f"\nlaunch storm: {a.threads} threads x {a.launches} launches x {a.blocks} blocks, sync every {a.sync_every}; "
-          f"median of {a.rounds} rounds")
+    print(
+        f"\nlaunch storm: {a.threads} threads x {a.launches} launches x {a.blocks} blocks, sync every {a.sync_every}; "
+        f"median of {a.rounds} rounds"
+    )
     print("| mode | wall ms | x none | x block_trace_noop | recording |")
     print("|---|---|---|---|---|")
     floor = statistics.median(times["block_trace_noop"]) if times.get("block_trace_noop") else None
@@ -86,8 +92,13 @@ def main() -> None:
         if not times[mode]:
             continue
         ms = statistics.median(times[mode])
-        print(f"| {mode} | {ms:.1f} | {ms / base:.2f}x | " + (f"{ms / floor:.2f}x" if floor else "-") +
-              f" | {checks.get(mode) or ''} |" if base else f"| {mode} | {ms:.1f} |")
+        print(
+            f"| {mode} | {ms:.1f} | {ms / base:.2f}x | "
+            + (f"{ms / floor:.2f}x" if floor else "-")
+            + f" | {checks.get(mode) or ''} |"
+            if base
+            else f"| {mode} | {ms:.1f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ events once (the overlap check), so its cost is measured on a big recording too.
 
     python benchmarks/load_scale.py [--flushes 1000,2000,4000,8000,12000] [--max-load-s 5] [--big-launches 4096]
 """
+
 import argparse
 import os
 import subprocess
@@ -32,8 +33,12 @@ def main():
     ap.add_argument("--flushes", default="1000,2000,4000,8000,12000")
     ap.add_argument("--max-load-s", type=float, default=5.0, help="limit on loading the largest")
     ap.add_argument("--big-launches", type=int, default=4096, help="launches of 1,024 blocks in the large recording")
-    ap.add_argument("--commands", action=argparse.BooleanOptionalAction, default=True,
-                    help="also time stats, export and trim on the largest")
+    ap.add_argument(
+        "--commands",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also time stats, export and trim on the largest",
+    )
     args = ap.parse_args()
     env = dict(os.environ, PYTHONPATH=str(ROOT / "exporter"))
     counts = [int(n) for n in args.flushes.split(",")]
@@ -52,10 +57,12 @@ def main():
         if args.commands:
             print(f"\n| command on {n:,} flushes | s | peak MB |")
             print("|---|---|---|")
-            for name, cmd in (("info", ["info", str(path)]), ("stats", ["stats", str(path)]),
-                              ("export", ["export", str(path), "-o", str(Path(tmp) / "t.pftrace")]),
-                              ("trim (all windows)", ["trim", str(path), "-o", str(Path(tmp) / "t.gpuobs"),
-                                                      "--flushes", "0:"])):
+            for name, cmd in (
+                ("info", ["info", str(path)]),
+                ("stats", ["stats", str(path)]),
+                ("export", ["export", str(path), "-o", str(Path(tmp) / "t.pftrace")]),
+                ("trim (all windows)", ["trim", str(path), "-o", str(Path(tmp) / "t.gpuobs"), "--flushes", "0:"]),
+            ):
                 run = measure([sys.executable, "-m", "gpuobs", *cmd], env)
                 ok = "" if run.returncode == 0 else f" (exit {run.returncode})"
                 print(f"| {name}{ok} | {run.seconds:.2f} | {run.peak_mb:.0f} |", flush=True)
@@ -63,12 +70,25 @@ def main():
             path = Path(tmp) / "big.gpuobs"
             # Written by another process: a child forked from a large parent would count the
             # parent's pages in its peak memory.
-            subprocess.run([sys.executable, "-c", "import sys; from gpuobs.recording_file import synthetic; "
-                            "synthetic.write_block_trace_recording(sys.argv[1], n_launches=int(sys.argv[2]), "
-                            "blocks_per_launch=1024)", str(path), str(args.big_launches)], env=env, check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    "import sys; from gpuobs.recording_file import synthetic; "
+                    "synthetic.write_block_trace_recording(sys.argv[1], n_launches=int(sys.argv[2]), "
+                    "blocks_per_launch=1024)",
+                    str(path),
+                    str(args.big_launches),
+                ],
+                env=env,
+                check=True,
+            )
             run = measure([sys.executable, "-c", LOAD, str(path)], env)
-            print(f"\nload of {args.big_launches * 1024:,} block events in one flush ({path.stat().st_size / 1e6:.0f} MB):"
-                  f" {run.seconds:.2f} s, {run.peak_mb:.0f} MB peak", flush=True)
+            print(
+                f"\nload of {args.big_launches * 1024:,} block events in one flush ({path.stat().st_size / 1e6:.0f} MB):"
+                f" {run.seconds:.2f} s, {run.peak_mb:.0f} MB peak",
+                flush=True,
+            )
     for line in failed:
         print(f"LIMIT BROKEN: {line}")
     sys.exit(1 if failed else 0)

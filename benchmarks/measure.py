@@ -1,6 +1,7 @@
 """Runs a command as a child process and measures what it took: wall seconds and
 the child's own peak resident memory (from wait4, so nothing of the caller's
 counts), for the scale benchmarks."""
+
 import os
 import subprocess
 import time

@@ -5,6 +5,7 @@ per-process median of device times.
 
     python benchmarks/overhead_ladder.py --rounds 2 --out docs/benchmarks.md
 """
+
 import argparse
 import ast
 import datetime
@@ -17,21 +18,39 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CONFIGS = ["none", "off", "block_noop", "block_counter", "block_trace_noop", "block_trace", "mem_noop", "mem_sampled",
-           "mem_full"]
+CONFIGS = [
+    "none",
+    "off",
+    "block_noop",
+    "block_counter",
+    "block_trace_noop",
+    "block_trace",
+    "mem_noop",
+    "mem_sampled",
+    "mem_full",
+]
 # Variants: MODE+api (--api-trace), MODE+nographs (--graph-nodes none), MODE+everynode
 # (--graph-nodes every: per-node callbacks at every replay, the old default), MODE+windowN
 # (recording windows: 1 repetition in N recorded, the mean over all repetitions).
 # Each rung against the no-op rungs below it: block_trace_noop pays for the same
 # patch points as block_trace (entry and exit), block_noop for the entry alone.
-NOOP_OF = {"block_counter": ("block_noop",), "block_trace": ("block_trace_noop", "block_noop"),
-           "mem_sampled": ("mem_noop",), "mem_full": ("mem_noop",)}
+NOOP_OF = {
+    "block_counter": ("block_noop",),
+    "block_trace": ("block_trace_noop", "block_noop"),
+    "mem_sampled": ("mem_noop",),
+    "mem_full": ("mem_noop",),
+}
 
 
 def worker_command(reps: int, only: str) -> list:
     """The process that times the workloads (benchmarks/workloads.py)."""
-    return [sys.executable, str(ROOT / "benchmarks" / "workloads.py"), "--reps", str(reps),
-            *(["--only", only] if only else [])]
+    return [
+        sys.executable,
+        str(ROOT / "benchmarks" / "workloads.py"),
+        "--reps",
+        str(reps),
+        *(["--only", only] if only else []),
+    ]
 
 
 def run_worker(cmd: list, env: dict | None = None) -> dict:
@@ -40,7 +59,7 @@ def run_worker(cmd: list, env: dict | None = None) -> dict:
     line = next((l for l in proc.stdout.splitlines() if l.startswith("GPUOBS_BENCH ")), None)
     if line is None:
         return {"_error": f"exit {proc.returncode}: {proc.stderr[-800:]}"}
-    return json.loads(line[len("GPUOBS_BENCH "):])
+    return json.loads(line[len("GPUOBS_BENCH ") :])
 
 
 def run_config(config: str, reps: int, only: str, workdir: Path) -> dict:
@@ -53,19 +72,33 @@ def run_config(config: str, reps: int, only: str, workdir: Path) -> dict:
         flags = {"api": ["--api-trace"], "nographs": ["--graph-nodes", "none"], "everynode": ["--graph-nodes", "every"]}
         window = next((v for v in variants if v.startswith("window")), "")
         if window:  # windowN: the worker records 1 repetition in N (recording windows)
-            env = dict(os.environ, GPUOBS_BENCH_WINDOW=window[len("window"):])
+            env = dict(os.environ, GPUOBS_BENCH_WINDOW=window[len("window") :])
             flags[window] = ["--paused"]
         # A buffer big enough for every repetition: timed runs record, not drop.
-        cmd = [sys.executable, "-m", "gpuobs", "record", "--force", "--mode", mode, "--capacity", str(1 << 24),
-               *[f for v in variants for f in flags[v]], "-o", str(workdir / f"bench_{config}.gpuobs"), "--",
-               *worker]
+        cmd = [
+            sys.executable,
+            "-m",
+            "gpuobs",
+            "record",
+            "--force",
+            "--mode",
+            mode,
+            "--capacity",
+            str(1 << 24),
+            *[f for v in variants for f in flags[v]],
+            "-o",
+            str(workdir / f"bench_{config}.gpuobs"),
+            "--",
+            *worker,
+        ]
     return run_worker(cmd, env)
 
 
 def environment() -> str:
     try:
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True).stdout.strip()
+        smi = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True, text=True
+        ).stdout.strip()
     except OSError:
         smi = "unknown GPU"
     return smi
@@ -76,8 +109,10 @@ def fmt(v):
 
 
 def table(samples: dict, configs: list, rounds_done: int, args) -> str:
-    workloads = sorted({w for c in samples.values() for w in c if not w.startswith("_")},
-                       key=lambda w: list(samples[configs[0]]).index(w) if w in samples[configs[0]] else 99)
+    workloads = sorted(
+        {w for c in samples.values() for w in c if not w.startswith("_")},
+        key=lambda w: list(samples[configs[0]]).index(w) if w in samples[configs[0]] else 99,
+    )
     cell = {}
     for c in configs:
         for w in workloads:
@@ -85,14 +120,19 @@ def table(samples: dict, configs: list, rounds_done: int, args) -> str:
             across = min if args.across_rounds == "min" else statistics.median
             cell[c, w] = across(vals) if vals else None
     gpu = f"see {args.from_log}" if args.from_log else environment()
-    lines = [f"GPU: {gpu}; date: {datetime.date.today()}; command: "
-             f"`python benchmarks/overhead_ladder.py --rounds {args.rounds} --reps {args.reps}"
-             + (f" --across-rounds {args.across_rounds}`" if args.across_rounds != "median" else "`")
-             + (f" ({rounds_done} rounds done)" if rounds_done < args.rounds else ""), "",
-             f"Device time in ms, the {args.across_rounds} over rounds of each process's median (empty_launch_us: "
-             "host microseconds per launch), then the ratio to no tool "
-             "and, for counting and capturing rungs, to their own no-op rungs.", "",
-             "| workload | " + " | ".join(configs) + " |", "|---" * (len(configs) + 1) + "|"]
+    lines = [
+        f"GPU: {gpu}; date: {datetime.date.today()}; command: "
+        f"`python benchmarks/overhead_ladder.py --rounds {args.rounds} --reps {args.reps}"
+        + (f" --across-rounds {args.across_rounds}`" if args.across_rounds != "median" else "`")
+        + (f" ({rounds_done} rounds done)" if rounds_done < args.rounds else ""),
+        "",
+        f"Device time in ms, the {args.across_rounds} over rounds of each process's median (empty_launch_us: "
+        "host microseconds per launch), then the ratio to no tool "
+        "and, for counting and capturing rungs, to their own no-op rungs.",
+        "",
+        "| workload | " + " | ".join(configs) + " |",
+        "|---" * (len(configs) + 1) + "|",
+    ]
     for w in workloads:
         row = [w]
         for c in configs:
@@ -115,12 +155,18 @@ def table(samples: dict, configs: list, rounds_done: int, args) -> str:
         lines.append("| " + " | ".join(row) + " |")
     windowed = [c for c in configs if samples[c].get("_windows")]
     if windowed:
-        lines += ["", "Recording windows, last round: median device ms inside and outside the window, and host ms "
-                  "per resume + pause:", ""]
+        lines += [
+            "",
+            "Recording windows, last round: median device ms inside and outside the window, and host ms "
+            "per resume + pause:",
+            "",
+        ]
         for c in windowed:
             for w, d in samples[c]["_windows"][-1].items():
-                lines.append(f"- {c} {w}: inside {d['in_ms']:.3f}, outside {d['out_ms']:.3f}, "
-                             f"toggle {d['toggle_host_ms']:.1f} ms")
+                lines.append(
+                    f"- {c} {w}: inside {d['in_ms']:.3f}, outside {d['out_ms']:.3f}, "
+                    f"toggle {d['toggle_host_ms']:.1f} ms"
+                )
     errors = {c: samples[c].get("_error") for c in configs if samples[c].get("_error")}
     if errors:
         lines += ["", "Errors: " + json.dumps(errors)]
@@ -150,9 +196,13 @@ def main():
     p.add_argument("--configs", default=",".join(CONFIGS))
     p.add_argument("--out", default="", help="the table, rewritten after every round")
     p.add_argument("--from-log", default="", help="only print the table of an earlier run's log")
-    p.add_argument("--across-rounds", choices=("median", "min"), default="median",
-                   help="how each cell combines its rounds: min keeps each configuration's fastest process, for "
-                        "kernels whose processes differ by more than the effect measured")
+    p.add_argument(
+        "--across-rounds",
+        choices=("median", "min"),
+        default="median",
+        help="how each cell combines its rounds: min keeps each configuration's fastest process, for "
+        "kernels whose processes differ by more than the effect measured",
+    )
     args = p.parse_args()
     configs = args.configs.split(",")
     if args.from_log:
@@ -162,7 +212,7 @@ def main():
     samples = {c: {} for c in configs}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
-            for c in (configs if r % 2 == 0 else list(reversed(configs))):
+            for c in configs if r % 2 == 0 else list(reversed(configs)):
                 res = run_config(c, args.reps, args.only, Path(tmp))
                 print(f"round {r} {c}: {res}", flush=True)
                 for w, v in res.items():

@@ -10,6 +10,7 @@ can be predicted, tried and measured before it replaces the shipped source.
 Prints, per workload, the median device ms, the ratio to no tool and to the
 first variant, and per variant the recordings' accounting (attempted, dropped,
 unmatched exit threads, unconfirmed ends)."""
+
 import argparse
 import json
 import statistics
@@ -21,10 +22,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "exporter"))
 
-from gpuobs.record import native_build  # noqa: E402
-from gpuobs.recording_file import reader  # noqa: E402
-from gpuobs.record.run import RecordOptions, tool_environment  # noqa: E402
 from overhead_ladder import run_worker, worker_command  # noqa: E402  (same folder)
+
+from gpuobs.record import native_build  # noqa: E402
+from gpuobs.record.run import RecordOptions, tool_environment  # noqa: E402
+from gpuobs.recording_file import reader  # noqa: E402
 
 
 def build_variants(variants: dict, workdir: Path) -> dict:
@@ -32,8 +34,9 @@ def build_variants(variants: dict, workdir: Path) -> dict:
     fatbins = {}
     for name, source in variants.items():
         out = workdir / f"{name}.fatbin"
-        proc = subprocess.run(native_build.patch_compile_command(tc, out, source=Path(source)),
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            native_build.patch_compile_command(tc, out, source=Path(source)), capture_output=True, text=True
+        )
         if proc.returncode != 0:
             sys.exit(f"variant {name} ({source}) does not build:\n{proc.stderr}")
         fatbins[name] = out
@@ -43,8 +46,14 @@ def build_variants(variants: dict, workdir: Path) -> dict:
 def run_once(args, fatbin, output: Path) -> dict:
     env = None
     if fatbin is not None:
-        opts = RecordOptions(mode=args.mode, sample_shift=args.sample_shift, output=output, capacity=args.capacity,
-                             graph_nodes="none" if args.no_graph_nodes else "learn", extra_env={"GPUOBS_PATCHES": str(fatbin)})
+        opts = RecordOptions(
+            mode=args.mode,
+            sample_shift=args.sample_shift,
+            output=output,
+            capacity=args.capacity,
+            graph_nodes="none" if args.no_graph_nodes else "learn",
+            extra_env={"GPUOBS_PATCHES": str(fatbin)},
+        )
         env = tool_environment(native_build.build(), opts)
     result = run_worker(worker_command(args.reps, args.only), env)
     if fatbin is not None and "_error" not in result:
@@ -61,8 +70,12 @@ def main():
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--sample-shift", type=int, default=10)
     p.add_argument("--no-graph-nodes", action="store_true")
-    p.add_argument("--capacity", type=int, default=1 << 24,
-                   help="records per context: enough that no repetition runs with a full buffer")
+    p.add_argument(
+        "--capacity",
+        type=int,
+        default=1 << 24,
+        help="records per context: enough that no repetition runs with a full buffer",
+    )
     args = p.parse_args()
     variants = dict(v.split("=", 1) for v in args.variant)
     with tempfile.TemporaryDirectory() as tmp:
@@ -91,8 +104,11 @@ def main():
             elif c == "none":
                 cells.append(f"{med[c]:.3f}")
             else:
-                cells.append(f"{med[c]:.3f} ({med[c] / med['none']:.2f}x; {med[c] / med[base]:.3f}x {base})"
-                             if base in med else f"{med[c]:.3f} ({med[c] / med['none']:.2f}x)")
+                cells.append(
+                    f"{med[c]:.3f} ({med[c] / med['none']:.2f}x; {med[c] / med[base]:.3f}x {base})"
+                    if base in med
+                    else f"{med[c]:.3f} ({med[c] / med['none']:.2f}x)"
+                )
         print(f"| {w} | " + " | ".join(cells) + " |")
     for c in variants:
         if totals[c]:

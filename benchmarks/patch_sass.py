@@ -7,6 +7,7 @@ nvidia-cuda-cuobjdump wheel).
 
     python benchmarks/patch_sass.py --arch 90
 """
+
 import argparse
 import re
 import shutil
@@ -29,8 +30,7 @@ def sass(arch: str) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         fatbin = Path(tmp) / "p.fatbin"
         subprocess.run(patch_compile_command(tc, fatbin, archs=(arch,)), check=True)
-        return subprocess.run([cuobjdump, "-sass", str(fatbin)], check=True, capture_output=True,
-                              text=True).stdout
+        return subprocess.run([cuobjdump, "-sass", str(fatbin)], check=True, capture_output=True, text=True).stdout
 
 
 def report(text: str) -> list[dict]:
@@ -43,9 +43,17 @@ def report(text: str) -> list[dict]:
         waits = [i for i in mem if re.match(r"(@!?P\d+ )?(LDG|LD|ATOMG|ATOM)\b", i)]
         # Stack stores/loads: registers the patch saves and restores on every call.
         stack = [i for i in ins if re.match(r"(@!?P\d+ )?(STL|LDL)\b", i)]
-        rows.append({"function": name, "instructions": len(ins), "max_register": max(regs, default=-1),
-                     "memory": mem, "round_trips": len(waits), "stack_ops": len(stack),
-                     "calls": sum(1 for i in ins if i.startswith("CALL"))})
+        rows.append(
+            {
+                "function": name,
+                "instructions": len(ins),
+                "max_register": max(regs, default=-1),
+                "memory": mem,
+                "round_trips": len(waits),
+                "stack_ops": len(stack),
+                "calls": sum(1 for i in ins if i.startswith("CALL")),
+            }
+        )
     return rows
 
 
@@ -54,9 +62,11 @@ def main():
     p.add_argument("--arch", default="90", help="SM architecture, e.g. 90 for H100/H200")
     args = p.parse_args()
     for r in report(sass(args.arch)):
-        print(f"{r['function']}: {r['instructions']} instructions, registers up to R{r['max_register']}, "
-              f"{r['round_trips']} load/returning-atomic (the warp waits on these), "
-              f"{r['stack_ops']} stack stores/loads, {r['calls']} calls")
+        print(
+            f"{r['function']}: {r['instructions']} instructions, registers up to R{r['max_register']}, "
+            f"{r['round_trips']} load/returning-atomic (the warp waits on these), "
+            f"{r['stack_ops']} stack stores/loads, {r['calls']} calls"
+        )
         for op in r["memory"]:
             print(f"    {op}")
 

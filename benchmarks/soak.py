@@ -6,6 +6,7 @@ compares the first interval after warm-up with the last.
 
     python benchmarks/soak.py --seconds 600 --out soak.jsonl   (on a GPU machine)
 """
+
 import argparse
 import json
 import os
@@ -27,6 +28,7 @@ def rss_mb() -> float:
 
 def worker(args) -> None:
     import torch
+
     sys.path.insert(0, str(ROOT / "examples"))
     from decode_graph import build, capture
 
@@ -52,10 +54,19 @@ def worker(args) -> None:
         now = time.time()
         if now >= next_log:
             free, total = torch.cuda.mem_get_info()
-            print(json.dumps({"t": round(now - start, 1), "steps": steps, "step_ms": statistics.median(times),
-                              "rss_mb": round(rss_mb(), 1), "gpu_used_mb": round((total - free) / 2**20, 1),
-                              "recording_mb": round(output.stat().st_size / 2**20, 2) if output.exists() else 0}),
-                  flush=True)
+            print(
+                json.dumps(
+                    {
+                        "t": round(now - start, 1),
+                        "steps": steps,
+                        "step_ms": statistics.median(times),
+                        "rss_mb": round(rss_mb(), 1),
+                        "gpu_used_mb": round((total - free) / 2**20, 1),
+                        "recording_mb": round(output.stat().st_size / 2**20, 2) if output.exists() else 0,
+                    }
+                ),
+                flush=True,
+            )
             times = []
             next_log += args.every
             if now - start >= args.seconds:
@@ -69,13 +80,15 @@ def summarise(rows: list, warmup: float) -> dict:
     span_s = last["t"] - first["t"]
     steps = last["steps"] - first["steps"]
     return {
-        "duration_s": rows[-1]["t"], "steps": rows[-1]["steps"],
+        "duration_s": rows[-1]["t"],
+        "steps": rows[-1]["steps"],
         "rss_mb_first_last": [first["rss_mb"], last["rss_mb"]],
         "gpu_used_mb_first_last": [first["gpu_used_mb"], last["gpu_used_mb"]],
         "step_ms_first_last": [round(first["step_ms"], 4), round(last["step_ms"], 4)],
         "step_ms_max_interval": round(max(r["step_ms"] for r in after), 4),
         "recording_mb_per_1000_steps": round((last["recording_mb"] - first["recording_mb"]) / max(steps, 1) * 1000, 3),
-        "recording_mb_end": last["recording_mb"], "after_warmup_s": span_s,
+        "recording_mb_end": last["recording_mb"],
+        "after_warmup_s": span_s,
     }
 
 
@@ -92,9 +105,29 @@ def main():
     args = p.parse_args()
     if args.worker:
         return worker(args)
-    cmd = [sys.executable, "-m", "gpuobs", "record", "--force", "--mode", "block_trace", "-o", args.recording, "--",
-           sys.executable, __file__, "--worker", "--seconds", str(args.seconds), "--every", str(args.every),
-           "--rate", str(args.rate), "--layers", str(args.layers)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpuobs",
+        "record",
+        "--force",
+        "--mode",
+        "block_trace",
+        "-o",
+        args.recording,
+        "--",
+        sys.executable,
+        __file__,
+        "--worker",
+        "--seconds",
+        str(args.seconds),
+        "--every",
+        str(args.every),
+        "--rate",
+        str(args.rate),
+        "--layers",
+        str(args.layers),
+    ]
     rows = []
     with open(args.out, "w") as log, subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as proc:
         for line in proc.stdout:
@@ -108,11 +141,22 @@ def main():
     # The recording's own accounting over the whole soak, flush by flush (reading
     # the counters only: resolving every block to its launch is not needed here).
     import gpuobs
+
     rec = gpuobs.load(args.recording)
     f = rec.flushes
     balanced = f["attempted"] == f["recorded"] + f["dropped"]
-    print("SOAK_RECORDING " + json.dumps({**rec.totals, "launches": len(rec.launches), "flushes": len(f),
-                                          "flushes_balanced": int(balanced.sum()), "complete": rec.complete}))
+    print(
+        "SOAK_RECORDING "
+        + json.dumps(
+            {
+                **rec.totals,
+                "launches": len(rec.launches),
+                "flushes": len(f),
+                "flushes_balanced": int(balanced.sum()),
+                "complete": rec.complete,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

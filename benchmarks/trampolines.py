@@ -9,6 +9,7 @@ count, local-memory stores and loads, calls and warp syncs, and the same for
 each sanitizer helper it calls. Needs nvdisasm (the CUDA toolkit's, or
 `pip install nvidia-cuda-nvdisasm`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,6 +28,7 @@ ABS_TARGET = re.compile(r"\b(JMP|CALL\.ABS\.NOINC)\s+0x([0-9a-f]+)")
 @dataclass
 class Block:
     """A straight run of code: a trampoline (to its exit or jump back) or a helper (to its RET)."""
+
     address: int
     instructions: int = 0
     local_stores: int = 0
@@ -35,8 +37,10 @@ class Block:
     calls: list = field(default_factory=list)
 
     def line(self) -> str:
-        return (f"{self.instructions} instructions, {self.local_stores} STL, {self.local_loads} LDL, "
-                f"{self.warp_syncs} WARPSYNC, {len(self.calls)} calls")
+        return (
+            f"{self.instructions} instructions, {self.local_stores} STL, {self.local_loads} LDL, "
+            f"{self.warp_syncs} WARPSYNC, {len(self.calls)} calls"
+        )
 
 
 def instructions(sass: str) -> list[tuple[int, str]]:
@@ -47,8 +51,12 @@ def jumps_out(sass: str) -> list[int]:
     """Absolute JMP targets outside the disassembled function itself."""
     code = instructions(sass)
     end = code[-1][0] + 16 if code else 0
-    return [int(m.group(2), 16) for _, text in code for m in [ABS_TARGET.search(text)]
-            if m and m.group(1) == "JMP" and not 0 <= int(m.group(2), 16) < end]
+    return [
+        int(m.group(2), 16)
+        for _, text in code
+        for m in [ABS_TARGET.search(text)]
+        if m and m.group(1) == "JMP" and not 0 <= int(m.group(2), 16) < end
+    ]
 
 
 def walk(sass: str, stop_at_ret: bool) -> Block:
@@ -75,8 +83,7 @@ def disassemble(nvdisasm: str, arch: str, data: bytes, base: int) -> str:
     with tempfile.NamedTemporaryFile(suffix=".bin") as f:
         f.write(data)
         f.flush()
-        return subprocess.run([nvdisasm, "-b", arch, "-base", hex(base), f.name], capture_output=True,
-                              text=True).stdout
+        return subprocess.run([nvdisasm, "-b", arch, "-base", hex(base), f.name], capture_output=True, text=True).stdout
 
 
 def main() -> int:
@@ -87,10 +94,12 @@ def main() -> int:
     nvdisasm = shutil.which("nvdisasm")
     if nvdisasm is None:
         sys.exit("nvdisasm not found: put the CUDA toolkit's bin on PATH, or pip install nvidia-cuda-nvdisasm")
+
     def regions_of(key: str) -> dict:
         """The pages a function jumps into, read when it was first launched (DEV-SLOT.region-ADDRESS.bin)."""
-        return {int(r.name.split(".region-")[1][:-4], 16): r.read_bytes()
-                for r in args.dump.glob(f"{key}.region-*.bin")}
+        return {
+            int(r.name.split(".region-")[1][:-4], 16): r.read_bytes() for r in args.dump.glob(f"{key}.region-*.bin")
+        }
 
     regions: dict = {}
 
@@ -99,7 +108,7 @@ def main() -> int:
         for base, data in regions.items():
             if base <= address < base + len(data):
                 for length in (0x800, 0x600, 0x400, 0x200, 0x100):
-                    text = disassemble(nvdisasm, args.arch, data[address - base: address - base + length], address)
+                    text = disassemble(nvdisasm, args.arch, data[address - base : address - base + length], address)
                     if instructions(text):
                         return text
         return ""

@@ -3,6 +3,7 @@
 Prints one JSON object: workload -> {"ms": median device ms, ...}. Device time
 comes from CUDA events around each repetition, after warm-up; inputs are larger
 than the 60 MB L2 where the workload allows it."""
+
 import argparse
 import ctypes
 import json
@@ -57,18 +58,23 @@ def device_ms(fn, reps, warmup=3, name=""):
     WINDOW_DETAILS[name] = {
         "in_ms": statistics.median([t for t, w in zip(times, inside) if w]),
         "out_ms": statistics.median([t for t, w in zip(times, inside) if not w] or [float("nan")]),
-        "toggle_host_ms": statistics.median(toggles) * 1e3}
+        "toggle_host_ms": statistics.median(toggles) * 1e3,
+    }
     return statistics.mean(times)
 
 
 def silu_closed(reps):
     import run_silu_mul
+
     lib = run_silu_mul.library()
     x = torch.randn(6098, 2 * 17408, device="cuda", dtype=torch.bfloat16)
     out = torch.empty(6098, 17408, device="cuda", dtype=torch.bfloat16)
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-    return device_ms(lambda: lib.silu_and_mul(ctypes.c_void_p(out.data_ptr()), ctypes.c_void_p(x.data_ptr()),
-                                              6098, 17408, stream), reps, name="silu_closed_binary")
+    return device_ms(
+        lambda: lib.silu_and_mul(ctypes.c_void_p(out.data_ptr()), ctypes.c_void_p(x.data_ptr()), 6098, 17408, stream),
+        reps,
+        name="silu_closed_binary",
+    )
 
 
 def cublas(reps):
@@ -91,6 +97,7 @@ def sdpa(reps):
 
 def decode_graph(reps):
     import decode_graph as dg
+
     model, tokens, pos = dg.build(layers=4)
     graph, _ = dg.capture(model, tokens, pos)
     return device_ms(graph.replay, reps, name="decode_step_graph")
@@ -98,7 +105,9 @@ def decode_graph(reps):
 
 def transformer_layer_graph(reps):
     """A bf16 TransformerEncoderLayer (8 x 512 x 1024, 16 heads) replayed from a CUDA graph."""
-    layer = torch.nn.TransformerEncoderLayer(1024, 16, 4096, batch_first=True, device="cuda", dtype=torch.bfloat16).eval()
+    layer = torch.nn.TransformerEncoderLayer(
+        1024, 16, 4096, batch_first=True, device="cuda", dtype=torch.bfloat16
+    ).eval()
     x = torch.randn(8, 512, 1024, device="cuda", dtype=torch.bfloat16)
     with torch.no_grad():
         side = torch.cuda.Stream()
@@ -116,6 +125,7 @@ def transformer_layer_graph(reps):
 def empty_launches(reps):
     """Host microseconds per launch of an empty kernel (10,000 back to back)."""
     import run_silu_mul
+
     lib = run_silu_mul.library()
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
     lib.launch_empty(100, stream)
@@ -129,9 +139,15 @@ def empty_launches(reps):
     return statistics.median(samples)
 
 
-WORKLOADS = {"silu_closed_binary": silu_closed, "cublas_4096_bf16": cublas, "torch_silu_mul": torch_silu,
-             "sdpa": sdpa, "decode_step_graph": decode_graph, "transformer_layer_graph": transformer_layer_graph,
-             "empty_launch_us": empty_launches}
+WORKLOADS = {
+    "silu_closed_binary": silu_closed,
+    "cublas_4096_bf16": cublas,
+    "torch_silu_mul": torch_silu,
+    "sdpa": sdpa,
+    "decode_step_graph": decode_graph,
+    "transformer_layer_graph": transformer_layer_graph,
+    "empty_launch_us": empty_launches,
+}
 
 
 def main():

@@ -144,9 +144,7 @@ __device__ __forceinline__ gpuobs_event* claim(const void* ud, uint32_t sm, uint
     return event_at(ud, index);
 }
 
-__device__ __forceinline__ uint32_t pack_by_bz() {
-    return (blockIdx.y & 0xffff) | ((blockIdx.z & 0xffff) << 16);
-}
+__device__ __forceinline__ uint32_t pack_by_bz() { return (blockIdx.y & 0xffff) | ((blockIdx.z & 0xffff) << 16); }
 
 __device__ __forceinline__ uint64_t block_key(uint64_t grid, uint64_t block) {
     return gpuobs_fmix64(grid * 0x9e3779b97f4a7c15ULL + block) | 1ULL;
@@ -165,19 +163,14 @@ __device__ __forceinline__ uint32_t threads_per_block() { return blockDim.x * bl
 
 // ---- block rungs ----------------------------------------------------------
 
-GPUOBS_PATCH gpuobs_block_noop(void* userdata, uint64_t pc) {
-    return SANITIZER_PATCH_SUCCESS;
-}
+GPUOBS_PATCH gpuobs_block_noop(void* userdata, uint64_t pc) { return SANITIZER_PATCH_SUCCESS; }
 
 // Block exit, doing nothing: with gpuobs_block_noop at entry, the block_trace_noop
 // rung, the price of the two patch points block_trace uses.
-GPUOBS_PATCH gpuobs_block_exit_noop(void* userdata, uint64_t pc) {
-    return SANITIZER_PATCH_SUCCESS;
-}
+GPUOBS_PATCH gpuobs_block_exit_noop(void* userdata, uint64_t pc) { return SANITIZER_PATCH_SUCCESS; }
 
 GPUOBS_PATCH gpuobs_block_counter(void* userdata, uint64_t pc) {
-    if ((threadIdx.x | threadIdx.y | threadIdx.z) != 0 || userdata == nullptr)
-        return SANITIZER_PATCH_SUCCESS;
+    if ((threadIdx.x | threadIdx.y | threadIdx.z) != 0 || userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
     count_for_launch(userdata, grid_id(), sm_id(), 1);
     return SANITIZER_PATCH_SUCCESS;
 }
@@ -186,8 +179,7 @@ GPUOBS_PATCH gpuobs_block_counter(void* userdata, uint64_t pc) {
 // it but the end and the exit count (zero until exits stamp them), then
 // publishes the event in the block's slot for the block's exits to find.
 GPUOBS_PATCH gpuobs_block_trace_enter(void* userdata, uint64_t pc) {
-    if ((threadIdx.x | threadIdx.y | threadIdx.z) != 0 || userdata == nullptr)
-        return SANITIZER_PATCH_SUCCESS;
+    if ((threadIdx.x | threadIdx.y | threadIdx.z) != 0 || userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
     const uint64_t t0 = globaltimer();
     const uint32_t sm = sm_id();
     const uint64_t grid = grid_id();
@@ -196,7 +188,7 @@ GPUOBS_PATCH gpuobs_block_trace_enter(void* userdata, uint64_t pc) {
     gpuobs_event* r = claim(userdata, sm, &index);
     if (r != nullptr) {
         uint32_t* w = reinterpret_cast<uint32_t*>(r);
-        st_u64(w, t0);                                             // time_start; time_end stays 0
+        st_u64(w, t0);                                               // time_start; time_end stays 0
         st_v4(w + 4, (uint32_t)grid, (uint32_t)(grid >> 32), 0, 0);  // grid_id, address
         // pc: where the block entered, inside its own function's code. A grid
         // launched from the device gets its launcher's callback data (seen on the
@@ -237,8 +229,7 @@ GPUOBS_PATCH gpuobs_block_trace_exit(void* userdata, uint64_t pc) {
 
 // ---- memory rungs ---------------------------------------------------------
 
-GPUOBS_PATCH gpuobs_mem_noop(void* userdata, uint64_t pc, void* ptr, uint32_t size, uint32_t flags,
-                             const void* data) {
+GPUOBS_PATCH gpuobs_mem_noop(void* userdata, uint64_t pc, void* ptr, uint32_t size, uint32_t flags, const void* data) {
     return SANITIZER_PATCH_SUCCESS;
 }
 
@@ -284,11 +275,10 @@ GPUOBS_PATCH gpuobs_mem_access(void* userdata, uint64_t pc, void* ptr, uint32_t 
                                const void* data) {
     if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
     const uint32_t mask = __activemask();
-    if (lane_id() == (uint32_t)(__ffs(mask) - 1))
-        count_for_launch(userdata, grid_id(), sm_id(), __popc(mask));
+    if (lane_id() == (uint32_t)(__ffs(mask) - 1)) count_for_launch(userdata, grid_id(), sm_id(), __popc(mask));
     const uint32_t block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-    const uint32_t h = fmix32((uint32_t)pc * 0x9e3779b1u ^ flat_thread_index() * 0x85ebca77u ^
-                              block * 0xc2b2ae3du ^ (uint32_t)(pc >> 32));
+    const uint32_t h = fmix32((uint32_t)pc * 0x9e3779b1u ^ flat_thread_index() * 0x85ebca77u ^ block * 0xc2b2ae3du ^
+                              (uint32_t)(pc >> 32));
     if ((h & (uint32_t)((1ULL << sample_shift(userdata)) - 1)) != 0) return SANITIZER_PATCH_SUCCESS;
     capture_access(userdata, pc, ptr, size, flags);
     return SANITIZER_PATCH_SUCCESS;

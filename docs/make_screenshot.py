@@ -4,6 +4,7 @@ end-to-end tests.
 
     python docs/make_screenshot.py
 """
+
 import sys
 import tempfile
 import time

@@ -3,6 +3,7 @@ from a CUDA graph (no downloads: the weights are random).
 
     gpuobs record --mode block_trace -- python examples/decode_graph.py --steps 16
 """
+
 import argparse
 import json
 import time
@@ -14,10 +15,20 @@ from torch import nn
 
 def qwen3_shape(layers: int) -> dict:
     """Shapes from transformers' Qwen3Config when it is installed (same numbers otherwise)."""
-    shape = dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=layers, num_attention_heads=16,
-                 num_key_value_heads=8, head_dim=128, vocab_size=32768, rms_norm_eps=1e-6, rope_theta=1e6)
+    shape = dict(
+        hidden_size=1024,
+        intermediate_size=3072,
+        num_hidden_layers=layers,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        head_dim=128,
+        vocab_size=32768,
+        rms_norm_eps=1e-6,
+        rope_theta=1e6,
+    )
     try:
         from transformers import Qwen3Config
+
         cfg = Qwen3Config(**shape)
         shape = {k: getattr(cfg, k) for k in shape}
     except Exception:
@@ -139,7 +150,9 @@ def main():
     graph.replay()
     torch.cuda.synchronize()
     same = bool((eager == out).all())
-    print(json.dumps({"steps": args.steps, "layers": args.layers, "ms_per_step": dt * 1e3, "graph_matches_eager": same}))
+    print(
+        json.dumps({"steps": args.steps, "layers": args.layers, "ms_per_step": dt * 1e3, "graph_matches_eager": same})
+    )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ replayed 20 times. Checks its own results, prints what it ran as JSON.
     gpuobs record --mode block_trace -- python examples/pytorch_ops.py
     gpuobs export -o trace.pftrace && gpuobs stats
 """
+
 import json
 
 import torch
@@ -44,10 +45,19 @@ def main():
     for _ in range(replays):
         g.replay()
     torch.cuda.synchronize()
-    graph_err = ((static_out.float() - F.silu(static_in.float() @ w.float()) * 0.5).norm()
-                 / static_out.float().norm()).item()
-    print(json.dumps({"mm_rel_error": mm_err, "graph_rel_error": graph_err, "replays": replays,
-                      "finite": bool(torch.isfinite(z).all() and torch.isfinite(o).all())}))
+    graph_err = (
+        (static_out.float() - F.silu(static_in.float() @ w.float()) * 0.5).norm() / static_out.float().norm()
+    ).item()
+    print(
+        json.dumps(
+            {
+                "mm_rel_error": mm_err,
+                "graph_rel_error": graph_err,
+                "replays": replays,
+                "finite": bool(torch.isfinite(z).all() and torch.isfinite(o).all()),
+            }
+        )
+    )
     assert mm_err < 2e-2 and graph_err < 2e-2
 
 

@@ -9,6 +9,7 @@ instantiated: a graph keeps the code its kernels had when it was instantiated,
 so gpuobs refuses (WindowError) rather than patch under it. Prints one JSON
 line: what ran where, and what each resume and pause cost on the host.
 """
+
 import json
 import time
 

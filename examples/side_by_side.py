@@ -9,6 +9,7 @@ each kernel's uninstrumented duration and the instrumentation's cost.
 
 Deterministic: the same kernels with the same grids, in the same order, every run.
 """
+
 import argparse
 import json
 
@@ -40,8 +41,15 @@ def workload(dev: str) -> dict:
     for _ in range(replays):
         g.replay()
     torch.cuda.synchronize()
-    return {"replays": replays, "finite": bool(torch.isfinite(c).all() and torch.isfinite(z).all()
-                                               and torch.isfinite(o).all() and torch.isfinite(static_out).all())}
+    return {
+        "replays": replays,
+        "finite": bool(
+            torch.isfinite(c).all()
+            and torch.isfinite(z).all()
+            and torch.isfinite(o).all()
+            and torch.isfinite(static_out).all()
+        ),
+    }
 
 
 def main():
@@ -52,6 +60,7 @@ def main():
     torch.cuda.synchronize()
     if args.profile:
         from torch.profiler import ProfilerActivity, profile
+
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             ran = workload("cuda")
         prof.export_chrome_trace(args.profile)

@@ -19,13 +19,13 @@
 #define GPUOBS_SCHEMA_HASH 0xe78bc05cf512a957
 #define GPUOBS_EVENT_SIZE 64
 #define GPUOBS_MAX_STRIPES 256
-#define GPUOBS_DEFAULT_CAPACITY 1048576  /* event records per context */
+#define GPUOBS_DEFAULT_CAPACITY 1048576 /* event records per context */
 #define GPUOBS_MIN_CAPACITY 1024
 #define GPUOBS_MAX_CAPACITY 268435456
 #define GPUOBS_DEFAULT_SAMPLE_SHIFT 10
 #define GPUOBS_MAX_SAMPLE_SHIFT 32
 #define GPUOBS_NO_FLUSH 0xFFFFFFFF       /* a launch read before the FLUSH chunk that closes its window */
-#define GPUOBS_LAUNCH_TABLE_SIZE 65536 /* launches a flush window holds apart (grid id low bits) */
+#define GPUOBS_LAUNCH_TABLE_SIZE 65536   /* launches a flush window holds apart (grid id low bits) */
 #define GPUOBS_LAUNCH_COUNTER_STRIPES 15 /* +1: 16 counters, two cache lines */
 #define GPUOBS_BLOCK_TABLE_SIZE 262144
 #define GPUOBS_FUNCTION_TABLE_SIZE 65536
@@ -34,18 +34,18 @@
 
 /* What the patches do; each rung adds one cost to the one before it. */
 enum gpuobs_mode {
-    GPUOBS_MODE_OFF = 0,           /* tool loaded, nothing patched */
-    GPUOBS_MODE_BLOCK_NOOP = 1,    /* empty call at block entry */
-    GPUOBS_MODE_BLOCK_COUNTER = 2, /* leader counts its block: one atomic per block */
-    GPUOBS_MODE_BLOCK_TRACE = 3,   /* one record per block: start, end, SM */
-    GPUOBS_MODE_MEM_NOOP = 4,      /* empty call before every global access */
-    GPUOBS_MODE_MEM_SAMPLED = 5,   /* every access counted, 1 in 2^shift captured */
-    GPUOBS_MODE_MEM_FULL = 6,      /* every access counted and captured */
+    GPUOBS_MODE_OFF = 0,             /* tool loaded, nothing patched */
+    GPUOBS_MODE_BLOCK_NOOP = 1,      /* empty call at block entry */
+    GPUOBS_MODE_BLOCK_COUNTER = 2,   /* leader counts its block: one atomic per block */
+    GPUOBS_MODE_BLOCK_TRACE = 3,     /* one record per block: start, end, SM */
+    GPUOBS_MODE_MEM_NOOP = 4,        /* empty call before every global access */
+    GPUOBS_MODE_MEM_SAMPLED = 5,     /* every access counted, 1 in 2^shift captured */
+    GPUOBS_MODE_MEM_FULL = 6,        /* every access counted and captured */
     GPUOBS_MODE_BLOCK_TRACE_NOOP = 7 /* empty calls at block entry and exit: block_trace's own floor */
 };
 
 enum gpuobs_event_kind {
-    GPUOBS_EVENT_EMPTY = 0,        /* slot claimed but never completed */
+    GPUOBS_EVENT_EMPTY = 0, /* slot claimed but never completed */
     GPUOBS_EVENT_BLOCK = 1,
     GPUOBS_EVENT_MEMORY = 2
 };
@@ -65,43 +65,43 @@ enum gpuobs_block_flags {
 
 /* One event: exactly one 64-byte cache line. */
 typedef struct gpuobs_event {
-    uint64_t time_start;     /* %globaltimer ns: block start, or the access */
-    uint64_t time_end;       /* %globaltimer ns: block end (last thread's exit); 0 for memory */
-    uint64_t grid_id;        /* %gridid of the launch; matched to gpuobs_launch.grid_id */
-    uint64_t address;        /* memory: generic address accessed */
-    uint64_t pc;             /* memory: pc of the access as the sanitizer reports it; block: pc of the
-                                block entry (the host finds a device-launched grid's function by it) */
-    uint32_t function_slot;  /* per-context function slot (gpuobs_function_info) */
+    uint64_t time_start;    /* %globaltimer ns: block start, or the access */
+    uint64_t time_end;      /* %globaltimer ns: block end (last thread's exit); 0 for memory */
+    uint64_t grid_id;       /* %gridid of the launch; matched to gpuobs_launch.grid_id */
+    uint64_t address;       /* memory: generic address accessed */
+    uint64_t pc;            /* memory: pc of the access as the sanitizer reports it; block: pc of the
+                               block entry (the host finds a device-launched grid's function by it) */
+    uint32_t function_slot; /* per-context function slot (gpuobs_function_info) */
     uint32_t block_x;
     uint16_t block_y;
     uint16_t block_z;
-    uint16_t thread_index;   /* memory: flat thread index within the block; block: threads in the block */
-    uint16_t sm_id;          /* %smid at block start, or at the access */
-    uint16_t sm_id_end;      /* block: %smid of the block (a block never changes SM) */
-    uint8_t kind;            /* enum gpuobs_event_kind; written last (commit) */
-    uint8_t access_size;     /* memory: bytes */
-    uint16_t flags;          /* block: enum gpuobs_block_flags; memory: the sanitizer's access flags */
-    uint16_t exit_count;     /* block: threads whose exit stamped this event */
+    uint16_t thread_index; /* memory: flat thread index within the block; block: threads in the block */
+    uint16_t sm_id;        /* %smid at block start, or at the access */
+    uint16_t sm_id_end;    /* block: %smid of the block (a block never changes SM) */
+    uint8_t kind;          /* enum gpuobs_event_kind; written last (commit) */
+    uint8_t access_size;   /* memory: bytes */
+    uint16_t flags;        /* block: enum gpuobs_block_flags; memory: the sanitizer's access flags */
+    uint16_t exit_count;   /* block: threads whose exit stamped this event */
 } gpuobs_event;
 
 /* One claim pointer and drop counter per stripe (per SM), on its own line,
  * so that no single address serialises the GPU. */
 typedef struct gpuobs_stripe {
-    uint64_t claimed;        /* attempts; the atomic add that counts also claims */
-    uint64_t dropped;        /* attempts that found the stripe full */
+    uint64_t claimed; /* attempts; the atomic add that counts also claims */
+    uint64_t dropped; /* attempts that found the stripe full */
     uint64_t pad[6];
 } gpuobs_stripe;
 
 /* Per-context control block in device memory. */
 typedef struct gpuobs_control {
     uint32_t magic;
-    uint32_t mode;              /* enum gpuobs_mode */
-    uint32_t sample_shift;      /* capture when the low sample_shift hash bits are 0 */
-    uint32_t stripe_count;      /* stripes in use (SM count), <= GPUOBS_MAX_STRIPES */
-    uint64_t stripe_capacity;   /* records per stripe */
-    uint64_t events;            /* device address of gpuobs_event[stripe_count * stripe_capacity] */
-    uint64_t launch_counters;   /* device address of gpuobs_launch_counter[GPUOBS_LAUNCH_TABLE_SIZE] */
-    uint64_t block_table;       /* device address of gpuobs_block_slot[GPUOBS_BLOCK_TABLE_SIZE] */
+    uint32_t mode;                   /* enum gpuobs_mode */
+    uint32_t sample_shift;           /* capture when the low sample_shift hash bits are 0 */
+    uint32_t stripe_count;           /* stripes in use (SM count), <= GPUOBS_MAX_STRIPES */
+    uint64_t stripe_capacity;        /* records per stripe */
+    uint64_t events;                 /* device address of gpuobs_event[stripe_count * stripe_capacity] */
+    uint64_t launch_counters;        /* device address of gpuobs_launch_counter[GPUOBS_LAUNCH_TABLE_SIZE] */
+    uint64_t block_table;            /* device address of gpuobs_block_slot[GPUOBS_BLOCK_TABLE_SIZE] */
     uint64_t unmatched_exit_threads; /* block_trace: exiting threads that did not find their block's slot */
     gpuobs_stripe stripes[GPUOBS_MAX_STRIPES];
 } gpuobs_control;
@@ -120,8 +120,8 @@ typedef struct gpuobs_launch_counter {
  * table (slot = hash of grid, plus the block index). The leader publishes both
  * words with one 16-byte store at block start. */
 typedef struct gpuobs_block_slot {
-    uint64_t key;               /* hash of (grid, block), odd; 0 = never used */
-    uint64_t event_index;       /* the block's event, or ~0 when its claim was dropped */
+    uint64_t key;         /* hash of (grid, block), odd; 0 = never used */
+    uint64_t event_index; /* the block's event, or ~0 when its claim was dropped */
 } gpuobs_block_slot;
 
 /* What each patched function's callback data points to (device memory): the
@@ -129,12 +129,12 @@ typedef struct gpuobs_block_slot {
  * aligned and the callback data pointer is the entry's address plus the sample
  * shift, so the hot path of a memory patch reads its shift without a load. */
 typedef struct gpuobs_function_entry {
-    uint64_t stripe_capacity;   /* records per stripe */
+    uint64_t stripe_capacity; /* records per stripe */
     uint32_t stripe_count;
     uint32_t function_slot;
     uint32_t mode;
-    uint32_t sample_shift;      /* the same as the pointer's low bits; for readers of the table */
-    uint64_t reserved[5];       /* pads the entry to 64 bytes */
+    uint32_t sample_shift; /* the same as the pointer's low bits; for readers of the table */
+    uint64_t reserved[5];  /* pads the entry to 64 bytes */
 } gpuobs_function_entry;
 
 /* ---- Recording file (.gpuobs) ---- */
@@ -156,11 +156,11 @@ enum gpuobs_chunk_type {
 
 /* gpuobs_launch.flags bits. */
 enum gpuobs_launch_flags {
-    GPUOBS_LAUNCH_GRAPH_NODE = 1,   /* a kernel node of a graph replay */
-    GPUOBS_LAUNCH_RACED_FLUSH = 2,  /* launched while a flush ran: its counts may be partial */
-    GPUOBS_LAUNCH_FROM_DEVICE = 4,  /* launched by a kernel (dynamic parallelism): the host never saw the
-                                       launch, so it is listed from its blocks' records at the flush; its
-                                       grid and block sizes are what those records show (lower bounds) */
+    GPUOBS_LAUNCH_GRAPH_NODE = 1,     /* a kernel node of a graph replay */
+    GPUOBS_LAUNCH_RACED_FLUSH = 2,    /* launched while a flush ran: its counts may be partial */
+    GPUOBS_LAUNCH_FROM_DEVICE = 4,    /* launched by a kernel (dynamic parallelism): the host never saw the
+                                         launch, so it is listed from its blocks' records at the flush; its
+                                         grid and block sizes are what those records show (lower bounds) */
     GPUOBS_LAUNCH_FROM_NODE_TABLE = 8 /* a graph replay's kernel node, listed from its exec's node table
                                          (learned from one replay) at the replay's launch: no per-node
                                          callback ran for it */
@@ -168,12 +168,12 @@ enum gpuobs_launch_flags {
 
 /* gpuobs_module_info.status values. */
 enum gpuobs_module_status {
-    GPUOBS_MODULE_NEW = 0,          /* never stored in a recording */
+    GPUOBS_MODULE_NEW = 0, /* never stored in a recording */
     GPUOBS_MODULE_PATCHED = 1,
     GPUOBS_MODULE_PATCH_FAILED = 2,
-    GPUOBS_MODULE_NOT_PATCHED = 3,  /* mode off */
-    GPUOBS_MODULE_PATCHING = 4,     /* never stored in a recording */
-    GPUOBS_MODULE_DEFERRED = 5      /* loaded while recording was paused: patched when it resumes */
+    GPUOBS_MODULE_NOT_PATCHED = 3, /* mode off */
+    GPUOBS_MODULE_PATCHING = 4,    /* never stored in a recording */
+    GPUOBS_MODULE_DEFERRED = 5     /* loaded while recording was paused: patched when it resumes */
 };
 
 /* gpuobs_notice.code: why something that ran on the GPU is missing from the recording. */
@@ -186,7 +186,7 @@ enum gpuobs_notice_code {
 };
 
 typedef struct gpuobs_file_header {
-    char magic[8];              /* "GPUOBS\r\n" */
+    char magic[8]; /* "GPUOBS\r\n" */
     uint32_t format_version;
     uint32_t header_size;
     uint64_t schema_hash;
@@ -194,10 +194,10 @@ typedef struct gpuobs_file_header {
 } gpuobs_file_header;
 
 typedef struct gpuobs_chunk_header {
-    uint32_t type;              /* enum gpuobs_chunk_type */
+    uint32_t type; /* enum gpuobs_chunk_type */
     uint32_t flags;
-    uint64_t length;            /* payload bytes after this header */
-    uint32_t crc32;             /* CRC-32 of type, flags, length, then the payload */
+    uint64_t length; /* payload bytes after this header */
+    uint32_t crc32;  /* CRC-32 of type, flags, length, then the payload */
     uint32_t reserved;
 } gpuobs_chunk_header;
 
@@ -205,17 +205,17 @@ typedef struct gpuobs_run_info {
     uint32_t pid;
     uint32_t mode;
     uint32_t sample_shift;
-    uint32_t callback_scope;    /* 0 function, 1 launch */
-    uint64_t capacity;          /* records per context */
+    uint32_t callback_scope; /* 0 function, 1 launch */
+    uint64_t capacity;       /* records per context */
     uint64_t start_realtime_ns;
     uint64_t start_monotonic_ns;
-    uint32_t argv_len;          /* bytes of NUL-separated argv after this struct */
-    uint32_t window_every;      /* automatic windows: 1 of this many intervals between quiet
-                                   synchronisations recorded (0 = none) */
+    uint32_t argv_len;     /* bytes of NUL-separated argv after this struct */
+    uint32_t window_every; /* automatic windows: 1 of this many intervals between quiet
+                              synchronisations recorded (0 = none) */
 } gpuobs_run_info;
 
 typedef struct gpuobs_device_info {
-    uint32_t device_index;      /* CUDA ordinal in this process */
+    uint32_t device_index; /* CUDA ordinal in this process */
     uint32_t sm_count;
     uint32_t cc_major;
     uint32_t cc_minor;
@@ -228,37 +228,37 @@ typedef struct gpuobs_function_info {
     uint32_t function_slot;
     uint32_t device_index;
     uint64_t module_id;
-    uint32_t mangled_len;       /* bytes of mangled name after this struct */
-    uint32_t demangled_len;     /* then bytes of demangled name */
+    uint32_t mangled_len;   /* bytes of mangled name after this struct */
+    uint32_t demangled_len; /* then bytes of demangled name */
 } gpuobs_function_info;
 
 typedef struct gpuobs_module_info {
     uint64_t module_id;
     uint32_t device_index;
-    uint32_t status;            /* enum gpuobs_module_status */
-    uint32_t patch_count;       /* times the tool committed a patch for it: must be 1 */
+    uint32_t status;      /* enum gpuobs_module_status */
+    uint32_t patch_count; /* times the tool committed a patch for it: must be 1 */
     uint32_t cubin_size;
     uint64_t load_monotonic_ns;
 } gpuobs_module_info;
 
 typedef struct gpuobs_launch {
-    uint64_t launch_id;         /* process-wide, in launch order */
-    uint64_t grid_id;           /* the sanitizer's gridId (== device %gridid) */
+    uint64_t launch_id; /* process-wide, in launch order */
+    uint64_t grid_id;   /* the sanitizer's gridId (== device %gridid) */
     uint64_t stream_id;
-    uint64_t host_begin_ns;     /* CLOCK_MONOTONIC at the launch callback */
+    uint64_t host_begin_ns; /* CLOCK_MONOTONIC at the launch callback */
     uint32_t function_slot;
     uint32_t device_index;
     uint32_t grid[3];
     uint32_t block[3];
-    uint32_t graph_launch_id;   /* graph replays: the replay's launch id, else 0 */
-    uint32_t flags;             /* enum gpuobs_launch_flags */
-    uint64_t api_call_id;       /* --api-trace: the innermost API call open on the launching thread, else 0 */
+    uint32_t graph_launch_id; /* graph replays: the replay's launch id, else 0 */
+    uint32_t flags;           /* enum gpuobs_launch_flags */
+    uint64_t api_call_id;     /* --api-trace: the innermost API call open on the launching thread, else 0 */
 } gpuobs_launch;
 
 /* The device %globaltimer read between two readings of each host clock. */
 typedef struct gpuobs_clock_sample {
     uint32_t device_index;
-    uint32_t method;            /* 1 = probe kernel between host readings */
+    uint32_t method; /* 1 = probe kernel between host readings */
     uint64_t device_ns;
     uint64_t monotonic_before;
     uint64_t monotonic_after;
@@ -271,56 +271,56 @@ typedef struct gpuobs_clock_sample {
 typedef struct gpuobs_flush_info {
     uint32_t device_index;
     uint32_t flush_seq;
-    uint64_t attempted;         /* sum of stripe claims */
-    uint64_t recorded;          /* claims that got a slot: attempted - dropped */
-    uint64_t dropped;           /* claims that found the stripe full: counted, never silent */
-    uint64_t filtered;          /* recorded events left out by the host kernel filter (or by gpuobs trim) */
-    uint64_t host_time_ns;      /* CLOCK_MONOTONIC at the flush */
-    uint64_t unattributed;      /* counts in launch-counter slots of no known launch */
+    uint64_t attempted;              /* sum of stripe claims */
+    uint64_t recorded;               /* claims that got a slot: attempted - dropped */
+    uint64_t dropped;                /* claims that found the stripe full: counted, never silent */
+    uint64_t filtered;               /* recorded events left out by the host kernel filter (or by gpuobs trim) */
+    uint64_t host_time_ns;           /* CLOCK_MONOTONIC at the flush */
+    uint64_t unattributed;           /* counts in launch-counter slots of no known launch */
     uint64_t unmatched_exit_threads; /* block_trace: exiting threads that found no event to stamp */
-    uint64_t unconfirmed_ends;  /* block_trace: events flagged GPUOBS_BLOCK_END_UNCONFIRMED */
-    uint64_t unrecorded_launches; /* kernel launches and graph replays (one each) while recording was
-                                     paused (outside windows): not in the launch table */
-    uint32_t launch_count_len;  /* gpuobs_launch_count entries after this struct */
-    uint32_t incomplete;        /* slots claimed but never committed (kernel aborted) */
+    uint64_t unconfirmed_ends;       /* block_trace: events flagged GPUOBS_BLOCK_END_UNCONFIRMED */
+    uint64_t unrecorded_launches;    /* kernel launches and graph replays (one each) while recording was
+                                        paused (outside windows): not in the launch table */
+    uint32_t launch_count_len;       /* gpuobs_launch_count entries after this struct */
+    uint32_t incomplete;             /* slots claimed but never committed (kernel aborted) */
 } gpuobs_flush_info;
 
 typedef struct gpuobs_launch_count {
     uint64_t grid_id;
-    uint64_t count;             /* exact blocks or accesses counted in this flush window */
-    uint32_t launches_sharing;  /* launches of this window whose counts share the slot (1 = exact) */
+    uint64_t count;            /* exact blocks or accesses counted in this flush window */
+    uint32_t launches_sharing; /* launches of this window whose counts share the slot (1 = exact) */
     uint32_t pad;
 } gpuobs_launch_count;
 
 typedef struct gpuobs_events_header {
     uint32_t device_index;
     uint32_t flush_seq;
-    uint32_t count;             /* events after the padding */
-    uint32_t padding;           /* bytes of zeros so the events start 64-byte aligned */
+    uint32_t count;   /* events after the padding */
+    uint32_t padding; /* bytes of zeros so the events start 64-byte aligned */
 } gpuobs_events_header;
 
 /* --api-trace: one CUDA driver or runtime API call, on the host clock. */
 typedef struct gpuobs_api_call {
-    uint64_t call_id;           /* process-wide, in order of entry; launches refer to it */
-    uint64_t enter_ns;          /* CLOCK_MONOTONIC at the call's entry */
-    uint64_t exit_ns;           /* CLOCK_MONOTONIC at its exit */
-    uint32_t thread_id;         /* Linux thread id */
-    uint32_t api_id;            /* callback domain << 16 | callback id: see gpuobs_api_name */
-    uint32_t depth;             /* calls open on the thread at entry (0 = outermost) */
-    int32_t result;             /* CUresult or cudaError_t returned */
+    uint64_t call_id;   /* process-wide, in order of entry; launches refer to it */
+    uint64_t enter_ns;  /* CLOCK_MONOTONIC at the call's entry */
+    uint64_t exit_ns;   /* CLOCK_MONOTONIC at its exit */
+    uint32_t thread_id; /* Linux thread id */
+    uint32_t api_id;    /* callback domain << 16 | callback id: see gpuobs_api_name */
+    uint32_t depth;     /* calls open on the thread at entry (0 = outermost) */
+    int32_t result;     /* CUresult or cudaError_t returned */
 } gpuobs_api_call;
 
 typedef struct gpuobs_api_name {
     uint32_t api_id;
-    uint32_t name_len;          /* bytes of the function's name after this struct */
+    uint32_t name_len; /* bytes of the function's name after this struct */
 } gpuobs_api_name;
 
 /* Something the tool could not record, and why (also printed on stderr). */
 typedef struct gpuobs_notice {
-    uint32_t device_index;      /* CUDA ordinal, or 0xFFFFFFFF when it concerns no one device */
-    uint32_t code;              /* enum gpuobs_notice_code */
-    uint64_t monotonic_ns;      /* CLOCK_MONOTONIC when it happened */
-    uint32_t text_len;          /* bytes of text after this struct */
+    uint32_t device_index; /* CUDA ordinal, or 0xFFFFFFFF when it concerns no one device */
+    uint32_t code;         /* enum gpuobs_notice_code */
+    uint64_t monotonic_ns; /* CLOCK_MONOTONIC when it happened */
+    uint32_t text_len;     /* bytes of text after this struct */
     uint32_t reserved;
 } gpuobs_notice;
 
@@ -336,19 +336,19 @@ typedef struct gpuobs_end_info {
 
 /* The name of each enum gpuobs_mode value, in value order: what GPUOBS_MODE and
  * `gpuobs record --mode` take (tests/test_schema.py checks it against the enum). */
-#define GPUOBS_MODE_NAMES                                                                            \
-    {"off", "block_noop", "block_counter", "block_trace", "mem_noop", "mem_sampled", "mem_full", \
-     "block_trace_noop"}
+#define GPUOBS_MODE_NAMES \
+    { "off", "block_noop", "block_counter", "block_trace", "mem_noop", "mem_sampled", "mem_full", "block_trace_noop" }
 
 /* The per-context arena in device memory: the function entries at its start,
  * which is aligned to GPUOBS_ARENA_ALIGN, so a patch finds the arena's base by
  * masking its callback data pointer, and every table at a fixed offset from it:
  * no load stands between a patch and its first atomic. */
 #define GPUOBS_ARENA_ALIGN 0x400000ull
-#define GPUOBS_ARENA_COUNTERS 0x400000ull     /* gpuobs_launch_counter[GPUOBS_LAUNCH_TABLE_SIZE] */
-#define GPUOBS_ARENA_CONTROL 0xC00000ull      /* gpuobs_control */
-#define GPUOBS_ARENA_BLOCK_TABLE 0xC10000ull  /* gpuobs_block_slot[GPUOBS_BLOCK_TABLE_SIZE] */
-#define GPUOBS_ARENA_EVENTS (GPUOBS_ARENA_BLOCK_TABLE + GPUOBS_BLOCK_TABLE_SIZE * 16ull) /* gpuobs_event[], to the end */
+#define GPUOBS_ARENA_COUNTERS 0x400000ull    /* gpuobs_launch_counter[GPUOBS_LAUNCH_TABLE_SIZE] */
+#define GPUOBS_ARENA_CONTROL 0xC00000ull     /* gpuobs_control */
+#define GPUOBS_ARENA_BLOCK_TABLE 0xC10000ull /* gpuobs_block_slot[GPUOBS_BLOCK_TABLE_SIZE] */
+#define GPUOBS_ARENA_EVENTS \
+    (GPUOBS_ARENA_BLOCK_TABLE + GPUOBS_BLOCK_TABLE_SIZE * 16ull) /* gpuobs_event[], to the end */
 
 /* Hashing shared by the device patches and the host tool: the host must find the
  * launch-counter slot the device wrote, so both use these very functions. */
@@ -372,16 +372,12 @@ GPUOBS_HD uint64_t gpuobs_fmix64(uint64_t k) {
 /* The launch-counter slot of a grid. Grid ids count up per context, so their
  * low bits keep up to GPUOBS_LAUNCH_TABLE_SIZE consecutive launches apart (a
  * hash would let two of them collide) and cost the patches no arithmetic. */
-GPUOBS_HD uint32_t gpuobs_launch_slot(uint64_t grid_id) {
-    return (uint32_t)grid_id & (GPUOBS_LAUNCH_TABLE_SIZE - 1);
-}
+GPUOBS_HD uint32_t gpuobs_launch_slot(uint64_t grid_id) { return (uint32_t)grid_id & (GPUOBS_LAUNCH_TABLE_SIZE - 1); }
 
 /* A grid launched by a kernel (dynamic parallelism) rather than by the host:
  * device-side launches get %gridid values with the top bit set (seen on the
  * H200: values near 2^64), host launches and graph nodes count up from 1. */
-GPUOBS_HD int gpuobs_grid_from_device(uint64_t grid_id) {
-    return (grid_id >> 63) != 0;
-}
+GPUOBS_HD int gpuobs_grid_from_device(uint64_t grid_id) { return (grid_id >> 63) != 0; }
 
 /* Where count `stripe` of slot `slot` lives, in uint64 units from the table's start. */
 GPUOBS_HD uint32_t gpuobs_launch_counter_index(uint32_t slot, uint32_t stripe) {
@@ -404,7 +400,8 @@ GPUOBS_STATIC_ASSERT(sizeof(gpuobs_function_entry) == 64, "a function entry is o
 GPUOBS_STATIC_ASSERT(GPUOBS_FUNCTION_TABLE_SIZE * sizeof(gpuobs_function_entry) <= GPUOBS_ARENA_COUNTERS,
                      "function entries fit before the launch counters");
 GPUOBS_STATIC_ASSERT(GPUOBS_ARENA_COUNTERS + GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter) <=
-                         GPUOBS_ARENA_CONTROL, "launch counters fit before the control block");
+                         GPUOBS_ARENA_CONTROL,
+                     "launch counters fit before the control block");
 GPUOBS_STATIC_ASSERT(GPUOBS_ARENA_CONTROL + sizeof(gpuobs_control) <= GPUOBS_ARENA_BLOCK_TABLE,
                      "control block fits before the block table");
 

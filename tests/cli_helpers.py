@@ -1,4 +1,5 @@
 """Run the `gpuobs` command as a user does: a subprocess, from this checkout."""
+
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ def repo_env(**extra) -> dict:
     """The environment in which `python -m gpuobs` is the package these tests import
     (the worktree's with PYTHONPATH, the installed one under tests/run.sh)."""
     import gpuobs
+
     env = dict(os.environ)
     package_parent = str(Path(gpuobs.__file__).resolve().parents[1])
     env["PYTHONPATH"] = package_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -27,12 +29,19 @@ def gpuobs_cmd(*args) -> list:
 
 def gpuobs(*args, cwd=None, env=None, timeout=120, **extra_env) -> subprocess.CompletedProcess:
     """`gpuobs ARGS...`; stdout and stderr as text."""
-    return subprocess.run(gpuobs_cmd(*map(str, args)), cwd=cwd, env=env or repo_env(**extra_env),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        gpuobs_cmd(*map(str, args)),
+        cwd=cwd,
+        env=env or repo_env(**extra_env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
-def write_recording(path, names=None, mode=None, events=True, n_launches=6, blocks_per_launch=256, dropped=0,
-                    notices=()):
+def write_recording(
+    path, names=None, mode=None, events=True, n_launches=6, blocks_per_launch=256, dropped=0, notices=()
+):
     """A small recording of `n_launches` launches of 3 kernels named `names` (demangled),
     in `mode` (block_trace by default; without `events` a counting mode keeps none),
     with `notices` ((code, text) pairs) from the tool."""
@@ -40,6 +49,7 @@ def write_recording(path, names=None, mode=None, events=True, n_launches=6, bloc
 
     from gpuobs.recording_file import schema, synthetic
     from gpuobs.recording_file.recording_writer import RecordingWriter
+
     ev, launches = synthetic.block_trace_events(n_launches, blocks_per_launch, sm_count=132)
     names = names or [d or m for m, d in synthetic.FUNCTION_NAMES]
     with RecordingWriter(path) as w:
@@ -72,5 +82,8 @@ def fake_toolchain(folder: Path) -> dict:
     for name in ("nvcc", "fakecxx"):
         (bin_dir / name).write_text(fake)
         (bin_dir / name).chmod(0o755)
-    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "CXX": str(bin_dir / "fakecxx"),
-            "GPUOBS_CACHE": str(Path(folder) / "cache")}
+    return {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "CXX": str(bin_dir / "fakecxx"),
+        "GPUOBS_CACHE": str(Path(folder) / "cache"),
+    }

@@ -5,6 +5,7 @@ the lent GPU machine, so the fixture is written here: the documented tables
 ThreadNames, TARGET_INFO_SESSION_START_TIME, TARGET_INFO_GPU) with nsys's
 columns, filled with that run's kernels and runtime calls; its PyTorch ops
 become NVTX push/pop ranges, as `torch.autograd.profiler.emit_nvtx` makes them."""
+
 import json
 import sqlite3
 from pathlib import Path
@@ -57,22 +58,47 @@ def build(kineto_json: Path, out: Path, ts_normalize: bool) -> dict:
         cat, args, t = e.get("cat"), e.get("args", {}), realtime(e)
         if cat == "kernel":
             g, b = args["grid"], args["block"]
-            db.execute("insert into CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, contextId, streamId, "
-                       "correlationId, globalPid, demangledName, shortName, gridX, gridY, gridZ, blockX, blockY, "
-                       "blockZ, gridId) values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                       (ts(t), ts(t) + duration(e), args["device"], 1, args["stream"], args["correlation"],
-                        global_tid(kernel_pid, 0), sid(e["name"]), sid(e["name"].split("(")[0][-60:]),
-                        *g, *b, counts["kernels"] + 1))
+            db.execute(
+                "insert into CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, contextId, streamId, "
+                "correlationId, globalPid, demangledName, shortName, gridX, gridY, gridZ, blockX, blockY, "
+                "blockZ, gridId) values (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    ts(t),
+                    ts(t) + duration(e),
+                    args["device"],
+                    1,
+                    args["stream"],
+                    args["correlation"],
+                    global_tid(kernel_pid, 0),
+                    sid(e["name"]),
+                    sid(e["name"].split("(")[0][-60:]),
+                    *g,
+                    *b,
+                    counts["kernels"] + 1,
+                ),
+            )
             counts["kernels"] += 1
         elif cat == "cuda_runtime" or cat == "cuda_driver":
-            db.execute("insert into CUPTI_ACTIVITY_KIND_RUNTIME values (?,?,?,?,?,?,?,?)",
-                       (ts(t), ts(t) + duration(e), 0, global_tid(e["pid"], e["tid"]), args.get("correlation", 0),
-                        sid(e["name"]), 0, 0))
+            db.execute(
+                "insert into CUPTI_ACTIVITY_KIND_RUNTIME values (?,?,?,?,?,?,?,?)",
+                (
+                    ts(t),
+                    ts(t) + duration(e),
+                    0,
+                    global_tid(e["pid"], e["tid"]),
+                    args.get("correlation", 0),
+                    sid(e["name"]),
+                    0,
+                    0,
+                ),
+            )
             counts["runtime"] += 1
             threads.add((e["pid"], e["tid"]))
         elif cat == "cpu_op":
-            db.execute("insert into NVTX_EVENTS (start, end, eventType, text, globalTid) values (?,?,?,?,?)",
-                       (ts(t), ts(t) + duration(e), 59, e["name"], global_tid(e["pid"], e["tid"])))
+            db.execute(
+                "insert into NVTX_EVENTS (start, end, eventType, text, globalTid) values (?,?,?,?,?)",
+                (ts(t), ts(t) + duration(e), 59, e["name"], global_tid(e["pid"], e["tid"])),
+            )
             counts["nvtx"] += 1
     for pid, tid in threads:
         db.execute("insert into ThreadNames values (?, 0, ?)", (sid("python3"), global_tid(pid, tid)))

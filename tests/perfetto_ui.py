@@ -2,6 +2,7 @@
 inside headless Chromium, and query its trace processor with SQL through the
 Chrome DevTools protocol. Used by the end-to-end tests and docs/make_screenshot.py;
 works offline."""
+
 from __future__ import annotations
 
 import functools
@@ -59,8 +60,9 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 class PerfettoUI:
     """with PerfettoUI(trace) as ui: ui.query("select count(*) as n from slice")"""
 
-    def __init__(self, trace: Path | None = None, timeout: float = 120.0, page_url: str | None = None,
-                 ui_port: int | None = None):
+    def __init__(
+        self, trace: Path | None = None, timeout: float = 120.0, page_url: str | None = None, ui_port: int | None = None
+    ):
         """Opens `trace` (served here), or `page_url`: an address of the UI (served here on
         `ui_port`, at /ui/index.html) that names where to fetch the trace, as `gpuobs open` prints."""
         self.trace = Path(trace) if trace is not None else None
@@ -85,11 +87,26 @@ class PerfettoUI:
             shutil.copy(self.trace, root / "trace.pftrace")
             url = f"http://127.0.0.1:{port}/ui/index.html#!/?url=http://127.0.0.1:{port}/trace.pftrace"
         self._browser = subprocess.Popen(
-            [chromium(), "--headless", "--no-sandbox", "--remote-allow-origins=*", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--disable-dev-shm-usage", f"--user-data-dir={root / 'profile'}",
-             f"--remote-debugging-port={debug_port}", "--window-size=1600,1000", url],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                chromium(),
+                "--headless",
+                "--no-sandbox",
+                "--remote-allow-origins=*",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-dev-shm-usage",
+                f"--user-data-dir={root / 'profile'}",
+                f"--remote-debugging-port={debug_port}",
+                "--window-size=1600,1000",
+                url,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         self._ws = None
         try:
             self._ws = websocket.create_connection(self._page_socket(debug_port), timeout=self.timeout)
@@ -126,9 +143,15 @@ class PerfettoUI:
 
     def evaluate(self, expression: str, await_promise: bool = True):
         self._id += 1
-        self._ws.send(json.dumps({"id": self._id, "method": "Runtime.evaluate",
-                                  "params": {"expression": expression, "awaitPromise": await_promise,
-                                             "returnByValue": True}}))
+        self._ws.send(
+            json.dumps(
+                {
+                    "id": self._id,
+                    "method": "Runtime.evaluate",
+                    "params": {"expression": expression, "awaitPromise": await_promise, "returnByValue": True},
+                }
+            )
+        )
         while True:
             msg = json.loads(self._ws.recv())
             if msg.get("id") == self._id:
@@ -140,9 +163,11 @@ class PerfettoUI:
 
     def _wait_loaded(self) -> None:
         deadline = time.time() + self.timeout
-        probe = ("(async () => { try { if (!window.app || !app.trace) return false;"
-                 " const r = await app.trace.engine.query('select count(*) as n from track');"
-                 " return r.numRows() > 0; } catch (e) { return false; } })()")
+        probe = (
+            "(async () => { try { if (!window.app || !app.trace) return false;"
+            " const r = await app.trace.engine.query('select count(*) as n from track');"
+            " return r.numRows() > 0; } catch (e) { return false; } })()"
+        )
         while time.time() < deadline:
             if self.evaluate(probe):
                 return
@@ -180,6 +205,7 @@ class PerfettoUI:
 
     def screenshot(self, path: Path) -> None:
         import base64
+
         self._id += 1
         self._ws.send(json.dumps({"id": self._id, "method": "Page.captureScreenshot", "params": {"format": "png"}}))
         while True:

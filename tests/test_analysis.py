@@ -1,4 +1,5 @@
 """Launch resolution: events to launches, graph replays, raced launches, per-launch tables."""
+
 import numpy as np
 import pytest
 
@@ -126,7 +127,9 @@ def test_flagged_ends_do_not_stretch_their_launch(tmp_path):
     assert table.ends_unconfirmed[first] == 1 and table.ends_unconfirmed.sum() == 1
     assert int(table.last_end[first]) <= max(true_end, int(ev["time_start"][0]))
     from gpuobs.perfetto_export.export import export
+
     from .trace_decode import decode
+
     export([rec], tmp_path / "f.pftrace")
     d = decode(tmp_path / "f.pftrace")
     kernels = [s for s in d.slices if d.tracks[s[0]].name == "Kernels"]

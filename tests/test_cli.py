@@ -1,6 +1,7 @@
 """The gpuobs command as a user runs it (a subprocess): one naming convention, help
 and version, clear one-line errors and never a traceback, text that is not cut or
 wrapped when piped, and user text printed as it is."""
+
 import json
 import os
 import shutil
@@ -95,8 +96,13 @@ def test_inputs_that_are_not_recordings_get_one_clear_line(tmp_path):
     assert "--salvage" not in r.stderr
     r = no_traceback(gpuobs("info", tmp_path / "missing.gpuobs"))
     assert r.returncode == 2 and "no recording at" in r.stderr and "--salvage" not in r.stderr
-    for command in (["info"], ["stats"], ["export", "-o", tmp_path / "x.pftrace"], ["plot", "-o", tmp_path / "x.png"],
-                    ["trim", "--flushes", "0:1", "-o", tmp_path / "x.gpuobs"]):
+    for command in (
+        ["info"],
+        ["stats"],
+        ["export", "-o", tmp_path / "x.pftrace"],
+        ["plot", "-o", tmp_path / "x.png"],
+        ["trim", "--flushes", "0:1", "-o", tmp_path / "x.gpuobs"],
+    ):
         r = no_traceback(gpuobs(command[0], DATA, *command[1:]))
         assert r.returncode == 2 and f"cannot read {DATA}: a folder, not a regular file" in r.stderr
     damaged = tmp_path / "d.gpuobs"
@@ -113,14 +119,20 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
     from gpuobs.recording_file.recording_writer import RecordingWriter
 
     from .cli_helpers import gpuobs_cmd, repo_env
+
     many = tmp_path / "many.gpuobs"
     with RecordingWriter(many) as w:
         w.run(pid=1, mode=schema.Mode.BLOCK_COUNTER)
         for seq in range(4000):
             w.flush(flush_seq=seq, attempted=0, recorded=0, dropped=0)
-    proc = subprocess.run(" ".join(gpuobs_cmd("info", str(many), "--json")) + " | head -c 10", shell=True,
-                          env=repo_env(), capture_output=True, text=True)
-    assert proc.stdout == "{\n  \"path\"" and proc.stderr == ""
+    proc = subprocess.run(
+        " ".join(gpuobs_cmd("info", str(many), "--json")) + " | head -c 10",
+        shell=True,
+        env=repo_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.stdout == '{\n  "path"' and proc.stderr == ""
 
 
 def test_piped_output_never_wraps(tmp_path):
@@ -128,8 +140,10 @@ def test_piped_output_never_wraps(tmp_path):
     gpu_line = [line for line in r.stdout.splitlines() if "GPU 0" in line]
     assert len(gpu_line) == 1 and "34,737,899 accesses counted" in gpu_line[0] and "clock: measured" in gpu_line[0]
     r = gpuobs("info", BLOCK, COLUMNS="60")
-    assert any(len(line) > 100 and "unmatched exits" in line and line.endswith("move a block's end")
-               for line in r.stdout.splitlines())
+    assert any(
+        len(line) > 100 and "unmatched exits" in line and line.endswith("move a block's end")
+        for line in r.stdout.splitlines()
+    )
 
 
 def test_user_text_is_printed_as_it_is(tmp_path):
@@ -146,6 +160,7 @@ def test_the_plot_hint_keeps_its_extra_name(tmp_path):
     (shim / "__init__.py").write_text("raise ImportError('no matplotlib here')\n")
     env_path = f"{tmp_path / 'shim'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
     from .cli_helpers import repo_env
+
     env = repo_env()
     env["PYTHONPATH"] = f"{tmp_path / 'shim'}{os.pathsep}{env['PYTHONPATH']}"
     assert env_path  # the shim comes first
@@ -168,6 +183,7 @@ def test_plot_writes_images_and_says_what_it_cannot_plot(tmp_path):
 def test_the_occupancy_grid_holds_every_block_nanosecond(block_recording):
     import gpuobs as g
     from gpuobs.analysis.plot import occupancy
+
     grid, _t0, width = occupancy(g.load(block_recording), 0)
     ev = g.load(block_recording).events
     busy = (ev["time_end"].astype("int64") - ev["time_start"].astype("int64")).sum()
@@ -177,10 +193,16 @@ def test_the_occupancy_grid_holds_every_block_nanosecond(block_recording):
 def test_info_is_a_readable_summary():
     r = gpuobs("info", BLOCK)
     text = r.stdout
-    for expected in ("recorded by     gpuobs-tool 0.1.0, pid 609", "command         python3 examples/decode_graph.py",
-                     "GPU 0           NVIDIA H200, 132 SMs, compute capability 9.0", "ran 4.172 s",
-                     "device span     0..87.123 ms", "complete        yes", "unmatched exits 2,080 threads whose exit",
-                     "flush windows   6"):
+    for expected in (
+        "recorded by     gpuobs-tool 0.1.0, pid 609",
+        "command         python3 examples/decode_graph.py",
+        "GPU 0           NVIDIA H200, 132 SMs, compute capability 9.0",
+        "ran 4.172 s",
+        "device span     0..87.123 ms",
+        "complete        yes",
+        "unmatched exits 2,080 threads whose exit",
+        "flush windows   6",
+    ):
         assert expected in text, expected
     assert "True" not in text
     d = json.loads(gpuobs("info", BLOCK, "--json").stdout)
@@ -191,6 +213,7 @@ def test_info_is_a_readable_summary():
 def test_record_refuses_bad_options_before_running_anything(tmp_path):
     def rec(*args):
         return no_traceback(gpuobs("record", *args, cwd=tmp_path))
+
     r = rec("--mode", "warp", "--", "true")
     assert r.returncode == 2 and "--mode 'warp' is not one of" in r.stderr
     r = rec("--sample-shift", "40", "--", "true")
@@ -219,6 +242,7 @@ def test_build_says_what_it_compiles(tmp_path):
     from gpuobs.record.native_build import sanitizer_dirs
 
     from .cli_helpers import fake_toolchain
+
     if not sanitizer_dirs():
         pytest.skip("no sanitizer headers (the test extra installs them)")
     r = gpuobs("build", **fake_toolchain(tmp_path))
@@ -234,6 +258,7 @@ def test_a_bug_is_one_line_and_the_traceback_is_on_request():
     import sys
 
     from .cli_helpers import repo_env
+
     code = "import gpuobs.cli as c\ndef boom(): raise ZeroDivisionError('x')\nc.app = boom\nc.main()"
     r = subprocess.run([sys.executable, "-c", code], env=repo_env(), capture_output=True, text=True)
     assert r.returncode == 70 and r.stderr.startswith("gpuobs: internal error: ZeroDivisionError: x (please report")

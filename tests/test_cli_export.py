@@ -1,6 +1,7 @@
 """`gpuobs export` options as a user meets them: every option either acts or says
 why it cannot; time windows are relative and have units; track names of a
 PyTorch-profiler trace read as the profiler's own; the README quotes the sample."""
+
 import re
 import socket
 import subprocess
@@ -38,6 +39,7 @@ def test_options_that_cannot_act_say_so(tmp_path):
 
 def test_an_archive_is_written_whole_and_by_default_as_a_zip(tmp_path):
     import zipfile
+
     planted = tmp_path / "side_by_side_api_trace.zip.pftrace.tmp"  # the old fixed temp name: never used
     victim = tmp_path / "victim"
     victim.write_bytes(b"keep")
@@ -48,7 +50,8 @@ def test_an_archive_is_written_whole_and_by_default_as_a_zip(tmp_path):
         assert set(z.namelist()) == {"perfetto_manifest.json", "gpuobs.pftrace", f"host0_{PROFILER.name}"}
         assert z.read(f"host0_{PROFILER.name}") == PROFILER.read_bytes()
     assert victim.read_bytes() == b"keep" and sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        ["side_by_side_api_trace.zip", "side_by_side_api_trace.zip.pftrace.tmp", "victim"])
+        ["side_by_side_api_trace.zip", "side_by_side_api_trace.zip.pftrace.tmp", "victim"]
+    )
 
 
 def test_time_windows_have_units_count_from_the_start_and_say_when_empty(tmp_path):
@@ -59,6 +62,7 @@ def test_time_windows_have_units_count_from_the_start_and_say_when_empty(tmp_pat
     assert r.returncode == 0, r.stderr
     d = decode(out)
     import gpuobs as g
+
     t0 = int(g.load(BLOCK).events["time_start"].min())
     starts = [s[2] for s in d.slices if d.tracks[s[0]].name.startswith("SM ")]
     assert len(starts) == 5_732 and all(t0 + 16_000_000 <= s < t0 + 19_000_000 for s in starts)
@@ -71,8 +75,10 @@ def test_time_windows_have_units_count_from_the_start_and_say_when_empty(tmp_pat
 
 def test_launches_without_times_are_explained_by_their_mode(tmp_path):
     r = gpuobs("export", MEM, "-o", tmp_path / "m.pftrace")
-    assert ("516 launches kept no sampled access, so they have no time and no kernel slice; their 256,875 "
-            "accesses are counted, not on the counter track") in r.stdout
+    assert (
+        "516 launches kept no sampled access, so they have no time and no kernel slice; their 256,875 "
+        "accesses are counted, not on the counter track"
+    ) in r.stdout
     assert "carry no device timestamps" not in r.stdout
 
 
@@ -122,8 +128,13 @@ def test_export_open_serves_the_trace_to_the_ui_once(tmp_path):
     env.pop("DISPLAY", None)
     env.pop("WAYLAND_DISPLAY", None)
     env.pop("BROWSER", None)
-    proc = subprocess.Popen(gpuobs_cmd("export", str(BLOCK), "-o", str(tmp_path / "t.pftrace"), "--open"),
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        gpuobs_cmd("export", str(BLOCK), "-o", str(tmp_path / "t.pftrace"), "--open"),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline, address = time.time() + 60, None
         while address is None and time.time() < deadline:
@@ -131,7 +142,9 @@ def test_export_open_serves_the_trace_to_the_ui_once(tmp_path):
             if "ui.perfetto.dev/#!/?url=" in line:
                 address = line.strip()
         assert address == ("https://ui.perfetto.dev/#!/?url=http://127.0.0.1:9001/t.pftrace&referrer=gpuobs")
-        request = urllib.request.Request("http://127.0.0.1:9001/t.pftrace", headers={"Origin": "https://ui.perfetto.dev"})
+        request = urllib.request.Request(
+            "http://127.0.0.1:9001/t.pftrace", headers={"Origin": "https://ui.perfetto.dev"}
+        )
         for _ in range(50):
             try:
                 with urllib.request.urlopen(request, timeout=10) as resp:

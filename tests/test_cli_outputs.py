@@ -3,6 +3,7 @@ with its output: an existing file, a symbolic link, a hard link of the input, th
 input itself, a missing or read-only folder and a full disk. A full or read-only
 folder is a tiny tmpfs mounted in a private mount namespace where that works
 (root, or user namespaces), and a simulated one (tests/fault_injection) everywhere."""
+
 import errno
 import hashlib
 import os
@@ -73,9 +74,12 @@ def test_an_output_that_is_an_input_is_refused_even_with_force(tmp_path):
     assert r.returncode == 0 and digest(rec) == before and (tmp_path / "gpuobs.pftrace").is_file()
     link = tmp_path / "same.gpuobs"
     os.link(rec, link)  # a hard link: another name for the input
-    for args in (["trim", rec, "--flushes", "0:1", "-o", link, "-f"],
-                 ["trim", rec, "--flushes", "0:1", "-o", rec, "-f"],
-                 ["export", rec, "-o", link, "-f"], ["export", rec, "--host", PROFILER, "-o", PROFILER, "-f"]):
+    for args in (
+        ["trim", rec, "--flushes", "0:1", "-o", link, "-f"],
+        ["trim", rec, "--flushes", "0:1", "-o", rec, "-f"],
+        ["export", rec, "-o", link, "-f"],
+        ["export", rec, "--host", PROFILER, "-o", PROFILER, "-f"],
+    ):
         r = clean(gpuobs(*args))
         assert r.returncode == 2 and "gpuobs never writes over what it reads" in r.stderr, args
         assert digest(rec) == before
@@ -94,12 +98,13 @@ def test_a_missing_folder_is_named(writer, tmp_path):
 
 # -- a full disk and a read-only folder ----------------------------------------------------------------
 
+
 @dataclass
 class Outcome:
     returncode: int
     stderr: str
-    listing: list      # the folder's entries afterwards
-    old: bytes         # the previous output afterwards
+    listing: list  # the folder's entries afterwards
+    old: bytes  # the previous output afterwards
 
 
 def _tmpfs_works(tmp_path) -> bool:
@@ -107,8 +112,9 @@ def _tmpfs_works(tmp_path) -> bool:
         return False
     probe = tmp_path / "probe"
     probe.mkdir()
-    done = subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=16k tmpfs {probe}"],
-                          capture_output=True)
+    done = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=16k tmpfs {probe}"], capture_output=True
+    )
     return done.returncode == 0
 
 
@@ -128,15 +134,27 @@ def run_in(kind, condition, tmp_path, writer) -> Outcome:
     results.mkdir()
     if kind == "tmpfs":
         remount = f"mount -o remount,ro {folder}" if condition == "read-only" else "true"
-        script = "\n".join([
-            "set -e", f"mount -t tmpfs -o size=96k tmpfs {folder}",
-            f"printf %s {shlex.quote(OLD.decode())} > {out}", remount, "set +e",
-            f"{shlex.join(gpuobs_cmd(*args))} 2> {results / 'err'}; echo $? > {results / 'rc'}",
-            f"ls -A {folder} > {results / 'ls'}", f"cat {out} > {results / 'old'}"])
-        subprocess.run(["unshare", "-rm", "bash", "-c", script], env=repo_env(), check=True, timeout=300,
-                       stdout=subprocess.DEVNULL)
-        return Outcome(int((results / "rc").read_text()), (results / "err").read_text(),
-                       (results / "ls").read_text().split(), (results / "old").read_bytes())
+        script = "\n".join(
+            [
+                "set -e",
+                f"mount -t tmpfs -o size=96k tmpfs {folder}",
+                f"printf %s {shlex.quote(OLD.decode())} > {out}",
+                remount,
+                "set +e",
+                f"{shlex.join(gpuobs_cmd(*args))} 2> {results / 'err'}; echo $? > {results / 'rc'}",
+                f"ls -A {folder} > {results / 'ls'}",
+                f"cat {out} > {results / 'old'}",
+            ]
+        )
+        subprocess.run(
+            ["unshare", "-rm", "bash", "-c", script], env=repo_env(), check=True, timeout=300, stdout=subprocess.DEVNULL
+        )
+        return Outcome(
+            int((results / "rc").read_text()),
+            (results / "err").read_text(),
+            (results / "ls").read_text().split(),
+            (results / "old").read_bytes(),
+        )
     out.write_bytes(OLD)
     env = repo_env()
     env["PYTHONPATH"] = f"{HERE / 'fault_injection'}{os.pathsep}{env['PYTHONPATH']}"
@@ -147,8 +165,9 @@ def run_in(kind, condition, tmp_path, writer) -> Outcome:
 
 
 @pytest.mark.parametrize("kind", ["tmpfs", "simulated"])
-@pytest.mark.parametrize("condition,reason", [("full", "no space left on the device"),
-                                              ("read-only", "the file system is read-only")])
+@pytest.mark.parametrize(
+    "condition,reason", [("full", "no space left on the device"), ("read-only", "the file system is read-only")]
+)
 @pytest.mark.parametrize("writer", WRITERS)
 def test_a_full_or_read_only_folder_loses_nothing(writer, condition, reason, kind, tmp_path, tmpfs_available):
     needs(writer)
@@ -162,6 +181,7 @@ def test_a_full_or_read_only_folder_loses_nothing(writer, condition, reason, kin
 
 
 # -- the helper itself: temp names, links planted at them, interrupted writes --------------------------
+
 
 def test_temp_names_are_unique_and_a_file_planted_at_one_is_never_opened(tmp_path, monkeypatch):
     victim = tmp_path / "victim"

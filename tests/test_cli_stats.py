@@ -1,5 +1,6 @@
 """`gpuobs stats`: led by the kernel time summary nsys and the PyTorch profiler
 lead with; readable when piped; the same totals as every other command."""
+
 import csv
 import io
 import json
@@ -34,7 +35,7 @@ def test_the_kernel_summary_leads_and_its_numbers_are_the_launch_spans():
     rec = gpuobs.load(BLOCK)
     table = analysis.launch_table(rec)
     nvjet = [i for i, n in enumerate(table.name) if n == "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT"]
-    spans = (table.last_end[nvjet].astype(np.int64) - table.first_start[nvjet].astype(np.int64))
+    spans = table.last_end[nvjet].astype(np.int64) - table.first_start[nvjet].astype(np.int64)
     row = next(r for r in rows if r["name"] == "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT")
     assert row["instances"] == len(nvjet) == 120 and row["total_ns"] == spans.sum()
     assert row["min_ns"] == spans.min() and row["max_ns"] == spans.max() and row["med_ns"] == np.median(spans)
@@ -50,9 +51,14 @@ def test_sort_format_and_full_names():
     text = run("stats", BLOCK, "--report", "cuda_gpu_kern_sum", "--format", "csv").stdout
     parsed = list(csv.DictReader(io.StringIO(text)))
     assert len(parsed) == 31 and set(parsed[0]) >= {"time_pct", "total_ns", "instances", "stddev_ns", "name"}
-    assert any(p["name"].startswith("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast"
-                                    "<at::native::BinaryFunctor<c10::BFloat16") and len(p["name"]) > 500
-               for p in parsed)  # the full demangled name
+    assert any(
+        p["name"].startswith(
+            "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast"
+            "<at::native::BinaryFunctor<c10::BFloat16"
+        )
+        and len(p["name"]) > 500
+        for p in parsed
+    )  # the full demangled name
     r = run("stats", BLOCK, "--sort", "bogus")
     assert r.returncode == 2 and "--sort 'bogus' is not one of" in r.stderr
 
@@ -96,14 +102,18 @@ def test_every_command_reports_the_same_totals(tmp_path):
 
 
 def test_kernel_names_fold_templates_and_stay_distinct():
-    name = ("void at::native::vectorized_elementwise_kernel<8, at::native::AbsFunctor<c10::BFloat16>, "
-            "std::array<char*, 2ul> >(int, at::native::AbsFunctor<c10::BFloat16>, std::array<char*, 2ul>)")
+    name = (
+        "void at::native::vectorized_elementwise_kernel<8, at::native::AbsFunctor<c10::BFloat16>, "
+        "std::array<char*, 2ul> >(int, at::native::AbsFunctor<c10::BFloat16>, std::array<char*, 2ul>)"
+    )
     assert short_name(name) == "at::native::vectorized_elementwise_kernel<8, AbsFunctor<BFloat16>, array<char*, 2ul>>"
     assert short_name(name, 75) == "at::native::vectorized_elementwise_kernel<8, AbsFunctor<...>, array<...>>"
     assert short_name(name, 60) == "at::native::vectorized_elementwise_kernel<...>"
-    lam = ("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::silu_kernel("
-           "at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#6}::operator()() const::"
-           "{lambda(c10::BFloat16)#1}, std::array<char*, 2ul> >(int, float)")
+    lam = (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::silu_kernel("
+        "at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#6}::operator()() const::"
+        "{lambda(c10::BFloat16)#1}, std::array<char*, 2ul> >(int, float)"
+    )
     assert short_name(lam) == "at::native::vectorized_elementwise_kernel<4, silu_kernel::lambda, array<char*, 2ul>>"
     assert short_name("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT") == "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT"
     assert short_name("kernel(float*, int)") == "kernel"
@@ -114,6 +124,7 @@ def test_kernel_names_fold_templates_and_stay_distinct():
 
 def test_the_readme_shows_the_summary_as_the_command_prints_it():
     from .cli_helpers import ROOT
+
     readme = (ROOT / "README.md").read_text()
     block = readme.split("<!-- stats-sample")[1].split("```")[1].strip("\n").splitlines()
     command = block[0]

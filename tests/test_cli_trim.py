@@ -1,5 +1,6 @@
 """`gpuobs trim`: by the flush-window index `info` shows, by time, by kernel; an
 empty selection is refused; what is kept still adds up."""
+
 import json
 
 import gpuobs as g
@@ -34,12 +35,14 @@ def test_info_lists_the_flush_windows_trim_takes(tmp_path):
 
 def test_an_empty_selection_is_refused_and_nothing_written(tmp_path):
     out = tmp_path / "x.gpuobs"
-    for args, said in ((["--flushes", "5:6"], "the selection keeps nothing"),
-                       (["--flushes", "9:"], "the recording has 6 flush windows, indices 0..5"),
-                       (["--flushes", "2:1"], "is empty: END must be after START"),
-                       (["--time", "1s:2s"], "keeps nothing of"),
-                       (["--kernels", "no_such_kernel"], "keeps nothing of"),
-                       ([], "nothing to trim by: give --flushes A:B, --time START:END or --kernels REGEX")):
+    for args, said in (
+        (["--flushes", "5:6"], "the selection keeps nothing"),
+        (["--flushes", "9:"], "the recording has 6 flush windows, indices 0..5"),
+        (["--flushes", "2:1"], "is empty: END must be after START"),
+        (["--time", "1s:2s"], "keeps nothing of"),
+        (["--kernels", "no_such_kernel"], "keeps nothing of"),
+        ([], "nothing to trim by: give --flushes A:B, --time START:END or --kernels REGEX"),
+    ):
         r = gpuobs("trim", BLOCK, "-o", out, *args)
         assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
         assert not out.exists()
@@ -70,7 +73,7 @@ def test_trim_by_kernel_keeps_their_launches_and_accounts_for_the_rest(tmp_path)
     assert names and all(n.startswith("nvjet") for n in names)
     info = json.loads(gpuobs("info", out, "--json").stdout)
     assert info["counted"] == info["block_events"] == len(kept.events)  # counts of the kept launches only
-    assert info["recorded"] - info["filtered"] == len(kept.events)      # left-out records count as filtered
+    assert info["recorded"] - info["filtered"] == len(kept.events)  # left-out records count as filtered
     stats = json.loads(gpuobs("stats", out, "--json").stdout)["kernel_times"]["rows"]
     assert {r["name"] for r in stats} == names
     assert decode_ok(kept, tmp_path)

@@ -5,6 +5,7 @@ output, or the file written), or when it says why it cannot (a `gpuobs:` line).
 The walk must name every option the CLI has: a new option fails this test until
 it is walked. `record` runs `env` under a stand-in build (no GPU here): each of
 its options must reach the tool's environment."""
+
 import socket
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -26,11 +27,11 @@ WALKED_APART = {"export --open"}
 
 @dataclass
 class Case:
-    args: list                    # gpuobs ARGS; {dir} is the run's own folder, {trace} a ready trace
+    args: list  # gpuobs ARGS; {dir} is the run's own folder, {trace} a ready trace
     baseline: list | None = None  # the same run without the option; None: `expect` proves the effect
     rc: int = 0
-    expect: str = ""              # text the run must print (stdout or stderr)
-    output: str | None = None     # the file the run writes (in {dir}), compared with the baseline's
+    expect: str = ""  # text the run must print (stdout or stderr)
+    output: str | None = None  # the file the run writes (in {dir}), compared with the baseline's
     setup: dict = field(default_factory=dict)  # files to put in {dir} first: name -> source path or bytes
     env: dict = field(default_factory=dict)
 
@@ -49,32 +50,47 @@ def cases(fake_browser: str) -> list:
     port = lambda: str(_free_port())  # noqa: E731
     return [
         # top level
-        Case(["--version"], expect="0.1.0"), Case(["-V"], expect="0.1.0"), Case(["version"], expect="0.1.0"),
+        Case(["--version"], expect="0.1.0"),
+        Case(["-V"], expect="0.1.0"),
+        Case(["version"], expect="0.1.0"),
         Case(["-h"], expect="Commands:"),
-        *[Case([c, "-h"], expect="Usage: ") for c in ("record", "info", "stats", "export", "open", "plot", "trim",
-                                                        "build", "version")],
+        *[
+            Case([c, "-h"], expect="Usage: ")
+            for c in ("record", "info", "stats", "export", "open", "plot", "trim", "build", "version")
+        ],
         # info
         Case(["info", BLOCK], expect="device span     0..87.123 ms"),
         Case(["info", BLOCK, MEM], ["info", BLOCK], expect="mode            mem_sampled"),
         Case(["info", BLOCK, "--json"], ["info", BLOCK], expect='"device_span_ns": 87122752'),
-        Case(["info", "{dir}/d.gpuobs", "--salvage"], ["info", "{dir}/d.gpuobs"], expect="damaged at byte",
-             setup={"d.gpuobs": Path(BLOCK).read_bytes()[:-100]}),
+        Case(
+            ["info", "{dir}/d.gpuobs", "--salvage"],
+            ["info", "{dir}/d.gpuobs"],
+            expect="damaged at byte",
+            setup={"d.gpuobs": Path(BLOCK).read_bytes()[:-100]},
+        ),
         Case(["info", "{dir}"], rc=2, expect="cannot read {dir}: a folder, not a regular file"),
         Case(["info", "{dir}/gone.gpuobs"], rc=2, expect="no recording at"),
         Case(["info", PROFILER], rc=2, expect="it looks like JSON"),
         # stats
         Case(st, expect="Kernel time summary"),
-        Case(st + ["--report", "blocks"], st), Case(st + ["-r", "kernels"], st),
+        Case(st + ["--report", "blocks"], st),
+        Case(st + ["-r", "kernels"], st),
         Case(st + ["-r", "all"], st + ["-r", "kernels"]),
         Case(st + ["--sort", "max", "-r", "kernels"], st + ["-r", "kernels"]),
         Case(st + ["-s", "p99", "-r", "blocks"], st + ["-r", "blocks"]),
         Case(st + ["--sort", "p99"], rc=2, expect="--sort 'p99' is not one of"),
-        Case(st + ["--format", "csv"], st), Case(st + ["--format", "json"], st), Case(st + ["--json"], st),
+        Case(st + ["--format", "csv"], st),
+        Case(st + ["--format", "json"], st),
+        Case(st + ["--json"], st),
         Case(st + ["--format", "xml"], rc=2, expect="is not table, csv or json"),
-        Case(st + ["--top", "3"], st), Case(st + ["--top", "0"], rc=2, expect="give 1 or more rows"),
+        Case(st + ["--top", "3"], st),
+        Case(st + ["--top", "0"], rc=2, expect="give 1 or more rows"),
         Case(["stats", MEM, "-r", "kernels"], expect="Mode mem_sampled records no block start or end times"),
-        Case(["stats", "{dir}/d.gpuobs", "--salvage"], ["stats", "{dir}/d.gpuobs"],
-             setup={"d.gpuobs": Path(BLOCK).read_bytes()[:-100]}),
+        Case(
+            ["stats", "{dir}/d.gpuobs", "--salvage"],
+            ["stats", "{dir}/d.gpuobs"],
+            setup={"d.gpuobs": Path(BLOCK).read_bytes()[:-100]},
+        ),
         Case(["stats", BLOCK, MEM, "--json"], st + ["--json"]),
         # export
         Case(ex, output="t.pftrace", expect="28,662 block slices"),
@@ -97,29 +113,66 @@ def cases(fake_browser: str) -> list:
         Case(ex + ["--clock", "auto"], expect="clock: measured"),
         Case(ex + ["--clock", "host"], rc=2, expect="is not auto or device"),
         Case(ex + ["--samples"], expect="--samples: no memory samples to write"),
-        Case(["export", MEM, "-o", "{dir}/t.pftrace", "--samples"], ["export", MEM, "-o", "{dir}/t.pftrace"],
-             output="t.pftrace"),
-        Case(ex + ["--no-block-args"], ex, output="t.pftrace"), Case(ex + ["--block-args"], expect="28,662 block"),
-        Case(["export", "{dir}/d.gpuobs", "-o", "{dir}/t.pftrace", "--salvage"],
-             ["export", "{dir}/d.gpuobs", "-o", "{dir}/t.pftrace"],
-             setup={"d.gpuobs": Path(BLOCK).read_bytes()[:-100]}),
-        Case(["export", SIDE, "--host", PROFILER, "-o", "{dir}/t.pftrace"], ["export", SIDE, "-o", "{dir}/t.pftrace"],
-             output="t.pftrace", expect="42 of 42 kernels matched"),
-        Case(["export", SIDE, "--host", PROFILER, "--align", "kernels", "-o", "{dir}/t.pftrace"],
-             ["export", SIDE, "--host", PROFILER, "-o", "{dir}/t.pftrace"], output="t.pftrace", expect="shifted"),
+        Case(
+            ["export", MEM, "-o", "{dir}/t.pftrace", "--samples"],
+            ["export", MEM, "-o", "{dir}/t.pftrace"],
+            output="t.pftrace",
+        ),
+        Case(ex + ["--no-block-args"], ex, output="t.pftrace"),
+        Case(ex + ["--block-args"], expect="28,662 block"),
+        Case(
+            ["export", "{dir}/d.gpuobs", "-o", "{dir}/t.pftrace", "--salvage"],
+            ["export", "{dir}/d.gpuobs", "-o", "{dir}/t.pftrace"],
+            setup={"d.gpuobs": Path(BLOCK).read_bytes()[:-100]},
+        ),
+        Case(
+            ["export", SIDE, "--host", PROFILER, "-o", "{dir}/t.pftrace"],
+            ["export", SIDE, "-o", "{dir}/t.pftrace"],
+            output="t.pftrace",
+            expect="42 of 42 kernels matched",
+        ),
+        Case(
+            ["export", SIDE, "--host", PROFILER, "--align", "kernels", "-o", "{dir}/t.pftrace"],
+            ["export", SIDE, "--host", PROFILER, "-o", "{dir}/t.pftrace"],
+            output="t.pftrace",
+            expect="shifted",
+        ),
         Case(ex + ["--align", "kernels"], rc=2, expect="pass --host FILE"),
         Case(["export", SIDE, "--host", PROFILER, "--archive"], expect="side_by_side_api_trace.zip: "),
-        Case(["export", SIDE, "--host", PROFILER, "--archive", "-o", "{dir}/t.pftrace"], rc=2,
-             expect="--archive writes a ZIP"),
+        Case(
+            ["export", SIDE, "--host", PROFILER, "--archive", "-o", "{dir}/t.pftrace"],
+            rc=2,
+            expect="--archive writes a ZIP",
+        ),
         Case(ex + ["--archive"], rc=2, expect="pass at least one --host"),
         # open (the served file is never fetched here: test_open_trace has the real UI fetch it)
-        Case(["open", "{trace}", "--no-browser", "--timeout", "1", "--port", port()], rc=1,
-             expect="did not fetch {trace} within 1 s"),
+        Case(
+            ["open", "{trace}", "--no-browser", "--timeout", "1", "--port", port()],
+            rc=1,
+            expect="did not fetch {trace} within 1 s",
+        ),
         Case(["open", "{trace}", "--no-browser", "--timeout", "1", "--port", "PORT"], rc=1, expect="127.0.0.1:PORT/"),
-        Case(["open", "{trace}", "--no-browser", "--timeout", "1", "--port", port(), "--ui-url",
-              "http://127.0.0.1:1/ui/index.html"], rc=1, expect="http://127.0.0.1:1/ui/index.html#!/?url="),
-        Case(["open", "{trace}", "--browser", "--timeout", "1", "--port", port()], rc=1, expect="opened https://",
-             env={"BROWSER": f"{fake_browser} %s"}),
+        Case(
+            [
+                "open",
+                "{trace}",
+                "--no-browser",
+                "--timeout",
+                "1",
+                "--port",
+                port(),
+                "--ui-url",
+                "http://127.0.0.1:1/ui/index.html",
+            ],
+            rc=1,
+            expect="http://127.0.0.1:1/ui/index.html#!/?url=",
+        ),
+        Case(
+            ["open", "{trace}", "--browser", "--timeout", "1", "--port", port()],
+            rc=1,
+            expect="opened https://",
+            env={"BROWSER": f"{fake_browser} %s"},
+        ),
         Case(["open", "{trace}", "--port", "0"], rc=2, expect="--port 0 is outside"),
         Case(["open", BLOCK], rc=2, expect="is a recording: export it first"),
         # plot
@@ -128,9 +181,11 @@ def cases(fake_browser: str) -> list:
         Case(["plot", BLOCK, "-o", "{dir}/p.png"], rc=2, expect="exists", setup={"p.png": b"old"}),
         Case(["plot", BLOCK, "-o", "{dir}/p.png", "-f"], expect="wrote", setup={"p.png": b"old"}),
         Case(["plot", BLOCK, "-o", "{dir}/p.png", "--force"], expect="wrote", setup={"p.png": b"old"}),
-        Case(["plot", "{dir}/d.gpuobs", "-o", "{dir}/p.png", "--salvage"],
-             ["plot", "{dir}/d.gpuobs", "-o", "{dir}/p.png"],
-             setup={"d.gpuobs": Path(BLOCK).read_bytes()[:-100]}),
+        Case(
+            ["plot", "{dir}/d.gpuobs", "-o", "{dir}/p.png", "--salvage"],
+            ["plot", "{dir}/d.gpuobs", "-o", "{dir}/p.png"],
+            setup={"d.gpuobs": Path(BLOCK).read_bytes()[:-100]},
+        ),
         Case(["plot", BLOCK, "-o", "{dir}/p.txt"], rc=2, expect="name it .png, .svg or .pdf"),
         Case(["plot", MEM, "-o", "{dir}/p.png"], rc=2, expect="holds no block records"),
         # trim
@@ -144,9 +199,11 @@ def cases(fake_browser: str) -> list:
         Case(tr + ["--flushes", "0:1", "--force"], setup={"t.gpuobs": b"old"}, expect="298 launches"),
         Case(["trim", BLOCK, "--output", "{dir}/t.gpuobs", "--flushes", "0:1"], expect="298 launches"),
         Case(["trim", BLOCK, "{dir}/t.gpuobs", "--flushes", "0:1"], expect="is deprecated"),
-        Case(["trim", "{dir}/d.gpuobs", "-o", "{dir}/t.gpuobs", "--flushes", "0:1", "--salvage"],
-             ["trim", "{dir}/d.gpuobs", "-o", "{dir}/t.gpuobs", "--flushes", "0:1"],
-             setup={"d.gpuobs": Path(BLOCK).read_bytes()[:-100]}),
+        Case(
+            ["trim", "{dir}/d.gpuobs", "-o", "{dir}/t.gpuobs", "--flushes", "0:1", "--salvage"],
+            ["trim", "{dir}/d.gpuobs", "-o", "{dir}/t.gpuobs", "--flushes", "0:1"],
+            setup={"d.gpuobs": Path(BLOCK).read_bytes()[:-100]},
+        ),
         # record: each option reaches the tool (the program is `env`)
         Case(rec + ["--", "env"], expect="GPUOBS_MODE=block_trace\n"),
         Case(rec + ["--", "env"], expect="GPUOBS_GRAPH_NODES=learn\n"),
@@ -179,6 +236,7 @@ def cases(fake_browser: str) -> list:
 def walk_env(tmp_path_factory):
     """A stand-in nvcc and C++ compiler on PATH, a build cache, a fake browser, a ready trace."""
     from gpuobs.record.native_build import sanitizer_dirs
+
     if not sanitizer_dirs():
         pytest.skip("no sanitizer headers (the test extra installs them)")
     root = tmp_path_factory.mktemp("walk")
@@ -229,8 +287,9 @@ def test_every_command_and_option_acts_or_says_why_not(walk_env, tmp_path):
         if base is not None:
             written = (tmp_path / f"case{i}" / case.output) if case.output else None
             base_written = (tmp_path / f"base{i}" / case.output) if case.output else None
-            same_file = (written is None or (written.exists() and base_written.exists()
-                                             and written.read_bytes() == base_written.read_bytes()))
+            same_file = written is None or (
+                written.exists() and base_written.exists() and written.read_bytes() == base_written.read_bytes()
+            )
             warned = "gpuobs: warning:" in stderr
             if rc == base[0] and stdout == base[2] and same_file and not warned:
                 problems.append(f"{where}: a silent no-op (same exit, output and file as without the option)")
@@ -241,6 +300,7 @@ def test_the_walk_names_every_option(walk_env):
     import typer.main
 
     from gpuobs.cli import app
+
     group = typer.main.get_command(app)
     walk = cases(walk_env[1])
     missing = [opt for opt in group.params[0].opts if not any(c.args[:1] == [opt] for c in walk)]

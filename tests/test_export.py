@@ -1,4 +1,5 @@
 """The exported trace, decoded with the perfetto package's protos."""
+
 import numpy as np
 import pytest
 
@@ -44,8 +45,15 @@ def test_every_block_slice_is_its_record(exported):
     got = sorted((_sm_of(d, t), start, end, args["block"], args["launch"]) for t, _n, start, end, args in blocks)
     ev = rec.events
     of = analysis.launch_index_of_events(rec)
-    want = sorted(zip(ev["sm_id"].tolist(), ev["time_start"].tolist(), ev["time_end"].tolist(),
-                      ev["block_x"].tolist(), rec.launches["launch_id"][of].tolist()))
+    want = sorted(
+        zip(
+            ev["sm_id"].tolist(),
+            ev["time_start"].tolist(),
+            ev["time_end"].tolist(),
+            ev["block_x"].tolist(),
+            rec.launches["launch_id"][of].tolist(),
+        )
+    )
     assert got == want
 
 
@@ -71,8 +79,11 @@ def test_kernel_slices_span_their_blocks_with_args(exported):
         assert all(b[1] == name for b in mine)  # interned names resolve to the kernel's name
         assert args["blocks_recorded"] == 1024 and args["blocks_dropped"] == 0 and args["counted"] == 1024
         assert args["grid"] == "1024x1x1" and args["block_dim"] == "128x1x1"
-    assert {k[1] for k in kernels} == {synthetic.FUNCTION_NAMES[0][1], synthetic.FUNCTION_NAMES[1][0],
-                                       synthetic.FUNCTION_NAMES[2][1]}
+    assert {k[1] for k in kernels} == {
+        synthetic.FUNCTION_NAMES[0][1],
+        synthetic.FUNCTION_NAMES[1][0],
+        synthetic.FUNCTION_NAMES[2][1],
+    }
 
 
 def test_gpu_group_names_device_and_clock(exported):
@@ -115,8 +126,12 @@ def test_filters(tmp_path, block_recording):
     d = decode(export_to(tmp_path / "w.pftrace", [rec], ExportOptions(time_window="0:10us")))
     starts = [s[2] for s in d.slices if d.tracks[s[0]].name.startswith("SM ")]
     assert starts and all(t0 <= s < t0 + 10_000 for s in starts)
-    for bad, msg in (({"kernels": "("}, "not a valid regular expression"), ({"launches": "7"}, "START:END"),
-                     ({"time_window": "1 parsec:"}, "not a number"), ({"clock": "host"}, "auto or device")):
+    for bad, msg in (
+        ({"kernels": "("}, "not a valid regular expression"),
+        ({"launches": "7"}, "START:END"),
+        ({"time_window": "1 parsec:"}, "not a number"),
+        ({"clock": "host"}, "auto or device"),
+    ):
         with pytest.raises(ExportError, match=msg):
             export([rec], tmp_path / "x.pftrace", ExportOptions(**bad))
 
@@ -166,8 +181,9 @@ def test_memory_counters_add_up_to_exact_counts(tmp_path):
 
 def test_several_recordings_into_one_trace(tmp_path):
     a = synthetic.write_block_trace_recording(tmp_path / "a.gpuobs", n_launches=2, blocks_per_launch=64)
-    b = synthetic.write_block_trace_recording(tmp_path / "b.gpuobs", n_launches=3, blocks_per_launch=64,
-                                              device_name="NVIDIA H200 (second)")
+    b = synthetic.write_block_trace_recording(
+        tmp_path / "b.gpuobs", n_launches=3, blocks_per_launch=64, device_name="NVIDIA H200 (second)"
+    )
     d = decode(export_to(tmp_path / "ab.pftrace", [gpuobs.load(a), gpuobs.load(b)]))
     assert d.problems == []
     assert len([t for t in d.tracks.values() if t.name.startswith("GPU ")]) == 2
@@ -176,6 +192,7 @@ def test_several_recordings_into_one_trace(tmp_path):
 
 def test_native_and_numpy_encoders_write_identical_bytes(tmp_path, monkeypatch):
     from gpuobs.perfetto_export import native_encoder
+
     if native_encoder.encoder() is None:
         pytest.skip("no C compiler: only the numpy encoder exists here")
     ev, launches = synthetic.block_trace_events(5, 400, sm_count=24)
@@ -197,6 +214,7 @@ def test_native_and_numpy_encoders_write_identical_bytes(tmp_path, monkeypatch):
 
 def test_native_and_numpy_lanes_agree():
     from gpuobs.perfetto_export import lanes, native_encoder
+
     if native_encoder.encoder() is None:
         pytest.skip("no C compiler")
     ev, _ = synthetic.block_trace_events(20, 700, sm_count=16, seed=3)
@@ -229,5 +247,8 @@ def test_kernel_slices_say_how_their_launch_was_listed(tmp_path):
     d = decode(export_to(tmp_path / "listed.pftrace", [gpuobs.load(path)]))
     kernels = sorted((args["launch"], args) for _t, _n, _s, _e, args in d.slices if "grid" in args)
     assert [("launched_from_device" in a, "listed_from_node_table" in a) for _l, a in kernels] == [
-        (False, False), (True, False), (False, True)]
+        (False, False),
+        (True, False),
+        (False, True),
+    ]
     assert kernels[2][1]["graph_replay"] == 9

@@ -1,12 +1,13 @@
 """Damaged recordings: the reader fails only with its documented errors, and
 salvage never fails at all (hypothesis; a longer run: benchmarks/fuzz_reader.py)."""
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpuobs
-from gpuobs.recording_file import synthetic
 from gpuobs.errors import RecordingError
+from gpuobs.recording_file import synthetic
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +25,7 @@ def damage(data: bytes, flips, cut) -> bytes:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(flips=st.lists(st.tuples(st.integers(0, 10**9), st.integers(0, 255)), max_size=4),
-       cut=st.integers(0, 3000))
+@given(flips=st.lists(st.tuples(st.integers(0, 10**9), st.integers(0, 255)), max_size=4), cut=st.integers(0, 3000))
 def test_damaged_files_fail_cleanly_and_salvage(tmp_path, original, flips, cut):
     path = tmp_path / "d.gpuobs"
     path.write_bytes(damage(original, flips, cut))

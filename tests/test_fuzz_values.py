@@ -3,6 +3,7 @@ values weighted), the CRC recomputed, then the file goes through every command a
 user runs on it: info, stats, export, trim (and the trimmed copy back through
 load). Each either works or says what is wrong; none may raise anything else
 (hypothesis; keep it to a couple of minutes on 2 CI cores)."""
+
 import functools
 import tempfile
 from pathlib import Path
@@ -14,14 +15,36 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import gpuobs
-from gpuobs.recording_file import schema, synthetic
 from gpuobs.cli import app
 from gpuobs.errors import RecordingError
+from gpuobs.recording_file import schema, synthetic
 from gpuobs.recording_file.fileformat import CHUNK_HEADER, CRC_COVERED_HEADER_BYTES, FILE_HEADER, chunk_crc
 from gpuobs.recording_file.recording_writer import RecordingWriter
 
-EDGES = [0, 1, 2, 3, 31, 32, 33, 255, 256, 1023, 1024, 1025, 65535, 65536, 2**31 - 1, 2**31, 2**32 - 1, 2**32,
-         2**62, 2**63 - 1, 2**63, 2**64 - 1]
+EDGES = [
+    0,
+    1,
+    2,
+    3,
+    31,
+    32,
+    33,
+    255,
+    256,
+    1023,
+    1024,
+    1025,
+    65535,
+    65536,
+    2**31 - 1,
+    2**31,
+    2**32 - 1,
+    2**32,
+    2**62,
+    2**63 - 1,
+    2**63,
+    2**64 - 1,
+]
 ChunkType = schema.ChunkType
 
 
@@ -80,14 +103,22 @@ def structs_of(data: bytes, start: int, ctype: int, length: int):
         return [(info, 0, 1), (count, info.itemsize, (length - info.itemsize) // count.itemsize)]
     if ctype == ChunkType.EVENTS:
         head = np.frombuffer(data, schema.dtype("gpuobs_events_header"), 1, start)[0]
-        return [(schema.dtype("gpuobs_events_header"), 0, 1),
-                (schema.EVENT_DTYPE, 16 + int(head["padding"]), int(head["count"]))]
-    return {ChunkType.RUN: one("gpuobs_run_info"), ChunkType.DEVICE: one("gpuobs_device_info"),
-            ChunkType.FUNCTION: one("gpuobs_function_info"), ChunkType.MODULE: one("gpuobs_module_info"),
-            ChunkType.LAUNCHES: array("gpuobs_launch"), ChunkType.CLOCK: array("gpuobs_clock_sample"),
-            ChunkType.API_CALLS: array("gpuobs_api_call"), ChunkType.API_NAMES: one("gpuobs_api_name"),
-            ChunkType.NOTICE: one("gpuobs_notice"),
-            ChunkType.END: one("gpuobs_end_info")}[ctype]
+        return [
+            (schema.dtype("gpuobs_events_header"), 0, 1),
+            (schema.EVENT_DTYPE, 16 + int(head["padding"]), int(head["count"])),
+        ]
+    return {
+        ChunkType.RUN: one("gpuobs_run_info"),
+        ChunkType.DEVICE: one("gpuobs_device_info"),
+        ChunkType.FUNCTION: one("gpuobs_function_info"),
+        ChunkType.MODULE: one("gpuobs_module_info"),
+        ChunkType.LAUNCHES: array("gpuobs_launch"),
+        ChunkType.CLOCK: array("gpuobs_clock_sample"),
+        ChunkType.API_CALLS: array("gpuobs_api_call"),
+        ChunkType.API_NAMES: one("gpuobs_api_name"),
+        ChunkType.NOTICE: one("gpuobs_notice"),
+        ChunkType.END: one("gpuobs_end_info"),
+    }[ctype]
 
 
 def scalar_slots(dt: np.dtype):
@@ -116,13 +147,13 @@ def mutate(data: bytes, picks, drop=()) -> bytes:
         slot_off, size, signed = (slots := scalar_slots(dt))[field_pick % len(slots)]
         pos = start + at + (row_pick % count) * dt.itemsize + slot_off
         v = value % (1 << (8 * size))
-        buf[pos:pos + size] = v.to_bytes(size, "little")
-        prefix = bytes(buf[off:off + CRC_COVERED_HEADER_BYTES])
-        crc = chunk_crc(prefix, bytes(buf[start:start + length]))
-        buf[off + 16:off + 20] = crc.to_bytes(4, "little")
+        buf[pos : pos + size] = v.to_bytes(size, "little")
+        prefix = bytes(buf[off : off + CRC_COVERED_HEADER_BYTES])
+        crc = chunk_crc(prefix, bytes(buf[start : start + length]))
+        buf[off + 16 : off + 20] = crc.to_bytes(4, "little")
     gone = {table[i % len(table)][0] for i in drop}
-    kept = [bytes(buf[off:off + CHUNK_HEADER.itemsize + length]) for off, _, length in table if off not in gone]
-    return bytes(buf[:FILE_HEADER.itemsize]) + b"".join(kept)
+    kept = [bytes(buf[off : off + CHUNK_HEADER.itemsize + length]) for off, _, length in table if off not in gone]
+    return bytes(buf[: FILE_HEADER.itemsize]) + b"".join(kept)
 
 
 @functools.lru_cache(maxsize=1)
@@ -151,8 +182,13 @@ def run_every_command(tmp_path, path, expect_ok=False):
     runner = CliRunner()
     out = tmp_path / "t.pftrace"
     trimmed = tmp_path / "trim.gpuobs"
-    for args in (["info", str(path)], ["stats", str(path)], ["export", str(path), "-f", "-o", str(out)],
-                 ["trim", str(path), "-f", "-o", str(trimmed), "--flushes", "1:"], ["info", str(trimmed)]):
+    for args in (
+        ["info", str(path)],
+        ["stats", str(path)],
+        ["export", str(path), "-f", "-o", str(out)],
+        ["trim", str(path), "-f", "-o", str(trimmed), "--flushes", "1:"],
+        ["info", str(trimmed)],
+    ):
         r = runner.invoke(app, args)
         assert r.exception is None or isinstance(r.exception, SystemExit), (args, r.output, r.exception)
         assert "Traceback" not in r.output
@@ -161,8 +197,13 @@ def run_every_command(tmp_path, path, expect_ok=False):
             break
 
 
-pick = st.tuples(st.integers(0, 10**6), st.integers(0, 3), st.integers(0, 10**6), st.integers(0, 10**6),
-                 st.one_of(st.sampled_from(EDGES), st.integers(0, 2**64 - 1)))
+pick = st.tuples(
+    st.integers(0, 10**6),
+    st.integers(0, 3),
+    st.integers(0, 10**6),
+    st.integers(0, 10**6),
+    st.one_of(st.sampled_from(EDGES), st.integers(0, 2**64 - 1)),
+)
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -3,6 +3,7 @@ kernels can check themselves (ground truth: their own %smid and %globaltimer at
 first and last instruction, block by block), driver-API-only programs with each
 way of making a context current, a device reset, device-launched grids, a launch
 storm, and the frameworks users run (JAX, CuPy, numba-cuda). Marked gpu."""
+
 import json
 import os
 import shutil
@@ -19,14 +20,27 @@ from gpuobs.recording_file import schema
 
 pytestmark = pytest.mark.gpu
 SRC = Path(__file__).resolve().parent / "gpu_programs"
-TRUTH = np.dtype([("grid", "<u8"), ("block_xy", "<u8"), ("block_z_sm", "<u8"), ("t_first", "<u8"),
-                  ("t_last_inv", "<u8"), ("tag", "<u8"), ("t_leader", "<u8")])
+TRUTH = np.dtype(
+    [
+        ("grid", "<u8"),
+        ("block_xy", "<u8"),
+        ("block_z_sm", "<u8"),
+        ("t_first", "<u8"),
+        ("t_last_inv", "<u8"),
+        ("tag", "<u8"),
+        ("t_leader", "<u8"),
+    ]
+)
 
 
 def record(tmp_path, mode, cmd, *extra, name, env=None):
     out = tmp_path / f"{name}.gpuobs"
-    proc = subprocess.run([sys.executable, "-m", "gpuobs", "record", "--mode", mode, "-o", str(out), *extra, "--", *cmd],
-                          capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpuobs", "record", "--mode", mode, "-o", str(out), *extra, "--", *cmd],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     print(proc.stdout[-4000:], proc.stderr[-4000:])
     assert proc.returncode == 0, proc.stderr
     return proc, gpuobs.load(out)
@@ -42,8 +56,10 @@ def programs(tmp_path_factory):
     nvcc("-O2", "-arch=sm_90", "-rdc=true", "-o", str(d / "ground_truth"), str(SRC / "ground_truth.cu"), "-lcudadevrt")
     nvcc("-ptx", "-arch=sm_90", "-o", str(d / "truth_kernels.ptx"), str(SRC / "truth_kernels.cu"))
     cuda_include = Path(shutil.which("nvcc")).resolve().parent.parent / "include"
-    subprocess.run(["g++", "-O2", f"-I{cuda_include}", "-o", str(d / "driver_only"), str(SRC / "driver_only.cpp"),
-                    "-lcuda"], check=True)
+    subprocess.run(
+        ["g++", "-O2", f"-I{cuda_include}", "-o", str(d / "driver_only"), str(SRC / "driver_only.cpp"), "-lcuda"],
+        check=True,
+    )
     nvcc("-O2", "-arch=sm_90", "-o", str(d / "device_reset"), str(SRC / "device_reset.cu"))
     nvcc("-O2", "-arch=sm_90", "-o", str(d / "launch_storm"), str(SRC / "launch_storm.cu"))
     return d
@@ -61,8 +77,12 @@ def check_against_truth(rec, truth):
     is timed at thread 0's entry: other warps may enter earlier, by the lead
     printed), and an end no earlier than the last read of any thread."""
     ev = rec.events[rec.events["kind"] == schema.EventKind.BLOCK]
-    key = lambda g, x, y, z: (g.astype(np.uint64) * np.uint64(1 << 20) ^ x.astype(np.uint64) ^  # noqa: E731
-                              (y.astype(np.uint64) << np.uint64(40)) ^ (z.astype(np.uint64) << np.uint64(52)))
+    key = lambda g, x, y, z: (
+        g.astype(np.uint64) * np.uint64(1 << 20)
+        ^ x.astype(np.uint64)  # noqa: E731
+        ^ (y.astype(np.uint64) << np.uint64(40))
+        ^ (z.astype(np.uint64) << np.uint64(52))
+    )
     tx = (truth["block_xy"] & 0xFFFFFFFF).astype(np.uint64)
     ty = (truth["block_xy"] >> 32).astype(np.uint64)
     tz = (truth["block_z_sm"] & 0xFFFFFFFF).astype(np.uint64)
@@ -81,15 +101,21 @@ def check_against_truth(rec, truth):
     t_last = ~truth["t_last_inv"]
     early = e["time_start"] > truth["t_leader"]
     late = e["time_end"] < t_last
-    assert not early.any(), f"{int(early.sum())} recorded starts after the leader's own first read; tags {np.unique(truth['tag'][early])}"
+    assert not early.any(), (
+        f"{int(early.sum())} recorded starts after the leader's own first read; tags {np.unique(truth['tag'][early])}"
+    )
     assert not late.any(), f"{int(late.sum())} recorded ends before the kernel's own last read"
     lead = (truth["t_leader"] - e["time_start"]).astype(np.int64)
-    other_warps_first = (e["time_start"].astype(np.int64) - truth["t_first"].astype(np.int64))
-    print(f"blocks whose other warps entered before the leader: {int((other_warps_first > 0).sum())}, "
-          f"by at most {max(int(other_warps_first.max()), 0)} ns")
+    other_warps_first = e["time_start"].astype(np.int64) - truth["t_first"].astype(np.int64)
+    print(
+        f"blocks whose other warps entered before the leader: {int((other_warps_first > 0).sum())}, "
+        f"by at most {max(int(other_warps_first.max()), 0)} ns"
+    )
     lag = (e["time_end"] - t_last).astype(np.int64)
-    print(f"{len(tk)} blocks: start lead p50 {np.median(lead)} ns max {lead.max()}; end lag p50 {np.median(lag)} ns "
-          f"max {lag.max()}")
+    print(
+        f"{len(tk)} blocks: start lead p50 {np.median(lead)} ns max {lead.max()}; end lag p50 {np.median(lag)} ns "
+        f"max {lag.max()}"
+    )
     return e
 
 
@@ -97,7 +123,7 @@ def parent_rows(ran, truth):
     """The rows of gt_parent, the kernel that launches grids from the device."""
     launch = next(l for l in ran["launches"] if l["name"] == "gt_parent")
     mask = np.zeros(len(truth), bool)
-    mask[launch["first"]:launch["first"] + launch["count"]] = True
+    mask[launch["first"] : launch["first"] + launch["count"]] = True
     return mask
 
 
@@ -180,8 +206,11 @@ def test_launch_storm_exact(tmp_path, programs, mode):
     proc, rec = record(tmp_path, mode, storm(programs), name=mode)
     ran = json.loads(proc.stdout.strip().splitlines()[-1])
     n = ran["threads"] * ran["launches_per_thread"]
-    storm_launches = [i for i, l in enumerate(rec.launches)
-                      if "storm_kernel" in rec.function(int(l["device_index"]), int(l["function_slot"])).name]
+    storm_launches = [
+        i
+        for i, l in enumerate(rec.launches)
+        if "storm_kernel" in rec.function(int(l["device_index"]), int(l["function_slot"])).name
+    ]
     assert len(storm_launches) == n
     table = analysis.launch_table(rec)
     expect = ran["blocks"] if mode != "mem_sampled" else ran["accesses_per_launch"]
@@ -247,7 +276,11 @@ assert float(x.sum()) == 2 * 60 * 64
 def test_cupy_raw_kernel(tmp_path):
     pytest.importorskip("cupy")
     proc, rec = record(tmp_path, "block_trace", [sys.executable, "-c", CUPY_PROGRAM], name="cupy")
-    k3 = [i for i, l in enumerate(rec.launches) if "k3" in rec.function(int(l["device_index"]), int(l["function_slot"])).name]
+    k3 = [
+        i
+        for i, l in enumerate(rec.launches)
+        if "k3" in rec.function(int(l["device_index"]), int(l["function_slot"])).name
+    ]
     assert len(k3) == 2
     table = analysis.launch_table(rec)
     assert (table.blocks_recorded[k3] == 60).all()
@@ -271,9 +304,15 @@ assert x.copy_to_host().sum() == 100 * 128
 def test_numba_cuda(tmp_path):
     ok, why = _runs_alone(NUMBA_PROGRAM)
     if not ok:
-        pytest.skip(f"numba-cuda does not run on this machine by itself (without gpuobs): {why.strip().splitlines()[-1] if why.strip() else why}")
+        pytest.skip(
+            f"numba-cuda does not run on this machine by itself (without gpuobs): {why.strip().splitlines()[-1] if why.strip() else why}"
+        )
     proc, rec = record(tmp_path, "block_trace", [sys.executable, "-c", NUMBA_PROGRAM], name="numba")
-    add = [i for i, l in enumerate(rec.launches) if "add_one" in rec.function(int(l["device_index"]), int(l["function_slot"])).name]
+    add = [
+        i
+        for i, l in enumerate(rec.launches)
+        if "add_one" in rec.function(int(l["device_index"]), int(l["function_slot"])).name
+    ]
     assert len(add) == 1
     assert analysis.launch_table(rec).blocks_recorded[add[0]] == 100
 
@@ -289,11 +328,15 @@ def graph_launches(rec):
     return np.flatnonzero((rec.launches["flags"] & schema.LaunchFlag.GRAPH_NODE) != 0)
 
 
-EVERY_NODE_SPLIT = pytest.mark.xfail(strict=True, reason=(
-    "measured on the H200: with per-node callbacks at every replay, back-to-back replays of the child-graph exec "
-    "on one stream mix: a later replay's exits stamp the earlier one's blocks (same grid ids; 11,347 ends flagged) "
-    "and the time split gives replays 31-36 of a 77-block node 1, 1, 1, 1, 535 and 26 blocks. The default (learn) "
-    "passes the same checks"))
+EVERY_NODE_SPLIT = pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "measured on the H200: with per-node callbacks at every replay, back-to-back replays of the child-graph exec "
+        "on one stream mix: a later replay's exits stamp the earlier one's blocks (same grid ids; 11,347 ends flagged) "
+        "and the time split gives replays 31-36 of a 77-block node 1, 1, 1, 1, 535 and 26 blocks. The default (learn) "
+        "passes the same checks"
+    ),
+)
 
 
 @pytest.mark.parametrize("how", ["learn", pytest.param("every", marks=EVERY_NODE_SPLIT)])
@@ -324,9 +367,16 @@ def test_graph_replays_every_block_of_every_node(tmp_path, graph_program, how):
     assert (of >= 0).all(), f"{int((of < 0).sum())} replayed blocks belong to no launch"
     table = analysis.launch_table(rec, of)
     wrong = rows[table.blocks_recorded[rows] != table.grid_blocks[rows]]
-    assert len(wrong) == 0, [(int(rec.launches["graph_launch_id"][i]), int(rec.launches["stream_id"][i]) % 10000,
-                              int(table.grid_blocks[i]), int(table.blocks_recorded[i]),
-                              int(rec.launches["flags"][i])) for i in wrong[:12]]
+    assert len(wrong) == 0, [
+        (
+            int(rec.launches["graph_launch_id"][i]),
+            int(rec.launches["stream_id"][i]) % 10000,
+            int(table.grid_blocks[i]),
+            int(table.blocks_recorded[i]),
+            int(rec.launches["flags"][i]),
+        )
+        for i in wrong[:12]
+    ]
     assert len(rec.events) == ran["device_blocks"]
     # each replay lists each node once: per replay, the grids are the graph's
     per_replay = {}

@@ -1,5 +1,6 @@
 """The tool on a real GPU (the lent H200): exact counts, graph safety, concurrency.
 Marked gpu: skipped unless GPUOBS_GPU_TESTS=1."""
+
 import json
 import subprocess
 import sys
@@ -21,8 +22,12 @@ SILU_BLOCKS, SILU_ACCESSES = 6098, 39_807_744
 
 def record(tmp_path, mode, cmd, *extra, name=None, check=True, env=None):
     out = tmp_path / f"{name or mode}.gpuobs"
-    proc = subprocess.run([sys.executable, "-m", "gpuobs", "record", "--mode", mode, "-o", str(out), *extra, "--", *cmd],
-                          capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpuobs", "record", "--mode", mode, "-o", str(out), *extra, "--", *cmd],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     print(proc.stdout[-3000:], proc.stderr[-3000:])
     if check:
         assert proc.returncode == 0, proc.stderr
@@ -68,7 +73,9 @@ def check_every_block_recorded(rec):
 
 
 def launches_named(rec, pattern):
-    return [i for i, l in enumerate(rec.launches) if pattern in rec.function(l["device_index"], l["function_slot"]).name]
+    return [
+        i for i, l in enumerate(rec.launches) if pattern in rec.function(l["device_index"], l["function_slot"]).name
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -126,8 +133,9 @@ def test_block_trace_one_record_per_block(tmp_path, silu_lib):
     assert (cs["realtime_after"] - cs["realtime_before"] < 10_000_000).all()
 
 
-@pytest.mark.parametrize("mode", ["off", "block_noop", "block_counter", "block_trace", "mem_noop", "mem_sampled",
-                                  "mem_full"])
+@pytest.mark.parametrize(
+    "mode", ["off", "block_noop", "block_counter", "block_trace", "mem_noop", "mem_sampled", "mem_full"]
+)
 def test_pytorch_every_mode(tmp_path, mode):
     proc, rec = record(tmp_path, mode, TORCH)
     ran = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -179,13 +187,20 @@ def test_launch_scope_without_graphs(tmp_path, silu_lib):
 
 def test_fail_open_on_bad_environment(tmp_path, silu_lib):
     import os
+
     from gpuobs.record.native_build import build
-    env = dict(os.environ, LD_PRELOAD=str(build().tool), GPUOBS_MODE="warp_magic", GPUOBS_OUTPUT=str(tmp_path / "x.gpuobs"))
+
+    env = dict(
+        os.environ, LD_PRELOAD=str(build().tool), GPUOBS_MODE="warp_magic", GPUOBS_OUTPUT=str(tmp_path / "x.gpuobs")
+    )
     proc = subprocess.run(SILU, env=env, capture_output=True, text=True)
     assert proc.returncode == 0
     assert "gpuobs: GPUOBS_MODE='warp_magic' is not one of" in proc.stderr and "running uninstrumented" in proc.stderr
-    env.update(GPUOBS_MODE="block_trace", GPUOBS_PATCHES=str(tmp_path / "missing.fatbin"),
-               GPUOBS_SANITIZER_LIB=str(build().sanitizer_lib))
+    env.update(
+        GPUOBS_MODE="block_trace",
+        GPUOBS_PATCHES=str(tmp_path / "missing.fatbin"),
+        GPUOBS_SANITIZER_LIB=str(build().sanitizer_lib),
+    )
     proc = subprocess.run(SILU, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "cannot load the device patches" in proc.stderr
@@ -193,9 +208,11 @@ def test_fail_open_on_bad_environment(tmp_path, silu_lib):
 
 def test_record_then_export_in_the_same_directory(tmp_path):
     from .trace_decode import decode
+
     env = dict(__import__("os").environ)
-    run = lambda *args: subprocess.run([sys.executable, "-m", "gpuobs", *args], cwd=tmp_path, capture_output=True,
-                                       text=True, env=env)  # noqa: E731
+    run = lambda *args: subprocess.run(
+        [sys.executable, "-m", "gpuobs", *args], cwd=tmp_path, capture_output=True, text=True, env=env
+    )  # noqa: E731
     rec = run("record", "--", sys.executable, str(ROOT / "examples" / "decode_graph.py"), "--steps", "2")
     assert rec.returncode == 0, rec.stderr
     assert (tmp_path / "gpuobs.gpuobs").exists()
@@ -228,14 +245,20 @@ def test_attach_and_flush_from_python(tmp_path):
     rec = gpuobs.load(out)
     table = analysis.launch_table(rec)
     assert len(rec.launches) >= 4 and (table.counted == table.grid_blocks * table.counted_shared).all()
-    late = subprocess.run([sys.executable, "-c", "import torch, gpuobs; torch.zeros(1, device='cuda'); "
-                           "gpuobs.attach(output='x.gpuobs')"], capture_output=True, text=True, cwd=tmp_path)
+    late = subprocess.run(
+        [sys.executable, "-c", "import torch, gpuobs; torch.zeros(1, device='cuda'); gpuobs.attach(output='x.gpuobs')"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert late.returncode != 0 and "CUDA is already initialised" in late.stderr
 
 
 def test_a_crashing_program_keeps_its_exit_status_and_flushed_events(tmp_path):
-    crash = ("import os, signal, torch; x = torch.ones(1 << 20, device='cuda'); print((x * 2).sum().item()); "
-             "os.kill(os.getpid(), signal.SIGSEGV)")
+    crash = (
+        "import os, signal, torch; x = torch.ones(1 << 20, device='cuda'); print((x * 2).sum().item()); "
+        "os.kill(os.getpid(), signal.SIGSEGV)"
+    )
     proc, rec = record(tmp_path, "block_trace", [sys.executable, "-c", crash], check=False)
     assert proc.returncode == 128 + 11  # the child's signal, as a shell reports it
     rec = gpuobs.load(tmp_path / "block_trace.gpuobs", salvage=True)
@@ -263,15 +286,19 @@ def test_api_trace_links_every_launch_to_its_api_call(tmp_path):
             assert "Graph" in name, name
         assert call["enter_ns"] <= l["host_begin_ns"] <= call["exit_ns"]
     # the runtime call is the outer one, the driver call inside it
-    launch_calls = [c for c in calls if names[int(c["api_id"])] in ("cudaLaunchKernel", "cuLaunchKernel",
-                                                                      "cuLaunchKernelEx", "cudaLaunchKernelExC")]
+    launch_calls = [
+        c
+        for c in calls
+        if names[int(c["api_id"])] in ("cudaLaunchKernel", "cuLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernelExC")
+    ]
     assert launch_calls
 
 
 def test_unwritable_output_runs_uninstrumented_with_its_exit_code(tmp_path):
     out = Path("/proc/gpuobs-cannot-write-here.gpuobs")  # not writable, even by root
-    proc = subprocess.run([sys.executable, "-m", "gpuobs", "record", "-o", str(out), "--", *SIDE_BY_SIDE],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpuobs", "record", "-o", str(out), "--", *SIDE_BY_SIDE], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("running uninstrumented") == 1, proc.stderr
     assert '"finite": true' in proc.stdout
@@ -282,10 +309,13 @@ CRASHES = {
     "abort": ("import os; os.abort()", 128 + 6),
     "kill9": ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", 128 + 9),
     "exception": ("raise RuntimeError('the program failed by itself')", 1),
-    "cuda_error": ("import ctypes, torch, sys; sys.path.insert(0, %r); import run_silu_mul as r; lib = r.library(); "
-                   "x = torch.randn(8, 2048, device='cuda', dtype=torch.bfloat16); "
-                   "lib.silu_and_mul(ctypes.c_void_p(16), ctypes.c_void_p(x.data_ptr()), 8, 1024, None); "
-                   "torch.cuda.synchronize()" % str(ROOT / "examples" / "closed_binary"), 1),
+    "cuda_error": (
+        "import ctypes, torch, sys; sys.path.insert(0, %r); import run_silu_mul as r; lib = r.library(); "
+        "x = torch.randn(8, 2048, device='cuda', dtype=torch.bfloat16); "
+        "lib.silu_and_mul(ctypes.c_void_p(16), ctypes.c_void_p(x.data_ptr()), 8, 1024, None); "
+        "torch.cuda.synchronize()" % str(ROOT / "examples" / "closed_binary"),
+        1,
+    ),
 }
 
 
@@ -293,8 +323,9 @@ CRASHES = {
 def test_crashes_keep_exit_status_and_what_was_flushed(tmp_path, silu_lib, crash):
     program, status = CRASHES[crash]
     # Work that is flushed (a synchronise) before the crash.
-    before = ("import torch; x = torch.ones(1 << 20, device='cuda'); print((x * 2).sum().item()); "
-              "torch.cuda.synchronize()\n")
+    before = (
+        "import torch; x = torch.ones(1 << 20, device='cuda'); print((x * 2).sum().item()); torch.cuda.synchronize()\n"
+    )
     proc, _ = record(tmp_path, "block_trace", [sys.executable, "-c", before + program], check=False)
     assert proc.returncode == status, proc.stderr[-2000:]
     rec = gpuobs.load(tmp_path / "block_trace.gpuobs", salvage=True)
@@ -345,8 +376,9 @@ def test_windows_record_only_inside_and_refuse_under_a_graph(tmp_path, mode):
     assert ran["refused_with_a_graph"]
     # the graph's replay and launches outside windows: counted as unrecorded, nothing else
     assert rec.totals["unrecorded_launches"] >= ran["out"] + 1
-    assert not any("CUDAFunctor_add" in rec.function(int(l["device_index"]), int(l["function_slot"])).name
-                   for l in rec.launches)
+    assert not any(
+        "CUDAFunctor_add" in rec.function(int(l["device_index"]), int(l["function_slot"])).name for l in rec.launches
+    )
     if mode == "block_trace":
         check_every_block_recorded(rec)
     assert analysis.summary(rec)["unrecorded_launches"] == rec.totals["unrecorded_launches"]
@@ -401,22 +433,45 @@ def test_one_process_two_gpus_keeps_records_apart(tmp_path):
 @pytest.mark.skipif(_gpus() < 2, reason="needs two GPUs (kind nvidia-h200-x2)")
 def test_two_processes_one_gpu_each_merge_into_one_trace(tmp_path):
     import os
+
     from .trace_decode import decode
+
     procs = []
     for gpu in (0, 1):
         env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(gpu))
         out = tmp_path / f"rank{gpu}.gpuobs"
-        procs.append((out, subprocess.Popen(
-            [sys.executable, "-m", "gpuobs", "record", "-o", str(out), "--", *SIDE_BY_SIDE], env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+        procs.append(
+            (
+                out,
+                subprocess.Popen(
+                    [sys.executable, "-m", "gpuobs", "record", "-o", str(out), "--", *SIDE_BY_SIDE],
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                ),
+            )
+        )
     for out, p in procs:
         stdout, stderr = p.communicate(timeout=300)
         assert p.returncode == 0, stderr
     recs = [gpuobs.load(out) for out, _ in procs]
     uuids = {bytes(r.devices["uuid"][0]) for r in recs}
     assert len(uuids) == 2, "each process saw its own GPU"
-    exp = subprocess.run([sys.executable, "-m", "gpuobs", "export", str(procs[0][0]), str(procs[1][0]),
-                          "-o", str(tmp_path / "merged.pftrace")], capture_output=True, text=True)
+    exp = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpuobs",
+            "export",
+            str(procs[0][0]),
+            str(procs[1][0]),
+            "-o",
+            str(tmp_path / "merged.pftrace"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert exp.returncode == 0, exp.stderr
     d = decode(tmp_path / "merged.pftrace")
     assert d.problems == []

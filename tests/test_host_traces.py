@@ -1,6 +1,7 @@
 """A separate run's PyTorch-profiler trace beside the gpuobs tracks. The real
 capture from the H200 is still to come (issue 6); until then the Kineto file here
 is made in the documented format from the synthetic recording's own launches."""
+
 import json
 
 import pytest
@@ -24,12 +25,36 @@ def kineto_of(rec, path, speedup=2.0, shift_ns=5 * 10**9):
     for i, l in enumerate(rec.launches):
         start = int(table.first_start[i]) + shift_ns
         dur = (int(table.last_end[i]) - int(table.first_start[i])) / speedup
-        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 4242, "tid": 11,
-                       "ts": (start - 3000 - BASE) / 1000, "dur": 2.5, "args": {"correlation": i}})
-        events.append({"ph": "X", "cat": "kernel", "name": table.name[i], "pid": 0, "tid": 7,
-                       "ts": (start - BASE) / 1000, "dur": dur / 1000,
-                       "args": {"device": 0, "stream": 7, "correlation": i, "grid": [int(v) for v in l["grid"]],
-                                "block": [int(v) for v in l["block"]]}})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 4242,
+                "tid": 11,
+                "ts": (start - 3000 - BASE) / 1000,
+                "dur": 2.5,
+                "args": {"correlation": i},
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": table.name[i],
+                "pid": 0,
+                "tid": 7,
+                "ts": (start - BASE) / 1000,
+                "dur": dur / 1000,
+                "args": {
+                    "device": 0,
+                    "stream": 7,
+                    "correlation": i,
+                    "grid": [int(v) for v in l["grid"]],
+                    "block": [int(v) for v in l["block"]],
+                },
+            }
+        )
     path.write_text(json.dumps({"schemaVersion": 1, "baseTimeNanoseconds": BASE, "traceEvents": events}))
     return path
 
@@ -82,6 +107,8 @@ def test_bad_host_files_are_clear_errors(tmp_path, block_recording):
 def test_cli_prints_the_per_kernel_cost(tmp_path, block_recording):
     rec = gpuobs.load(block_recording)
     prof = kineto_of(rec, tmp_path / "prof.json", speedup=4.0)
-    r = CliRunner().invoke(app, ["export", str(block_recording), "--host", str(prof), "-o", str(tmp_path / "t.pftrace")])
+    r = CliRunner().invoke(
+        app, ["export", str(block_recording), "--host", str(prof), "-o", str(tmp_path / "t.pftrace")]
+    )
     assert r.exit_code == 0, r.output
     assert "12 of 12 kernels matched" in r.output and "(4.00x)" in r.output

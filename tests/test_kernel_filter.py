@@ -4,6 +4,7 @@ answers as Python's re.search on the pattern language it accepts (hypothesis),
 clear errors for what it refuses, and no recursion or backtracking on the
 longest real kernel names (std::regex overflowed its stack on the shipped
 sample's 5,114-character name) or on 100,000-character ones."""
+
 import binascii
 import re
 import shutil
@@ -27,14 +28,30 @@ def checker(tmp_path_factory):
     if cxx is None:
         pytest.skip("no host C++ compiler")
     exe = tmp_path_factory.mktemp("bin") / "kernel_filter_check"
-    subprocess.run([cxx, "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter",
-                    f"-I{native_root() / 'tool'}", str(HERE / "native" / "kernel_filter_check.cpp"),
-                    str(native_root() / "tool" / "kernel_filter.cpp"), "-o", str(exe)], check=True)
+    subprocess.run(
+        [
+            cxx,
+            "-std=c++17",
+            "-O2",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-Wno-unused-parameter",
+            f"-I{native_root() / 'tool'}",
+            str(HERE / "native" / "kernel_filter_check.cpp"),
+            str(native_root() / "tool" / "kernel_filter.cpp"),
+            "-o",
+            str(exe),
+        ],
+        check=True,
+    )
 
     def run(cases):
         """[(pattern, text)] -> [True | False | "error text"], one process for all."""
-        lines = "".join(f"{binascii.hexlify(p.encode('latin-1')).decode()}\t"
-                        f"{binascii.hexlify(t.encode('latin-1')).decode()}\n" for p, t in cases)
+        lines = "".join(
+            f"{binascii.hexlify(p.encode('latin-1')).decode()}\t{binascii.hexlify(t.encode('latin-1')).decode()}\n"
+            for p, t in cases
+        )
         proc = subprocess.run([str(exe)], input=lines, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr  # a stack overflow would end it with SIGSEGV
         out = []
@@ -42,6 +59,7 @@ def checker(tmp_path_factory):
             out.append(line[2:] if line.startswith("E ") else line.split()[0] == "1")
         assert len(out) == len(cases)
         return out
+
     return run
 
 
@@ -91,7 +109,7 @@ ERRORS = [
 def test_matches_and_refusals(checker):
     got = checker([(p, t) for p, t, _ in MATCHES] + [(p, "x") for p, _ in ERRORS])
     assert got[: len(MATCHES)] == [want for _, _, want in MATCHES]
-    assert got[len(MATCHES):] == [message for _, message in ERRORS]
+    assert got[len(MATCHES) :] == [message for _, message in ERRORS]
 
 
 def longest_real_names():
@@ -121,8 +139,13 @@ def test_the_longest_real_kernel_names_and_100k_character_ones(checker):
     overflow (std::regex did on the shipped sample's 5,114-character name)."""
     real = longest_real_names()
     assert len(real[-1]) >= 5000
-    made = ["a" * 100_000, "x" * 99_999 + "y", ("ab " * 33_334)[:100_000], "void " + "t" * 99_990 + "silu(",
-            ("a" * 30 + "x") * 3000]
+    made = [
+        "a" * 100_000,
+        "x" * 99_999 + "y",
+        ("ab " * 33_334)[:100_000],
+        "void " + "t" * 99_990 + "silu(",
+        ("a" * 30 + "x") * 3000,
+    ]
     cases = [(p, t) for p in HEAVY for t in real + made]
     got = checker(cases)
     for (p, t), answer in zip(cases, got):
@@ -130,8 +153,9 @@ def test_the_longest_real_kernel_names_and_100k_character_ones(checker):
 
 
 # Patterns in the language both accept with the same meaning (no {}, no \b, ASCII).
-ATOMS = st.sampled_from(["a", "b", "c", "_", ".", "\\d", "\\w", "\\s", "[ab]", "[^a]", "[a-c_]", "\\.", "\\(",
-                         "[\\d.]", "x", "1"])
+ATOMS = st.sampled_from(
+    ["a", "b", "c", "_", ".", "\\d", "\\w", "\\s", "[ab]", "[^a]", "[a-c_]", "\\.", "\\(", "[\\d.]", "x", "1"]
+)
 
 
 def patterns():
@@ -143,6 +167,7 @@ def patterns():
             inner.map(lambda p: f"(?:{p})"),
             st.tuples(inner.map(lambda p: f"({p})"), st.sampled_from(["*", "+", "?", "*?", "+?", "??"])).map("".join),
         )
+
     body = st.recursive(ATOMS, extend, max_leaves=12)
     return st.tuples(st.sampled_from(["", "^"]), body, st.sampled_from(["", "$"])).map("".join)
 

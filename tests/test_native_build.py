@@ -1,5 +1,6 @@
 """The native parts build without a GPU (nvcc + the sanitizer headers), and the
 injected tool fails open in a process that cannot be instrumented."""
+
 import os
 import shutil
 import subprocess
@@ -27,7 +28,9 @@ def test_patches_probe_and_tool_build(native):
     for name in ("gpuobs_tool_active", "gpuobs_tool_flush", "gpuobs_tool_output", "gpuobs_tool_launches"):
         assert name in symbols
     # every rung of the ladder is in the patch image, for sm_90 too
-    cuobjdump = shutil.which("cuobjdump") or str(Path(os.path.realpath(find_toolchain().cuda_include)).parent / "bin" / "cuobjdump")
+    cuobjdump = shutil.which("cuobjdump") or str(
+        Path(os.path.realpath(find_toolchain().cuda_include)).parent / "bin" / "cuobjdump"
+    )
     if Path(cuobjdump).exists():
         listing = subprocess.run([cuobjdump, "-lelf", "-lptx", str(native.patches)], capture_output=True, text=True)
         assert listing.returncode == 0, listing.stderr
@@ -35,8 +38,13 @@ def test_patches_probe_and_tool_build(native):
 
 
 def _preloaded(native, tmp_path, code: str, **env):
-    full = dict(os.environ, LD_PRELOAD=str(native.tool), GPUOBS_OUTPUT=str(tmp_path / "x.gpuobs"),
-                GPUOBS_PATCHES=str(native.patches), GPUOBS_SANITIZER_LIB=str(native.sanitizer_lib))
+    full = dict(
+        os.environ,
+        LD_PRELOAD=str(native.tool),
+        GPUOBS_OUTPUT=str(tmp_path / "x.gpuobs"),
+        GPUOBS_PATCHES=str(native.patches),
+        GPUOBS_SANITIZER_LIB=str(native.sanitizer_lib),
+    )
     full.update(env)
     full.pop("GPUOBS_REPORTED", None)
     return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True)
@@ -46,42 +54,67 @@ def test_fail_open_keeps_exit_code_and_says_why_once(native, tmp_path):
     proc = _preloaded(native, tmp_path, "import sys; print('ran'); sys.exit(7)", GPUOBS_MODE="warp_magic")
     assert proc.returncode == 7 and proc.stdout == "ran\n"
     lines = [l for l in proc.stderr.splitlines() if l.startswith("gpuobs:")]
-    assert lines == ["gpuobs: GPUOBS_MODE='warp_magic' is not one of off, block_noop, block_counter, "
-                     "block_trace, mem_noop, mem_sampled, mem_full, block_trace_noop; running uninstrumented"]
+    assert lines == [
+        "gpuobs: GPUOBS_MODE='warp_magic' is not one of off, block_noop, block_counter, "
+        "block_trace, mem_noop, mem_sampled, mem_full, block_trace_noop; running uninstrumented"
+    ]
 
 
-@pytest.mark.parametrize("env,message", [
-    ({"GPUOBS_SAMPLE_SHIFT": "99"}, "GPUOBS_SAMPLE_SHIFT='99' is not a whole number in [0, 32]"),
-    ({"GPUOBS_CAPACITY": "lots"}, "GPUOBS_CAPACITY='lots' is not a whole number"),
-    ({"GPUOBS_KERNELS": "(("}, "GPUOBS_KERNELS='((' is not a valid regular expression: unbalanced '(': no ')' "
-                               "closes it at character 2"),
-    ({"GPUOBS_KERNELS": "gemm{2}"}, "GPUOBS_KERNELS='gemm{2}' is not a valid regular expression: counted repetition "
-                                    "{m,n} is not supported (write \\{ for a brace) at character 5"),
-    ({"GPUOBS_CALLBACK_SCOPE": "grid"}, "GPUOBS_CALLBACK_SCOPE='grid' is not function or launch"),
-    ({"GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE": "grid"},
-     "GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE='grid' is not function or launch (GPUOBS_CALLBACK_SCOPE wins"),
-    # the new name wins: its bad value is reported though the old name holds a good one
-    ({"GPUOBS_CALLBACK_SCOPE": "grid", "GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE": "launch"},
-     "GPUOBS_CALLBACK_SCOPE='grid' is not function or launch"),
-    ({"GPUOBS_SANITIZER_LIB": "/nonexistent/libsanitizer-public.so", "CUDA_HOME": "/nonexistent"},
-     "no compute-sanitizer library found"),
-])
+@pytest.mark.parametrize(
+    "env,message",
+    [
+        ({"GPUOBS_SAMPLE_SHIFT": "99"}, "GPUOBS_SAMPLE_SHIFT='99' is not a whole number in [0, 32]"),
+        ({"GPUOBS_CAPACITY": "lots"}, "GPUOBS_CAPACITY='lots' is not a whole number"),
+        (
+            {"GPUOBS_KERNELS": "(("},
+            "GPUOBS_KERNELS='((' is not a valid regular expression: unbalanced '(': no ')' closes it at character 2",
+        ),
+        (
+            {"GPUOBS_KERNELS": "gemm{2}"},
+            "GPUOBS_KERNELS='gemm{2}' is not a valid regular expression: counted repetition "
+            "{m,n} is not supported (write \\{ for a brace) at character 5",
+        ),
+        ({"GPUOBS_CALLBACK_SCOPE": "grid"}, "GPUOBS_CALLBACK_SCOPE='grid' is not function or launch"),
+        (
+            {"GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE": "grid"},
+            "GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE='grid' is not function or launch (GPUOBS_CALLBACK_SCOPE wins",
+        ),
+        # the new name wins: its bad value is reported though the old name holds a good one
+        (
+            {"GPUOBS_CALLBACK_SCOPE": "grid", "GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE": "launch"},
+            "GPUOBS_CALLBACK_SCOPE='grid' is not function or launch",
+        ),
+        (
+            {"GPUOBS_SANITIZER_LIB": "/nonexistent/libsanitizer-public.so", "CUDA_HOME": "/nonexistent"},
+            "no compute-sanitizer library found",
+        ),
+    ],
+)
 def test_bad_options_fail_open(native, tmp_path, env, message):
     proc = _preloaded(native, tmp_path, "print('ran')", **env)
     assert proc.returncode == 0 and proc.stdout == "ran\n"
     assert message in proc.stderr and "running uninstrumented" in proc.stderr
 
 
-@pytest.mark.parametrize("env", [{"GPUOBS_CALLBACK_SCOPE": "launch"}, {"GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE": "function"},
-                                 {"GPUOBS_CALLBACK_SCOPE": "launch", "GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE": "grid"}])
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"GPUOBS_CALLBACK_SCOPE": "launch"},
+        {"GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE": "function"},
+        {"GPUOBS_CALLBACK_SCOPE": "launch", "GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE": "grid"},
+    ],
+)
 def test_callback_scope_is_read_under_both_names_and_the_new_one_wins(native, tmp_path, env):
     proc = _preloaded(native, tmp_path, "print('ran')", **env)
     assert proc.returncode == 0 and proc.stdout == "ran\n"
-    assert "is not function or launch" not in proc.stderr, proc.stderr  # (without a GPU it stands down later, for libcuda)
+    assert "is not function or launch" not in proc.stderr, (
+        proc.stderr
+    )  # (without a GPU it stands down later, for libcuda)
 
 
 def test_record_passes_the_scope_under_its_gpuobs_name(native):
     from gpuobs.record.run import RecordOptions, tool_environment
+
     env = tool_environment(native, RecordOptions(scope="launch"), base={})
     assert env["GPUOBS_CALLBACK_SCOPE"] == "launch" and "GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE" not in env
 
@@ -96,15 +129,27 @@ def test_the_tools_writer_is_read_by_the_python_reader(tmp_path):
     import gpuobs
     from gpuobs.analysis import launches as analysis
     from gpuobs.native_sources import native_root
+
     cxx = shutil.which("g++") or shutil.which("c++")
     if cxx is None:
         pytest.skip("no host C++ compiler")
     root = native_root()
     exe = tmp_path / "write_recording"
     here = Path(__file__).resolve().parent
-    subprocess.run([cxx, "-std=c++17", "-O1", f"-I{root / 'schemas'}", f"-I{root / 'tool'}",
-                    str(here / "native" / "write_recording.cpp"), str(root / "tool" / "recording_file.cpp"),
-                    "-o", str(exe)], check=True)
+    subprocess.run(
+        [
+            cxx,
+            "-std=c++17",
+            "-O1",
+            f"-I{root / 'schemas'}",
+            f"-I{root / 'tool'}",
+            str(here / "native" / "write_recording.cpp"),
+            str(root / "tool" / "recording_file.cpp"),
+            "-o",
+            str(exe),
+        ],
+        check=True,
+    )
     out = tmp_path / "tool.gpuobs"
     first = subprocess.run([str(exe), str(out)], capture_output=True, text=True, check=True).stdout.strip()
     assert first == str(out)
@@ -129,8 +174,16 @@ def test_the_makefile_builds_what_gpuobs_build_builds(native, tmp_path):
 
     tc = find_toolchain()
     cuda_home = Path(tc.cuda_include).parent
-    make = ["make", "-C", str(native_root() / "tool"), f"OUT={tmp_path}", f"CXX={tc.cxx}", f"NVCC={tc.nvcc}",
-            f"CUDA_HOME={cuda_home}", f"SANITIZER_DIR={tc.sanitizer_dir}"]
+    make = [
+        "make",
+        "-C",
+        str(native_root() / "tool"),
+        f"OUT={tmp_path}",
+        f"CXX={tc.cxx}",
+        f"NVCC={tc.nvcc}",
+        f"CUDA_HOME={cuda_home}",
+        f"SANITIZER_DIR={tc.sanitizer_dir}",
+    ]
     planned = subprocess.run([*make, "-n"], capture_output=True, text=True, check=True).stdout
     ours = tool_compile_command(tc, tmp_path / "libgpuobs_tool.so")
     for word in ours[1:]:
@@ -139,6 +192,10 @@ def test_the_makefile_builds_what_gpuobs_build_builds(native, tmp_path):
         assert word.split("/")[-1] in planned, word
     built = subprocess.run([*make, str(tmp_path / "libgpuobs_tool.so")], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
-    proc = subprocess.run([sys.executable, "-c", "print('ran')"], capture_output=True, text=True,
-                          env=dict(os.environ, LD_PRELOAD=str(tmp_path / "libgpuobs_tool.so"), GPUOBS_MODE="off"))
+    proc = subprocess.run(
+        [sys.executable, "-c", "print('ran')"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, LD_PRELOAD=str(tmp_path / "libgpuobs_tool.so"), GPUOBS_MODE="off"),
+    )
     assert proc.returncode == 0 and proc.stdout == "ran\n", proc.stderr

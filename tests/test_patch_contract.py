@@ -2,14 +2,14 @@
 hot paths keep the promises the overhead ladder depends on (no load before a
 memory patch's sampling test, one slot read per block exit, fire-and-forget
 counters), no patch calls itself, and every patch the tool plans exists."""
+
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from gpuobs.record.native_build import NativeUnavailable, find_toolchain, patch_ptx_command
 from gpuobs.native_sources import native_root
+from gpuobs.record.native_build import NativeUnavailable, find_toolchain, patch_ptx_command
 
 
 def ptx_functions(text: str) -> dict:
@@ -23,7 +23,7 @@ def ptx_functions(text: str) -> dict:
             if depth == 0:
                 break
             i += 1
-        bodies[m.group(1)] = text[start:i + 1]
+        bodies[m.group(1)] = text[start : i + 1]
     return bodies
 
 
@@ -80,7 +80,7 @@ def test_patches_keep_their_contract(tmp_path):
 def test_every_planned_patch_exists(tmp_path):
     funcs = compile_ptx(tmp_path)
     tool = (native_root() / "tool" / "gpuobs_tool.cpp").read_text()
-    plan = tool[tool.index("patch_plan("):tool.index("constexpr uint32_t kNew")]
+    plan = tool[tool.index("patch_plan(") : tool.index("constexpr uint32_t kNew")]
     planned = set(re.findall(r'"(gpuobs_\w+)"', plan))
     assert len(planned) >= 7 and planned <= set(funcs)
 

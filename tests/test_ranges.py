@@ -1,4 +1,5 @@
 """START:END ranges and durations, shared by `export` and `trim`."""
+
 import subprocess
 import sys
 
@@ -18,11 +19,14 @@ def test_ranges_and_durations_as_typed():
         parse_range("1ms:2.5us", "--time-window", parse_duration)
 
 
-@pytest.mark.parametrize("text,parse,message", [
-    ("5", int, "--x '5' must look like START:END"),
-    ("1:b", int, "--x '1:b': invalid literal"),
-    ("1 parsec:", parse_duration, "time '1 parsec' is not a number with a unit"),
-])
+@pytest.mark.parametrize(
+    "text,parse,message",
+    [
+        ("5", int, "--x '5' must look like START:END"),
+        ("1:b", int, "--x '1:b': invalid literal"),
+        ("1 parsec:", parse_duration, "time '1 parsec' is not a number with a unit"),
+    ],
+)
 def test_bad_ranges_say_which_option_and_what(text, parse, message):
     with pytest.raises(RangeError, match=message):
         parse_range(text, "--x", parse)
@@ -30,7 +34,10 @@ def test_bad_ranges_say_which_option_and_what(text, parse, message):
 
 def test_trim_names_a_bad_flush_range(tmp_path, block_recording):
     out = tmp_path / "part.gpuobs"
-    proc = subprocess.run([sys.executable, "-m", "gpuobs", "trim", str(block_recording), str(out), "--flushes", "2"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpuobs", "trim", str(block_recording), str(out), "--flushes", "2"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "--flushes '2' must look like START:END" in proc.stderr and not out.exists()

@@ -1,4 +1,5 @@
 """Write-then-read round trips of every chunk type, and every kind of damage."""
+
 import numpy as np
 import pytest
 
@@ -16,15 +17,32 @@ def _full_recording(path):
     counts = np.zeros(2, schema.dtype("gpuobs_launch_count"))
     counts["grid_id"], counts["count"] = (1000, 1001), (39_807_744, 6_098)
     with RecordingWriter(path) as w:
-        w.run(pid=77, mode=schema.Mode.MEM_SAMPLED, sample_shift=10, capacity=4096, argv=["a.out", "--x", "ü"],
-              window_every=8)
+        w.run(
+            pid=77,
+            mode=schema.Mode.MEM_SAMPLED,
+            sample_shift=10,
+            capacity=4096,
+            argv=["a.out", "--x", "ü"],
+            window_every=8,
+        )
         w.device(device_index=1, name="NVIDIA H200", sm_count=132, cc=(9, 0), uuid=bytes(range(16)))
         w.module(module_id=5, device_index=1, patch_count=1, cubin_size=12345)
         w.function(function_slot=2, mangled="_Z3fooi", demangled="foo(int)", device_index=1, module_id=5)
         w.launches(launches)
         w.clock_samples(clocks)
-        w.flush(device_index=1, flush_seq=3, attempted=610, recorded=600, dropped=10, launch_counts=counts,
-                unattributed=1, unmatched_exit_threads=2, unconfirmed_ends=3, incomplete=0, unrecorded_launches=7)
+        w.flush(
+            device_index=1,
+            flush_seq=3,
+            attempted=610,
+            recorded=600,
+            dropped=10,
+            launch_counts=counts,
+            unattributed=1,
+            unmatched_exit_threads=2,
+            unconfirmed_ends=3,
+            incomplete=0,
+            unrecorded_launches=7,
+        )
         w.events(ev, device_index=1, flush_seq=3)
         w.end(flushes=1, launches=3, events=600)
     return ev, launches, clocks, counts
@@ -190,6 +208,7 @@ def test_wrong_magic_and_empty_file(tmp_path):
 def test_damaged_payload_shape_is_a_corrupt_chunk(tmp_path):
     path = tmp_path / "r.gpuobs"
     from gpuobs.recording_file.fileformat import pack_chunk, pack_file_header
+
     path.write_bytes(pack_file_header("t") + pack_chunk(schema.ChunkType.LAUNCHES, b"x" * 13))
     with pytest.raises(errors.CorruptChunk, match="LAUNCHES chunk: 13 payload bytes are not a whole number"):
         gpuobs.load(path)
@@ -197,6 +216,7 @@ def test_damaged_payload_shape_is_a_corrupt_chunk(tmp_path):
 
 def test_copy_recording_keeps_chosen_flush_windows(tmp_path):
     from gpuobs.recording_file.recording_writer import copy_recording
+
     path = tmp_path / "r.gpuobs"
     _full_recording(path)
     rec = gpuobs.load(path)

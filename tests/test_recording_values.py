@@ -1,6 +1,7 @@
 """CRC-valid recordings whose values no tool writes fail at load, naming the chunk,
 the row and the field, instead of raising MemoryError or ValueError in an export;
 salvage keeps what precedes them. Long runs load in time linear in their flushes."""
+
 import os
 import re
 import subprocess
@@ -12,8 +13,8 @@ import numpy as np
 import pytest
 
 import gpuobs
-from gpuobs.recording_file import recording_checks, schema, synthetic
 from gpuobs.errors import CorruptChunk, RecordingError
+from gpuobs.recording_file import recording_checks, schema, synthetic
 from gpuobs.recording_file.recording_writer import RecordingWriter
 
 EXPORTER = Path(__file__).resolve().parents[1] / "exporter"
@@ -69,23 +70,33 @@ def wrapping_grid(ln):
 
 
 CASES = {
-    "function slot 2^32-1": (dict(events=slot_out_of_range),
-                             "EVENTS chunk: event 5: function_slot 4294967295 is not below 65,536"),
+    "function slot 2^32-1": (
+        dict(events=slot_out_of_range),
+        "EVENTS chunk: event 5: function_slot 4294967295 is not below 65,536",
+    ),
     "SM id 65535": (dict(events=absurd_sm), "EVENTS chunk: event 7: sm_id 65535 is not below 16"),
     "SM id 65535, no DEVICE chunk": (dict(events=absurd_sm, device=False), "sm_id 65535 is not below 1,024"),
     "deep overlap on one SM": (dict(events=deep_overlap, blocks=400), "1,200 blocks are open at once on SM 3"),
-    "a memory event at 2^64-1": (dict(events=memory_at_end_of_time),
-                                 "EVENTS chunk: event 0: time_start 18446744073709551615 is not below"),
-    "inverted clock bracket": (dict(clocks=inverted_bracket),
-                               "CLOCK chunk: clock sample 0: monotonic_after 4999999422021 is before "
-                               "monotonic_before 4999999442021"),
-    "grid of 3 x (2^32-1)": (dict(launches=wrapping_grid),
-                             "LAUNCHES chunk: launch 1: grid 3x4294967295x1: gridDim.y 4294967295 is above "
-                             "CUDA's limit 65,535"),
-    "flush accounting": (dict(flush=dict(attempted=10, recorded=3, dropped=1)),
-                         "FLUSH chunk: attempted 10 is not recorded 3 + dropped 1"),
-    "reserved flush_seq": (dict(flush=dict(flush_seq=0xFFFFFFFF, attempted=0, recorded=0, dropped=0)),
-                           "FLUSH chunk: flush_seq 0xffffffff is reserved"),
+    "a memory event at 2^64-1": (
+        dict(events=memory_at_end_of_time),
+        "EVENTS chunk: event 0: time_start 18446744073709551615 is not below",
+    ),
+    "inverted clock bracket": (
+        dict(clocks=inverted_bracket),
+        "CLOCK chunk: clock sample 0: monotonic_after 4999999422021 is before monotonic_before 4999999442021",
+    ),
+    "grid of 3 x (2^32-1)": (
+        dict(launches=wrapping_grid),
+        "LAUNCHES chunk: launch 1: grid 3x4294967295x1: gridDim.y 4294967295 is above CUDA's limit 65,535",
+    ),
+    "flush accounting": (
+        dict(flush=dict(attempted=10, recorded=3, dropped=1)),
+        "FLUSH chunk: attempted 10 is not recorded 3 + dropped 1",
+    ),
+    "reserved flush_seq": (
+        dict(flush=dict(flush_seq=0xFFFFFFFF, attempted=0, recorded=0, dropped=0)),
+        "FLUSH chunk: flush_seq 0xffffffff is reserved",
+    ),
 }
 
 
@@ -103,6 +114,7 @@ def test_deep_overlap_counts_blocks_open_at_once_not_blocks_per_sm(tmp_path):
         ev["sm_id"] = ev["sm_id_end"] = 0
         ev["time_start"] = int(ev["time_start"].min()) + np.arange(len(ev)) * 10
         ev["time_end"] = ev["time_start"] + 10  # touching ends do not overlap
+
     rec = gpuobs.load(write(tmp_path / "ok.gpuobs", events=one_sm_in_turn))
     depth, _, _ = recording_checks.deepest_block_overlap(rec.event_chunks, rec.event_chunk_devices)
     assert depth == 1
@@ -121,9 +133,13 @@ def test_salvage_keeps_what_precedes_a_bad_value(tmp_path):
 def test_export_of_a_hostile_recording_is_one_clear_line(tmp_path):
     """As a user runs it: no MemoryError, no traceback, exit status 2."""
     path = write(tmp_path / "h.gpuobs", events=slot_out_of_range)
-    proc = subprocess.run([sys.executable, "-m", "gpuobs", "export", str(path), "-o", str(tmp_path / "t.pftrace")],
-                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(EXPORTER)),
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpuobs", "export", str(path), "-o", str(tmp_path / "t.pftrace")],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(EXPORTER)),
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr and "function_slot 4294967295" in " ".join(proc.stderr.split())
 
@@ -170,11 +186,19 @@ def test_overlap_depth_agrees_with_counting_open_blocks(monkeypatch):
             chunks.append(ev)
             devices.append(int(rng.integers(0, 2)))
         blocks = [(d, e) for d, c in zip(devices, chunks) for e in c if e["kind"] == schema.EventKind.BLOCK]
-        spans = [(d, int(e["sm_id"]), int(e["time_start"]),
-                  int(e["time_start"]) if e["flags"] else max(int(e["time_end"]), int(e["time_start"])))
-                 for d, e in blocks]
-        expected = max((sum(1 for d2, sm2, s2, e2 in spans if (d2, sm2) == (d, sm) and s2 <= s < e2)
-                        for d, sm, s, _ in spans), default=0)
+        spans = [
+            (
+                d,
+                int(e["sm_id"]),
+                int(e["time_start"]),
+                int(e["time_start"]) if e["flags"] else max(int(e["time_end"]), int(e["time_start"])),
+            )
+            for d, e in blocks
+        ]
+        expected = max(
+            (sum(1 for d2, sm2, s2, e2 in spans if (d2, sm2) == (d, sm) and s2 <= s < e2) for d, sm, s, _ in spans),
+            default=0,
+        )
         depth, chunk, row = recording_checks.deepest_block_overlap(chunks, devices)
         assert depth == expected
         if depth:

@@ -1,22 +1,25 @@
 """C (host compiler), cffi and numpy must agree on every field of every schema struct."""
+
 import subprocess
 
 import numpy as np
 import pytest
 
-from gpuobs.recording_file import schema
 from gpuobs.native_sources import schema_header
+from gpuobs.recording_file import schema
 
 from .conftest import have_compiler
 
 
 def _c_layout_program() -> str:
-    lines = ['#include <stdio.h>', '#include <stddef.h>', f'#include "{schema_header()}"', "int main(void) {"]
+    lines = ["#include <stdio.h>", "#include <stddef.h>", f'#include "{schema_header()}"', "int main(void) {"]
     f = schema.ffi()
     for name in schema.struct_names():
         lines.append(f'printf("{name} %zu\\n", sizeof({name}));')
         for field, _ in f.typeof(name).fields:
-            lines.append(f'printf("{name}.{field} %zu %zu\\n", offsetof({name}, {field}), sizeof((({name}*)0)->{field}));')
+            lines.append(
+                f'printf("{name}.{field} %zu %zu\\n", offsetof({name}, {field}), sizeof((({name}*)0)->{field}));'
+            )
     lines.append("return 0; }")
     return "\n".join(lines)
 
@@ -59,8 +62,22 @@ def test_numpy_dtypes_follow_cffi_field_by_field():
 def test_event_is_one_cache_line_with_required_fields():
     dt = schema.EVENT_DTYPE
     assert dt.itemsize == 64
-    for field in ("time_start", "time_end", "sm_id", "function_slot", "grid_id", "block_x",
-                  "block_y", "block_z", "kind", "pc", "address", "access_size", "flags", "thread_index"):
+    for field in (
+        "time_start",
+        "time_end",
+        "sm_id",
+        "function_slot",
+        "grid_id",
+        "block_x",
+        "block_y",
+        "block_z",
+        "kind",
+        "pc",
+        "address",
+        "access_size",
+        "flags",
+        "thread_index",
+    ):
         assert field in dt.names
     assert dt.fields["time_start"][0] == np.dtype("<u8")  # raw %globaltimer ns, never converted
 
@@ -85,7 +102,7 @@ def test_nvcc_compiles_the_header_with_its_static_asserts(tmp_path):
     src.write_text(
         f'#include "{schema_header()}"\n'
         "__global__ void touch(gpuobs_event* e) { e->kind = GPUOBS_EVENT_BLOCK; }\n"
-        "static_assert(offsetof(gpuobs_event, kind) == 58, \"kind offset\");\n"
+        'static_assert(offsetof(gpuobs_event, kind) == 58, "kind offset");\n'
     )
     subprocess.run(["nvcc", "-arch=sm_90", "-c", str(src), "-o", str(tmp_path / "x.o")], check=True)
 
@@ -96,6 +113,7 @@ def test_mode_names_in_the_header_follow_the_enum():
     import re
 
     from gpuobs.native_sources import schema_header
+
     text = schema_header().read_text()
     body = re.search(r"#define GPUOBS_MODE_NAMES\s*\\?\s*\{(.*?)\}", text, re.S).group(1)
     names = re.findall(r'"(\w+)"', body)

@@ -2,6 +2,7 @@
 examples/side_by_side.py under `gpuobs record --api-trace`, one under the PyTorch
 profiler. The program runs its workload twice (warm-up, then the measured pass);
 the profiler covered the measured pass only."""
+
 import statistics
 from pathlib import Path
 
@@ -47,8 +48,7 @@ def test_every_launch_call_has_its_flow_to_a_kernel_slice(exported):
         assert kernel_slice[4]["launch"] == int(l["launch_id"])
     api = summary.api[0]
     assert api.shown and api.flows == len(launches) and api.calls == len(rec.api_calls)
-    api_slices = [s for s in d.slices
-                  if d.tracks[d.tracks[s[0]].parent_uuid].name.startswith("Host pid")]
+    api_slices = [s for s in d.slices if d.tracks[d.tracks[s[0]].parent_uuid].name.startswith("Host pid")]
     assert len(api_slices) == len(rec.api_calls)
 
 
@@ -61,11 +61,14 @@ def test_every_profiler_kernel_is_matched_to_the_measured_pass(exported):
     table = analysis.launch_table(rec)
     timed = np.flatnonzero(table.first_start > 0)
     timed = timed[np.argsort(table.first_start[timed], kind="stable")]
-    measured = timed[-len(host.kernels):]
+    measured = timed[-len(host.kernels) :]
     theirs = sorted(host.kernels, key=lambda k: k.start_ns)
     for i, k in zip(measured, theirs):
-        assert (table.name[i], tuple(int(v) for v in rec.launches["grid"][i]),
-                tuple(int(v) for v in rec.launches["block"][i])) == (k.name, k.grid, k.block)
+        assert (
+            table.name[i],
+            tuple(int(v) for v in rec.launches["grid"][i]),
+            tuple(int(v) for v in rec.launches["block"][i]),
+        ) == (k.name, k.grid, k.block)
     # The per-kernel comparison is the medians of exactly those pairs.
     pairs = {}
     for i, k in zip(measured, theirs):
@@ -89,6 +92,7 @@ def test_no_flows_and_no_api_tracks_without_a_clock_relation(tmp_path):
 @pytest.mark.browser
 def test_side_by_side_in_the_real_ui(exported):
     from .test_perfetto_ui import BAD_STATS, ui_available
+
     ui_class = ui_available()
     rec, host, _summary, d, out = exported
     with ui_class(out) as ui:
@@ -106,9 +110,13 @@ def test_archive_holds_the_trace_and_the_untouched_profiler_file(tmp_path):
     import subprocess
     import sys
     import zipfile
+
     out = tmp_path / "both.zip"
-    proc = subprocess.run([sys.executable, "-m", "gpuobs", "export", str(API), "--host", str(PROFILER),
-                           "--archive", "-o", str(out)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpuobs", "export", str(API), "--host", str(PROFILER), "--archive", "-o", str(out)],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     with zipfile.ZipFile(out) as z:
         names = set(z.namelist())
@@ -131,8 +139,12 @@ def test_archive_holds_the_trace_and_the_untouched_profiler_file(tmp_path):
 def test_archive_refuses_what_perfetto_cannot_place(tmp_path):
     import subprocess
     import sys
-    run = lambda *a: subprocess.run([sys.executable, "-m", "gpuobs", "export", str(API), *a],  # noqa: E731
-                                    capture_output=True, text=True)
+
+    run = lambda *a: subprocess.run(
+        [sys.executable, "-m", "gpuobs", "export", str(API), *a],  # noqa: E731
+        capture_output=True,
+        text=True,
+    )
     no_host = run("--archive", "-o", str(tmp_path / "a.zip"))
     said = lambda p: " ".join(p.stderr.split())  # noqa: E731  (the console wraps long lines)
     assert no_host.returncode != 0 and "pass at least one --host" in said(no_host)

@@ -2,6 +2,7 @@
 compiler: its per-process fallback name `<stem>.<pid>.gpuobs` is created
 exclusively, like the main name, so a link planted there never redirects the
 write, and an existing file there is never truncated."""
+
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,9 +21,22 @@ def writer(tmp_path_factory):
         pytest.skip("no host C++ compiler")
     root = native_root()
     exe = tmp_path_factory.mktemp("bin") / "write_recording"
-    subprocess.run([cxx, "-std=c++17", "-O1", "-Wall", "-Wextra", f"-I{root / 'schemas'}", f"-I{root / 'tool'}",
-                    str(HERE / "native" / "write_recording.cpp"), str(root / "tool" / "recording_file.cpp"),
-                    "-o", str(exe)], check=True)
+    subprocess.run(
+        [
+            cxx,
+            "-std=c++17",
+            "-O1",
+            "-Wall",
+            "-Wextra",
+            f"-I{root / 'schemas'}",
+            f"-I{root / 'tool'}",
+            str(HERE / "native" / "write_recording.cpp"),
+            str(root / "tool" / "recording_file.cpp"),
+            "-o",
+            str(exe),
+        ],
+        check=True,
+    )
     return exe
 
 

@@ -1,6 +1,7 @@
 """benchmarks/trampolines.py reads nvdisasm's text of a patched-code dump: the
 jumps out of a function, and what each trampoline and helper does. The SASS
 below is from a dump on the H200 (PyTorch's silu kernel under block_trace_noop)."""
+
 import importlib.util
 import sys
 from pathlib import Path
@@ -55,14 +56,14 @@ def _trampolines():
 
 def test_jumps_out_of_a_patched_function():
     t = _trampolines()
-    assert t.jumps_out(FUNCTION) == [0x7efda37b0a00, 0x7efda37b0c10, 0x7efda37b0e40]
+    assert t.jumps_out(FUNCTION) == [0x7EFDA37B0A00, 0x7EFDA37B0C10, 0x7EFDA37B0E40]
 
 
 def test_a_trampoline_runs_to_its_jump_back_past_a_predicated_exit():
     t = _trampolines()
     b = t.walk(TRAMPOLINE, stop_at_ret=False)
     assert (b.instructions, b.local_stores, b.local_loads, b.warp_syncs) == (13, 3, 2, 1)
-    assert b.calls == [0x7efda37a0310, 0x7efda37a7b00, 0x7efda37a0490]
+    assert b.calls == [0x7EFDA37A0310, 0x7EFDA37A7B00, 0x7EFDA37A0490]
 
 
 def test_a_helper_runs_to_its_return():

@@ -1,6 +1,7 @@
 """A small, independent reader of the traces gpuobs writes, for tests: resolves
 sequences, defaults, interning and incremental clocks the way trace processor
 does, and rebuilds slices from begin/end pairs per track."""
+
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -11,14 +12,14 @@ INCREMENTAL_CLOCK = 64
 
 @dataclass
 class Decoded:
-    tracks: dict = field(default_factory=dict)        # uuid -> TrackDescriptor
-    slices: list = field(default_factory=list)        # (track, name, start, end, args)
-    counters: list = field(default_factory=list)      # (track, ts, value)
+    tracks: dict = field(default_factory=dict)  # uuid -> TrackDescriptor
+    slices: list = field(default_factory=list)  # (track, name, start, end, args)
+    counters: list = field(default_factory=list)  # (track, ts, value)
     snapshots: list = field(default_factory=list)
     problems: list = field(default_factory=list)
     packets: int = 0
     flows_out: dict = field(default_factory=dict)  # flow id -> index into slices (where a flow starts)
-    flows_in: dict = field(default_factory=dict)   # flow id -> index into slices (where it terminates)
+    flows_in: dict = field(default_factory=dict)  # flow id -> index into slices (where it terminates)
 
     def tracks_named(self, name):
         return [u for u, t in self.tracks.items() if t.name == name]
@@ -58,8 +59,11 @@ def decode(path) -> Decoded:
             continue
         te = p.track_event
         defaults = s["defaults"] if s else None
-        clock_id = p.timestamp_clock_id if p.HasField("timestamp_clock_id") else (
-            defaults.timestamp_clock_id if defaults and defaults.HasField("timestamp_clock_id") else None)
+        clock_id = (
+            p.timestamp_clock_id
+            if p.HasField("timestamp_clock_id")
+            else (defaults.timestamp_clock_id if defaults and defaults.HasField("timestamp_clock_id") else None)
+        )
         if clock_id == INCREMENTAL_CLOCK:
             if s is None or s["inc"] is None:
                 d.problems.append("incremental timestamp without a snapshot")
@@ -70,8 +74,11 @@ def decode(path) -> Decoded:
             ts = p.timestamp
         if te.HasField("name_iid") and not (p.sequence_flags & pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE):
             d.problems.append("packet uses interned data without SEQ_NEEDS_INCREMENTAL_STATE")
-        track = te.track_uuid if te.HasField("track_uuid") else (
-            defaults.track_event_defaults.track_uuid if defaults else 0)
+        track = (
+            te.track_uuid
+            if te.HasField("track_uuid")
+            else (defaults.track_event_defaults.track_uuid if defaults else 0)
+        )
         if track not in d.tracks:
             d.problems.append(f"event on undeclared track {track}")
         if te.type == pb.TrackEvent.TYPE_SLICE_BEGIN:
@@ -81,8 +88,15 @@ def decode(path) -> Decoded:
             args = {}
             for a in te.debug_annotations:
                 key = s["args"].get(a.name_iid, a.name) if a.HasField("name_iid") else a.name
-                args[key] = a.int_value if a.HasField("int_value") else (
-                    a.string_value if a.HasField("string_value") else (a.bool_value if a.HasField("bool_value") else None))
+                args[key] = (
+                    a.int_value
+                    if a.HasField("int_value")
+                    else (
+                        a.string_value
+                        if a.HasField("string_value")
+                        else (a.bool_value if a.HasField("bool_value") else None)
+                    )
+                )
             open_slices[track].append((name, ts, args, list(te.flow_ids), list(te.terminating_flow_ids)))
         elif te.type == pb.TrackEvent.TYPE_SLICE_END:
             if not open_slices[track]:

@@ -40,7 +40,8 @@ void ApiTrace::on_callback(Sanitizer_CallbackDomain domain, Sanitizer_CallbackId
                            const Sanitizer_CallbackData* cd) {
     const uint32_t api_id = ((uint32_t)domain << 16) | ((uint32_t)cbid & 0xffff);
     if (cd->callbackSite == SANITIZER_API_ENTER) {
-        if (t_depth < kMaxDepth) t_stack[t_depth] = {g_next_call.fetch_add(1, std::memory_order_relaxed), now_ns(), api_id};
+        if (t_depth < kMaxDepth)
+            t_stack[t_depth] = {g_next_call.fetch_add(1, std::memory_order_relaxed), now_ns(), api_id};
         ++t_depth;
         return;
     }
@@ -62,8 +63,10 @@ void ApiTrace::on_callback(Sanitizer_CallbackDomain domain, Sanitizer_CallbackId
     if (pending_.size() >= kMaxPending) {
         if (!overflow_reported_) {
             overflow_reported_ = true;
-            GPUOBS_LOG("%zu CUDA API calls wait for a recording file that is not open yet; later calls are "
-                       "not traced until it is", pending_.size());
+            GPUOBS_LOG(
+                "%zu CUDA API calls wait for a recording file that is not open yet; later calls are "
+                "not traced until it is",
+                pending_.size());
         }
         return;
     }

@@ -23,14 +23,13 @@ bool parse_mode(const std::string& text, uint32_t* mode) {
     return false;
 }
 
-static bool parse_u64(const char* name, const char* text, uint64_t lo, uint64_t hi, uint64_t* out,
-                      std::string* error) {
+static bool parse_u64(const char* name, const char* text, uint64_t lo, uint64_t hi, uint64_t* out, std::string* error) {
     errno = 0;
     char* end = nullptr;
     unsigned long long v = std::strtoull(text, &end, 10);
     if (errno != 0 || end == text || *end != '\0' || text[0] == '-' || v < lo || v > hi) {
-        *error = std::string(name) + "='" + text + "' is not a whole number in [" + std::to_string(lo) +
-                 ", " + std::to_string(hi) + "]";
+        *error = std::string(name) + "='" + text + "' is not a whole number in [" + std::to_string(lo) + ", " +
+                 std::to_string(hi) + "]";
         return false;
     }
     *out = v;
@@ -78,8 +77,10 @@ bool Config::load(std::string* error) {
     }
     if (scope_value != nullptr) {
         std::string scope(scope_value);
-        if (scope == "launch") launch_scope = true;
-        else if (scope == "function") launch_scope = false;
+        if (scope == "launch")
+            launch_scope = true;
+        else if (scope == "function")
+            launch_scope = false;
         else {
             *error = std::string(scope_name) + "='" + scope + "' is not function or launch " +
                      "(GPUOBS_CALLBACK_SCOPE wins over its old name GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE)";
@@ -108,9 +109,12 @@ bool Config::load(std::string* error) {
     if (!parse_switch("GPUOBS_API_TRACE", &api_trace, error)) return false;
     if (const char* s = std::getenv("GPUOBS_GRAPH_NODES")) {
         std::string v(s);
-        if (v == "learn") graph_nodes = GraphNodes::kLearn;
-        else if (v == "every" || v == "1") graph_nodes = GraphNodes::kEvery;
-        else if (v == "none" || v == "0") graph_nodes = GraphNodes::kNone;
+        if (v == "learn")
+            graph_nodes = GraphNodes::kLearn;
+        else if (v == "every" || v == "1")
+            graph_nodes = GraphNodes::kEvery;
+        else if (v == "none" || v == "0")
+            graph_nodes = GraphNodes::kNone;
         else {
             *error = "GPUOBS_GRAPH_NODES='" + v + "' is not learn, every or none";
             return false;
@@ -124,8 +128,9 @@ bool Config::load(std::string* error) {
     // A window may only turn at a point where no kernel runs: without per-node
     // callbacks a graph replay is invisible to the tool and may still be running.
     if (window_every != 0 && graph_nodes == GraphNodes::kNone) {
-        *error = "GPUOBS_WINDOW_EVERY needs graph replays listed (GPUOBS_GRAPH_NODES=learn or every): without them "
-                 "the tool cannot tell when a graph replay has finished";
+        *error =
+            "GPUOBS_WINDOW_EVERY needs graph replays listed (GPUOBS_GRAPH_NODES=learn or every): without them "
+            "the tool cannot tell when a graph replay has finished";
         return false;
     }
     if (const char* s = std::getenv("GPUOBS_PATCHES")) patches = s;

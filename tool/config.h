@@ -13,7 +13,7 @@ struct Config {
     uint32_t mode = GPUOBS_MODE_BLOCK_TRACE;
     uint32_t sample_shift = GPUOBS_DEFAULT_SAMPLE_SHIFT;
     uint64_t capacity = GPUOBS_DEFAULT_CAPACITY;  // records per context
-    bool launch_scope = false;         // GPUOBS_CALLBACK_SCOPE=launch (old name: GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE)
+    bool launch_scope = false;  // GPUOBS_CALLBACK_SCOPE=launch (old name: GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE)
     bool clock_probe = true;
     bool api_trace = false;
     // How graph replays' kernels are listed (GPUOBS_GRAPH_NODES): learn each exec's
@@ -22,15 +22,15 @@ struct Config {
     // (none, also "0": replayed blocks then belong to no listed launch).
     enum class GraphNodes { kNone, kEvery, kLearn };
     GraphNodes graph_nodes = GraphNodes::kLearn;
-    bool start_paused = false;         // GPUOBS_START_PAUSED=1: nothing patched until gpuobs.resume()
-    uint32_t window_every = 0;         // GPUOBS_WINDOW_EVERY=N: record 1 interval in N between quiet syncs
+    bool start_paused = false;  // GPUOBS_START_PAUSED=1: nothing patched until gpuobs.resume()
+    uint32_t window_every = 0;  // GPUOBS_WINDOW_EVERY=N: record 1 interval in N between quiet syncs
     bool has_kernel_filter = false;
-    KernelFilter kernel_filter;        // GPUOBS_KERNELS (kernel_filter.h says what patterns may hold)
+    KernelFilter kernel_filter;  // GPUOBS_KERNELS (kernel_filter.h says what patterns may hold)
     std::string kernel_filter_text;
     std::string output = "gpuobs.gpuobs";
-    std::string patches;               // fatbin with the device patches
-    std::string probe;                 // fatbin with the clock probe
-    std::string dump_patched_code;     // GPUOBS_DUMP_PATCHED_CODE=DIR: write launched functions' code there
+    std::string patches;            // fatbin with the device patches
+    std::string probe;              // fatbin with the clock probe
+    std::string dump_patched_code;  // GPUOBS_DUMP_PATCHED_CODE=DIR: write launched functions' code there
 
     // False with `error` set when an option is unusable.
     bool load(std::string* error);

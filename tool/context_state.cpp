@@ -113,7 +113,8 @@ bool ContextState::setup(std::string* error) {
     if (sanitizer().get_stream_handle != nullptr &&
         !step("get the context's stream handle", sanitizer().get_stream_handle(ctx_, nullptr, &stream_)))
         return false;
-    if (!step("load the device patches " + config_.patches, sanitizer().add_patches_from_file(config_.patches.c_str(), ctx_)))
+    if (!step("load the device patches " + config_.patches,
+              sanitizer().add_patches_from_file(config_.patches.c_str(), ctx_)))
         return false;
     const size_t events_bytes = stripe_count_ * stripe_capacity_ * sizeof(gpuobs_event);
     const size_t counters_bytes = GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter);
@@ -156,15 +157,17 @@ bool ContextState::setup(std::string* error) {
     uint32_t check = 0;
     // block_trace events are stamped by atomics on zeroed ends and exit counts.
     // The blocking copy at the end returns once the writes before it are done.
-    bool ok = step("initialise the device buffers (control block)",
-                   sanitizer().memcpy_htod_async(ctl_, &ctl, sizeof ctl, stream_)) &&
-              step("initialise the device buffers (function table)",
-                   sanitizer().memcpy_htod_async(entries_, entries.data(), entries_bytes, stream_)) &&
-              step("initialise the device buffers (launch counters)",
-                   sanitizer().memset(counters_, 0, counters_bytes, stream_)) &&
-              step("initialise the device buffers (block table)", sanitizer().memset(block_table_, 0, table_bytes, stream_)) &&
-              step("initialise the device buffers (events)", sanitizer().memset(events_, 0, events_bytes, stream_)) &&
-              step("initialise the device buffers (read back)", sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, stream_));
+    bool ok =
+        step("initialise the device buffers (control block)",
+             sanitizer().memcpy_htod_async(ctl_, &ctl, sizeof ctl, stream_)) &&
+        step("initialise the device buffers (function table)",
+             sanitizer().memcpy_htod_async(entries_, entries.data(), entries_bytes, stream_)) &&
+        step("initialise the device buffers (launch counters)",
+             sanitizer().memset(counters_, 0, counters_bytes, stream_)) &&
+        step("initialise the device buffers (block table)",
+             sanitizer().memset(block_table_, 0, table_bytes, stream_)) &&
+        step("initialise the device buffers (events)", sanitizer().memset(events_, 0, events_bytes, stream_)) &&
+        step("initialise the device buffers (read back)", sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, stream_));
     if (!ok) return false;
     if (check != GPUOBS_CONTROL_MAGIC) {
         *error = "cannot initialise the device buffers: the control block read back wrong";
@@ -204,8 +207,7 @@ uint32_t ContextState::function_slot_for(CUfunction f, const char* name, CUmodul
     std::string demangled = demangle(name);
     if (config_.has_kernel_filter && slot < function_selected_.size()) {
         const std::string& shown = demangled.empty() ? mangled : demangled;
-        function_selected_[slot] = config_.kernel_filter.matches(shown) ||
-                                   config_.kernel_filter.matches(mangled);
+        function_selected_[slot] = config_.kernel_filter.matches(shown) || config_.kernel_filter.matches(mangled);
     }
     gpuobs_function_info info;
     std::memset(&info, 0, sizeof info);
@@ -214,12 +216,11 @@ uint32_t ContextState::function_slot_for(CUfunction f, const char* name, CUmodul
     info.module_id = (uint64_t)module;
     info.mangled_len = (uint32_t)mangled.size();
     info.demangled_len = (uint32_t)demangled.size();
-    file_.write_chunk(GPUOBS_CHUNK_FUNCTION, {{&info, sizeof info},
-                                              {mangled.data(), mangled.size()},
-                                              {demangled.data(), demangled.size()}});
+    file_.write_chunk(GPUOBS_CHUNK_FUNCTION,
+                      {{&info, sizeof info}, {mangled.data(), mangled.size()}, {demangled.data(), demangled.size()}});
     uint64_t pc = 0, size = 0;
-    if (!mangled.empty() && sanitizer().function_pc_and_size(module, mangled.c_str(), &pc, &size) == SANITIZER_SUCCESS &&
-        size != 0)
+    if (!mangled.empty() &&
+        sanitizer().function_pc_and_size(module, mangled.c_str(), &pc, &size) == SANITIZER_SUCCESS && size != 0)
         code_ranges_[pc] = {pc + size, slot};
     if (!config_.dump_patched_code.empty()) dump_code(config_.dump_patched_code, module, mangled, slot);
     if (config_.mode != GPUOBS_MODE_OFF && !config_.launch_scope) {
@@ -264,9 +265,9 @@ void ContextState::dump_code(const std::string& dir, CUmodule module, const std:
             continue;
         char hex[32];
         std::snprintf(hex, sizeof hex, "%llx", (unsigned long long)base);
-        std::ofstream r(dir + "/" + std::to_string(device_index_) + "-" + std::to_string(slot) +
-                            ".region-" + hex + ".bin",
-                        std::ios::binary);
+        std::ofstream r(
+            dir + "/" + std::to_string(device_index_) + "-" + std::to_string(slot) + ".region-" + hex + ".bin",
+            std::ios::binary);
         r.write(region.data(), (std::streamsize)region.size());
     }
 }
@@ -475,17 +476,18 @@ bool ContextState::harvest_counts() {
         uint64_t* table = reinterpret_cast<uint64_t*>(counters_);
         uint32_t n = slots, k = stripes;
         void* args[] = {&table, &totals_, &n, &k};
-        CUresult launched = current.pushed ? d.launch_kernel(gather_fn_, 128, 1, 1, 256, 1, 1, 0, probe_stream_, args,
-                                                             nullptr)
-                                           : CUDA_ERROR_INVALID_CONTEXT;
+        CUresult launched = current.pushed
+                                ? d.launch_kernel(gather_fn_, 128, 1, 1, 256, 1, 1, 0, probe_stream_, args, nullptr)
+                                : CUDA_ERROR_INVALID_CONTEXT;
         CUresult synced = launched == CUDA_SUCCESS ? d.stream_synchronize(probe_stream_) : CUDA_ERROR_NOT_READY;
-        SanitizerResult copied =
-            synced == CUDA_SUCCESS
-                ? sanitizer().memcpy_dtoh(counter_staging_.data(), totals_, slots * sizeof(uint64_t), stream_)
-                : SANITIZER_ERROR_NOT_READY;
+        SanitizerResult copied = synced == CUDA_SUCCESS ? sanitizer().memcpy_dtoh(counter_staging_.data(), totals_,
+                                                                                  slots * sizeof(uint64_t), stream_)
+                                                        : SANITIZER_ERROR_NOT_READY;
         if (copied == SANITIZER_SUCCESS) return true;
-        GPUOBS_LOG("the counter harvest kernel failed (launch %d, sync %d, copy %d); copying the whole counter table "
-                   "from now on", (int)launched, (int)synced, (int)copied);
+        GPUOBS_LOG(
+            "the counter harvest kernel failed (launch %d, sync %d, copy %d); copying the whole counter table "
+            "from now on",
+            (int)launched, (int)synced, (int)copied);
         gather_fn_ = nullptr;
     }
     std::vector<uint64_t> table((size_t)slots * stripes);
@@ -504,7 +506,7 @@ bool ContextState::harvest_counts() {
 void ContextState::list_device_launches(std::vector<gpuobs_event>& events, std::vector<gpuobs_launch>* launches) {
     std::unordered_set<uint64_t> known;
     for (const gpuobs_launch& l : *launches) known.insert(l.grid_id);
-    std::map<uint64_t, gpuobs_launch> found;  // grid id -> launch, in grid id order
+    std::map<uint64_t, gpuobs_launch> found;       // grid id -> launch, in grid id order
     std::lock_guard<std::mutex> lock(launch_mu_);  // code_ranges_
     for (gpuobs_event& e : events) {
         if (!gpuobs_grid_from_device(e.grid_id) || known.count(e.grid_id)) continue;
@@ -524,8 +526,10 @@ void ContextState::list_device_launches(std::vector<gpuobs_event>& events, std::
         l.grid[0] = std::max<uint32_t>(l.grid[0], e.block_x + 1);
         l.grid[1] = std::max<uint32_t>(l.grid[1], (uint32_t)e.block_y + 1);
         l.grid[2] = std::max<uint32_t>(l.grid[2], (uint32_t)e.block_z + 1);
-        if (e.kind == GPUOBS_EVENT_BLOCK) l.block[0] = std::max<uint32_t>(l.block[0], e.thread_index);
-        else l.block[0] = std::max<uint32_t>(l.block[0], (uint32_t)e.thread_index + 1);
+        if (e.kind == GPUOBS_EVENT_BLOCK)
+            l.block[0] = std::max<uint32_t>(l.block[0], e.thread_index);
+        else
+            l.block[0] = std::max<uint32_t>(l.block[0], (uint32_t)e.thread_index + 1);
     }
     for (auto& [grid, l] : found) {
         l.launch_id = next_launch_id();
@@ -544,8 +548,7 @@ void ContextState::write_launch_counts(const std::vector<gpuobs_launch>& launche
                                        std::vector<gpuobs_launch_count>* out, uint64_t* unattributed) {
     // Which launches of this window map to each counter slot.
     std::map<uint32_t, std::map<uint64_t, uint32_t>> by_slot;  // slot -> grid id -> launches
-    for (const gpuobs_launch& l : launches)
-        ++by_slot[gpuobs_launch_slot(l.grid_id)][l.grid_id];
+    for (const gpuobs_launch& l : launches) ++by_slot[gpuobs_launch_slot(l.grid_id)][l.grid_id];
     for (uint32_t s = 0; s < GPUOBS_LAUNCH_TABLE_SIZE; ++s) {
         const uint64_t total = counter_staging_[s];
         auto it = by_slot.find(s);
@@ -666,8 +669,11 @@ void ContextState::flush(const char* reason, bool require_quiet) {
         }
         staging_.resize(kept);
         list_device_launches(staging_, &launches);
-        if (harvest_counts()) write_launch_counts(launches, &counts, &info.unattributed);
-        else GPUOBS_LOG("flush %u (%s): cannot read the launch counters; this window's counts are lost", info.flush_seq, reason);
+        if (harvest_counts())
+            write_launch_counts(launches, &counts, &info.unattributed);
+        else
+            GPUOBS_LOG("flush %u (%s): cannot read the launch counters; this window's counts are lost", info.flush_seq,
+                       reason);
         reset_device_buffers(used);
     }
     if (!launches.empty())
@@ -675,7 +681,8 @@ void ContextState::flush(const char* reason, bool require_quiet) {
     info.launch_count_len = (uint32_t)counts.size();
     file_.write_chunk(GPUOBS_CHUNK_FLUSH,
                       {{&info, sizeof info}, {counts.data(), counts.size() * sizeof(gpuobs_launch_count)}});
-    if (!staging_.empty()) file_.write_events(device_index_, info.flush_seq, staging_.data(), (uint32_t)staging_.size());
+    if (!staging_.empty())
+        file_.write_events(device_index_, info.flush_seq, staging_.data(), (uint32_t)staging_.size());
     {
         // A launch that slipped in while this flush read and reset the device may
         // have lost part of its events or counts: flag it rather than hide it.
@@ -683,8 +690,9 @@ void ContextState::flush(const char* reason, bool require_quiet) {
         if (launches_total_ != launches_at_start) {
             for (gpuobs_launch& l : pending_launches_) l.flags |= GPUOBS_LAUNCH_RACED_FLUSH;
             if (!raced_reported_) {
-                GPUOBS_LOG("a launch raced a flush on device %u; its counts may be partial (flagged in the launch table)",
-                           device_index_);
+                GPUOBS_LOG(
+                    "a launch raced a flush on device %u; its counts may be partial (flagged in the launch table)",
+                    device_index_);
                 raced_reported_ = true;
             }
         }

@@ -24,8 +24,8 @@ uint64_t monotonic_ns();
 
 struct LaunchInfo {
     const Sanitizer_LaunchData* data;
-    uint64_t stream_key;      // the stream whose synchronisation completes this launch
-    uint32_t graph_launch_id; // graph replays: the replay id, else 0
+    uint64_t stream_key;       // the stream whose synchronisation completes this launch
+    uint32_t graph_launch_id;  // graph replays: the replay id, else 0
     bool graph_node;
 };
 
@@ -82,9 +82,7 @@ private:
     bool load_tool_kernels();
     // What a patched function's callback data points at: its entry's address plus
     // the sample shift (see gpuobs_function_entry), in both callback scopes.
-    void* callback_data(uint32_t slot) const {
-        return reinterpret_cast<char*>(entries_ + slot) + config_.sample_shift;
-    }
+    void* callback_data(uint32_t slot) const { return reinterpret_cast<char*>(entries_ + slot) + config_.sample_shift; }
     void write_device_info();
     void dump_code(const std::string& dir, CUmodule module, const std::string& name, uint32_t slot);
     void sample_clock();
@@ -102,7 +100,7 @@ private:
     RecordingFile& file_;
     std::atomic<bool> active_{false};
     std::atomic<bool> paused_{false};
-    uint64_t intervals_ = 0;          // automatic windows: intervals ended at quiet points
+    uint64_t intervals_ = 0;  // automatic windows: intervals ended at quiet points
     bool destroyed_ = false;
     bool raced_reported_ = false;
     uint32_t sm_count_ = 0;

@@ -48,8 +48,7 @@ std::vector<PatchStep> patch_plan(uint32_t mode) {
                     {SANITIZER_INSTRUCTION_BLOCK_EXIT, "gpuobs_block_exit_noop"}};
         case GPUOBS_MODE_MEM_NOOP: return {{SANITIZER_INSTRUCTION_GLOBAL_MEMORY_ACCESS, "gpuobs_mem_noop"}};
         case GPUOBS_MODE_MEM_SAMPLED:
-        case GPUOBS_MODE_MEM_FULL:
-            return {{SANITIZER_INSTRUCTION_GLOBAL_MEMORY_ACCESS, "gpuobs_mem_access"}};
+        case GPUOBS_MODE_MEM_FULL: return {{SANITIZER_INSTRUCTION_GLOBAL_MEMORY_ACCESS, "gpuobs_mem_access"}};
         default: return {};
     }
 }
@@ -92,10 +91,10 @@ struct Tool {
     std::mutex patch_mu;  // the sanitizer's patching calls must be serialised
     std::mutex modules_mu;
     std::unordered_map<CUmodule, ModuleRecord*> modules;  // never freed, like contexts
-    std::atomic<bool> paused{false};  // gpuobs.pause(): contexts created now start paused
-    std::mutex window_mu;             // one pause or resume at a time
+    std::atomic<bool> paused{false};                      // gpuobs.pause(): contexts created now start paused
+    std::mutex window_mu;                                 // one pause or resume at a time
     std::mutex callbacks_mu;
-    bool node_callbacks_on = false;   // SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN enabled
+    bool node_callbacks_on = false;  // SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN enabled
     // Instantiated CUDA graphs and what is known of their kernel nodes. A graph
     // keeps the code its kernels had when it was instantiated, and patching or
     // unpatching a module under a live graph made later replays crash (illegal
@@ -175,10 +174,13 @@ ContextState* context_state(CUcontext ctx, CUdevice device, bool device_known) {
             return state;
         }
         bool last = t.setup_attempts[ctx] >= kMaxSetupAttempts;
-        if (!last) t.first_setup_error[ctx] = error;
-        else t.first_setup_error.erase(ctx);
+        if (!last)
+            t.first_setup_error[ctx] = error;
+        else
+            t.first_setup_error.erase(ctx);
         if (last)
-            write_notice(t.file, GPUOBS_NOTICE_CONTEXT_UNINSTRUMENTED, device_known ? (uint32_t)device : GPUOBS_NO_DEVICE,
+            write_notice(t.file, GPUOBS_NOTICE_CONTEXT_UNINSTRUMENTED,
+                         device_known ? (uint32_t)device : GPUOBS_NO_DEVICE,
                          error + "; device " + std::to_string((int)device) +
                              " runs uninstrumented in this context (nothing of it is recorded)");
         else if (std::getenv("GPUOBS_DEBUG"))
@@ -385,9 +387,10 @@ void turn_window(ContextState* s) {
     if (record == !s->paused()) return;
     if (size_t graphs = live_graphs()) {
         if (!g_tool->graphs_reported)
-            GPUOBS_LOG("%zu CUDA graph(s) instantiated: recording windows stop turning while any exists (a graph "
-                       "keeps the code of the moment it was instantiated); recording stays %s",
-                       graphs, s->paused() ? "paused" : "on");
+            GPUOBS_LOG(
+                "%zu CUDA graph(s) instantiated: recording windows stop turning while any exists (a graph "
+                "keeps the code of the moment it was instantiated); recording stays %s",
+                graphs, s->paused() ? "paused" : "on");
         g_tool->graphs_reported = true;
         return;
     }
@@ -444,8 +447,10 @@ void on_graph(Sanitizer_CallbackId cbid, const void* cbdata) {
     const bool learn = t.config.graph_nodes == Config::GraphNodes::kLearn;
     if (cbid == SANITIZER_CBID_GRAPHS_GRAPHEXEC_CREATED || cbid == SANITIZER_CBID_GRAPHS_GRAPHEXEC_DESTROYING) {
         auto* gd = static_cast<const Sanitizer_GraphExecData*>(cbdata);
-        if (cbid == SANITIZER_CBID_GRAPHS_GRAPHEXEC_CREATED) t.graphs.on_created(gd->graphExec, gd->graph, gd->isDeviceLaunch);
-        else t.graphs.on_destroying(gd->graphExec);
+        if (cbid == SANITIZER_CBID_GRAPHS_GRAPHEXEC_CREATED)
+            t.graphs.on_created(gd->graphExec, gd->graph, gd->isDeviceLaunch);
+        else
+            t.graphs.on_destroying(gd->graphExec);
         if (learn) update_node_callbacks();
         return;
     }
@@ -486,8 +491,13 @@ void on_graph(Sanitizer_CallbackId cbid, const void* cbdata) {
     if (ContextState* s = context_state(ld.context, ld.device, true)) {
         s->on_launch({&ld, (uint64_t)ld.hApiStream, replay, true});
         if (learn && !s->paused()) {
-            LearnedNode node{nd->node, 0, ld.gridId, ld.function, ld.module,
-                             ld.functionName ? ld.functionName : "", {ld.gridDim_x, ld.gridDim_y, ld.gridDim_z},
+            LearnedNode node{nd->node,
+                             0,
+                             ld.gridId,
+                             ld.function,
+                             ld.module,
+                             ld.functionName ? ld.functionName : "",
+                             {ld.gridDim_x, ld.gridDim_y, ld.gridDim_z},
                              {ld.blockDim_x, ld.blockDim_y, ld.blockDim_z}};
             t.graphs.on_node(nd->graphExec, nd->launchId, node);
         }
@@ -508,11 +518,13 @@ bool changes_graph_exec(Sanitizer_CallbackId cbid) {
     }
 }
 
-constexpr Sanitizer_CallbackId kGraphExecChanges[] = {
-    SANITIZER_CBID_DRIVER_API_cuGraphExecKernelNodeSetParams, SANITIZER_CBID_DRIVER_API_cuGraphExecKernelNodeSetParams_v2,
-    SANITIZER_CBID_DRIVER_API_cuGraphExecNodeSetParams,       SANITIZER_CBID_DRIVER_API_cuGraphExecUpdate,
-    SANITIZER_CBID_DRIVER_API_cuGraphExecUpdate_v2,           SANITIZER_CBID_DRIVER_API_cuGraphExecChildGraphNodeSetParams,
-    SANITIZER_CBID_DRIVER_API_cuGraphNodeSetEnabled};
+constexpr Sanitizer_CallbackId kGraphExecChanges[] = {SANITIZER_CBID_DRIVER_API_cuGraphExecKernelNodeSetParams,
+                                                      SANITIZER_CBID_DRIVER_API_cuGraphExecKernelNodeSetParams_v2,
+                                                      SANITIZER_CBID_DRIVER_API_cuGraphExecNodeSetParams,
+                                                      SANITIZER_CBID_DRIVER_API_cuGraphExecUpdate,
+                                                      SANITIZER_CBID_DRIVER_API_cuGraphExecUpdate_v2,
+                                                      SANITIZER_CBID_DRIVER_API_cuGraphExecChildGraphNodeSetParams,
+                                                      SANITIZER_CBID_DRIVER_API_cuGraphNodeSetEnabled};
 
 void on_driver_api(Sanitizer_CallbackId cbid, const Sanitizer_CallbackData* cd) {
     Tool& t = *g_tool;
@@ -529,8 +541,10 @@ void on_sync(Sanitizer_CallbackId cbid, const void* cbdata) {
     ContextState* s = known_context(sd->context);
     if (s == nullptr) return;
     bool quiet = false;
-    if (cbid == SANITIZER_CBID_SYNCHRONIZE_STREAM_SYNCHRONIZED) quiet = s->on_stream_synchronized((uint64_t)sd->hStream);
-    else if (cbid == SANITIZER_CBID_SYNCHRONIZE_CONTEXT_SYNCHRONIZED) quiet = s->on_context_synchronized();
+    if (cbid == SANITIZER_CBID_SYNCHRONIZE_STREAM_SYNCHRONIZED)
+        quiet = s->on_stream_synchronized((uint64_t)sd->hStream);
+    else if (cbid == SANITIZER_CBID_SYNCHRONIZE_CONTEXT_SYNCHRONIZED)
+        quiet = s->on_context_synchronized();
     if (quiet && g_tool->config.window_every != 0 && !g_tool->paused) turn_window(s);
     if (g_tool->config.api_trace) g_tool->api.write_pending(g_tool->file);
 }
@@ -601,17 +615,20 @@ bool start() {
     }
     SanitizerResult r = sanitizer().subscribe(&t.subscriber, callback, &t);
     if (r != SANITIZER_SUCCESS) {
-        report("the compute-sanitizer refused to start (%s); is %s compatible with this driver? running "
-               "uninstrumented", sanitizer().describe(r), sanitizer().path.c_str());
+        report(
+            "the compute-sanitizer refused to start (%s); is %s compatible with this driver? running "
+            "uninstrumented",
+            sanitizer().describe(r), sanitizer().path.c_str());
         return false;
     }
-    for (Sanitizer_CallbackDomain d : {SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CB_DOMAIN_LAUNCH,
-                                       SANITIZER_CB_DOMAIN_SYNCHRONIZE})
+    for (Sanitizer_CallbackDomain d :
+         {SANITIZER_CB_DOMAIN_RESOURCE, SANITIZER_CB_DOMAIN_LAUNCH, SANITIZER_CB_DOMAIN_SYNCHRONIZE})
         sanitizer().enable_domain(1, t.subscriber, d);
     // Graph replays: listed from learned node tables (default) or node by node
     // (see update_node_callbacks); with none, a replay's blocks are still
     // recorded but belong to no listed launch. NODE_LAUNCH_END is never enabled.
-    for (Sanitizer_CallbackId id : {SANITIZER_CBID_GRAPHS_GRAPHEXEC_CREATED, SANITIZER_CBID_GRAPHS_GRAPHEXEC_DESTROYING})
+    for (Sanitizer_CallbackId id :
+         {SANITIZER_CBID_GRAPHS_GRAPHEXEC_CREATED, SANITIZER_CBID_GRAPHS_GRAPHEXEC_DESTROYING})
         sanitizer().enable_callback(1, t.subscriber, SANITIZER_CB_DOMAIN_GRAPHS, id);
     if (t.config.graph_nodes != Config::GraphNodes::kNone)
         for (Sanitizer_CallbackId id : {SANITIZER_CBID_GRAPHS_LAUNCH_BEGIN, SANITIZER_CBID_GRAPHS_LAUNCH_END})
@@ -698,8 +715,7 @@ __attribute__((destructor)) void gpuobs_fini() {
         end.launches = t.launch_callbacks.load() + t.node_callbacks.load();
         t.file.write_chunk(GPUOBS_CHUNK_END, {{&end, sizeof end}});
         t.file.close();
-    } catch (...) {
-    }
+    } catch (...) {}
 }
 
 }  // namespace

@@ -122,23 +122,14 @@ private:
                 ++pos_;  // ')'
                 return true;
             }
-            case '[':
-                return bracket(at, out);
-            case '.':
-                *out = add(Node(Node::kAny));
-                return true;
-            case '^':
-                *out = add(Node(Node::kLineStart));
-                return true;
-            case '$':
-                *out = add(Node(Node::kLineEnd));
-                return true;
+            case '[': return bracket(at, out);
+            case '.': *out = add(Node(Node::kAny)); return true;
+            case '^': *out = add(Node(Node::kLineStart)); return true;
+            case '$': *out = add(Node(Node::kLineEnd)); return true;
             case '*':
             case '+':
-            case '?':
-                return fail(at, std::string("'") + (char)c + "' has nothing to repeat");
-            case '{':
-                return fail(at, "counted repetition {m,n} is not supported (write \\{ for a brace)");
+            case '?': return fail(at, std::string("'") + (char)c + "' has nothing to repeat");
+            case '{': return fail(at, "counted repetition {m,n} is not supported (write \\{ for a brace)");
             case '\\': {
                 KernelFilter::ByteSet set;
                 int byte = -1;
@@ -163,16 +154,23 @@ private:
         const unsigned char e = (unsigned char)p_[pos_++];
         bool (*test)(unsigned) = nullptr;
         switch (e) {
-            case 'd': case 'D': test = is_digit; break;
-            case 'w': case 'W': test = is_word; break;
-            case 's': case 'S': test = is_space; break;
+            case 'd':
+            case 'D': test = is_digit; break;
+            case 'w':
+            case 'W': test = is_word; break;
+            case 's':
+            case 'S': test = is_space; break;
             case 'n': *byte = '\n'; return true;
             case 't': *byte = '\t'; return true;
             case 'r': *byte = '\r'; return true;
             case 'f': *byte = '\f'; return true;
             case 'v': *byte = '\v'; return true;
             case 'x': {
-                auto hex = [](char h) { return is_digit((unsigned char)h) ? h - '0' : (h | 32) >= 'a' && (h | 32) <= 'f' ? (h | 32) - 'a' + 10 : -1; };
+                auto hex = [](char h) {
+                    return is_digit((unsigned char)h)           ? h - '0'
+                           : (h | 32) >= 'a' && (h | 32) <= 'f' ? (h | 32) - 'a' + 10
+                                                                : -1;
+                };
                 if (pos_ + 2 > p_.size() || hex(p_[pos_]) < 0 || hex(p_[pos_ + 1]) < 0)
                     return fail(at, "'\\x' needs two hex digits");
                 *byte = hex(p_[pos_]) * 16 + hex(p_[pos_ + 1]);
@@ -181,7 +179,7 @@ private:
             }
             default:
                 if (is_word(e)) {
-                    std::string what = is_digit(e) ? "back-references (\\1 ...) are not supported"
+                    std::string what = is_digit(e)            ? "back-references (\\1 ...) are not supported"
                                        : e == 'b' || e == 'B' ? "word boundaries (\\b, \\B) are not supported"
                                                               : std::string("unknown escape '\\") + (char)e + "'";
                     return fail(at, what);
@@ -219,8 +217,9 @@ private:
                 int hi = -1;
                 if (!class_member(&unused, &hi)) return false;
                 if (hi < 0) return fail(range_at, "a range cannot end in a class (\\d, \\w, \\s)");
-                if (hi < lo) return fail(range_at, "range out of order ('" + std::string(1, (char)lo) + "' > '" +
-                                                       std::string(1, (char)hi) + "')");
+                if (hi < lo)
+                    return fail(range_at, "range out of order ('" + std::string(1, (char)lo) + "' > '" +
+                                              std::string(1, (char)hi) + "')");
                 for (int b = lo; b <= hi; ++b) set.add((unsigned)b);
             } else if (lo >= 0) {
                 set.add((unsigned)lo);
@@ -249,23 +248,12 @@ private:
         const Node& n = nodes_[index];
         auto here = [&] { return (uint32_t)prog.size(); };
         switch (n.kind) {
-            case Node::kEmpty:
-                return;
-            case Node::kByte:
-                prog.push_back({KernelFilter::kByte, (uint8_t)n.value, 0, 0});
-                return;
-            case Node::kAny:
-                prog.push_back({KernelFilter::kAny, 0, 0, 0});
-                return;
-            case Node::kClass:
-                prog.push_back({KernelFilter::kClass, 0, n.value, 0});
-                return;
-            case Node::kLineStart:
-                prog.push_back({KernelFilter::kLineStart, 0, 0, 0});
-                return;
-            case Node::kLineEnd:
-                prog.push_back({KernelFilter::kLineEnd, 0, 0, 0});
-                return;
+            case Node::kEmpty: return;
+            case Node::kByte: prog.push_back({KernelFilter::kByte, (uint8_t)n.value, 0, 0}); return;
+            case Node::kAny: prog.push_back({KernelFilter::kAny, 0, 0, 0}); return;
+            case Node::kClass: prog.push_back({KernelFilter::kClass, 0, n.value, 0}); return;
+            case Node::kLineStart: prog.push_back({KernelFilter::kLineStart, 0, 0, 0}); return;
+            case Node::kLineEnd: prog.push_back({KernelFilter::kLineEnd, 0, 0, 0}); return;
             case Node::kConcat:
                 for (uint32_t child : n.children) emit(child);
                 return;
@@ -358,9 +346,16 @@ bool KernelFilter::matches(const std::string& text) const {
             const Inst& in = program_[p];
             switch (in.op) {
                 case kJump: stack.push_back(in.x); break;
-                case kSplit: stack.push_back(in.y); stack.push_back(in.x); break;
-                case kLineStart: if (pos == 0) stack.push_back(p + 1); break;
-                case kLineEnd: if (pos == n) stack.push_back(p + 1); break;
+                case kSplit:
+                    stack.push_back(in.y);
+                    stack.push_back(in.x);
+                    break;
+                case kLineStart:
+                    if (pos == 0) stack.push_back(p + 1);
+                    break;
+                case kLineEnd:
+                    if (pos == n) stack.push_back(p + 1);
+                    break;
                 case kMatch: stack.clear(); return true;
                 default: list.push_back(p);
             }
@@ -375,7 +370,8 @@ bool KernelFilter::matches(const std::string& text) const {
         next.clear();
         for (uint32_t p : current) {
             const Inst& in = program_[p];
-            const bool ok = in.op == kAny || (in.op == kByte && in.byte == c) || (in.op == kClass && classes_[in.x].has(c));
+            const bool ok =
+                in.op == kAny || (in.op == kByte && in.byte == c) || (in.op == kClass && classes_[in.x].has(c));
             if (ok && add(next, p + 1, pos + 1)) return true;
         }
         if (add(next, 0, pos + 1)) return true;  // a match may start at any position

@@ -2,9 +2,9 @@
 #pragma once
 #include <cstdio>
 
-#define GPUOBS_LOG(...)                         \
-    do {                                        \
-        std::fprintf(stderr, "gpuobs: ");       \
-        std::fprintf(stderr, __VA_ARGS__);      \
-        std::fprintf(stderr, "\n");             \
+#define GPUOBS_LOG(...)                    \
+    do {                                   \
+        std::fprintf(stderr, "gpuobs: ");  \
+        std::fprintf(stderr, __VA_ARGS__); \
+        std::fprintf(stderr, "\n");        \
     } while (0)

@@ -116,8 +116,7 @@ void RecordingFile::write_chunk(uint32_t type, std::initializer_list<Part> parts
     write_locked(type, parts.begin(), parts.size());
 }
 
-void RecordingFile::write_events(uint32_t device_index, uint32_t flush_seq, const void* events,
-                                 uint32_t count) {
+void RecordingFile::write_events(uint32_t device_index, uint32_t flush_seq, const void* events, uint32_t count) {
     std::lock_guard<std::mutex> lock(mu_);
     gpuobs_events_header eh;
     std::memset(&eh, 0, sizeof eh);

@@ -45,8 +45,7 @@ bool SanitizerApi::load(std::string* error) {
         tried += (tried.empty() ? "" : "; ") + candidate + " (" + dlerror() + ")";
     }
     if (handle == nullptr) {
-        *error = "no compute-sanitizer library found; tried " + tried +
-                 ". Set GPUOBS_SANITIZER_LIB or CUDA_HOME";
+        *error = "no compute-sanitizer library found; tried " + tried + ". Set GPUOBS_SANITIZER_LIB or CUDA_HOME";
         return false;
     }
     std::string missing;

@@ -3,6 +3,7 @@ vLLM-shaped SiluAndMul: 6,098 tokens, 17,408 bf16 per half.
 
     gpuobs record --mode block_trace -- python examples/closed_binary/run_silu_mul.py
 """
+
 import argparse
 import ctypes
 import json
@@ -18,8 +19,23 @@ def library() -> ctypes.CDLL:
     lib = HERE / "libsilu_mul.so"
     src = HERE / "silu_mul.cu"
     if not lib.exists() or lib.stat().st_mtime < src.stat().st_mtime:
-        subprocess.run(["nvcc", "-O3", "-shared", "-Xcompiler", "-fPIC", "-gencode", "arch=compute_90,code=sm_90",
-                        "-gencode", "arch=compute_80,code=sm_80", "-o", str(lib), str(src)], check=True)
+        subprocess.run(
+            [
+                "nvcc",
+                "-O3",
+                "-shared",
+                "-Xcompiler",
+                "-fPIC",
+                "-gencode",
+                "arch=compute_90,code=sm_90",
+                "-gencode",
+                "arch=compute_80,code=sm_80",
+                "-o",
+                str(lib),
+                str(src),
+            ],
+            check=True,
+        )
     return ctypes.CDLL(str(lib))
 
 
@@ -35,15 +51,24 @@ def main():
     out = torch.full((args.tokens, args.d), float("nan"), device="cuda", dtype=torch.bfloat16)
     stream = torch.cuda.current_stream().cuda_stream
     for _ in range(args.iters):
-        rc = lib.silu_and_mul(ctypes.c_void_p(out.data_ptr()), ctypes.c_void_p(x.data_ptr()),
-                              args.tokens, args.d, ctypes.c_void_p(stream))
+        rc = lib.silu_and_mul(
+            ctypes.c_void_p(out.data_ptr()), ctypes.c_void_p(x.data_ptr()), args.tokens, args.d, ctypes.c_void_p(stream)
+        )
         assert rc == 0, f"launch failed: {rc}"
     torch.cuda.synchronize()
     xf = x.float()
     ref = torch.nn.functional.silu(xf[:, : args.d]) * xf[:, args.d :]
     err = ((out.float() - ref).norm() / ref.norm()).item()
-    print(json.dumps({"launches": args.iters, "blocks": args.tokens,
-                      "accesses_per_launch": args.tokens * (args.d // 8) * 3, "rel_error": err}))
+    print(
+        json.dumps(
+            {
+                "launches": args.iters,
+                "blocks": args.tokens,
+                "accesses_per_launch": args.tokens * (args.d // 8) * 3,
+                "rel_error": err,
+            }
+        )
+    )
     assert err < 1e-2, f"wrong result: relative error {err}"
 
 

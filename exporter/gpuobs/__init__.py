@@ -1,9 +1,12 @@
 """gpuobs: see what every thread block of every CUDA kernel did, from closed binaries too.
 
+Read a recording in Python:
+
     import gpuobs
     rec = gpuobs.load("gpuobs.gpuobs")
     rec.events          # numpy structured array (zero-copy view of the file)
 """
+
 __version__ = "0.1.0"
 
 from .errors import RecordingError  # noqa: E402

@@ -2,6 +2,7 @@
 positional (several where that makes sense), what is written is -o/--output, and
 an existing output is replaced only with -f/--force (gpuobs.outputs). Errors are
 one line on stderr (`gpuobs: ...`), never a traceback; nothing is silently ignored."""
+
 from __future__ import annotations
 
 import json
@@ -21,9 +22,14 @@ from .errors import BadMagic, CorruptChunk, RecordingError, TruncatedChunk
 from .recording_file import schema
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, context_settings=CONTEXT,
-                  pretty_exceptions_enable=False,
-                  help="Record what every thread block of every CUDA kernel did, and view it in Perfetto.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    context_settings=CONTEXT,
+    pretty_exceptions_enable=False,
+    help="Record what every thread block of every CUDA kernel did, and view it in Perfetto.",
+)
 
 
 class _Command(typer.core.TyperCommand):
@@ -71,12 +77,16 @@ def _version_flag(value: bool):
 
 
 @app.callback()
-def _root(version: bool = typer.Option(False, "--version", "-V", callback=_version_flag, is_eager=True,
-                                       help="Print the version and exit.")):
+def _root(
+    version: bool = typer.Option(
+        False, "--version", "-V", callback=_version_flag, is_eager=True, help="Print the version and exit."
+    ),
+):
     pass
 
 
 # -- reading recordings -------------------------------------------------------------------------------
+
 
 def _what_it_looks_like(path: Path) -> str:
     try:
@@ -103,6 +113,7 @@ def _check_recording_path(path: Path) -> None:
 
 def _load(path: Path, salvage: bool):
     from .recording_file.reader import load
+
     _check_recording_path(path)
     try:
         rec = load(path, salvage=salvage)
@@ -113,17 +124,20 @@ def _load(path: Path, salvage: bool):
         _fail(f"{exc}{hint}")
     except RecordingError as exc:
         if exc.offset == 0 and exc.reason.startswith(OPEN_FAILED):  # a folder, a FIFO, no permission...
-            _fail(f"cannot read {path}: {exc.reason[len(OPEN_FAILED):]}")
+            _fail(f"cannot read {path}: {exc.reason[len(OPEN_FAILED) :]}")
         _fail(str(exc))
     if rec.damage is not None:
-        _warn(f"{path}: damaged at byte {rec.damage.offset} ({rec.damage.reason}); kept everything before it, "
-              f"lost {rec.damage.bytes_lost} bytes")
+        _warn(
+            f"{path}: damaged at byte {rec.damage.offset} ({rec.damage.reason}); kept everything before it, "
+            f"lost {rec.damage.bytes_lost} bytes"
+        )
     return rec
 
 
 def _default_recordings() -> List[Path]:
     """What `gpuobs record` writes by default here: gpuobs.gpuobs and its child processes' files."""
     from .record.run import child_recordings
+
     return ([DEFAULT_RECORDING] if DEFAULT_RECORDING.exists() else []) + child_recordings(DEFAULT_RECORDING)
 
 
@@ -136,6 +150,7 @@ def _recordings_or_default(given: Optional[List[Path]]) -> List[Path]:
 
 def _check_output(path: Path, inputs, force: bool) -> None:
     from .outputs import OutputError, check_output
+
     try:
         check_output(path, inputs, force)
     except OutputError as exc:
@@ -143,6 +158,7 @@ def _check_output(path: Path, inputs, force: bool) -> None:
 
 
 # -- record -------------------------------------------------------------------------------------------
+
 
 def _program_problem(program: str) -> tuple[str, int] | None:
     """What a shell would say about running `program`, and its exit status, or None."""
@@ -160,36 +176,63 @@ def _program_problem(program: str) -> tuple[str, int] | None:
 @command("[OPTIONS] -- CMD [ARGS]...", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def record(
     ctx: typer.Context,
-    mode: str = typer.Option("block_trace", "--mode", "-m", metavar="MODE",
-                             help="off | block_noop | block_counter | block_trace | block_trace_noop | mem_noop | "
-                                  "mem_sampled | mem_full"),
-    sample_shift: int = typer.Option(schema.DEFAULT_SAMPLE_SHIFT, "--sample-shift", metavar="N",
-                                     help=f"mem_sampled keeps 1 access in 2^N (0..{schema.MAX_SAMPLE_SHIFT})"),
-    capacity: int = typer.Option(schema.DEFAULT_CAPACITY, "--capacity", metavar="N",
-                                 help="event records per CUDA context, 64 B each: the tool takes N x 64 B + 20 MiB "
-                                      "of device memory per context (84 MiB at the default, 1,048,576)"),
-    kernels: str = typer.Option("", "--kernels", metavar="REGEX",
-                                help="keep only events of kernels whose name matches this regex"),
+    mode: str = typer.Option(
+        "block_trace",
+        "--mode",
+        "-m",
+        metavar="MODE",
+        help="off | block_noop | block_counter | block_trace | block_trace_noop | mem_noop | mem_sampled | mem_full",
+    ),
+    sample_shift: int = typer.Option(
+        schema.DEFAULT_SAMPLE_SHIFT,
+        "--sample-shift",
+        metavar="N",
+        help=f"mem_sampled keeps 1 access in 2^N (0..{schema.MAX_SAMPLE_SHIFT})",
+    ),
+    capacity: int = typer.Option(
+        schema.DEFAULT_CAPACITY,
+        "--capacity",
+        metavar="N",
+        help="event records per CUDA context, 64 B each: the tool takes N x 64 B + 20 MiB "
+        "of device memory per context (84 MiB at the default, 1,048,576)",
+    ),
+    kernels: str = typer.Option(
+        "", "--kernels", metavar="REGEX", help="keep only events of kernels whose name matches this regex"
+    ),
     output: Path = typer.Option(DEFAULT_RECORDING, "-o", "--output", metavar="FILE", help="recording to write"),
-    scope: str = typer.Option("function", "--scope", metavar="SCOPE",
-                              help="callback data scope: function (graph-safe) or launch"),
-    api_trace: bool = typer.Option(False, "--api-trace",
-                                   help="also record CUDA driver and runtime API calls (host clock, thread)"),
-    graph_nodes: str = typer.Option("learn", "--graph-nodes", metavar="HOW",
-                                    help="how CUDA-graph replays' kernels are listed as launches: learn (default: "
-                                         "each graph's kernel nodes learned from one replay, later replays listed "
-                                         "from that table at native speed), every (per-node callbacks at every "
-                                         "replay, which make the driver launch nodes one by one), none (replayed "
-                                         "blocks recorded but tied to no launch)"),
-    no_graph_nodes: bool = typer.Option(False, "--no-graph-nodes", hidden=True,
-                                        help="deprecated spelling of --graph-nodes none"),
-    paused: bool = typer.Option(False, "--paused",
-                                help="start with nothing patched: the program records only between its own "
-                                     "gpuobs.resume() and gpuobs.pause() calls (or `with gpuobs.window():`)"),
-    window_every: int = typer.Option(0, "--window-every", metavar="N",
-                                     help="record 1 interval in N, an interval ending where the program "
-                                          "synchronises with nothing left running; the others run unpatched, "
-                                          "their launches only counted"),
+    scope: str = typer.Option(
+        "function", "--scope", metavar="SCOPE", help="callback data scope: function (graph-safe) or launch"
+    ),
+    api_trace: bool = typer.Option(
+        False, "--api-trace", help="also record CUDA driver and runtime API calls (host clock, thread)"
+    ),
+    graph_nodes: str = typer.Option(
+        "learn",
+        "--graph-nodes",
+        metavar="HOW",
+        help="how CUDA-graph replays' kernels are listed as launches: learn (default: "
+        "each graph's kernel nodes learned from one replay, later replays listed "
+        "from that table at native speed), every (per-node callbacks at every "
+        "replay, which make the driver launch nodes one by one), none (replayed "
+        "blocks recorded but tied to no launch)",
+    ),
+    no_graph_nodes: bool = typer.Option(
+        False, "--no-graph-nodes", hidden=True, help="deprecated spelling of --graph-nodes none"
+    ),
+    paused: bool = typer.Option(
+        False,
+        "--paused",
+        help="start with nothing patched: the program records only between its own "
+        "gpuobs.resume() and gpuobs.pause() calls (or `with gpuobs.window():`)",
+    ),
+    window_every: int = typer.Option(
+        0,
+        "--window-every",
+        metavar="N",
+        help="record 1 interval in N, an interval ending where the program "
+        "synchronises with nothing left running; the others run unpatched, "
+        "their launches only counted",
+    ),
     force: bool = typer.Option(False, "--force", "-f", help="replace an earlier run's recordings"),
 ):
     """Run a program with every kernel patched and record it: gpuobs record [OPTIONS] -- CMD [ARGS]..."""
@@ -215,15 +258,19 @@ def record(
     if graph_nodes not in ("learn", "every", "none"):
         _fail(f"--graph-nodes {graph_nodes!r} is not learn, every or none")
     if window_every and graph_nodes == "none":
-        _fail("--window-every needs graph replays listed: with --graph-nodes none a graph replay may still run "
-              "where a window turns")
+        _fail(
+            "--window-every needs graph replays listed: with --graph-nodes none a graph replay may still run "
+            "where a window turns"
+        )
     problem = _program_problem(cmd[0])
     if problem:
         _fail(*problem)
     stale = ([output] if os.path.lexists(output) else []) + child_recordings(output)
     if stale and not force:
-        _fail(f"{', '.join(map(str, stale))} exist(s) from an earlier run; pass -f/--force to replace them, "
-              "or -o to write elsewhere")
+        _fail(
+            f"{', '.join(map(str, stale))} exist(s) from an earlier run; pass -f/--force to replace them, "
+            "or -o to write elsewhere"
+        )
     if output.is_dir():
         _fail(f"cannot write {output}: it is a folder")
     if not output.parent.is_dir():
@@ -234,9 +281,18 @@ def record(
         _fail(str(exc))
     for path in stale:  # an earlier run's files must not mix into this run's export (unlink: never a link's target)
         path.unlink()
-    opts = RecordOptions(mode=mode, sample_shift=sample_shift, capacity=capacity, kernels=kernels,
-                         output=output, scope=scope, api_trace=api_trace,
-                         graph_nodes=graph_nodes, paused=paused, window_every=window_every)
+    opts = RecordOptions(
+        mode=mode,
+        sample_shift=sample_shift,
+        capacity=capacity,
+        kernels=kernels,
+        output=output,
+        scope=scope,
+        api_trace=api_trace,
+        graph_nodes=graph_nodes,
+        paused=paused,
+        window_every=window_every,
+    )
     started = time.time()
     try:
         code = run_recorded(cmd, tool_environment(native, opts))
@@ -255,6 +311,7 @@ def record(
 def _print_record_summary(path: Path) -> None:
     from .analysis.launches import summary
     from .recording_file.reader import load
+
     try:
         rec = load(path, salvage=True)
     except RecordingError as exc:
@@ -265,18 +322,31 @@ def _print_record_summary(path: Path) -> None:
     err.print(
         f"gpuobs: {path}: {s['mode']}, {s['launches']} launches of {s['functions']} kernels, "
         f"{s['modules_patched']} modules patched ({s['modules_failed']} failed"
-        + (f", {s['modules_deferred']} loaded while paused, patched at their first window" if s["modules_deferred"]
-           else "") + "); "
+        + (
+            f", {s['modules_deferred']} loaded while paused, patched at their first window"
+            if s["modules_deferred"]
+            else ""
+        )
+        + "); "
         f"counted {s['counted']:,}; events kept {s['block_events'] + s['memory_events']:,}; "
         f"attempted {s['attempted']:,} = recorded {s['recorded']:,} + dropped {s['dropped']:,}"
         f"{dmg}{'' if s['complete'] else ', run did not close cleanly'}"
-        + (f"; {s['unconfirmed_ends']:,} block ends stamped by a later replay (flagged)"
-           if s["unconfirmed_ends"] else "")
+        + (
+            f"; {s['unconfirmed_ends']:,} block ends stamped by a later replay (flagged)"
+            if s["unconfirmed_ends"]
+            else ""
+        )
         + (f"; {len(rec.api_calls):,} CUDA API calls" if len(rec.api_calls) else "")
-        + (f"; {s['unrecorded_launches']:,} launches ran outside recording windows (unpatched, not in the trace)"
-           if s["unrecorded_launches"] else "")
-        + (f"; {s['device_launches']:,} of the launches were made by kernels (dynamic parallelism)"
-           if s["device_launches"] else ""),
+        + (
+            f"; {s['unrecorded_launches']:,} launches ran outside recording windows (unpatched, not in the trace)"
+            if s["unrecorded_launches"]
+            else ""
+        )
+        + (
+            f"; {s['device_launches']:,} of the launches were made by kernels (dynamic parallelism)"
+            if s["device_launches"]
+            else ""
+        ),
         markup=False,
     )
     # What the tool could not record, said once more after the program's own output.
@@ -295,13 +365,17 @@ def _build_with_progress(build, force: bool = False):
 
 # -- info -----------------------------------------------------------------------------------------------
 
+
 @command("[OPTIONS] [RECORDING]...")
-def info(recordings: Optional[List[Path]] = typer.Argument(None, metavar="[RECORDING]...", hidden=True),
-         salvage: bool = typer.Option(False, "--salvage", help="read a damaged recording up to the damage"),
-         as_json: bool = typer.Option(False, "--json", help="print one JSON object per recording")):
+def info(
+    recordings: Optional[List[Path]] = typer.Argument(None, metavar="[RECORDING]...", hidden=True),
+    salvage: bool = typer.Option(False, "--salvage", help="read a damaged recording up to the damage"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object per recording"),
+):
     """Summarise recordings (default: ./gpuobs.gpuobs and its children's): what ran, on which GPU, for how
     long, what was counted, kept and dropped, and the flush windows `trim` selects by index."""
     from .analysis.recording_info import describe, text
+
     described = [describe(_load(p, salvage)) for p in _recordings_or_default(recordings)]
     if as_json:
         _say(json.dumps(described[0] if len(described) == 1 else described, indent=2))
@@ -320,22 +394,37 @@ REPORT_ALIASES = {"cuda_gpu_kern_sum": "kernels", "kern_sum": "kernels"}
 
 
 @command("[OPTIONS] [RECORDING]...")
-def stats(recordings: Optional[List[Path]] = typer.Argument(None, metavar="[RECORDING]...", hidden=True),
-          report: str = typer.Option("all", "--report", "-r", metavar="REPORT",
-                                     help="kernels: per kernel time summary (as nsys cuda_gpu_kern_sum); "
-                                          "blocks: per kernel blocks, SMs, block durations, counts, drops; "
-                                          "all: both [default: all]", show_default=False),
-          sort: Optional[str] = typer.Option(None, "--sort", "-s", metavar="KEY",
-                                             help="kernels: total (default), instances, avg, med, min, max, stddev, "
-                                                  "name; blocks: blocks (default), launches, p50, p99, counted, name"),
-          fmt: str = typer.Option("table", "--format", metavar="FORMAT", help="table, csv or json"),
-          as_json: bool = typer.Option(False, "--json", help="same as --format json"),
-          top: Optional[int] = typer.Option(None, "--top", metavar="N",
-                                            help="rows per report (table default 30; csv and json: all)"),
-          salvage: bool = typer.Option(False, "--salvage", help="read a damaged recording up to the damage")):
+def stats(
+    recordings: Optional[List[Path]] = typer.Argument(None, metavar="[RECORDING]...", hidden=True),
+    report: str = typer.Option(
+        "all",
+        "--report",
+        "-r",
+        metavar="REPORT",
+        help="kernels: per kernel time summary (as nsys cuda_gpu_kern_sum); "
+        "blocks: per kernel blocks, SMs, block durations, counts, drops; "
+        "all: both [default: all]",
+        show_default=False,
+    ),
+    sort: Optional[str] = typer.Option(
+        None,
+        "--sort",
+        "-s",
+        metavar="KEY",
+        help="kernels: total (default), instances, avg, med, min, max, stddev, "
+        "name; blocks: blocks (default), launches, p50, p99, counted, name",
+    ),
+    fmt: str = typer.Option("table", "--format", metavar="FORMAT", help="table, csv or json"),
+    as_json: bool = typer.Option(False, "--json", help="same as --format json"),
+    top: Optional[int] = typer.Option(
+        None, "--top", metavar="N", help="rows per report (table default 30; csv and json: all)"
+    ),
+    salvage: bool = typer.Option(False, "--salvage", help="read a damaged recording up to the damage"),
+):
     """Per kernel statistics of recordings (default: ./gpuobs.gpuobs and its children's), led by the kernel
     time summary: Time %, total, instances, avg/med/min/max/stddev of each launch's span."""
     from .analysis import stats_report
+
     fmt = "json" if as_json else fmt
     report = REPORT_ALIASES.get(report, report)
     if fmt not in ("table", "csv", "json"):
@@ -345,8 +434,10 @@ def stats(recordings: Optional[List[Path]] = typer.Argument(None, metavar="[RECO
     if sort is not None:
         keys = stats_report.sort_keys(report)
         if sort not in keys:
-            _fail(f"--sort {sort!r} is not one of {', '.join(keys)}"
-                  + (" (--report all: a key both reports know)" if report == "all" else f" for --report {report}"))
+            _fail(
+                f"--sort {sort!r} is not one of {', '.join(keys)}"
+                + (" (--report all: a key both reports know)" if report == "all" else f" for --report {report}")
+            )
     if top is not None and top < 1:
         _fail(f"--top {top}: give 1 or more rows")
     paths = _recordings_or_default(recordings)
@@ -365,6 +456,7 @@ def stats(recordings: Optional[List[Path]] = typer.Argument(None, metavar="[RECO
 
 # -- export ---------------------------------------------------------------------------------------------
 
+
 def _export_paths(positional: List[Path], inputs: List[Path], output: Optional[Path], archive: bool):
     """(recordings, output) from today's spelling (`export REC... -o OUT`) or the old one
     (`export -i REC OUT`, `export OUT`), which still works with a deprecation line."""
@@ -376,14 +468,20 @@ def _export_paths(positional: List[Path], inputs: List[Path], output: Optional[P
             _fail("give recordings either positionally or with -i, and the output with -o")
         _deprecated("`-i/--input`", "the recordings as positional arguments")
         return inputs, output
-    if output is None and len(positional) == 1 and positional[0].suffix in TRACE_SUFFIXES \
-            and not positional[0].is_file():
+    if (
+        output is None
+        and len(positional) == 1
+        and positional[0].suffix in TRACE_SUFFIXES
+        and not positional[0].is_file()
+    ):
         _deprecated(f"`gpuobs export {positional[0]}` (the output positional)", f"`gpuobs export -o {positional[0]}`")
         return _recordings_or_default(None), positional[0]
     looks_like_traces = [p for p in positional if p.suffix in TRACE_SUFFIXES]
     if looks_like_traces and output is None:
-        _fail(f"{looks_like_traces[0]} looks like a trace, not a recording: recordings are positional, the "
-              f"trace to write is -o/--output (gpuobs export REC... -o {looks_like_traces[0]})")
+        _fail(
+            f"{looks_like_traces[0]} looks like a trace, not a recording: recordings are positional, the "
+            f"trace to write is -o/--output (gpuobs export REC... -o {looks_like_traces[0]})"
+        )
     recordings = _recordings_or_default(positional)
     if output is None:
         output = Path(recordings[0].stem + (".zip" if archive else ".pftrace"))
@@ -393,33 +491,56 @@ def _export_paths(positional: List[Path], inputs: List[Path], output: Optional[P
 @command("[OPTIONS] [RECORDING]... [-o TRACE]")
 def export(
     recordings: Optional[List[Path]] = typer.Argument(None, metavar="[RECORDING]...", hidden=True),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="FILE",
-                                          help="the trace to write [default: ./STEM.pftrace of the first recording; "
-                                               ".zip with --archive]"),
+    output: Optional[Path] = typer.Option(
+        None,
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="the trace to write [default: ./STEM.pftrace of the first recording; .zip with --archive]",
+    ),
     force: bool = typer.Option(False, "--force", "-f", help="replace an existing output"),
     open_ui: bool = typer.Option(False, "--open", help="then open it in the Perfetto UI (as `gpuobs open`)"),
-    kernels: Optional[str] = typer.Option(None, "--kernels", metavar="REGEX",
-                                          help="only launches of kernels whose name matches this regex"),
+    kernels: Optional[str] = typer.Option(
+        None, "--kernels", metavar="REGEX", help="only launches of kernels whose name matches this regex"
+    ),
     launches: Optional[str] = typer.Option(None, "--launches", metavar="A:B", help="launch ids A <= id < B"),
-    time_window: Optional[str] = typer.Option(None, "--time-window", metavar="START:END",
-                                              help="only what starts in this window, counted from the recording's "
-                                                   "first event, with units (ns, us, ms, s), e.g. 1ms:5ms or 2s: "
-                                                   "(`gpuobs info` shows the span)"),
-    clock: str = typer.Option("auto", "--clock", metavar="CLOCK",
-                              help="auto: relate each GPU clock to host clocks where measured; device: never"),
-    samples: bool = typer.Option(False, "--samples",
-                                 help="also write each sampled memory access as an instant (memory modes)"),
-    block_args: bool = typer.Option(True, "--block-args/--no-block-args",
-                                    help="block coordinates and launch id on every block slice"),
+    time_window: Optional[str] = typer.Option(
+        None,
+        "--time-window",
+        metavar="START:END",
+        help="only what starts in this window, counted from the recording's "
+        "first event, with units (ns, us, ms, s), e.g. 1ms:5ms or 2s: "
+        "(`gpuobs info` shows the span)",
+    ),
+    clock: str = typer.Option(
+        "auto",
+        "--clock",
+        metavar="CLOCK",
+        help="auto: relate each GPU clock to host clocks where measured; device: never",
+    ),
+    samples: bool = typer.Option(
+        False, "--samples", help="also write each sampled memory access as an instant (memory modes)"
+    ),
+    block_args: bool = typer.Option(
+        True, "--block-args/--no-block-args", help="block coordinates and launch id on every block slice"
+    ),
     salvage: bool = typer.Option(False, "--salvage", help="read damaged recordings up to the damage"),
-    host: Optional[List[Path]] = typer.Option(None, "--host", metavar="FILE",
-                                              help="a separate, uninstrumented run's trace: PyTorch-profiler JSON, or "
-                                                   "an Nsight Systems SQLite export (nsys export --type sqlite)"),
-    align: Optional[str] = typer.Option(None, "--align", metavar="kernels",
-                                        help="shift --host traces so matched kernels line up (labelled)"),
-    archive: bool = typer.Option(False, "--archive",
-                                 help="write a .zip: the gpuobs trace plus the untouched --host files and a "
-                                      "perfetto_manifest relating them (Perfetto v58+ opens it as one trace)"),
+    host: Optional[List[Path]] = typer.Option(
+        None,
+        "--host",
+        metavar="FILE",
+        help="a separate, uninstrumented run's trace: PyTorch-profiler JSON, or "
+        "an Nsight Systems SQLite export (nsys export --type sqlite)",
+    ),
+    align: Optional[str] = typer.Option(
+        None, "--align", metavar="kernels", help="shift --host traces so matched kernels line up (labelled)"
+    ),
+    archive: bool = typer.Option(
+        False,
+        "--archive",
+        help="write a .zip: the gpuobs trace plus the untouched --host files and a "
+        "perfetto_manifest relating them (Perfetto v58+ opens it as one trace)",
+    ),
     inputs: Optional[List[Path]] = typer.Option(None, "-i", "--input", hidden=True),
 ):
     """Write recordings (default: ./gpuobs.gpuobs and its children's) as one Perfetto trace: per GPU a
@@ -443,6 +564,7 @@ def export(
     if not archive and output.suffix == ".zip":
         _fail(f"{output.name}: a .zip output is an --archive; add --archive (with --host) or name a .pftrace")
     from .input_files import describe, open_regular
+
     for h in hosts_given:  # checked before anything is read or written
         try:
             open_regular(h).close()
@@ -457,8 +579,16 @@ def export(
     if samples and not any(int((r.events["kind"] == 2).sum()) for r in loaded):
         modes = ", ".join(sorted({r.run.mode_name if r.run else "unknown" for r in loaded}))
         _warn(f"--samples: no memory samples to write (mode {modes}); record with --mode mem_sampled or mem_full")
-    opts = ExportOptions(kernels=kernels, launches=launches, time_window=time_window, clock=clock,
-                         samples=samples, block_args=block_args, align=align, host_tracks=not archive)
+    opts = ExportOptions(
+        kernels=kernels,
+        launches=launches,
+        time_window=time_window,
+        clock=clock,
+        samples=samples,
+        block_args=block_args,
+        align=align,
+        host_tracks=not archive,
+    )
     try:
         with write_atomically(output, paths + hosts_given, force) as fh:
             summary = _run_export(run_export, loaded, fh, opts, hosts, archive)
@@ -475,6 +605,7 @@ def _run_export(run_export, recordings, fh, opts, hosts, archive):
         import tempfile
 
         from .perfetto_export.archive import write_archive
+
         with tempfile.TemporaryFile() as trace:  # unnamed: nothing to plant a link at
             summary = _run_export(run_export, recordings, trace, opts, hosts, False)
             trace.seek(0)
@@ -483,15 +614,19 @@ def _run_export(run_export, recordings, fh, opts, hosts, archive):
     if sum(len(r.events) for r in recordings) <= 200_000 or not err.is_terminal:
         return run_export(recordings, fh, opts, hosts=hosts)
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=err, transient=True) as bar:
+
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err, transient=True
+    ) as bar:
         task = bar.add_task("exporting", total=None)
         return run_export(recordings, fh, opts, lambda m: bar.update(task, description=m), hosts)
 
 
 def _print_export_summary(summary, output: Path) -> None:
-    _say(f"{output}: {summary.bytes / 1e6:.1f} MB, {summary.tracks:,} tracks, "
-         f"{summary.block_slices:,} block slices, {summary.kernel_slices:,} kernel slices")
+    _say(
+        f"{output}: {summary.bytes / 1e6:.1f} MB, {summary.tracks:,} tracks, "
+        f"{summary.block_slices:,} block slices, {summary.kernel_slices:,} kernel slices"
+    )
     for g in summary.gpus:
         drops = f"{g.dropped:,} records DROPPED (buffer full)" if g.dropped else "nothing dropped"
         memory = ""
@@ -502,41 +637,64 @@ def _print_export_summary(summary, output: Path) -> None:
         if g.unrecorded_launches:
             _say(f"    {g.unrecorded_launches:,} launches ran outside recording windows: unpatched, not in the trace")
         if g.launches_without_time and g.mode.startswith("mem"):
-            _say(f"    {g.launches_without_time:,} launches kept no sampled access, so they have no time and no "
-                 f"kernel slice; their {g.accesses_unplaced:,} accesses are counted, not on the counter track")
+            _say(
+                f"    {g.launches_without_time:,} launches kept no sampled access, so they have no time and no "
+                f"kernel slice; their {g.accesses_unplaced:,} accesses are counted, not on the counter track"
+            )
         elif g.launches_without_time:
-            _say(f"    {g.launches_without_time:,} launches have no device times in mode {g.mode} (it counts, "
-                 "records no times), so they have no kernel slice")
+            _say(
+                f"    {g.launches_without_time:,} launches have no device times in mode {g.mode} (it counts, "
+                "records no times), so they have no kernel slice"
+            )
     for a in summary.api:
         if a.shown:
-            _say(f"  CUDA API calls of pid {a.pid}: {a.calls:,} calls on {a.threads} threads, host clock; "
-                 f"{a.flows:,} flows to kernel slices")
+            _say(
+                f"  CUDA API calls of pid {a.pid}: {a.calls:,} calls on {a.threads} threads, host clock; "
+                f"{a.flows:,} flows to kernel slices"
+            )
         else:
             _say(f"  CUDA API calls of pid {a.pid}: {a.calls:,} recorded, not shown: {a.why_not}")
     for h in summary.hosts:
-        shift = (f"; shifted {h.shift_ns / 1e6:+.3f} ms to line up kernels (residual {h.residual_ns / 1e3:.1f} us)"
-                 if h.shift_ns else "")
-        _say(f"  host trace {h.path}: {h.events:,} events, {h.matched:,} of {h.kernels:,} kernels "
-             f"matched ({h.unmatched_gpuobs:,} gpuobs launches unmatched); clock {h.clock}{shift}")
+        shift = (
+            f"; shifted {h.shift_ns / 1e6:+.3f} ms to line up kernels (residual {h.residual_ns / 1e3:.1f} us)"
+            if h.shift_ns
+            else ""
+        )
+        _say(
+            f"  host trace {h.path}: {h.events:,} events, {h.matched:,} of {h.kernels:,} kernels "
+            f"matched ({h.unmatched_gpuobs:,} gpuobs launches unmatched); clock {h.clock}{shift}"
+        )
         if h.before_boot:
-            _warn(f"{h.before_boot:,} of {h.path}'s {h.events:,} events fall before the recording machine's boot on "
-                  "its REALTIME clock (a run from an earlier boot or another machine); Perfetto drops them. "
-                  "Add --align kernels to place the run by its kernels.")
+            _warn(
+                f"{h.before_boot:,} of {h.path}'s {h.events:,} events fall before the recording machine's boot on "
+                "its REALTIME clock (a run from an earlier boot or another machine); Perfetto drops them. "
+                "Add --align kernels to place the run by its kernels."
+            )
         for row in h.per_kernel[:8]:
-            _say(f"    {row['kernel'][:70]}: {row['matched']} matched, "
-                 f"uninstrumented {row['uninstrumented_us']:.1f} us, "
-                 f"instrumented {row['instrumented_us']:.1f} us ({row['ratio']:.2f}x)")
+            _say(
+                f"    {row['kernel'][:70]}: {row['matched']} matched, "
+                f"uninstrumented {row['uninstrumented_us']:.1f} us, "
+                f"instrumented {row['instrumented_us']:.1f} us ({row['ratio']:.2f}x)"
+            )
     _say(f"Open it with `gpuobs open {output}`, at ui.perfetto.dev, or in trace_processor.")
 
 
 # -- open -----------------------------------------------------------------------------------------------
 
-def _open(trace: Path, port: int = 9001, ui_url: Optional[str] = None, browser: Optional[bool] = None,
-          timeout_s: float = 600.0) -> None:
+
+def _open(
+    trace: Path,
+    port: int = 9001,
+    ui_url: Optional[str] = None,
+    browser: Optional[bool] = None,
+    timeout_s: float = 600.0,
+) -> None:
     from .perfetto_export.open_trace import DEFAULT_UI, OpenError, serve
+
     try:
-        served = serve(trace, port=port, ui_url=ui_url or DEFAULT_UI, open_browser=browser, timeout_s=timeout_s,
-                       say=_say)
+        served = serve(
+            trace, port=port, ui_url=ui_url or DEFAULT_UI, open_browser=browser, timeout_s=timeout_s, say=_say
+        )
     except OpenError as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
@@ -547,17 +705,24 @@ def _open(trace: Path, port: int = 9001, ui_url: Optional[str] = None, browser: 
 
 
 @command("[OPTIONS] TRACE", name="open")
-def open_cmd(trace: Path = typer.Argument(..., metavar="TRACE", hidden=True),
-             port: int = typer.Option(9001, "--port", metavar="PORT",
-                                      help="local port to serve on (ui.perfetto.dev fetches only from 9001)"),
-             ui_url: Optional[str] = typer.Option(None, "--ui-url", metavar="URL",
-                                                  help="the Perfetto UI to open [default: https://ui.perfetto.dev]"),
-             browser: Optional[bool] = typer.Option(None, "--browser/--no-browser",
-                                                    help="open a browser, or only print the address "
-                                                         "[default: open one where there is a display]",
-                                                    show_default=False),
-             timeout_s: float = typer.Option(600, "--timeout", metavar="SECONDS",
-                                             help="stop serving if the UI has not fetched the trace by then")):
+def open_cmd(
+    trace: Path = typer.Argument(..., metavar="TRACE", hidden=True),
+    port: int = typer.Option(
+        9001, "--port", metavar="PORT", help="local port to serve on (ui.perfetto.dev fetches only from 9001)"
+    ),
+    ui_url: Optional[str] = typer.Option(
+        None, "--ui-url", metavar="URL", help="the Perfetto UI to open [default: https://ui.perfetto.dev]"
+    ),
+    browser: Optional[bool] = typer.Option(
+        None,
+        "--browser/--no-browser",
+        help="open a browser, or only print the address [default: open one where there is a display]",
+        show_default=False,
+    ),
+    timeout_s: float = typer.Option(
+        600, "--timeout", metavar="SECONDS", help="stop serving if the UI has not fetched the trace by then"
+    ),
+):
     """Open TRACE (a .pftrace, or an --archive .zip) in the Perfetto UI: serve it once on 127.0.0.1 and open
     the UI at it; on a machine without a display, print the address and the ssh port-forward to use."""
     if not 1 <= port <= 65535:
@@ -573,24 +738,33 @@ PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
 @command("[OPTIONS] [RECORDING] [-o IMAGE]", name="plot")
-def plot_cmd(recording: Optional[Path] = typer.Argument(None, metavar="[RECORDING]", hidden=True),
-             output: Path = typer.Option(Path("gpuobs.png"), "-o", "--output", metavar="FILE",
-                                         help="image to write (.png, .svg or .pdf); one per GPU as STEM.gpuN.png "
-                                              "when there are several"),
-             force: bool = typer.Option(False, "--force", "-f", help="replace existing images"),
-             salvage: bool = typer.Option(False, "--salvage", help="read a damaged recording up to the damage")):
+def plot_cmd(
+    recording: Optional[Path] = typer.Argument(None, metavar="[RECORDING]", hidden=True),
+    output: Path = typer.Option(
+        Path("gpuobs.png"),
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="image to write (.png, .svg or .pdf); one per GPU as STEM.gpuN.png when there are several",
+    ),
+    force: bool = typer.Option(False, "--force", "-f", help="replace existing images"),
+    salvage: bool = typer.Option(False, "--salvage", help="read a damaged recording up to the damage"),
+):
     """SM x time occupancy heatmap and block-duration histograms of a recording (default ./gpuobs.gpuobs;
     needs matplotlib: pip install 'gpuobs[plot]')."""
     from .analysis.plot import PlotUnavailable, plot, plot_paths
     from .outputs import OutputError
+
     if output.suffix.lower() not in PLOT_SUFFIXES:
         _fail(f"-o {output}: plot writes images: name it .png, .svg or .pdf")
     path = recording or DEFAULT_RECORDING
     rec = _load(path, salvage)
     targets = plot_paths(rec, output)
     if not targets:
-        _fail(f"{path} holds no block records to plot (mode {rec.run.mode_name if rec.run else 'unknown'}; "
-              "record with --mode block_trace)")
+        _fail(
+            f"{path} holds no block records to plot (mode {rec.run.mode_name if rec.run else 'unknown'}; "
+            "record with --mode block_trace)"
+        )
     for target in targets.values():
         _check_output(target, [path], force)
     try:
@@ -603,25 +777,34 @@ def plot_cmd(recording: Optional[Path] = typer.Argument(None, metavar="[RECORDIN
 
 # -- trim -----------------------------------------------------------------------------------------------
 
+
 @command("[OPTIONS] RECORDING -o FILE")
-def trim(recording: Path = typer.Argument(..., metavar="RECORDING", hidden=True),
-         old_output: Optional[Path] = typer.Argument(None, hidden=True),
-         output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="FILE", help="recording to write"),
-         force: bool = typer.Option(False, "--force", "-f", help="replace an existing output"),
-         flushes: Optional[str] = typer.Option(None, "--flushes", metavar="A:B",
-                                               help="flush windows A <= index < B, as `gpuobs info` lists them"),
-         time_range: Optional[str] = typer.Option(None, "--time", metavar="START:END",
-                                                  help="launches running in this window, counted from the "
-                                                       "recording's first event, with units, e.g. 10ms:20ms"),
-         kernels: Optional[str] = typer.Option(None, "--kernels", metavar="REGEX",
-                                               help="launches of kernels whose name matches this regex"),
-         salvage: bool = typer.Option(False, "--salvage", help="read a damaged recording up to the damage")):
+def trim(
+    recording: Path = typer.Argument(..., metavar="RECORDING", hidden=True),
+    old_output: Optional[Path] = typer.Argument(None, hidden=True),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="FILE", help="recording to write"),
+    force: bool = typer.Option(False, "--force", "-f", help="replace an existing output"),
+    flushes: Optional[str] = typer.Option(
+        None, "--flushes", metavar="A:B", help="flush windows A <= index < B, as `gpuobs info` lists them"
+    ),
+    time_range: Optional[str] = typer.Option(
+        None,
+        "--time",
+        metavar="START:END",
+        help="launches running in this window, counted from the recording's first event, with units, e.g. 10ms:20ms",
+    ),
+    kernels: Optional[str] = typer.Option(
+        None, "--kernels", metavar="REGEX", help="launches of kernels whose name matches this regex"
+    ),
+    salvage: bool = typer.Option(False, "--salvage", help="read a damaged recording up to the damage"),
+):
     """Copy part of RECORDING to share it: whole flush windows, launches in a time window, or launches of some
     kernels (the selections combine; an empty one is refused)."""
     from .analysis.trim import TrimError, select
     from .outputs import OutputError, write_atomically
     from .ranges import RangeError, parse_range, parse_time_range
     from .recording_file.recording_writer import copy_recording
+
     if old_output is not None:
         if output is not None:
             _fail("give the output once, with -o")
@@ -649,10 +832,12 @@ def trim(recording: Path = typer.Argument(..., metavar="RECORDING", hidden=True)
 
 # -- build, version -----------------------------------------------------------------------------------
 
+
 @command("[OPTIONS]", name="build")
 def build_cmd(force: bool = typer.Option(False, "--force", "-f", help="rebuild even if cached")):
     """Build the native tool and device patches (`record` does it on first use), saying what compiles."""
     from .record.native_build import NativeUnavailable, build
+
     try:
         b = _build_with_progress(build, force)
     except NativeUnavailable as exc:
@@ -675,8 +860,12 @@ def main():
     except Exception as exc:  # a bug: one line for the user, the traceback on request
         if os.environ.get("GPUOBS_DEBUG"):
             raise
-        err.print(Text.assemble(("gpuobs: internal error: ", "bold red"),
-                                f"{type(exc).__name__}: {exc} (please report it; GPUOBS_DEBUG=1 shows the traceback)"))
+        err.print(
+            Text.assemble(
+                ("gpuobs: internal error: ", "bold red"),
+                f"{type(exc).__name__}: {exc} (please report it; GPUOBS_DEBUG=1 shows the traceback)",
+            )
+        )
         sys.exit(70)
 
 

@@ -1,5 +1,6 @@
 """The errors gpuobs reports on bad recordings: each names the file, the byte
 offset and what was expected, so a user can tell damage from a version skew."""
+
 from __future__ import annotations
 
 

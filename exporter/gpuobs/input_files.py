@@ -1,6 +1,7 @@
 """Opening an input (a recording, a host trace) for reading: it must be a regular
 file. Opening a FIFO blocks until a writer comes, reading /dev/zero never ends,
 and a folder cannot be read, so anything else is refused before a byte is read."""
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,13 @@ class NotARegularFile(OSError):
     pass
 
 
-_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def open_regular(path):

@@ -7,6 +7,7 @@ every file's SHA-256, and is renamed into place in one step; when another proces
 got there first, its folder is kept and ours discarded. What is handed out has
 been checked against its manifest, so a truncated or altered file is rebuilt
 instead of loaded."""
+
 from __future__ import annotations
 
 import hashlib

@@ -2,6 +2,7 @@
 
 An installed package carries them under gpuobs/_native (see setup.py); a checkout
 used in place has them at its root. Everything that needs them asks here."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -12,6 +12,7 @@ through here, so that no command can destroy a user's file:
     with write_atomically(Path("t.pftrace"), inputs=[recording], force=False) as fh:
         fh.write(data)
 """
+
 from __future__ import annotations
 
 import errno
@@ -62,8 +63,10 @@ def check_output(path: Path, inputs: Iterable[Path] = (), force: bool = False) -
         raise OutputError(f"cannot write {path}: {_reason(exc)}") from None
     if st is not None:
         if stat.S_ISLNK(st.st_mode):
-            raise OutputError(f"{path} is a symbolic link (to {os.readlink(path)}): gpuobs never writes through "
-                              "or replaces a link; remove it or choose another output")
+            raise OutputError(
+                f"{path} is a symbolic link (to {os.readlink(path)}): gpuobs never writes through "
+                "or replaces a link; remove it or choose another output"
+            )
         if stat.S_ISDIR(st.st_mode):
             raise OutputError(f"cannot write {path}: it is a folder")
         if not stat.S_ISREG(st.st_mode):
@@ -72,8 +75,9 @@ def check_output(path: Path, inputs: Iterable[Path] = (), force: bool = False) -
         for source in inputs:
             if _identity(Path(source)) == mine:
                 same = "is" if Path(source) == path else "is the same file as (a hard link of)"
-                raise OutputError(f"{path} {same} the input {source}: gpuobs never writes over what it reads; "
-                                  "choose another output")
+                raise OutputError(
+                    f"{path} {same} the input {source}: gpuobs never writes over what it reads; choose another output"
+                )
         if not force:
             raise OutputError(f"{path} exists; pass -f/--force to replace it, or choose another output")
     if not folder.is_dir():
@@ -158,8 +162,10 @@ def write_atomically(path: Path, inputs: Iterable[Path] = (), force: bool = Fals
     except OSError as exc:
         if exc.filename not in (None, str(temp), str(path)):
             raise  # an input that could not be read: the caller's error to report
-        raise OutputError(f"cannot write {path}: {_reason(exc)}; nothing was written"
-                          + (" and the existing file is untouched" if os.path.lexists(path) else "")) from None
+        raise OutputError(
+            f"cannot write {path}: {_reason(exc)}; nothing was written"
+            + (" and the existing file is untouched" if os.path.lexists(path) else "")
+        ) from None
     finally:
         if not committed:
             try:

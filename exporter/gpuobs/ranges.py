@@ -2,6 +2,7 @@
 10:`, `--time-window 1ms:5ms`, `trim --flushes 0:2`), and durations as gpuobs prints
 them. Times are relative to the recording's start (its first device event) and need
 a unit, so that a bare number is never silently read as nanoseconds."""
+
 from __future__ import annotations
 
 import re
@@ -20,8 +21,9 @@ def parse_duration(text: str) -> int:
     if not m:
         raise RangeError(f"time {text!r} is not a number with a unit (ns, us, ms, s), e.g. 1.5ms")
     if m.group(2) is None and float(m.group(1)) != 0:
-        raise RangeError(f"time {text!r} has no unit: write {text.strip()}ns, {text.strip()}us, "
-                         f"{text.strip()}ms or {text.strip()}s")
+        raise RangeError(
+            f"time {text!r} has no unit: write {text.strip()}ns, {text.strip()}us, {text.strip()}ms or {text.strip()}s"
+        )
     return int(round(float(m.group(1)) * UNITS[m.group(2) or "ns"]))
 
 
@@ -31,8 +33,7 @@ def parse_index(text: str) -> int:
     return int(text)
 
 
-def parse_range(text: str, what: str, parse: Callable[[str], int] = parse_index
-                ) -> tuple[Optional[int], Optional[int]]:
+def parse_range(text: str, what: str, parse: Callable[[str], int] = parse_index) -> tuple[Optional[int], Optional[int]]:
     """`A:B` -> (A, B), either side may be empty (None); END is excluded."""
     if ":" not in text:
         raise RangeError(f"{what} {text!r} must look like START:END (END excluded; either side may be empty)")

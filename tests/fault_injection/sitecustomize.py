@@ -3,6 +3,7 @@ a tiny tmpfs cannot be mounted. Active only with GPUOBS_TEST_FAULT=FOLDER|ERRNO|
 files created in FOLDER fail with ERRNO at creation (BYTES empty) or once more than
 BYTES were written to them (ENOSPC mid-write). Python imports this module at start
 when its folder is on PYTHONPATH."""
+
 import io
 import os
 

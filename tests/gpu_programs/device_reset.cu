@@ -9,7 +9,14 @@
 
 #include "truth.cuh"
 
-#define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); std::exit(3); } } while (0)
+#define CHECK(x)                                                         \
+    do {                                                                 \
+        cudaError_t e = (x);                                             \
+        if (e != cudaSuccess) {                                          \
+            std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); \
+            std::exit(3);                                                \
+        }                                                                \
+    } while (0)
 
 static void run(int launches, int blocks, std::vector<TruthRow>* all) {
     TruthRow* rows;
@@ -17,7 +24,8 @@ static void run(int launches, int blocks, std::vector<TruthRow>* all) {
     CHECK(cudaMalloc(&rows, launches * blocks * sizeof(TruthRow)));
     CHECK(cudaMemset(rows, 0xFF, launches * blocks * sizeof(TruthRow)));
     CHECK(cudaMalloc(&sink, 4));
-    for (int l = 0; l < launches; ++l) gt_plain<<<blocks, 128>>>(rows + l * blocks, sink, 300, all->size() / blocks + l + 1);
+    for (int l = 0; l < launches; ++l)
+        gt_plain<<<blocks, 128>>>(rows + l * blocks, sink, 300, all->size() / blocks + l + 1);
     CHECK(cudaDeviceSynchronize());
     size_t at = all->size();
     all->resize(at + launches * blocks);

@@ -13,12 +13,26 @@
 #include <string>
 #include <vector>
 
-#define CHECK(x) do { CUresult r = (x); if (r != CUDA_SUCCESS) { const char* s = nullptr; cuGetErrorString(r, &s); std::fprintf(stderr, "%s: %s\n", #x, s ? s : "?"); std::exit(3); } } while (0)
+#define CHECK(x)                                               \
+    do {                                                       \
+        CUresult r = (x);                                      \
+        if (r != CUDA_SUCCESS) {                               \
+            const char* s = nullptr;                           \
+            cuGetErrorString(r, &s);                           \
+            std::fprintf(stderr, "%s: %s\n", #x, s ? s : "?"); \
+            std::exit(3);                                      \
+        }                                                      \
+    } while (0)
 
-struct TruthRow { unsigned long long v[7]; };  // truth.cuh's layout
+struct TruthRow {
+    unsigned long long v[7];
+};  // truth.cuh's layout
 
 int main(int argc, char** argv) {
-    if (argc < 4) { std::fprintf(stderr, "usage: driver_only KERNELS.ptx OUT.bin CONTEXT_KIND\n"); return 2; }
+    if (argc < 4) {
+        std::fprintf(stderr, "usage: driver_only KERNELS.ptx OUT.bin CONTEXT_KIND\n");
+        return 2;
+    }
     std::ifstream in(argv[1]);
     std::string ptx((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const std::string kind = argv[3];
@@ -31,8 +45,10 @@ int main(int argc, char** argv) {
     } else {
         if (kind == "blocking_sync") CHECK(cuDevicePrimaryCtxSetFlags(dev, CU_CTX_SCHED_BLOCKING_SYNC));
         CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-        if (kind == "retain_push") CHECK(cuCtxPushCurrent(ctx));
-        else CHECK(cuCtxSetCurrent(ctx));
+        if (kind == "retain_push")
+            CHECK(cuCtxPushCurrent(ctx));
+        else
+            CHECK(cuCtxSetCurrent(ctx));
     }
     CUmodule module;
     CHECK(cuModuleLoadData(&module, ptx.c_str()));

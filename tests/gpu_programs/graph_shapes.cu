@@ -11,7 +11,14 @@
 #include <string>
 #include <vector>
 
-#define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); std::exit(3); } } while (0)
+#define CHECK(x)                                                         \
+    do {                                                                 \
+        cudaError_t e = (x);                                             \
+        if (e != cudaSuccess) {                                          \
+            std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); \
+            std::exit(3);                                                \
+        }                                                                \
+    } while (0)
 
 __global__ void node_kernel(unsigned long long* blocks, int spin) {
     if (threadIdx.x == 0) atomicAdd(blocks, 1ull);
@@ -79,7 +86,10 @@ int main() {
     cudaGraphNode_t outer, inner;
     cudaKernelNodeParams p = {};
     void* args[] = {&blocks};
-    p.func = (void*)other_kernel; p.gridDim = dim3(79); p.blockDim = dim3(32); p.kernelParams = args;
+    p.func = (void*)other_kernel;
+    p.gridDim = dim3(79);
+    p.blockDim = dim3(32);
+    p.kernelParams = args;
     CHECK(cudaGraphAddKernelNode(&outer, gc, nullptr, 0, &p));
     CHECK(cudaGraphAddChildGraphNode(&inner, gc, &outer, 1, child));
     CHECK(cudaGraphInstantiate(&ec, gc, 0));

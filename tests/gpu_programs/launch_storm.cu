@@ -11,7 +11,14 @@
 #include <thread>
 #include <vector>
 
-#define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); std::exit(3); } } while (0)
+#define CHECK(x)                                                         \
+    do {                                                                 \
+        cudaError_t e = (x);                                             \
+        if (e != cudaSuccess) {                                          \
+            std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); \
+            std::exit(3);                                                \
+        }                                                                \
+    } while (0)
 
 __global__ void storm_kernel(const float* in, float* out) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -19,7 +26,10 @@ __global__ void storm_kernel(const float* in, float* out) {
 }
 
 int main(int argc, char** argv) {
-    if (argc < 5) { std::fprintf(stderr, "usage: launch_storm THREADS LAUNCHES BLOCKS SYNC_EVERY\n"); return 2; }
+    if (argc < 5) {
+        std::fprintf(stderr, "usage: launch_storm THREADS LAUNCHES BLOCKS SYNC_EVERY\n");
+        return 2;
+    }
     const int threads = std::atoi(argv[1]), launches = std::atoi(argv[2]), blocks = std::atoi(argv[3]),
               every = std::atoi(argv[4]);
     CHECK(cudaFree(nullptr));
@@ -42,7 +52,9 @@ int main(int argc, char** argv) {
     for (auto& th : pool) th.join();
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     CHECK(cudaDeviceSynchronize());
-    std::printf("{\"ms\": %.3f, \"threads\": %d, \"launches_per_thread\": %d, \"blocks\": %d, \"threads_per_block\": 128, "
-                "\"accesses_per_launch\": %d}\n", ms, threads, launches, blocks, blocks * 128 * 2);
+    std::printf(
+        "{\"ms\": %.3f, \"threads\": %d, \"launches_per_thread\": %d, \"blocks\": %d, \"threads_per_block\": 128, "
+        "\"accesses_per_launch\": %d}\n",
+        ms, threads, launches, blocks, blocks * 128 * 2);
     return 0;
 }

@@ -12,8 +12,22 @@
 #include <thread>
 #include <vector>
 
-#define CHECK_DRV(x) do { CUresult r = (x); if (r != CUDA_SUCCESS) { std::fprintf(stderr, "%s failed: %d\n", #x, (int)r); std::exit(3); } } while (0)
-#define CHECK_RT(x) do { cudaError_t r = (x); if (r != cudaSuccess) { std::fprintf(stderr, "%s failed: %s\n", #x, cudaGetErrorString(r)); std::exit(3); } } while (0)
+#define CHECK_DRV(x)                                             \
+    do {                                                         \
+        CUresult r = (x);                                        \
+        if (r != CUDA_SUCCESS) {                                 \
+            std::fprintf(stderr, "%s failed: %d\n", #x, (int)r); \
+            std::exit(3);                                        \
+        }                                                        \
+    } while (0)
+#define CHECK_RT(x)                                                             \
+    do {                                                                        \
+        cudaError_t r = (x);                                                    \
+        if (r != cudaSuccess) {                                                 \
+            std::fprintf(stderr, "%s failed: %s\n", #x, cudaGetErrorString(r)); \
+            std::exit(3);                                                       \
+        }                                                                       \
+    } while (0)
 
 __global__ void graph_step(float* x, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -21,7 +35,10 @@ __global__ void graph_step(float* x, int n) {
 }
 
 int main(int argc, char** argv) {
-    if (argc < 2) { std::fprintf(stderr, "usage: module_threads KERNEL.cubin\n"); return 2; }
+    if (argc < 2) {
+        std::fprintf(stderr, "usage: module_threads KERNEL.cubin\n");
+        return 2;
+    }
     std::ifstream in(argv[1], std::ios::binary);
     std::vector<char> image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     CHECK_RT(cudaFree(nullptr));
@@ -55,7 +72,10 @@ int main(int argc, char** argv) {
     for (int t = 0; t < threads; ++t) {
         int v = 0;
         CHECK_RT(cudaMemcpy(&v, counters[t], sizeof v, cudaMemcpyDeviceToHost));
-        if (v != repeats * (1000 + 100 * t)) { std::fprintf(stderr, "thread %d counted %d blocks\n", t, v); return 4; }
+        if (v != repeats * (1000 + 100 * t)) {
+            std::fprintf(stderr, "thread %d counted %d blocks\n", t, v);
+            return 4;
+        }
         total_device += v;
     }
 
@@ -72,7 +92,9 @@ int main(int argc, char** argv) {
     CHECK_RT(cudaGraphInstantiate(&exec, graph, 0));
     for (int r = 0; r < replays; ++r) CHECK_RT(cudaGraphLaunch(exec, s));
     CHECK_RT(cudaStreamSynchronize(s));
-    std::printf("{\"modules\": %d, \"launches_per_module\": %d, \"device_blocks\": %d, \"graph_replays\": %d, "
-                "\"graph_nodes\": 3, \"graph_blocks\": 762}\n", threads, repeats, total_device, replays);
+    std::printf(
+        "{\"modules\": %d, \"launches_per_module\": %d, \"device_blocks\": %d, \"graph_replays\": %d, "
+        "\"graph_nodes\": 3, \"graph_blocks\": 762}\n",
+        threads, repeats, total_device, replays);
     return 0;
 }

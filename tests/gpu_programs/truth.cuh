@@ -12,8 +12,8 @@ struct TruthRow {
     unsigned long long block_z_sm;  // z | smid << 32
     unsigned long long t_first;
     unsigned long long t_last_inv;
-    unsigned long long tag;         // which launch kind (see ground_truth.cu)
-    unsigned long long t_leader;    // thread (0,0,0)'s own first read: the thread whose entry gpuobs times
+    unsigned long long tag;       // which launch kind (see ground_truth.cu)
+    unsigned long long t_leader;  // thread (0,0,0)'s own first read: the thread whose entry gpuobs times
 };
 
 __device__ __forceinline__ unsigned long long truth_timer() {
@@ -24,7 +24,8 @@ __device__ __forceinline__ unsigned long long truth_timer() {
 
 __device__ __forceinline__ TruthRow* truth_begin(TruthRow* rows, unsigned long long tag) {
     const unsigned long long t = truth_timer();
-    const unsigned long long b = blockIdx.x + (unsigned long long)gridDim.x * (blockIdx.y + (unsigned long long)gridDim.y * blockIdx.z);
+    const unsigned long long b =
+        blockIdx.x + (unsigned long long)gridDim.x * (blockIdx.y + (unsigned long long)gridDim.y * blockIdx.z);
     TruthRow* r = rows + b;
     atomicMin(&r->t_first, t);
     if ((threadIdx.x | threadIdx.y | threadIdx.z) == 0) {

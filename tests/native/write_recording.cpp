@@ -41,8 +41,8 @@ int main(int argc, char** argv) {
     const std::string mangled = "_Z6kernelv", demangled = "kernel()";
     fn.mangled_len = mangled.size();
     fn.demangled_len = demangled.size();
-    file.write_chunk(GPUOBS_CHUNK_FUNCTION, {{&fn, sizeof fn}, {mangled.data(), mangled.size()},
-                                             {demangled.data(), demangled.size()}});
+    file.write_chunk(GPUOBS_CHUNK_FUNCTION,
+                     {{&fn, sizeof fn}, {mangled.data(), mangled.size()}, {demangled.data(), demangled.size()}});
     gpuobs_launch launch;
     std::memset(&launch, 0, sizeof launch);
     launch.launch_id = 1;

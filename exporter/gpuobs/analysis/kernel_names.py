@@ -7,6 +7,7 @@ the rightmost innermost first, until it fits. CSV and JSON keep the full name.
                "std::array<char*, 2ul> >(int, at::native::AbsFunctor<c10::BFloat16>, std::array<char*, 2ul>)")
     -> 'at::native::vectorized_elementwise_kernel<8, AbsFunctor<BFloat16>, array<char*, 2ul>>'
 """
+
 from __future__ import annotations
 
 import re
@@ -50,7 +51,7 @@ def _strip_signature(name: str) -> str:
             depth -= 1
         elif c == " " and depth == 0:
             cut = i
-    return name[cut + 1:] if cut >= 0 else name
+    return name[cut + 1 :] if cut >= 0 else name
 
 
 def _tidy_arguments(name: str) -> str:
@@ -71,7 +72,7 @@ def _drop_lambda_parameters(text: str) -> str:
         start = _matching_open(text, at)
         if start < 0:
             break
-        text = text[:start] + text[at + 1:]
+        text = text[:start] + text[at + 1 :]
         at = text.find(")::lambda", start)
     return text
 
@@ -91,7 +92,7 @@ def _groups(text: str) -> list[tuple[int, int, int]]:
 def _fold_one(text: str) -> str | None:
     """Folds one bracket pair to `...`: the rightmost that holds no unfolded pair (later
     template arguments tell kernels apart least). None when nothing is left to fold."""
-    groups = [g for g in _groups(text) if text[g[1] + 1: g[2]] != "..."]
+    groups = [g for g in _groups(text) if text[g[1] + 1 : g[2]] != "..."]
     leaves = [g for g in groups if not any(o[1] > g[1] and o[2] < g[2] for o in groups)]
     if not leaves:
         return None
@@ -119,5 +120,7 @@ def short_names(names: list[str], width: int = 100) -> list[str]:
         fulls = fulls_of.setdefault(short, [])
         if full not in fulls:
             fulls.append(full)
-    return [short if len(fulls_of[short]) == 1 else f"{short} [{fulls_of[short].index(full) + 1}]"
-            for full, short in zip(names, shorts)]
+    return [
+        short if len(fulls_of[short]) == 1 else f"{short} [{fulls_of[short].index(full) + 1}]"
+        for full, short in zip(names, shorts)
+    ]

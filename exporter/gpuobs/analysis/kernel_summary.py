@@ -8,6 +8,7 @@ its last block's end, from the block records of a block_trace recording. It
 includes what instrumentation cost inside the kernel, and excludes the launch's
 queueing before its first block ran. Modes that keep no block times (counters,
 memory modes) have no spans: `timed` is False and there are no rows."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,19 +19,21 @@ from ..recording_file import schema
 from ..recording_file.recording import Recording
 from . import launches as analysis
 
-SPAN_MEANING = ("span = a launch's first block start to its last block end (device clock, from block "
-                "records; includes instrumentation cost inside the kernel, not queueing before it)")
+SPAN_MEANING = (
+    "span = a launch's first block start to its last block end (device clock, from block "
+    "records; includes instrumentation cost inside the kernel, not queueing before it)"
+)
 SORT_KEYS = ("total", "instances", "avg", "med", "min", "max", "stddev", "name")
 
 
 @dataclass
 class KernelTimes:
     mode: str
-    timed: bool                       # the mode records block start and end times
+    timed: bool  # the mode records block start and end times
     rows: list = field(default_factory=list)  # one dict per kernel name, by total time
-    launches: int = 0                 # launches in the recording
-    launches_without_span: int = 0    # no block recorded (all dropped, or outside a window)
-    launches_partial: int = 0         # some blocks dropped: the span may be short
+    launches: int = 0  # launches in the recording
+    launches_without_span: int = 0  # no block recorded (all dropped, or outside a window)
+    launches_partial: int = 0  # some blocks dropped: the span may be short
 
 
 def kernel_times(rec: Recording, table: analysis.LaunchTable | None = None) -> KernelTimes:
@@ -44,24 +47,26 @@ def kernel_times(rec: Recording, table: analysis.LaunchTable | None = None) -> K
     spanned = table.blocks_recorded > 0
     result.launches_without_span = int((~spanned).sum())
     result.launches_partial = int((spanned & (table.blocks_recorded < table.grid_blocks)).sum())
-    spans = (table.last_end.astype(np.int64) - table.first_start.astype(np.int64))
+    spans = table.last_end.astype(np.int64) - table.first_start.astype(np.int64)
     by_name: dict = {}
     for i in np.flatnonzero(spanned):
         by_name.setdefault(table.name[i], []).append(max(int(spans[i]), 0))
     grand = sum(sum(v) for v in by_name.values()) or 1
     for name, values in by_name.items():
         v = np.asarray(values, np.int64)
-        result.rows.append({
-            "name": name,
-            "time_pct": round(100.0 * int(v.sum()) / grand, 2),
-            "total_ns": int(v.sum()),
-            "instances": int(len(v)),
-            "avg_ns": round(float(v.mean()), 1),
-            "med_ns": round(float(np.median(v)), 1),
-            "min_ns": int(v.min()),
-            "max_ns": int(v.max()),
-            "stddev_ns": round(float(v.std(ddof=1)), 1) if len(v) > 1 else 0.0,
-        })
+        result.rows.append(
+            {
+                "name": name,
+                "time_pct": round(100.0 * int(v.sum()) / grand, 2),
+                "total_ns": int(v.sum()),
+                "instances": int(len(v)),
+                "avg_ns": round(float(v.mean()), 1),
+                "med_ns": round(float(np.median(v)), 1),
+                "min_ns": int(v.min()),
+                "max_ns": int(v.max()),
+                "stddev_ns": round(float(v.std(ddof=1)), 1) if len(v) > 1 else 0.0,
+            }
+        )
     sort_rows(result.rows, "total")
     return result
 
@@ -71,6 +76,13 @@ def sort_rows(rows: list, key: str) -> None:
     if key == "name":
         rows.sort(key=lambda r: r["name"])
     else:
-        column = {"total": "total_ns", "instances": "instances", "avg": "avg_ns", "med": "med_ns",
-                  "min": "min_ns", "max": "max_ns", "stddev": "stddev_ns"}[key]
+        column = {
+            "total": "total_ns",
+            "instances": "instances",
+            "avg": "avg_ns",
+            "med": "med_ns",
+            "min": "min_ns",
+            "max": "max_ns",
+            "stddev": "stddev_ns",
+        }[key]
         rows.sort(key=lambda r: (-r[column], r["name"]))

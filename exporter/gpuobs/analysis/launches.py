@@ -1,6 +1,7 @@
 """From a Recording to per-launch facts: which launch each event belongs to, and
 per launch its span, blocks, SMs, exact counts and drops. The exporter, `stats`
 and `record`'s summary all read these, so they agree."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -65,8 +66,12 @@ def launch_index_of_events(rec: Recording) -> np.ndarray:
     # sharing its grid id there are split among all of them.
     lf = rec.launch_flushes
     raced = np.flatnonzero(((launches["flags"] & schema.LaunchFlag.RACED_FLUSH) != 0) & (lf > 0) & (lf != UNFLUSHED))
-    lk = np.concatenate([_key(launches["device_index"], lf, launches["grid_id"]),
-                         _key(launches["device_index"][raced], lf[raced] - 1, launches["grid_id"][raced])])
+    lk = np.concatenate(
+        [
+            _key(launches["device_index"], lf, launches["grid_id"]),
+            _key(launches["device_index"][raced], lf[raced] - 1, launches["grid_id"][raced]),
+        ]
+    )
     index = np.concatenate([np.arange(len(launches)), raced])
     by_key = np.argsort(lk, kind="stable")
     lk_sorted, order = lk[by_key], index[by_key]
@@ -137,11 +142,11 @@ class LaunchTable:
     """One row per launch, aligned with rec.launches."""
 
     name: list
-    first_start: np.ndarray   # device ns of the first block start (0 if none recorded)
-    last_end: np.ndarray      # device ns of the last block end
+    first_start: np.ndarray  # device ns of the first block start (0 if none recorded)
+    last_end: np.ndarray  # device ns of the last block end
     blocks_recorded: np.ndarray
-    events_kept: np.ndarray   # memory events kept
-    counted: np.ndarray       # exact blocks/accesses counted on the device (-1: unknown)
+    events_kept: np.ndarray  # memory events kept
+    counted: np.ndarray  # exact blocks/accesses counted on the device (-1: unknown)
     counted_shared: np.ndarray  # launches sharing that count (1 = exact for this launch)
     sms_touched: np.ndarray
     grid_blocks: np.ndarray
@@ -191,8 +196,19 @@ def launch_table(rec: Recording, launch_of_event: np.ndarray | None = None) -> L
         count_slot[hit] = count_slots(rec)[order][pos][hit]
     names = [rec.function(int(l["device_index"]), int(l["function_slot"])).name for l in launches]
     grid_blocks = (launches["grid"].astype(np.int64)).prod(axis=1) if n else np.zeros(0, np.int64)
-    return LaunchTable(names, first_start, last_end, blocks_recorded, events_kept, counted, counted_shared,
-                       sms_touched, grid_blocks, ends_unconfirmed, count_slot)
+    return LaunchTable(
+        names,
+        first_start,
+        last_end,
+        blocks_recorded,
+        events_kept,
+        counted,
+        counted_shared,
+        sms_touched,
+        grid_blocks,
+        ends_unconfirmed,
+        count_slot,
+    )
 
 
 def count_slots(rec: Recording) -> np.ndarray:
@@ -293,12 +309,15 @@ def kernel_stats(rec: Recording) -> list[dict]:
         members = np.asarray(members)
         mine = ev_kernel == k
         blocks = mine & is_block
-        dur = (ev["time_end"][blocks].astype(np.int64) - ev["time_start"][blocks].astype(np.int64))
+        dur = ev["time_end"][blocks].astype(np.int64) - ev["time_start"][blocks].astype(np.int64)
         member_slots = table.count_slot[members]
         recorded = table.blocks_recorded[members]
         row = {
-            "device": device, "kernel": name, "launches": int(len(members)),
-            "blocks": int(table.grid_blocks[members].sum()), "blocks_recorded": int(recorded.sum()),
+            "device": device,
+            "kernel": name,
+            "launches": int(len(members)),
+            "blocks": int(table.grid_blocks[members].sum()),
+            "blocks_recorded": int(recorded.sum()),
             "sms": int(len(np.unique(ev["sm_id"][mine]))) if mine.any() else 0,
             "counted": int(totals[slot_kernel == k].sum()),
             # launches whose counter slot other kernels' launches share: in no kernel's "counted"

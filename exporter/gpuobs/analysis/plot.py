@@ -1,6 +1,7 @@
 """`gpuobs plot`: an SM x time occupancy heatmap and per-kernel block-duration
 histograms, because people would rather look than read. Needs matplotlib
 (pip install 'gpuobs[plot]')."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -56,6 +57,7 @@ def plot(rec: Recording, targets: dict, top: int = 6, inputs=(), force: bool = F
     """Draws each GPU of `targets` (plot_paths) into its file through gpuobs.outputs."""
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
@@ -69,8 +71,14 @@ def plot(rec: Recording, targets: dict, top: int = 6, inputs=(), force: bool = F
         if grid is None:
             continue
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(16, 6), gridspec_kw={"width_ratios": [3, 2]})
-        im = ax1.imshow(grid, aspect="auto", origin="lower", interpolation="nearest", cmap="viridis",
-                        extent=(0, grid.shape[1] * width / 1e3, -0.5, grid.shape[0] - 0.5))
+        im = ax1.imshow(
+            grid,
+            aspect="auto",
+            origin="lower",
+            interpolation="nearest",
+            cmap="viridis",
+            extent=(0, grid.shape[1] * width / 1e3, -0.5, grid.shape[0] - 0.5),
+        )
         ax1.set_xlabel("device time since first block (us)")
         ax1.set_ylabel("SM")
         ax1.set_title(f"GPU {device} ({rec.device_name(device)}): resident blocks per SM")

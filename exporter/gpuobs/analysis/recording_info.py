@@ -1,6 +1,7 @@
 """What `gpuobs info` shows about a recording: who recorded what, on which GPUs,
 over how long, what was counted and kept, and the flush windows `trim` selects by
 index. `describe` returns plain values (for --json); `text` lays them out."""
+
 from __future__ import annotations
 
 import datetime
@@ -12,8 +13,10 @@ from ..recording_file.recording import Recording
 from . import launches as analysis
 
 MAX_WINDOW_LINES = 40
-UNMATCHED_EXITS = ("threads whose exit found no block record to stamp: warps that left before their block's "
-                   "record was published (idle warps of a tail block); counted, they cannot move a block's end")
+UNMATCHED_EXITS = (
+    "threads whose exit found no block record to stamp: warps that left before their block's "
+    "record was published (idle warps of a tail block); counted, they cannot move a block's end"
+)
 
 
 def device_span(rec: Recording) -> tuple[int, int] | None:
@@ -35,9 +38,16 @@ def flush_windows(rec: Recording) -> list[dict]:
         dev, seq = int(f["device_index"]), int(f["flush_seq"])
         mine = (ev_flush == seq) & (ev_dev == dev)
         ev = rec.events[mine] if mine.any() else rec.events[:0]
-        row = {"index": index, "device": dev, "flush_seq": seq,
-               "launches": int(((rec.launch_flushes == seq) & (rec.launches["device_index"] == dev)).sum()),
-               "events": int(len(ev)), "dropped": int(f["dropped"]), "from_ns": None, "to_ns": None}
+        row = {
+            "index": index,
+            "device": dev,
+            "flush_seq": seq,
+            "launches": int(((rec.launch_flushes == seq) & (rec.launches["device_index"] == dev)).sum()),
+            "events": int(len(ev)),
+            "dropped": int(f["dropped"]),
+            "from_ns": None,
+            "to_ns": None,
+        }
         if len(ev):
             row["from_ns"] = int(ev["time_start"].min()) - t0
             row["to_ns"] = int(np.maximum(ev["time_end"], ev["time_start"]).max()) - t0
@@ -49,8 +59,15 @@ def describe(rec: Recording) -> dict:
     s = analysis.summary(rec)
     run = rec.run
     span = device_span(rec)
-    gpus = [{"index": int(d["device_index"]), "name": d["name"].decode(errors="replace"),
-             "sms": int(d["sm_count"]), "cc": f"{int(d['cc_major'])}.{int(d['cc_minor'])}"} for d in rec.devices]
+    gpus = [
+        {
+            "index": int(d["device_index"]),
+            "name": d["name"].decode(errors="replace"),
+            "sms": int(d["sm_count"]),
+            "cc": f"{int(d['cc_major'])}.{int(d['cc_minor'])}",
+        }
+        for d in rec.devices
+    ]
     run_ns = None
     if run is not None and rec.end is not None and int(rec.end["end_monotonic_ns"]) >= run.start_monotonic_ns > 0:
         run_ns = int(rec.end["end_monotonic_ns"]) - run.start_monotonic_ns
@@ -67,8 +84,9 @@ def describe(rec: Recording) -> dict:
         "window_every": run.window_every if run else 0,
         "gpus": gpus,
         "device_span_ns": (span[1] - span[0]) if span else None,
-        "kernels_launched": len(set(zip(rec.launches["device_index"].tolist(),
-                                        rec.launches["function_slot"].tolist()))),
+        "kernels_launched": len(
+            set(zip(rec.launches["device_index"].tolist(), rec.launches["function_slot"].tolist()))
+        ),
         **s,
         "flush_windows": flush_windows(rec),
     }
@@ -91,8 +109,12 @@ def text(d: dict) -> list[str]:
     who = f"{d['tool_version']}" + (f", pid {d['pid']}" if d["pid"] else "")
     line("recorded by", who)
     line("command", " ".join(d["command"]) if d["command"] else "unknown")
-    line("started", _when(d["started_realtime_ns"]) + " (this machine's local time)"
-         + (f"; ran {format_ns(d['run_ns'])}" if d["run_ns"] is not None else ""))
+    line(
+        "started",
+        _when(d["started_realtime_ns"])
+        + " (this machine's local time)"
+        + (f"; ran {format_ns(d['run_ns'])}" if d["run_ns"] is not None else ""),
+    )
     detail = ""
     if mode == "mem_sampled" and d["sample_shift"] is not None:
         detail = f", 1 access in 2^{d['sample_shift']} kept"
@@ -104,33 +126,48 @@ def text(d: dict) -> list[str]:
     for g in d["gpus"]:
         line(f"GPU {g['index']}", f"{g['name']}, {g['sms']} SMs, compute capability {g['cc']}")
     if d["device_span_ns"] is not None:
-        line("device span", f"{format_span(0, d['device_span_ns'])} (first to last event, device clock; "
-                            "--time-window and trim --time count from its start)")
+        line(
+            "device span",
+            f"{format_span(0, d['device_span_ns'])} (first to last event, device clock; "
+            "--time-window and trim --time count from its start)",
+        )
     else:
         line("device span", f"none: mode {mode} keeps no device times")
-    line("launches", f"{d['launches']:,} of {d['kernels_launched']:,} kernels ({d['functions']:,} known); "
-                     f"modules: {d['modules_patched']} patched, "
-                     f"{d['modules_failed']} failed" + (f", {d['modules_deferred']} deferred" if d["modules_deferred"]
-                                                        else ""))
+    line(
+        "launches",
+        f"{d['launches']:,} of {d['kernels_launched']:,} kernels ({d['functions']:,} known); "
+        f"modules: {d['modules_patched']} patched, "
+        f"{d['modules_failed']} failed" + (f", {d['modules_deferred']} deferred" if d["modules_deferred"] else ""),
+    )
     if d["unrecorded_launches"]:
         line("", f"{d['unrecorded_launches']:,} more launches ran outside recording windows (unpatched, not recorded)")
     unit = "accesses" if mode.startswith("mem") else "blocks"
     line("counted", f"{d['counted']:,} {unit} (exact, counted on the device)")
     line("kept", f"{d['block_events']:,} block records, {d['memory_events']:,} memory samples")
-    line("records", f"{d['attempted']:,} attempted = {d['recorded']:,} recorded + {d['dropped']:,} dropped"
-                    + (" (buffer full)" if d["dropped"] else "")
-                    + f"; {d['filtered']:,} left out by --kernels or trim; {d['incomplete']:,} incomplete")
+    line(
+        "records",
+        f"{d['attempted']:,} attempted = {d['recorded']:,} recorded + {d['dropped']:,} dropped"
+        + (" (buffer full)" if d["dropped"] else "")
+        + f"; {d['filtered']:,} left out by --kernels or trim; {d['incomplete']:,} incomplete",
+    )
     if d["unmatched_exit_threads"]:
         line("unmatched exits", f"{d['unmatched_exit_threads']:,} {UNMATCHED_EXITS}")
     if d["unconfirmed_ends"]:
-        line("late ends", f"{d['unconfirmed_ends']:,} block ends may have been stamped by a later graph replay "
-                          "(flagged in the trace)")
+        line(
+            "late ends",
+            f"{d['unconfirmed_ends']:,} block ends may have been stamped by a later graph replay "
+            "(flagged in the trace)",
+        )
     if d.get("device_launches"):
         line("", f"{d['device_launches']:,} of the launches were made by kernels (dynamic parallelism)")
     for note in d.get("notices", []):
         line("notice", note)  # what the tool could not record
-    line("complete", "yes (the run closed the recording)" if d["complete"] else
-         "no: the process did not close the recording (killed or crashed); all it flushed is here")
+    line(
+        "complete",
+        "yes (the run closed the recording)"
+        if d["complete"]
+        else "no: the process did not close the recording (killed or crashed); all it flushed is here",
+    )
     windows = d["flush_windows"]
     lines.append(f"  flush windows   {len(windows)} (`gpuobs trim --flushes A:B` takes these indices)")
     shown = windows if len(windows) <= MAX_WINDOW_LINES else windows[:20] + [None] + windows[-10:]
@@ -139,7 +176,8 @@ def text(d: dict) -> list[str]:
             lines.append(f"    ... {len(windows) - 30:,} more (`gpuobs info --json` lists every one)")
             continue
         when = format_span(w["from_ns"], w["to_ns"]) if w["from_ns"] is not None else "no events"
-        lines.append(f"    {w['index']:>4}  GPU {w['device']}  {when:<22} {w['launches']:>7,} launches "
-                     f"{w['events']:>9,} events" + (f"  {w['dropped']:,} dropped" if w["dropped"] else ""))
+        lines.append(
+            f"    {w['index']:>4}  GPU {w['device']}  {when:<22} {w['launches']:>7,} launches "
+            f"{w['events']:>9,} events" + (f"  {w['dropped']:,} dropped" if w["dropped"] else "")
+        )
     return lines
-

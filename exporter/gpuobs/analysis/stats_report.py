@@ -5,6 +5,7 @@
 * blocks: per kernel launches, grid blocks, block records kept, SMs, block-duration
   percentiles, exact device counts, memory samples and drops (gpuobs.analysis).
 Text shows folded kernel names (gpuobs.kernel_names); CSV and JSON the full ones."""
+
 from __future__ import annotations
 
 from ..recording_file.recording import Recording
@@ -18,24 +19,61 @@ BLOCK_SORT_KEYS = ("blocks", "launches", "p50", "p99", "counted", "name")
 TABLE_TOP = 30
 US = "{:,.1f}"
 
-KERNEL_COLUMNS = [Column("Time %", "time_pct", "{:.1f}"), Column("Total (us)", "total_us", US),
-                  Column("Instances", "instances"), Column("Avg (us)", "avg_us", US), Column("Med (us)", "med_us", US),
-                  Column("Min (us)", "min_us", US), Column("Max (us)", "max_us", US),
-                  Column("StdDev (us)", "stddev_us", US), Column("Name", "short", left=True)]
-KERNEL_CSV = [Column("", k) for k in ("time_pct", "total_ns", "instances", "avg_ns", "med_ns", "min_ns", "max_ns",
-                                      "stddev_ns", "name")]
-BLOCK_COLUMNS = [Column("Launches", "launches"), Column("Blocks", "blocks"), Column("Recorded", "blocks_recorded"),
-                 Column("SMs", "sms"), Column("p50 (us)", "p50_us", US), Column("p99 (us)", "p99_us", US),
-                 Column("Counted", "counted"), Column("Mem samples", "memory_events"),
-                 Column("Dropped", "blocks_dropped"), Column("Name", "short", left=True)]
-BLOCK_CSV = [Column("", k) for k in ("device", "launches", "blocks", "blocks_recorded", "sms", "block_ns_p50",
-                                     "block_ns_p90", "block_ns_p99", "counted", "counted_shared_launches",
-                                     "memory_events", "blocks_dropped", "ends_unconfirmed", "kernel")]
+KERNEL_COLUMNS = [
+    Column("Time %", "time_pct", "{:.1f}"),
+    Column("Total (us)", "total_us", US),
+    Column("Instances", "instances"),
+    Column("Avg (us)", "avg_us", US),
+    Column("Med (us)", "med_us", US),
+    Column("Min (us)", "min_us", US),
+    Column("Max (us)", "max_us", US),
+    Column("StdDev (us)", "stddev_us", US),
+    Column("Name", "short", left=True),
+]
+KERNEL_CSV = [
+    Column("", k)
+    for k in ("time_pct", "total_ns", "instances", "avg_ns", "med_ns", "min_ns", "max_ns", "stddev_ns", "name")
+]
+BLOCK_COLUMNS = [
+    Column("Launches", "launches"),
+    Column("Blocks", "blocks"),
+    Column("Recorded", "blocks_recorded"),
+    Column("SMs", "sms"),
+    Column("p50 (us)", "p50_us", US),
+    Column("p99 (us)", "p99_us", US),
+    Column("Counted", "counted"),
+    Column("Mem samples", "memory_events"),
+    Column("Dropped", "blocks_dropped"),
+    Column("Name", "short", left=True),
+]
+BLOCK_CSV = [
+    Column("", k)
+    for k in (
+        "device",
+        "launches",
+        "blocks",
+        "blocks_recorded",
+        "sms",
+        "block_ns_p50",
+        "block_ns_p90",
+        "block_ns_p99",
+        "counted",
+        "counted_shared_launches",
+        "memory_events",
+        "blocks_dropped",
+        "ends_unconfirmed",
+        "kernel",
+    )
+]
 COLUMN_MEANING = {
-    "blocks": "Blocks: grid blocks launched", "blocks_recorded": "Recorded: block records kept",
-    "sms": "SMs: SMs its records came from", "p50_us": "p50/p99: block durations",
-    "counted": "Counted: exact {unit} counted on the device", "memory_events": "Mem samples: accesses kept",
-    "blocks_dropped": "Dropped: blocks launched but not recorded (buffer full)"}
+    "blocks": "Blocks: grid blocks launched",
+    "blocks_recorded": "Recorded: block records kept",
+    "sms": "SMs: SMs its records came from",
+    "p50_us": "p50/p99: block durations",
+    "counted": "Counted: exact {unit} counted on the device",
+    "memory_events": "Mem samples: accesses kept",
+    "blocks_dropped": "Dropped: blocks launched but not recorded (buffer full)",
+}
 
 
 def _block_columns(mode: str) -> list:
@@ -63,18 +101,29 @@ def _kernels(rec: Recording, table, sort: str | None, top: int | None) -> dict:
     times = kernel_times(rec, table)
     rows = list(times.rows)
     sort_rows(rows, sort or "total")
-    return {"timed": times.timed, "span": SPAN_MEANING, "sort": sort or "total", "kernels": len(rows),
-            "launches": times.launches,
-            "launches_without_span": times.launches_without_span, "launches_partial": times.launches_partial,
-            "rows": rows[:top] if top else rows}
+    return {
+        "timed": times.timed,
+        "span": SPAN_MEANING,
+        "sort": sort or "total",
+        "kernels": len(rows),
+        "launches": times.launches,
+        "launches_without_span": times.launches_without_span,
+        "launches_partial": times.launches_partial,
+        "rows": rows[:top] if top else rows,
+    }
 
 
 def _sort_blocks(rows: list, key: str) -> None:
     if key == "name":
         rows.sort(key=lambda r: r["kernel"])
         return
-    column = {"blocks": "blocks_recorded", "launches": "launches", "p50": "block_ns_p50", "p99": "block_ns_p99",
-              "counted": "counted"}[key]
+    column = {
+        "blocks": "blocks_recorded",
+        "launches": "launches",
+        "p50": "block_ns_p50",
+        "p99": "block_ns_p99",
+        "counted": "counted",
+    }[key]
     rows.sort(key=lambda r: (-(r[column] or 0), -r["counted"], r["kernel"]))
 
 
@@ -83,9 +132,13 @@ def _blocks(rec: Recording, sort: str | None, top: int | None) -> dict:
     _sort_blocks(rows, sort or "blocks")
     total = analysis.counted_total(rec, None)
     attributed = sum(r["counted"] for r in rows)
-    return {"sort": sort or "blocks", "kernels": len(rows), "counted_total": total,
-            "counted_unattributed": total - attributed,
-            "rows": rows[:top] if top else rows}
+    return {
+        "sort": sort or "blocks",
+        "kernels": len(rows),
+        "counted_total": total,
+        "counted_unattributed": total - attributed,
+        "rows": rows[:top] if top else rows,
+    }
 
 
 def build(rec: Recording, report: str, sort: str | None, top: int | None, fmt: str) -> dict:
@@ -116,9 +169,11 @@ def as_text(result: dict, width: int | None = None) -> str:
     if k is not None:
         lines.append("")
         if not k["timed"]:
-            lines.append(f"Kernel time summary: none. Mode {mode} records no block start or end times, so no "
-                         "kernel has a span (block_trace records them)" + ("; the counts are below."
-                                                                        if "blocks" in result else "."))
+            lines.append(
+                f"Kernel time summary: none. Mode {mode} records no block start or end times, so no "
+                "kernel has a span (block_trace records them)"
+                + ("; the counts are below." if "blocks" in result else ".")
+            )
         else:
             lines.append("Kernel time summary (the spans of each kernel's launches, device clock):")
             rows = [dict(r) for r in k["rows"]]
@@ -130,8 +185,10 @@ def as_text(result: dict, width: int | None = None) -> str:
             lines.append(_shown(k) + "; full names: --format csv or json")
             lines.append(f"  {SPAN_MEANING}")
             if k["launches_without_span"]:
-                lines.append(f"  {k['launches_without_span']:,} of {k['launches']:,} launches have no block "
-                             "recorded, so no span, and are not in it")
+                lines.append(
+                    f"  {k['launches_without_span']:,} of {k['launches']:,} launches have no block "
+                    "recorded, so no span, and are not in it"
+                )
             if k["launches_partial"]:
                 lines.append(f"  {k['launches_partial']:,} launches lost blocks (dropped): their spans may be short")
     b = result.get("blocks")
@@ -149,8 +206,10 @@ def as_text(result: dict, width: int | None = None) -> str:
         unit = "accesses" if mode.startswith("mem") else "blocks"
         total = f"  counted: {b['counted_total']:,} {unit} in all (as `gpuobs info`)"
         if b["counted_unattributed"]:
-            total += (f", {b['counted_unattributed']:,} of them for grids whose count launches of different "
-                      "kernels share (in no row)")
+            total += (
+                f", {b['counted_unattributed']:,} of them for grids whose count launches of different "
+                "kernels share (in no row)"
+            )
         lines.append(total)
         meaning = [COLUMN_MEANING[c.key].format(unit=unit) for c in columns if c.key in COLUMN_MEANING]
         lines.append("  " + "; ".join(meaning))

@@ -1,6 +1,7 @@
 """Tables as plain text, CSV or JSON, for `stats` and `info`. Plain text (not a
 terminal widget) so that piped output never wraps or collapses columns: numbers
 right-aligned, the name column last, cut to the terminal's width only on a terminal."""
+
 from __future__ import annotations
 
 import csv
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 class Column:
     title: str
     key: str
-    fmt: str = "{:,}"       # how a value is shown in text; None values show as "-"
+    fmt: str = "{:,}"  # how a value is shown in text; None values show as "-"
     left: bool = False
 
 

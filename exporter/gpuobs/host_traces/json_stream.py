@@ -3,6 +3,7 @@ one array member one element at a time, holding only a window of the text. A
 trace of hundreds of megabytes never becomes one Python object tree: each
 element is decoded, handed over and dropped. A single member value or element
 larger than MAX_VALUE_CHARS is refused (a trace event is a few hundred)."""
+
 from __future__ import annotations
 
 import codecs
@@ -32,7 +33,7 @@ class _Window:
         self.bytes_read = 0
         self.chars_before = 0  # characters dropped from the front of `text`
         self.lines_before = 0  # newlines among them
-        self.line_start = 0    # character index (from the file's start) after the last dropped newline
+        self.line_start = 0  # character index (from the file's start) after the last dropped newline
 
     def more(self) -> bool:
         """Reads another piece of the file; False at its end."""
@@ -42,8 +43,10 @@ class _Window:
         try:
             piece = self.decoder.decode(data, final=not data)
         except UnicodeDecodeError as exc:
-            raise JsonStreamError(f"not UTF-8 text: byte {self.bytes_read + exc.start:,} is "
-                                  f"{exc.object[exc.start:exc.start + 1]!r} ({exc.reason})") from None
+            raise JsonStreamError(
+                f"not UTF-8 text: byte {self.bytes_read + exc.start:,} is "
+                f"{exc.object[exc.start : exc.start + 1]!r} ({exc.reason})"
+            ) from None
         self.bytes_read += len(data)
         self.eof = not data
         if self.pos > len(self.text) // 2:  # drop what was consumed
@@ -53,7 +56,7 @@ class _Window:
                 self.lines_before += newlines
                 self.line_start = self.chars_before + dropped.rindex("\n") + 1
             self.chars_before += self.pos
-            self.text = self.text[self.pos:]
+            self.text = self.text[self.pos :]
             self.pos = 0
         self.text += piece
         return bool(data) or bool(piece)
@@ -106,8 +109,7 @@ class _Window:
             except ValueError as exc:  # e.g. an integer of more digits than Python converts
                 raise JsonStreamError(f"{self.where(self.pos)}: {what}: {exc}") from None
             if len(self.text) - self.pos > MAX_VALUE_CHARS:
-                raise JsonStreamError(f"{self.where(self.pos)}: {what} is longer than {MAX_VALUE_CHARS:,} "
-                                      "characters")
+                raise JsonStreamError(f"{self.where(self.pos)}: {what} is longer than {MAX_VALUE_CHARS:,} characters")
             if not self.more() and error is not None:
                 raise JsonStreamError(f"{self.where(error.pos)}: {error.msg} (in {what})") from None
 

@@ -7,6 +7,7 @@ recovered exactly (to the microsecond rounding Kineto applied).
 
 The file is read element by element (json_stream), never whole, and every value
 used is checked: a wrong type or an impossible time is an error naming the event."""
+
 from __future__ import annotations
 
 import math
@@ -69,9 +70,16 @@ class _Events:
             device = self.integer(i, args.get("device", e.get("pid", 0)), "device", 0, MAX_DEVICE)
             stream = self.integer(i, args.get("stream", e.get("tid", 0)), "stream", 0, MAX_ID)
             if cat == "kernel":
-                self.builder.kernel(device, stream, name, self.dims(i, args, "grid"), self.dims(i, args, "block"),
-                                    ts, dur, self.integer(i, args.get("correlation", -1), "correlation", -MAX_ID,
-                                                          MAX_ID))
+                self.builder.kernel(
+                    device,
+                    stream,
+                    name,
+                    self.dims(i, args, "grid"),
+                    self.dims(i, args, "block"),
+                    ts,
+                    dur,
+                    self.integer(i, args.get("correlation", -1), "correlation", -MAX_ID, MAX_ID),
+                )
             else:
                 self.builder.event(("stream", device, stream), name, ts, dur, cat)
         else:
@@ -90,8 +98,10 @@ class _Events:
         if not math.isfinite(value) or abs(value) >= TIME_LIMIT_NS / 1000:
             raise self.bad(i, f"{key} {value!r} us is outside 0 .. 2^62 ns (the clock's 1970 to 2116)")
         if value < 0:
-            raise self.bad(i, f"negative {key} {value!r}: Kineto writes times after baseTimeNanoseconds "
-                              "and durations of at least 0")
+            raise self.bad(
+                i,
+                f"negative {key} {value!r}: Kineto writes times after baseTimeNanoseconds and durations of at least 0",
+            )
         return round(value * 1000)
 
     def integer(self, i: int, value, what: str, lo: int, hi: int) -> int:
@@ -112,8 +122,11 @@ class _Events:
         value = args.get(key)
         if value is None:
             return NO_DIMS
-        if (not isinstance(value, list) or len(value) != 3
-                or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < MAX_DIM for v in value)):
+        if (
+            not isinstance(value, list)
+            or len(value) != 3
+            or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < MAX_DIM for v in value)
+        ):
             raise self.bad(i, f"args.{key} is {_kind(value)}, not three whole numbers below 2^32")
         return tuple(value)
 
@@ -121,8 +134,11 @@ class _Events:
         ends = self.builder.end_ns()
         if len(ends) and int(ends.max()) >= TIME_LIMIT_NS - base:
             row = int(np.argmax(ends))
-            raise self.bad(self.index[row], f"ends at {base + int(ends[row]):,} ns on REALTIME (from "
-                                            f"baseTimeNanoseconds {base:,}), after 2^62 ns (2116)")
+            raise self.bad(
+                self.index[row],
+                f"ends at {base + int(ends[row]):,} ns on REALTIME (from "
+                f"baseTimeNanoseconds {base:,}), after 2^62 ns (2116)",
+            )
 
 
 def _kind(value) -> str:
@@ -144,10 +160,12 @@ def load_kineto(path) -> HostTrace:
         raise HostTraceError(f"{path}: no traceEvents list: not a PyTorch-profiler (Kineto) trace")
     base = members.get("baseTimeNanoseconds")
     if isinstance(base, bool) or not isinstance(base, int):
-        raise HostTraceError(f"{path}: no integer baseTimeNanoseconds (found {_kind(base)}): cannot place its "
-                             "events on REALTIME")
+        raise HostTraceError(
+            f"{path}: no integer baseTimeNanoseconds (found {_kind(base)}): cannot place its events on REALTIME"
+        )
     if not 0 <= base < TIME_LIMIT_NS:
         raise HostTraceError(f"{path}: baseTimeNanoseconds {base:,} is outside 0 .. 2^62 ns (1970 to 2116)")
     events.check_ends(base)
-    return events.builder.build(path, "pytorch-profiler", events.thread_names, base_ns=base, offset_ns=base,
-                                process_names=events.process_names)
+    return events.builder.build(
+        path, "pytorch-profiler", events.thread_names, base_ns=base, offset_ns=base, process_names=events.process_names
+    )

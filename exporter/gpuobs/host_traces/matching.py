@@ -2,6 +2,7 @@
 name, grid and block, in launch order (streams differ between runs, so they are
 not part of the key). Gives the uninstrumented duration of each matched launch
 next to the instrumented one: the per-kernel cost of instrumentation."""
+
 from __future__ import annotations
 
 import statistics
@@ -17,22 +18,32 @@ WINDOW_CELLS = 1 << 24  # kernel comparisons held at once while sliding one run 
 
 @dataclass
 class KernelMatch:
-    launch_index: np.ndarray      # into rec.launches
-    host_kernel: list             # HostKernel per match
-    unmatched_launches: int = 0   # timed gpuobs launches with no partner
-    unmatched_host: int = 0       # profiler kernels with no partner
+    launch_index: np.ndarray  # into rec.launches
+    host_kernel: list  # HostKernel per match
+    unmatched_launches: int = 0  # timed gpuobs launches with no partner
+    unmatched_host: int = 0  # profiler kernels with no partner
     per_kernel: list = field(default_factory=list)  # rows: name, matched, host_us, gpuobs_us, ratio
 
 
 def match_kernels(rec: Recording, table: LaunchTable, host) -> KernelMatch:
     timed = np.flatnonzero(table.first_start > 0)
     timed = timed[np.argsort(table.first_start[timed], kind="stable")]
-    key_of = lambda i: (int(rec.launches["device_index"][i]), table.name[i],  # noqa: E731
-                        tuple(int(v) for v in rec.launches["grid"][i]), tuple(int(v) for v in rec.launches["block"][i]))
+    key_of = lambda i: (
+        int(rec.launches["device_index"][i]),
+        table.name[i],  # noqa: E731
+        tuple(int(v) for v in rec.launches["grid"][i]),
+        tuple(int(v) for v in rec.launches["block"][i]),
+    )
     my_keys = [key_of(i) for i in timed]
     k = host.kernels  # in start order
-    their_keys = list(zip(k["device"].tolist(), [host.names[i] for i in k["name"].tolist()],
-                          map(tuple, k["grid"].tolist()), map(tuple, k["block"].tolist())))
+    their_keys = list(
+        zip(
+            k["device"].tolist(),
+            [host.names[i] for i in k["name"].tolist()],
+            map(tuple, k["grid"].tolist()),
+            map(tuple, k["block"].tolist()),
+        )
+    )
     # The other run may cover only part of this one (a profiled window of steps,
     # after warm-up): slide its kernel sequence along ours and keep the offset
     # where the most kernels agree, then pair equal keys in order within it.
@@ -59,9 +70,15 @@ def match_kernels(rec: Recording, table: LaunchTable, host) -> KernelMatch:
     for name, pairs in by_name.items():
         host_ns = statistics.median(p[0] for p in pairs)
         gpuobs_ns = statistics.median(p[1] for p in pairs)
-        result.per_kernel.append({"kernel": name, "matched": len(pairs), "uninstrumented_us": host_ns / 1e3,
-                                  "instrumented_us": gpuobs_ns / 1e3,
-                                  "ratio": gpuobs_ns / host_ns if host_ns else float("nan")})
+        result.per_kernel.append(
+            {
+                "kernel": name,
+                "matched": len(pairs),
+                "uninstrumented_us": host_ns / 1e3,
+                "instrumented_us": gpuobs_ns / 1e3,
+                "ratio": gpuobs_ns / host_ns if host_ns else float("nan"),
+            }
+        )
     result.per_kernel.sort(key=lambda r: -r["matched"] * r["instrumented_us"])
     return result
 

@@ -14,6 +14,7 @@ globalTid packs the process id in bits 24..47 and the thread id in bits 0..23.
 Every column read is checked in SQL before a row is read (its type, and its
 range), so a NULL, text, BLOB or out-of-range value is an error naming the
 table, the row and the column; rows then stream into compact columns."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -26,7 +27,7 @@ from .trace import HostTrace, HostTraceBuilder, HostTraceError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 EPOCH_THRESHOLD_NS = 10**17  # a time above this is on the UTC epoch (after 1973), not session-relative
-NVTX_RANGES = (59, 60)       # NvtxPushPopRange, NvtxStartEndRange
+NVTX_RANGES = (59, 60)  # NvtxPushPopRange, NvtxStartEndRange
 NVTX_MARK = 34
 KERNELS, RUNTIME, NVTX = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"
 I64 = (-(1 << 63), (1 << 63) - 1)
@@ -77,8 +78,10 @@ def load_nsys(path) -> HostTrace:
     try:
         tables = _tables(db)
         if KERNELS not in tables or "StringIds" not in tables:
-            raise HostTraceError(f"{path}: no {KERNELS} or StringIds table: not an Nsight Systems export with "
-                                 "CUDA trace (was it recorded with --trace=cuda?)")
+            raise HostTraceError(
+                f"{path}: no {KERNELS} or StringIds table: not an Nsight Systems export with "
+                "CUDA trace (was it recorded with --trace=cuda?)"
+            )
         return _read(db, path, tables)
     except sqlite3.Error as exc:
         raise HostTraceError(f"{path}: {exc} (an nsys schema this reader does not know?)") from None
@@ -103,11 +106,16 @@ class _Checks:
         """Every value of `column` is an integer in [lo, hi] (or NULL where allowed)."""
         types = "('integer', 'null')" if nullable else "('integer')"
         extra = f" and ({where})" if where else ""
-        row = self.db.execute(f"select rowid, {column} from {table} where (typeof({column}) not in {types} or "
-                              f"{column} < ? or {column} > ?){extra} limit 1", (lo, hi)).fetchone()
+        row = self.db.execute(
+            f"select rowid, {column} from {table} where (typeof({column}) not in {types} or "
+            f"{column} < ? or {column} > ?){extra} limit 1",
+            (lo, hi),
+        ).fetchone()
         if row is not None:
-            raise HostTraceError(f"{self.path}: {table} row {row[0]}: {column} is {_shown(row[1])}, expected a whole "
-                                 f"number in [{lo:,}, {hi:,}]{' or NULL' if nullable else ''}")
+            raise HostTraceError(
+                f"{self.path}: {table} row {row[0]}: {column} is {_shown(row[1])}, expected a whole "
+                f"number in [{lo:,}, {hi:,}]{' or NULL' if nullable else ''}"
+            )
 
     def ordered(self, table: str, where: str = "") -> None:
         """end >= start in every row (where `where` holds)."""
@@ -139,12 +147,20 @@ def _read(db, path: Path, tables: set) -> HostTrace:
     elif start_epoch:
         offset = start_epoch
     else:
-        raise HostTraceError(f"{path}: session-relative times and no TARGET_INFO_SESSION_START_TIME: cannot place "
-                             "them on REALTIME")
+        raise HostTraceError(
+            f"{path}: session-relative times and no TARGET_INFO_SESSION_START_TIME: cannot place them on REALTIME"
+        )
     check.times(KERNELS, offset)
-    for column, lo, hi in (("deviceId", 0, (1 << 31) - 1), ("streamId", 0, I64[1]),
-                           ("gridX", 0, (1 << 32) - 1), ("gridY", 0, (1 << 32) - 1), ("gridZ", 0, (1 << 32) - 1),
-                           ("blockX", 0, (1 << 32) - 1), ("blockY", 0, (1 << 32) - 1), ("blockZ", 0, (1 << 32) - 1)):
+    for column, lo, hi in (
+        ("deviceId", 0, (1 << 31) - 1),
+        ("streamId", 0, I64[1]),
+        ("gridX", 0, (1 << 32) - 1),
+        ("gridY", 0, (1 << 32) - 1),
+        ("gridZ", 0, (1 << 32) - 1),
+        ("blockX", 0, (1 << 32) - 1),
+        ("blockY", 0, (1 << 32) - 1),
+        ("blockZ", 0, (1 << 32) - 1),
+    ):
         check.whole(KERNELS, column, lo, hi)
     check.whole(KERNELS, "correlationId", *I64, nullable=True)
     check.whole(KERNELS, name_col, *I64, nullable=True)
@@ -171,22 +187,24 @@ def _read(db, path: Path, tables: set) -> HostTrace:
         check.whole("ThreadNames", "globalTid", 0, I64[1])
         name_refs.append("select nameId from ThreadNames")
     # Only the strings something here refers to.
-    strings = dict(db.execute("select id, cast(value as text) from StringIds where id in "
-                              f"({' union '.join(name_refs)})"))
+    strings = dict(
+        db.execute(f"select id, cast(value as text) from StringIds where id in ({' union '.join(name_refs)})")
+    )
     name_of = lambda i: strings.get(i, f"string#{i}") if i is not None else ""  # noqa: E731
 
     b = HostTraceBuilder()
     for start, end, dev, stream, corr, name_id, gx, gy, gz, bx, by, bz in db.execute(
-            f"select start, end, deviceId, streamId, coalesce(correlationId, -1), {name_col}, gridX, gridY, gridZ, "
-            f"blockX, blockY, blockZ from {KERNELS}"):
+        f"select start, end, deviceId, streamId, coalesce(correlationId, -1), {name_col}, gridX, gridY, gridZ, "
+        f"blockX, blockY, blockZ from {KERNELS}"
+    ):
         b.kernel(dev, stream, name_of(name_id), (gx, gy, gz), (bx, by, bz), start + offset, end - start, corr)
     if runtime:
         for start, end, gtid, name_id in db.execute(f"select start, end, globalTid, nameId from {RUNTIME}"):
             b.event(("thread", *pid_tid(gtid)), name_of(name_id), start + offset, end - start, "cuda_runtime")
     if nvtx:
         for start, end, etype, text, tid_text, gtid in db.execute(
-                f"select start, end, eventType, cast(text as text), {text_id}, globalTid from {NVTX} "
-                f"where {NVTX_USED}"):
+            f"select start, end, eventType, cast(text as text), {text_id}, globalTid from {NVTX} where {NVTX_USED}"
+        ):
             label = text if text is not None else name_of(tid_text)
             dur = end - start if end is not None and etype != NVTX_MARK else 0
             b.event(("nvtx", *pid_tid(gtid)), label, start + offset, dur, "nvtx")

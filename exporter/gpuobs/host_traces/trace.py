@@ -2,6 +2,7 @@
 categories stored once each. A 200 MB trace holds millions of events; as Python
 objects they took ten times the file, as columns they take a fraction of it.
 Code that wants records still iterates them (`for e in trace.events`)."""
+
 from __future__ import annotations
 
 from array import array
@@ -12,8 +13,18 @@ import numpy as np
 from ..recording_file.recording_checks import TIME_LIMIT_NS
 
 EVENT = np.dtype([("start_ns", "<i8"), ("dur_ns", "<i8"), ("track", "<i4"), ("name", "<i4"), ("category", "<i4")])
-KERNEL = np.dtype([("device", "<i8"), ("stream", "<i8"), ("name", "<i4"), ("grid", "<i8", (3,)),
-                   ("block", "<i8", (3,)), ("start_ns", "<i8"), ("dur_ns", "<i8"), ("correlation", "<i8")])
+KERNEL = np.dtype(
+    [
+        ("device", "<i8"),
+        ("stream", "<i8"),
+        ("name", "<i4"),
+        ("grid", "<i8", (3,)),
+        ("block", "<i8", (3,)),
+        ("start_ns", "<i8"),
+        ("dur_ns", "<i8"),
+        ("correlation", "<i8"),
+    ]
+)
 NO_DIMS = (-1, -1, -1)  # grid or block not given: matches no launch
 MAX_CATEGORY_CHARS = 64  # categories are short names ("kernel", "cpu_op"); each event carries its own copy
 
@@ -26,9 +37,9 @@ class HostTraceError(Exception):
 class HostEvent:
     """One event of a host trace, as a record (HostTrace.events hands these out)."""
 
-    track: tuple          # ("thread"|"nvtx", pid, tid) or ("stream", device, stream)
+    track: tuple  # ("thread"|"nvtx", pid, tid) or ("stream", device, stream)
     name: str
-    start_ns: int         # REALTIME
+    start_ns: int  # REALTIME
     dur_ns: int
     category: str
 
@@ -42,7 +53,7 @@ class HostKernel:
     name: str
     grid: tuple
     block: tuple
-    start_ns: int         # REALTIME
+    start_ns: int  # REALTIME
     dur_ns: int
     correlation: int
 
@@ -73,15 +84,15 @@ class Rows:
 @dataclass
 class HostTrace:
     path: str
-    kind: str                       # "pytorch-profiler" or "nsys"
-    events: Rows                    # EVENT rows (HostEvent records), kernels included; times on REALTIME
-    kernels: Rows                   # KERNEL rows (HostKernel records), in start order
-    names: list                     # the "name" columns index this
-    tracks: list                    # events["track"] indexes this: ("thread"|"nvtx", pid, tid) or ("stream", device, stream)
-    categories: list                # events["category"] indexes this
+    kind: str  # "pytorch-profiler" or "nsys"
+    events: Rows  # EVENT rows (HostEvent records), kernels included; times on REALTIME
+    kernels: Rows  # KERNEL rows (HostKernel records), in start order
+    names: list  # the "name" columns index this
+    tracks: list  # events["track"] indexes this: ("thread"|"nvtx", pid, tid) or ("stream", device, stream)
+    categories: list  # events["category"] indexes this
     thread_names: dict = field(default_factory=dict)  # (pid, tid) -> name
     clock: str = "REALTIME"
-    base_ns: int | None = None      # a Kineto trace's baseTimeNanoseconds
+    base_ns: int | None = None  # a Kineto trace's baseTimeNanoseconds
     process_names: dict = field(default_factory=dict)  # pid -> name
 
 
@@ -95,8 +106,7 @@ class HostTraceBuilder:
         self._tracks: dict = {}
         self._categories: dict = {}
         self._events = {name: array("q" if EVENT[name].itemsize == 8 else "i") for name in EVENT.names}
-        self._kernels = {name: array("q") for name in ("device", "stream", "name", "start_ns", "dur_ns",
-                                                      "correlation")}
+        self._kernels = {name: array("q") for name in ("device", "stream", "name", "start_ns", "dur_ns", "correlation")}
         self._dims = array("q")  # grid then block, six per kernel
 
     @staticmethod
@@ -117,12 +127,27 @@ class HostTraceBuilder:
         e["name"].append(self.name(name))
         e["category"].append(self._intern(self._categories, category))
 
-    def kernel(self, device: int, stream: int, name: str, grid: tuple, block: tuple, start_ns: int, dur_ns: int,
-               correlation: int) -> None:
+    def kernel(
+        self,
+        device: int,
+        stream: int,
+        name: str,
+        grid: tuple,
+        block: tuple,
+        start_ns: int,
+        dur_ns: int,
+        correlation: int,
+    ) -> None:
         """A kernel, also an event on its stream's track."""
         k = self._kernels
-        for key, value in (("device", device), ("stream", stream), ("name", self.name(name)),
-                           ("start_ns", start_ns), ("dur_ns", dur_ns), ("correlation", correlation)):
+        for key, value in (
+            ("device", device),
+            ("stream", stream),
+            ("name", self.name(name)),
+            ("start_ns", start_ns),
+            ("dur_ns", dur_ns),
+            ("correlation", correlation),
+        ):
             k[key].append(value)
         self._dims.extend(grid)
         self._dims.extend(block)
@@ -132,8 +157,15 @@ class HostTraceBuilder:
         """Where each event so far ends, as given (before build's offset)."""
         return np.frombuffer(self._events["start_ns"], np.int64) + np.frombuffer(self._events["dur_ns"], np.int64)
 
-    def build(self, path, kind: str, thread_names: dict | None = None, base_ns: int | None = None,
-              offset_ns: int = 0, process_names: dict | None = None) -> HostTrace:
+    def build(
+        self,
+        path,
+        kind: str,
+        thread_names: dict | None = None,
+        base_ns: int | None = None,
+        offset_ns: int = 0,
+        process_names: dict | None = None,
+    ) -> HostTrace:
         """`offset_ns` is added to every start (Kineto's times are from its base)."""
         events = np.zeros(len(self._events["start_ns"]), EVENT)
         for key, column in self._events.items():
@@ -149,16 +181,34 @@ class HostTraceBuilder:
         names, tracks, categories = list(self._names), list(self._tracks), list(self._categories)
 
         def event(e) -> HostEvent:
-            return HostEvent(tracks[e["track"]], names[e["name"]], int(e["start_ns"]), int(e["dur_ns"]),
-                             categories[e["category"]])
+            return HostEvent(
+                tracks[e["track"]], names[e["name"]], int(e["start_ns"]), int(e["dur_ns"]), categories[e["category"]]
+            )
 
         def kernel(k) -> HostKernel:
-            return HostKernel(int(k["device"]), int(k["stream"]), names[k["name"]], tuple(k["grid"].tolist()),
-                              tuple(k["block"].tolist()), int(k["start_ns"]), int(k["dur_ns"]),
-                              int(k["correlation"]))
+            return HostKernel(
+                int(k["device"]),
+                int(k["stream"]),
+                names[k["name"]],
+                tuple(k["grid"].tolist()),
+                tuple(k["block"].tolist()),
+                int(k["start_ns"]),
+                int(k["dur_ns"]),
+                int(k["correlation"]),
+            )
 
-        return HostTrace(str(path), kind, Rows(events, event), Rows(kernels, kernel), names, tracks, categories,
-                         thread_names or {}, base_ns=base_ns, process_names=process_names or {})
+        return HostTrace(
+            str(path),
+            kind,
+            Rows(events, event),
+            Rows(kernels, kernel),
+            names,
+            tracks,
+            categories,
+            thread_names or {},
+            base_ns=base_ns,
+            process_names=process_names or {},
+        )
 
 
 def check_time(start_ns: int, dur_ns: int, where: str) -> None:

@@ -2,6 +2,7 @@
 tracks, on the host clock (CLOCK_MONOTONIC), with a flow from each call to the
 kernel slices of the launches it made. The device clock and the host clock meet
 only through the measured clock snapshots the GPU groups carry."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,34 +36,54 @@ class ApiSummary:
     why_not: str = ""
 
 
-def write_api_calls(w: TraceWriter, rec: Recording, rec_index: int, related: bool,
-                    flowed_launches: np.ndarray) -> ApiSummary:
+def write_api_calls(
+    w: TraceWriter, rec: Recording, rec_index: int, related: bool, flowed_launches: np.ndarray
+) -> ApiSummary:
     """`flowed_launches`: indexes into rec.launches whose kernel slice was written
     (each gets one flow from the call that made it)."""
     calls = rec.api_calls
     pid = rec.run.pid if rec.run else 0
     threads = np.unique(calls["thread_id"]) if len(calls) else np.zeros(0, np.uint32)
     if not related:
-        return ApiSummary(pid, len(calls), len(threads), 0, False,
-                          "no measured clock relation (--clock device, or no probe): host calls cannot be placed")
+        return ApiSummary(
+            pid,
+            len(calls),
+            len(threads),
+            0,
+            False,
+            "no measured clock relation (--clock device, or no probe): host calls cannot be placed",
+        )
     argv = " ".join(rec.run.argv[:3]) if rec.run and rec.run.argv else ""
-    group = w.track(f"Host pid {pid}: CUDA API calls (host clock)",
-                    description=(f"{argv}: CUDA runtime and driver API calls recorded by gpuobs --api-trace on "
-                                 "CLOCK_MONOTONIC. They relate to the device-clock GPU tracks only through the "
-                                 "measured clock snapshots (see each GPU group's description). Nested calls "
-                                 "(a runtime call and the driver calls it makes) sit on lanes merged into their "
-                                 "thread's track. Flows lead from each launching call to its kernel slices."))
+    group = w.track(
+        f"Host pid {pid}: CUDA API calls (host clock)",
+        description=(
+            f"{argv}: CUDA runtime and driver API calls recorded by gpuobs --api-trace on "
+            "CLOCK_MONOTONIC. They relate to the device-clock GPU tracks only through the "
+            "measured clock snapshots (see each GPU group's description). Nested calls "
+            "(a runtime call and the driver calls it makes) sit on lanes merged into their "
+            "thread's track. Flows lead from each launching call to its kernel slices."
+        ),
+    )
     # One lane per (thread, nesting depth), more only where calls of one depth
     # share a time (a zero-length call where another begins or ends).
     start = calls["enter_ns"].astype(np.uint64)
     end = np.maximum(calls["exit_ns"], calls["enter_ns"]).astype(np.uint64)
-    keys, depth_group = np.unique(np.stack([calls["thread_id"].astype(np.int64), calls["depth"].astype(np.int64)]),
-                                  axis=1, return_inverse=True)
+    keys, depth_group = np.unique(
+        np.stack([calls["thread_id"].astype(np.int64), calls["depth"].astype(np.int64)]), axis=1, return_inverse=True
+    )
     rank_of_thread = {tid: rank for rank, tid in enumerate(threads.tolist())}
     thread_of = keys[0].tolist()
-    tracks = lane_tracks(depth_group.reshape(-1), start, end,
-                         lambda g: w.track(f"thread {thread_of[g]}", parent=group, rank=rank_of_thread[thread_of[g]],
-                                           merge_key=f"api-{group}-{thread_of[g]}"))
+    tracks = lane_tracks(
+        depth_group.reshape(-1),
+        start,
+        end,
+        lambda g: w.track(
+            f"thread {thread_of[g]}",
+            parent=group,
+            rank=rank_of_thread[thread_of[g]],
+            merge_key=f"api-{group}-{thread_of[g]}",
+        ),
+    )
     names = sorted(rec.api_names.items())
     iid = {api_id: i + 1 for i, (api_id, _) in enumerate(names)}
     seq = w.new_sequence()

@@ -1,6 +1,7 @@
 """Block slices in bulk: one packet sequence per SM, begin/end packets in time
 order with delta timestamps (an incremental clock), kernel names interned, lane
 tracks given only where a block is not on the SM's first lane."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,19 +21,25 @@ ARG_NAMES = {"block": 1, "launch": 2, "block_y": 3, "block_z": 4}
 class BlockSlices:
     """The blocks of one GPU, ready to encode (all arrays aligned)."""
 
-    sm: np.ndarray          # int64
-    start: np.ndarray       # uint64 device ns
-    end: np.ndarray         # uint64 device ns
-    lane_uuid: np.ndarray   # uint64 track uuid of each block's lane
-    name_iid: np.ndarray    # uint64 interned kernel name
-    launch_id: np.ndarray   # int64, -1 when unresolved
-    block_x: np.ndarray     # uint32, as recorded
-    block_y: np.ndarray     # uint16
-    block_z: np.ndarray     # uint16
+    sm: np.ndarray  # int64
+    start: np.ndarray  # uint64 device ns
+    end: np.ndarray  # uint64 device ns
+    lane_uuid: np.ndarray  # uint64 track uuid of each block's lane
+    name_iid: np.ndarray  # uint64 interned kernel name
+    launch_id: np.ndarray  # int64, -1 when unresolved
+    block_x: np.ndarray  # uint32, as recorded
+    block_y: np.ndarray  # uint16
+    block_z: np.ndarray  # uint16
 
 
-def encode_blocks(w: TraceWriter, b: BlockSlices, names: dict[int, str], sm_lane0_uuid: dict[int, int],
-                  clock: ClockRelation, block_args: bool = True) -> int:
+def encode_blocks(
+    w: TraceWriter,
+    b: BlockSlices,
+    names: dict[int, str],
+    sm_lane0_uuid: dict[int, int],
+    clock: ClockRelation,
+    block_args: bool = True,
+) -> int:
     """Writes every block's begin/end; returns the number of packets."""
     if len(b.sm) == 0:
         return 0
@@ -49,8 +56,9 @@ def encode_blocks(w: TraceWriter, b: BlockSlices, names: dict[int, str], sm_lane
     uses[b.sm, b.name_iid.astype(np.int64)] = True
     for i in boundaries:
         s = int(sm[i])
-        pkt = pb.TracePacket(trusted_packet_sequence_id=seq_ids[s], sequence_flags=SEQ_CLEARED,
-                             first_packet_on_sequence=True)
+        pkt = pb.TracePacket(
+            trusted_packet_sequence_id=seq_ids[s], sequence_flags=SEQ_CLEARED, first_packet_on_sequence=True
+        )
         for iid in np.flatnonzero(uses[s]):
             pkt.interned_data.event_names.add(iid=int(iid), name=names[int(iid)])
         for arg, iid in ARG_NAMES.items():
@@ -77,6 +85,7 @@ def encode_blocks(w: TraceWriter, b: BlockSlices, names: dict[int, str], sm_lane
         slices.int_arg(ARG_NAMES["block_y"], b.block_y, at_least=1)  # 0 in a 1-d grid
         slices.int_arg(ARG_NAMES["block_z"], b.block_z, at_least=1)
         slices.int_arg(ARG_NAMES["launch"], b.launch_id, at_least=0)  # -1: unresolved
-    write_packets(w, order, slices, np.repeat(seq, packets_per_sm), timestamps=ts,
-                  tracks=np.where(not_default, lane_uuid, 0))
+    write_packets(
+        w, order, slices, np.repeat(seq, packets_per_sm), timestamps=ts, tracks=np.where(not_default, lane_uuid, 0)
+    )
     return len(t)

@@ -4,6 +4,7 @@ The tool brackets a %globaltimer read between two readings of each host clock.
 Each sample gives the host time at the device reading to within half the bracket.
 Device timestamps are never rewritten: snapshots state the measured relation and
 Perfetto places the device clock domain next to host traces with it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,10 +27,10 @@ def gpu_clock_id(pid: int, device_index: int) -> int:
 
 @dataclass
 class ClockRelation:
-    clock_id: int | None          # None: device mode, trace time is the device timeline
-    samples: np.ndarray           # gpuobs_clock_sample rows used
-    offset_ns: float = 0.0        # device - host MONOTONIC, median over samples
-    uncertainty_ns: float = 0.0   # half the widest bracket used
+    clock_id: int | None  # None: device mode, trace time is the device timeline
+    samples: np.ndarray  # gpuobs_clock_sample rows used
+    offset_ns: float = 0.0  # device - host MONOTONIC, median over samples
+    uncertainty_ns: float = 0.0  # half the widest bracket used
     realtime_offset_ns: float = 0.0  # device - host REALTIME, median over samples
 
     @property
@@ -38,12 +39,16 @@ class ClockRelation:
 
     def describe(self) -> str:
         if not self.measured:
-            return ("Device clock (%globaltimer, ns). No host-clock relation is asserted: trace time here IS "
-                    "the device timeline, so host traces loaded beside it do not line up.")
-        return (f"Device clock (%globaltimer, ns), its own clock domain. Related to host clocks by "
-                f"{len(self.samples)} measured probe(s): a kernel read %globaltimer between two readings of "
-                f"CLOCK_MONOTONIC, BOOTTIME and REALTIME; device - host MONOTONIC = {self.offset_ns:,.0f} ns "
-                f"+/- {self.uncertainty_ns:,.0f} ns (half the bracket). Device timestamps are not rewritten.")
+            return (
+                "Device clock (%globaltimer, ns). No host-clock relation is asserted: trace time here IS "
+                "the device timeline, so host traces loaded beside it do not line up."
+            )
+        return (
+            f"Device clock (%globaltimer, ns), its own clock domain. Related to host clocks by "
+            f"{len(self.samples)} measured probe(s): a kernel read %globaltimer between two readings of "
+            f"CLOCK_MONOTONIC, BOOTTIME and REALTIME; device - host MONOTONIC = {self.offset_ns:,.0f} ns "
+            f"+/- {self.uncertainty_ns:,.0f} ns (half the bracket). Device timestamps are not rewritten."
+        )
 
     def snapshots(self) -> list[pb.TracePacket]:
         out = []
@@ -69,5 +74,10 @@ def clock_relation(samples: np.ndarray, pid: int, device_index: int, mode: str) 
     order = np.argsort(usable["device_ns"])
     real_mid = (usable["realtime_before"].astype(np.float64) + usable["realtime_after"]) / 2
     real_offsets = usable["device_ns"].astype(np.float64) - real_mid
-    return ClockRelation(gpu_clock_id(pid, device_index), usable[order], float(np.median(offsets)),
-                         float(half.max()), float(np.median(real_offsets)))
+    return ClockRelation(
+        gpu_clock_id(pid, device_index),
+        usable[order],
+        float(np.median(offsets)),
+        float(half.max()),
+        float(np.median(real_offsets)),
+    )

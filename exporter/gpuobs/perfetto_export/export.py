@@ -1,6 +1,7 @@
 """Recordings to one Perfetto trace: per GPU a track group on its own device
 clock, a Kernels track, an SMs group with one track per SM (lanes merged into it),
 memory-access counters, and drops where a user will see them."""
+
 from __future__ import annotations
 
 import re
@@ -11,21 +12,35 @@ import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from ..analysis import launches as analysis
-from ..recording_file import schema
+from ..host_traces.matching import kernel_alignment, match_kernels
 from ..ranges import RangeError, format_span, parse_duration, parse_range
+from ..recording_file import schema
 from ..recording_file.recording import Recording
 from .api_tracks import flow_id, write_api_calls
 from .blocks import BlockSlices, encode_blocks
 from .clock import ClockRelation, clock_relation
-from ..host_traces.matching import kernel_alignment, match_kernels
 from .host_tracks import write_host_trace
 from .lanes import lane_tracks
 from .slice_encoder import Slices, write_slices
 from .trace_writer import SEQ_CLEARED, SEQ_NEEDS, TraceWriter
 
-KERNEL_ARGS = ["launch", "grid", "block_dim", "stream", "blocks_recorded", "blocks_dropped", "counted",
-               "count_shared_by", "graph_replay", "raced_flush", "uninstrumented_ns", "instrumentation_cost",
-               "ends_unconfirmed", "launched_from_device", "listed_from_node_table"]
+KERNEL_ARGS = [
+    "launch",
+    "grid",
+    "block_dim",
+    "stream",
+    "blocks_recorded",
+    "blocks_dropped",
+    "counted",
+    "count_shared_by",
+    "graph_replay",
+    "raced_flush",
+    "uninstrumented_ns",
+    "instrumentation_cost",
+    "ends_unconfirmed",
+    "launched_from_device",
+    "listed_from_node_table",
+]
 
 
 class ExportError(Exception):
@@ -34,15 +49,15 @@ class ExportError(Exception):
 
 @dataclass
 class ExportOptions:
-    kernels: Optional[str] = None        # regex on kernel names
-    launches: Optional[str] = None       # "A:B" launch ids, A <= id < B
-    time_window: Optional[str] = None    # "START:END" from the recording's first event, with units (ns, us, ms, s)
-    clock: str = "auto"                  # auto | device
-    samples: bool = False                # raw memory samples as instants
+    kernels: Optional[str] = None  # regex on kernel names
+    launches: Optional[str] = None  # "A:B" launch ids, A <= id < B
+    time_window: Optional[str] = None  # "START:END" from the recording's first event, with units (ns, us, ms, s)
+    clock: str = "auto"  # auto | device
+    samples: bool = False  # raw memory samples as instants
     block_args: bool = True
-    align: Optional[str] = None          # "kernels": shift host traces so matched kernels line up
-    bins: int = 2000                     # counter bins across each GPU's span
-    host_tracks: bool = True             # False: host traces only match kernels (the archive carries them)
+    align: Optional[str] = None  # "kernels": shift host traces so matched kernels line up
+    bins: int = 2000  # counter bins across each GPU's span
+    host_tracks: bool = True  # False: host traces only match kernels (the archive carries them)
 
 
 @dataclass
@@ -55,8 +70,8 @@ class GpuSummary:
     kernel_slices: int = 0
     launches_without_time: int = 0
     memory_events: int = 0
-    accesses_counted: int = 0     # exact device counts of the exported launches (each counter slot once)
-    accesses_unplaced: int = 0    # of those, by launches without a kept sample: no time, not on the counter
+    accesses_counted: int = 0  # exact device counts of the exported launches (each counter slot once)
+    accesses_unplaced: int = 0  # of those, by launches without a kept sample: no time, not on the counter
     launches_unplaced: int = 0
     dropped: int = 0
     unrecorded_launches: int = 0  # outside recording windows: ran unpatched, not in the trace
@@ -68,24 +83,25 @@ class GpuSummary:
 @dataclass
 class HostSummary:
     """One --host trace: how its kernels matched the recording's, and where it was placed."""
+
     path: str
     events: int
     kernels: int
     matched: int
     unmatched_gpuobs: int
     unmatched_host: int
-    per_kernel: list          # rows: kernel, matched, uninstrumented_us, instrumented_us, ratio
+    per_kernel: list  # rows: kernel, matched, uninstrumented_us, instrumented_us, ratio
     shift_ns: int
     residual_ns: int
     clock: str
-    before_boot: int          # events Perfetto drops: before the recording machine's boot
+    before_boot: int  # events Perfetto drops: before the recording machine's boot
 
 
 @dataclass
 class ExportSummary:
-    gpus: list = field(default_factory=list)    # GpuSummary per GPU of each recording
-    api: list = field(default_factory=list)     # ApiSummary per recording with --api-trace calls
-    hosts: list = field(default_factory=list)   # HostSummary per host trace
+    gpus: list = field(default_factory=list)  # GpuSummary per GPU of each recording
+    api: list = field(default_factory=list)  # ApiSummary per recording with --api-trace calls
+    hosts: list = field(default_factory=list)  # HostSummary per host trace
     tracks: int = 0
     bytes: int = 0
 
@@ -107,21 +123,22 @@ class ExportSummary:
 class GpuExport:
     """One GPU of one recording while it is written: what every step of its export reads.
     The recording's part (launches, filters, host matches) is the same for all its GPUs."""
+
     w: TraceWriter
     rec: Recording
-    rec_index: int                       # the recording's place in the export (flow ids)
+    rec_index: int  # the recording's place in the export (flow ids)
     device: int
     opts: ExportOptions
-    launch_of_event: np.ndarray          # index into rec.launches per event, -1 unresolved
+    launch_of_event: np.ndarray  # index into rec.launches per event, -1 unresolved
     table: analysis.LaunchTable
-    keep_launch: np.ndarray              # per launch: passes --kernels and --launches
-    window: Optional[tuple]              # --time-window on the device clock, or None
-    host_dur: dict                       # launch index -> its duration in the uninstrumented --host run
-    api_calls: np.ndarray                # --api-trace call ids of the recording
+    keep_launch: np.ndarray  # per launch: passes --kernels and --launches
+    window: Optional[tuple]  # --time-window on the device clock, or None
+    host_dur: dict  # launch index -> its duration in the uninstrumented --host run
+    api_calls: np.ndarray  # --api-trace call ids of the recording
     clock: ClockRelation = field(init=False)
-    names: dict = field(init=False)      # name iid -> kernel name
+    names: dict = field(init=False)  # name iid -> kernel name
     iid_of_slot: dict = field(init=False)
-    track: int = 0                       # the GPU's group track, once written
+    track: int = 0  # the GPU's group track, once written
 
     def __post_init__(self):
         pid = self.rec.run.pid if self.rec.run else 0
@@ -165,8 +182,13 @@ def _launch_filter(rec: Recording, opts: ExportOptions) -> np.ndarray:
     return keep
 
 
-def export(recordings: list[Recording], out_path, opts: ExportOptions | None = None,
-           progress: Callable[[str], None] | None = None, hosts: list = ()) -> ExportSummary:
+def export(
+    recordings: list[Recording],
+    out_path,
+    opts: ExportOptions | None = None,
+    progress: Callable[[str], None] | None = None,
+    hosts: list = (),
+) -> ExportSummary:
     opts = opts or ExportOptions()
     if opts.clock not in ("auto", "device"):
         raise ExportError(f"--clock {opts.clock!r} is not auto or device")
@@ -190,17 +212,32 @@ def export(recordings: list[Recording], out_path, opts: ExportOptions | None = N
             matches.append((host, rec, table, m))
             host_dur.update({int(i): k.dur_ns for i, k in zip(m.launch_index, m.host_kernel)})
         keep_launch = keeps[rec_index]
-        devices = sorted(set(rec.devices["device_index"].tolist()) | set(rec.event_devices.tolist())
-                         | set(rec.launches["device_index"].tolist()))
+        devices = sorted(
+            set(rec.devices["device_index"].tolist())
+            | set(rec.event_devices.tolist())
+            | set(rec.launches["device_index"].tolist())
+        )
         window = _time_window(rec.events, opts)
         # --api-trace: flows from calls to kernel slices, on GPUs whose clock is related
         calls = np.unique(rec.api_calls["call_id"])
         flowed, rec_related = [], False
         for device in devices:
             say(f"encoding GPU {device} of {rec.path}")
-            gpu = _export_gpu(GpuExport(w=w, rec=rec, rec_index=rec_index, device=device, opts=opts,
-                                        launch_of_event=launch_of_event, table=table, keep_launch=keep_launch,
-                                        window=window, host_dur=host_dur, api_calls=calls))
+            gpu = _export_gpu(
+                GpuExport(
+                    w=w,
+                    rec=rec,
+                    rec_index=rec_index,
+                    device=device,
+                    opts=opts,
+                    launch_of_event=launch_of_event,
+                    table=table,
+                    keep_launch=keep_launch,
+                    window=window,
+                    host_dur=host_dur,
+                    api_calls=calls,
+                )
+            )
             rec_related |= gpu.clock.startswith("measured")
             summary.gpus.append(gpu)
             flowed.append(gpu.flowed_launches)
@@ -247,16 +284,22 @@ def _span_text(rec: Recording) -> str:
 
 
 def _nothing_selected(recordings: list, opts: ExportOptions) -> str:
-    what = " and ".join(f"{flag} {value!r}" for flag, value in (("--kernels", opts.kernels),
-                                                               ("--launches", opts.launches)) if value)
-    kernels = len({rec.function(int(l["device_index"]), int(l["function_slot"])).name
-                   for rec in recordings for l in rec.launches})
+    what = " and ".join(
+        f"{flag} {value!r}" for flag, value in (("--kernels", opts.kernels), ("--launches", opts.launches)) if value
+    )
+    kernels = len(
+        {rec.function(int(l["device_index"]), int(l["function_slot"])).name for rec in recordings for l in rec.launches}
+    )
     launches = sum(len(rec.launches) for rec in recordings)
-    ids = [int(rec.launches["launch_id"].min()) for rec in recordings if len(rec.launches)], \
-        [int(rec.launches["launch_id"].max()) for rec in recordings if len(rec.launches)]
+    ids = (
+        [int(rec.launches["launch_id"].min()) for rec in recordings if len(rec.launches)],
+        [int(rec.launches["launch_id"].max()) for rec in recordings if len(rec.launches)],
+    )
     id_range = f", launch ids {min(ids[0])}..{max(ids[1])}" if ids[0] else ""
-    return (f"{what} selects none of the {launches:,} launches of {kernels:,} kernels{id_range} "
-            "(`gpuobs stats` lists the kernels)")
+    return (
+        f"{what} selects none of the {launches:,} launches of {kernels:,} kernels{id_range} "
+        "(`gpuobs stats` lists the kernels)"
+    )
 
 
 def _export_host(w, host, matches, related, opts, boot_realtime_ns=None) -> HostSummary:
@@ -276,11 +319,19 @@ def _export_host(w, host, matches, related, opts, boot_realtime_ns=None) -> Host
     before_boot = 0
     if related and boot_realtime_ns is not None:
         before_boot = int((host.events["start_ns"] + shift < boot_realtime_ns).sum())
-    return HostSummary(path=host.path, events=len(host.events), kernels=len(host.kernels), matched=matched,
-                       unmatched_gpuobs=best[3].unmatched_launches if best else 0,
-                       unmatched_host=best[3].unmatched_host if best else len(host.kernels),
-                       per_kernel=best[3].per_kernel if best else [], shift_ns=shift, residual_ns=residual,
-                       clock="REALTIME" if related else "none (raw REALTIME ns)", before_boot=before_boot)
+    return HostSummary(
+        path=host.path,
+        events=len(host.events),
+        kernels=len(host.kernels),
+        matched=matched,
+        unmatched_gpuobs=best[3].unmatched_launches if best else 0,
+        unmatched_host=best[3].unmatched_host if best else len(host.kernels),
+        per_kernel=best[3].per_kernel if best else [],
+        shift_ns=shift,
+        residual_ns=residual,
+        clock="REALTIME" if related else "none (raw REALTIME ns)",
+        before_boot=before_boot,
+    )
 
 
 def _export_gpu(g: GpuExport) -> GpuSummary:
@@ -288,14 +339,20 @@ def _export_gpu(g: GpuExport) -> GpuSummary:
     pid = rec.run.pid if rec.run else 0
     name = rec.device_name(device)
     label = f"GPU {device}: {name}" + (f" (pid {pid})" if pid else "") + " - device clock"
-    s = GpuSummary(label=label, mode=rec.run.mode_name if rec.run else "unknown", clock=("measured, +/- %.1f us" % (clock.uncertainty_ns / 1e3)) if clock.measured
-                   else "device (no host relation)")
+    s = GpuSummary(
+        label=label,
+        mode=rec.run.mode_name if rec.run else "unknown",
+        clock=("measured, +/- %.1f us" % (clock.uncertainty_ns / 1e3))
+        if clock.measured
+        else "device (no host relation)",
+    )
     for snap in clock.snapshots():
         w.packet(snap)
     if clock.measured and len(clock.samples):
         s0 = clock.samples[0]
-        s.boot_realtime_ns = ((int(s0["realtime_before"]) + int(s0["realtime_after"])) // 2
-                              - (int(s0["boottime_before"]) + int(s0["boottime_after"])) // 2)
+        s.boot_realtime_ns = (int(s0["realtime_before"]) + int(s0["realtime_after"])) // 2 - (
+            int(s0["boottime_before"]) + int(s0["boottime_after"])
+        ) // 2
     g.track = w.track(label, description=clock.describe() + _drop_note(rec, device) + _window_note(rec, device))
 
     on_device = rec.event_devices == device
@@ -321,7 +378,8 @@ def _export_gpu(g: GpuExport) -> GpuSummary:
         _memory_counters(g, mem)
     if s.mode.startswith("mem"):
         s.accesses_counted, s.accesses_unplaced, s.launches_unplaced = _access_totals(
-            g, dev_launches, g.launch_of_event[mem])
+            g, dev_launches, g.launch_of_event[mem]
+        )
     s.dropped = int(rec.flushes["dropped"][rec.flushes["device_index"] == device].sum())
     s.unrecorded_launches = int(rec.flushes["unrecorded_launches"][rec.flushes["device_index"] == device].sum())
     _drop_counter(g)
@@ -333,23 +391,29 @@ def _drop_note(rec: Recording, device: int) -> str:
     dropped = int(f["dropped"].sum())
     if dropped == 0:
         return " No records were dropped."
-    return (f" {dropped:,} of {int(f['attempted'].sum()):,} records were DROPPED (buffer full; counted on the "
-            f"device): see the 'Dropped records' counter and each kernel's blocks_dropped.")
+    return (
+        f" {dropped:,} of {int(f['attempted'].sum()):,} records were DROPPED (buffer full; counted on the "
+        f"device): see the 'Dropped records' counter and each kernel's blocks_dropped."
+    )
 
 
 def _window_note(rec: Recording, device: int) -> str:
     n = int(rec.flushes["unrecorded_launches"][rec.flushes["device_index"] == device].sum())
     if n == 0:
         return ""
-    return (f" Recorded in windows: {n:,} kernel launches and graph replays ran outside them, unpatched, and are "
-            "not in this trace (gaps between kernels may be theirs).")
+    return (
+        f" Recorded in windows: {n:,} kernel launches and graph replays ran outside them, unpatched, and are "
+        "not in this trace (gaps between kernels may be theirs)."
+    )
 
 
 def _kernel_names(rec: Recording, device: int):
     in_events = rec.events["function_slot"][rec.event_devices == device]
-    slots = sorted({k[1] for k in rec.functions if k[0] == device} |
-                   set(rec.launches["function_slot"][rec.launches["device_index"] == device].tolist()) |
-                   set(np.flatnonzero(np.bincount(in_events)).tolist() if len(in_events) else []))
+    slots = sorted(
+        {k[1] for k in rec.functions if k[0] == device}
+        | set(rec.launches["function_slot"][rec.launches["device_index"] == device].tolist())
+        | set(np.flatnonzero(np.bincount(in_events)).tolist() if len(in_events) else [])
+    )
     iid_of_slot = {slot: i + 1 for i, slot in enumerate(slots)}
     names = {iid: rec.function(device, slot).name for slot, iid in iid_of_slot.items()}
     return names, iid_of_slot
@@ -372,10 +436,18 @@ def _kernel_slices(g: GpuExport, launches: np.ndarray):
         return 0, missing, timed
     start = table.first_start[timed]
     end = np.maximum(table.last_end[timed], start)
-    tracks = lane_tracks(np.zeros(len(timed), np.int64), start, end,
-                         lambda _: w.track("Kernels", parent=g.track, rank=0, merge_key=f"kernels-{g.track}",
-                                           description="One slice per launch: its first block's start to its last "
-                                                       "block's end."))
+    tracks = lane_tracks(
+        np.zeros(len(timed), np.int64),
+        start,
+        end,
+        lambda _: w.track(
+            "Kernels",
+            parent=g.track,
+            rank=0,
+            merge_key=f"kernels-{g.track}",
+            description="One slice per launch: its first block's start to its last block's end.",
+        ),
+    )
     seq = w.new_sequence()
     first = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_CLEARED)
     for iid, name in g.names.items():
@@ -383,8 +455,12 @@ def _kernel_slices(g: GpuExport, launches: np.ndarray):
     for i, arg in enumerate(KERNEL_ARGS, start=1):
         first.interned_data.debug_annotation_names.add(iid=i, name=arg)
     w.packet(first)
-    write_slices(w, _kernel_slice_table(g, timed, start, end, tracks.of_slice), seq,
-                 g.clock.clock_id if g.clock.measured else None)
+    write_slices(
+        w,
+        _kernel_slice_table(g, timed, start, end, tracks.of_slice),
+        seq,
+        g.clock.clock_id if g.clock.measured else None,
+    )
     return len(timed), missing, timed
 
 
@@ -417,9 +493,12 @@ def _kernel_slice_table(g: GpuExport, timed, start, end, track) -> Slices:
         unins = np.array([host_dur.get(int(x), -1) for x in timed], np.int64)
         has = unins > 0
         s.int_arg(arg["uninstrumented_ns"], unins, present=has)
-        spans = (table.last_end[timed].astype(np.int64) - table.first_start[timed].astype(np.int64))
-        s.string_arg(arg["instrumentation_cost"],
-                     [f"{sp / u:.2f}x".encode() if u > 0 else b"" for sp, u in zip(spans, unins)], present=has)
+        spans = table.last_end[timed].astype(np.int64) - table.first_start[timed].astype(np.int64)
+        s.string_arg(
+            arg["instrumentation_cost"],
+            [f"{sp / u:.2f}x".encode() if u > 0 else b"" for sp, u in zip(spans, unins)],
+            present=has,
+        )
     if g.flow_calls is not None:  # the end of the flow from the API call that made this launch
         s.flows_in(flow_id(g.rec_index, launch["launch_id"]), np.isin(launch["api_call_id"], g.flow_calls))
     return s
@@ -435,12 +514,18 @@ def _block_tracks_and_slices(g: GpuExport, blocks: np.ndarray):
     sm = col("sm_id").astype(np.int64)
     start = col("time_start")
     end = np.maximum(col("time_end"), start)
-    sms_group = w.track("SMs", parent=g.track, rank=1, explicit_order=True,
-                        description="One track per SM, in SM order; blocks that overlap on an SM sit on lanes "
-                                    "merged into its track. A block runs from its leader's entry to its last "
-                                    "thread's exit.")
-    tracks = lane_tracks(sm, start, end, lambda s_id: w.track(f"SM {s_id}", parent=sms_group, rank=s_id,
-                                                              merge_key=f"sm-{s_id}"))
+    sms_group = w.track(
+        "SMs",
+        parent=g.track,
+        rank=1,
+        explicit_order=True,
+        description="One track per SM, in SM order; blocks that overlap on an SM sit on lanes "
+        "merged into its track. A block runs from its leader's entry to its last "
+        "thread's exit.",
+    )
+    tracks = lane_tracks(
+        sm, start, end, lambda s_id: w.track(f"SM {s_id}", parent=sms_group, rank=s_id, merge_key=f"sm-{s_id}")
+    )
     lo = launch_of_event if every else launch_of_event[blocks]
     launch_ids = analysis.of_launch(rec.launches["launch_id"].astype(np.int64), lo, -1)
     slots = col("function_slot")
@@ -448,8 +533,17 @@ def _block_tracks_and_slices(g: GpuExport, blocks: np.ndarray):
     for slot, iid in g.iid_of_slot.items():
         if slot < len(slot_iid):
             slot_iid[slot] = iid
-    b = BlockSlices(sm=sm, start=start, end=end, lane_uuid=tracks.of_slice, name_iid=slot_iid[slots],
-                    launch_id=launch_ids, block_x=col("block_x"), block_y=col("block_y"), block_z=col("block_z"))
+    b = BlockSlices(
+        sm=sm,
+        start=start,
+        end=end,
+        lane_uuid=tracks.of_slice,
+        name_iid=slot_iid[slots],
+        launch_id=launch_ids,
+        block_x=col("block_x"),
+        block_y=col("block_y"),
+        block_z=col("block_z"),
+    )
     encode_blocks(w, b, g.names, tracks.first, g.clock, g.opts.block_args)
     return len(tracks.first), int(tracks.lanes.sum())
 
@@ -502,9 +596,14 @@ def _memory_counters(g: GpuExport, mem: np.ndarray) -> None:
     width = max(1000, (t1 - t0) // max(opts.bins, 1))
     bins = (t - t0) // width
     sums = np.bincount(bins, weights=weight)
-    track = g.w.track("Global accesses per bin", parent=g.track, rank=2, counter_unit="accesses",
-                    description=f"Accesses per {width:,} ns bin. Each launch's exact device count is spread over "
-                                "its sampled accesses' times, so a launch's bins add up to its count.")
+    track = g.w.track(
+        "Global accesses per bin",
+        parent=g.track,
+        rank=2,
+        counter_unit="accesses",
+        description=f"Accesses per {width:,} ns bin. Each launch's exact device count is spread over "
+        "its sampled accesses' times, so a launch's bins add up to its count.",
+    )
     times = t0 + np.arange(len(sums) + 1) * width
     _counter_packets(g, track, times, np.r_[sums, 0.0])
     if opts.samples:
@@ -513,8 +612,12 @@ def _memory_counters(g: GpuExport, mem: np.ndarray) -> None:
 
 def _memory_samples(g: GpuExport, mem: np.ndarray):
     w, ev, clock = g.w, g.ev, g.clock
-    track = w.track("Memory samples", parent=g.track, rank=3,
-                    description="The captured accesses themselves (address, pc, size, flags, thread).")
+    track = w.track(
+        "Memory samples",
+        parent=g.track,
+        rank=3,
+        description="The captured accesses themselves (address, pc, size, flags, thread).",
+    )
     seq = w.new_sequence()
     first = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_CLEARED)
     first.interned_data.event_names.add(iid=1, name="access")
@@ -544,8 +647,13 @@ def _drop_counter(g: GpuExport) -> None:
         return
     on = rec.event_devices == device
     fl = rec.event_flushes
-    track = g.w.track("Dropped records", parent=g.track, rank=4, counter_unit="records",
-                    description="Records the device could not keep (buffer full), per flush window.")
+    track = g.w.track(
+        "Dropped records",
+        parent=g.track,
+        rank=4,
+        counter_unit="records",
+        description="Records the device could not keep (buffer full), per flush window.",
+    )
     times, values = [], []
     for f in flushes:
         m = on & (fl == f["flush_seq"])

@@ -1,6 +1,7 @@
 """A separate run's host trace (PyTorch profiler or Nsight Systems) on its own
 tracks, in its own clock (REALTIME), never merged into gpuobs's process or
 device tracks: its pids label tracks, they never become process tracks."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,8 +20,10 @@ def _track_order(key: tuple):
     """Processes by pid, then GPUs by device (as the profiler's own view sorts them); in a
     process its threads by id, each thread's NVTX ranges after it."""
     kind, owner, lane = key
+
     def number_first(v):
         return (not isinstance(v, int), v if isinstance(v, int) else 0, str(v))
+
     return (kind == "stream", number_first(owner), number_first(lane), kind == "nvtx")
 
 
@@ -45,20 +48,28 @@ def track_names(host, key: tuple) -> tuple[str, str]:
     return _process_name(host, owner), thread
 
 
-def write_host_trace(w: TraceWriter, host, related: bool, shift_ns: int = 0, residual_ns: int = 0,
-                     matched: int = 0) -> int:
+def write_host_trace(
+    w: TraceWriter, host, related: bool, shift_ns: int = 0, residual_ns: int = 0, matched: int = 0
+) -> int:
     """Returns the number of slices written. `related`: some GPU of this trace has
     measured snapshots with REALTIME, so REALTIME timestamps have a path to trace time."""
-    how = ("on its own REALTIME clock" if related else
-           "with no clock relation in this trace: trace time is its raw REALTIME ns")
+    how = (
+        "on its own REALTIME clock"
+        if related
+        else "with no clock relation in this trace: trace time is its raw REALTIME ns"
+    )
     tool = KIND_TITLES.get(host.kind, host.kind)
-    desc = (f"{host.path}: a separate, uninstrumented run ({tool}), {how}. "
-            f"{matched} of its {len(host.kernels)} kernels matched gpuobs launches (name, grid, block, order).")
+    desc = (
+        f"{host.path}: a separate, uninstrumented run ({tool}), {how}. "
+        f"{matched} of its {len(host.kernels)} kernels matched gpuobs launches (name, grid, block, order)."
+    )
     title = f"{tool} run: {host.path.rsplit('/', 1)[-1]}"
     if shift_ns:
         title += " (shifted to line up kernels)"
-        desc += (f" SHIFTED by {shift_ns / 1e6:+.3f} ms so that matched kernels line up with gpuobs's "
-                 f"(--align kernels); median residual {residual_ns / 1e3:.1f} us.")
+        desc += (
+            f" SHIFTED by {shift_ns / 1e6:+.3f} ms so that matched kernels line up with gpuobs's "
+            f"(--align kernels); median residual {residual_ns / 1e3:.1f} us."
+        )
     group = w.track(title, description=desc)
     ev = host.events
     if not len(ev):
@@ -87,8 +98,9 @@ def write_host_trace(w: TraceWriter, host, related: bool, shift_ns: int = 0, res
         first.interned_data.event_names.add(iid=i + 1, name=name)
     first.interned_data.debug_annotation_names.add(iid=CATEGORY_IID, name="category")
     w.packet(first)
-    slices = Slices(tracks.of_slice, start.astype(np.uint64), end.astype(np.uint64),
-                    ev["name"].astype(np.uint64) + np.uint64(1))
+    slices = Slices(
+        tracks.of_slice, start.astype(np.uint64), end.astype(np.uint64), ev["name"].astype(np.uint64) + np.uint64(1)
+    )
     slices.choice_arg(CATEGORY_IID, [c.encode() for c in host.categories], ev["category"])
     write_slices(w, slices, seq, clock_id=REALTIME if related else None)
     return len(ev)

@@ -10,6 +10,7 @@ zero-length slice at t shares no lane with a slice that contains t, its start
 and end included, nor with another zero-length slice at t: it nests beside its
 parent. On a lane, one time then holds either an END and the next BEGIN or one
 zero-length slice alone, which is what slice_encoder's packet order needs."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -84,6 +85,7 @@ def assign_lanes(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.nd
     order, _ = _sort(group, start, int(end.max()).bit_length())
     g, s, e = group[order], start[order], end[order]
     from . import native_encoder
+
     if native_encoder.encoder() is not None:
         chosen = native_encoder.assign_lanes_sorted(g, s, e)
         if chosen is not None:
@@ -111,9 +113,9 @@ def assign_lanes(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.nd
 
 @dataclass
 class LaneTracks:
-    of_slice: np.ndarray     # uint64: each slice's lane track
-    first: dict              # group -> the track of its first lane
-    lanes: np.ndarray        # int64 per group (0..max group): how many lanes it has
+    of_slice: np.ndarray  # uint64: each slice's lane track
+    first: dict  # group -> the track of its first lane
+    lanes: np.ndarray  # int64 per group (0..max group): how many lanes it has
 
 
 def lane_tracks(group: np.ndarray, start: np.ndarray, end: np.ndarray, new_track: Callable[[int], int]) -> LaneTracks:

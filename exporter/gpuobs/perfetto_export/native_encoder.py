@@ -2,6 +2,7 @@
 with the host C compiler and loaded through cffi. Without a compiler, or with
 GPUOBS_PURE_PYTHON=1, slice_encoder.py and lanes.py use numpy instead, which
 writes the same bytes (tests/test_slice_encoder.py checks they are identical)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -72,8 +73,9 @@ def encoder():
     digest = hashlib.sha256(SOURCE.read_bytes() + cc.encode()).hexdigest()[:16]
 
     def compile_into(folder: Path) -> None:
-        proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(folder / LIBRARY), str(SOURCE)],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [cc, "-O2", "-shared", "-fPIC", "-o", str(folder / LIBRARY), str(SOURCE)], capture_output=True, text=True
+        )
         if proc.returncode != 0:
             raise _CompileFailed(proc.stderr.strip())
 
@@ -82,9 +84,11 @@ def encoder():
     except _CompileFailed:
         return None
     except OSError as exc:
-        print(f"gpuobs: cannot use the encoder cache {cache_root()} ({exc.strerror or exc}); exporting with the "
-              "numpy encoder (same trace, slower). Set GPUOBS_CACHE to a writable folder to speed it up.",
-              file=sys.stderr)
+        print(
+            f"gpuobs: cannot use the encoder cache {cache_root()} ({exc.strerror or exc}); exporting with the "
+            "numpy encoder (same trace, slower). Set GPUOBS_CACHE to a writable folder to speed it up.",
+            file=sys.stderr,
+        )
         return None
     try:
         return _FFI.dlopen(str(folder / LIBRARY))
@@ -108,14 +112,32 @@ def assign_lanes_sorted(group: np.ndarray, start: np.ndarray, end: np.ndarray):
     end = np.ascontiguousarray(end, np.uint64)
     lanes = np.empty(len(group), np.int64)
     free_at = np.zeros(MAX_LANES, np.uint64)
-    width = lib.gpuobs_assign_lanes(len(group), _ptr("int64_t*", group), _ptr("uint64_t*", start),
-                                    _ptr("uint64_t*", end), _ptr("int64_t*", lanes), _ptr("uint64_t*", free_at),
-                                    MAX_LANES)
+    width = lib.gpuobs_assign_lanes(
+        len(group),
+        _ptr("int64_t*", group),
+        _ptr("uint64_t*", start),
+        _ptr("uint64_t*", end),
+        _ptr("int64_t*", lanes),
+        _ptr("uint64_t*", free_at),
+        MAX_LANES,
+    )
     return None if width < 0 else lanes
 
 
-def encode_slices(slice, begin, ts, track, seq, name_iid, args, clock_id: int, begin_flags: int,
-                  flow_field: int = 0, flows=None, flow_counts=None) -> np.ndarray:
+def encode_slices(
+    slice,
+    begin,
+    ts,
+    track,
+    seq,
+    name_iid,
+    args,
+    clock_id: int,
+    begin_flags: int,
+    flow_field: int = 0,
+    flows=None,
+    flow_counts=None,
+) -> np.ndarray:
     """Packets i take slice/begin/ts/track/seq[i]; name_iid, flows and the args'
     columns are per slice, read at slice[i]. `args`: objects with name_iid, kind,
     present (or None), ints (a 1-d integer array, any width and stride), chars,

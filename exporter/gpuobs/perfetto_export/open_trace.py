@@ -5,6 +5,7 @@ from) with CORS headers for the UI's origin, and the UI is opened at
 `#!/?url=http://127.0.0.1:9001/NAME`. Serving stops when the UI has fetched the
 whole file, at a timeout, or at Ctrl-C. Without a browser (an SSH session) the URL
 is printed with the port-forward that makes it work from the user's own machine."""
+
 from __future__ import annotations
 
 import functools
@@ -29,9 +30,9 @@ class OpenError(Exception):
 
 @dataclass
 class Served:
-    url: str            # the UI address that loads the trace
-    fetched: bool       # the UI fetched the whole file before the timeout
-    browser: bool       # a browser was asked to open the URL
+    url: str  # the UI address that loads the trace
+    fetched: bool  # the UI fetched the whole file before the timeout
+    browser: bool  # a browser was asked to open the URL
 
 
 def ui_address(ui_url: str, port: int, name: str) -> str:
@@ -87,8 +88,14 @@ class _Server(http.server.HTTPServer):
         pass  # a browser that closed the connection early: it will fetch again
 
 
-def serve(trace: Path, port: int = DEFAULT_PORT, ui_url: str = DEFAULT_UI, open_browser: bool | None = None,
-          timeout_s: float = 600.0, say: Callable[[str], None] = print) -> Served:
+def serve(
+    trace: Path,
+    port: int = DEFAULT_PORT,
+    ui_url: str = DEFAULT_UI,
+    open_browser: bool | None = None,
+    timeout_s: float = 600.0,
+    say: Callable[[str], None] = print,
+) -> Served:
     """Serves `trace` until the UI fetched it (or timeout_s passed). `open_browser`:
     None decides by browser_available(). KeyboardInterrupt stops it (the caller reports)."""
     trace = Path(trace).resolve()
@@ -98,8 +105,10 @@ def serve(trace: Path, port: int = DEFAULT_PORT, ui_url: str = DEFAULT_UI, open_
     try:
         httpd = _Server(("127.0.0.1", port), handler)
     except OSError as exc:
-        raise OpenError(f"cannot serve on 127.0.0.1:{port}: {exc.strerror} (another `gpuobs open` or "
-                        "`trace_processor --httpd` may hold it; ui.perfetto.dev fetches only from port 9001)") from None
+        raise OpenError(
+            f"cannot serve on 127.0.0.1:{port}: {exc.strerror} (another `gpuobs open` or "
+            "`trace_processor --httpd` may hold it; ui.perfetto.dev fetches only from port 9001)"
+        ) from None
     with httpd:
         httpd.name = trace.name
         httpd.allow_origin = _origin(ui_url)
@@ -112,10 +121,10 @@ def serve(trace: Path, port: int = DEFAULT_PORT, ui_url: str = DEFAULT_UI, open_
         else:
             use_browser = False
             say(f"open this address in a browser on this machine:\n  {url}")
-            say(f"from another machine, forward the port first: ssh -L {port}:127.0.0.1:{port} "
-                f"{socket.gethostname()}")
-        say(f"serving {trace} on 127.0.0.1:{port} until the UI has fetched it "
-            f"(at most {timeout_s:.0f} s; Ctrl-C stops)")
+            say(f"from another machine, forward the port first: ssh -L {port}:127.0.0.1:{port} {socket.gethostname()}")
+        say(
+            f"serving {trace} on 127.0.0.1:{port} until the UI has fetched it (at most {timeout_s:.0f} s; Ctrl-C stops)"
+        )
         deadline = time.monotonic() + timeout_s
         while not httpd.fetched and time.monotonic() < deadline:
             httpd.handle_request()

@@ -8,6 +8,7 @@ the Perfetto protos (tests/test_protowire.py checks them against perfetto_trace_
     rows.message_field(PACKET_TRACK_EVENT, track_event_rows)
     buf = rows.as_field(TRACE_PACKET).tobytes()        # n `Trace.packet` entries, back to back
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,25 +17,25 @@ import numpy as np
 VARINT, FIXED64, LEN = 0, 1, 2
 
 # perfetto.protos.Trace
-TRACE_PACKET = 1                       # repeated TracePacket packet
+TRACE_PACKET = 1  # repeated TracePacket packet
 # perfetto.protos.TracePacket
-PACKET_TIMESTAMP = 8                   # uint64 timestamp
-PACKET_TIMESTAMP_CLOCK_ID = 58         # uint32 timestamp_clock_id
-PACKET_TRACK_EVENT = 11                # TrackEvent track_event
-PACKET_SEQUENCE_ID = 10                # uint32 trusted_packet_sequence_id
-PACKET_SEQUENCE_FLAGS = 13             # uint32 sequence_flags
+PACKET_TIMESTAMP = 8  # uint64 timestamp
+PACKET_TIMESTAMP_CLOCK_ID = 58  # uint32 timestamp_clock_id
+PACKET_TRACK_EVENT = 11  # TrackEvent track_event
+PACKET_SEQUENCE_ID = 10  # uint32 trusted_packet_sequence_id
+PACKET_SEQUENCE_FLAGS = 13  # uint32 sequence_flags
 # perfetto.protos.TrackEvent
-TRACK_EVENT_TYPE = 9                   # Type type
-TRACK_EVENT_TRACK_UUID = 11            # uint64 track_uuid
-TRACK_EVENT_NAME_IID = 10              # uint64 name_iid
-TRACK_EVENT_DEBUG_ANNOTATIONS = 4      # repeated DebugAnnotation debug_annotations
-TRACK_EVENT_FLOW_IDS = 47              # repeated fixed64 flow_ids
+TRACK_EVENT_TYPE = 9  # Type type
+TRACK_EVENT_TRACK_UUID = 11  # uint64 track_uuid
+TRACK_EVENT_NAME_IID = 10  # uint64 name_iid
+TRACK_EVENT_DEBUG_ANNOTATIONS = 4  # repeated DebugAnnotation debug_annotations
+TRACK_EVENT_FLOW_IDS = 47  # repeated fixed64 flow_ids
 TRACK_EVENT_TERMINATING_FLOW_IDS = 48  # repeated fixed64 terminating_flow_ids
 # perfetto.protos.DebugAnnotation
-ANNOTATION_NAME_IID = 1                # uint64 name_iid
-ANNOTATION_BOOL_VALUE = 2              # bool bool_value
-ANNOTATION_INT_VALUE = 4               # int64 int_value
-ANNOTATION_STRING_VALUE = 6            # string string_value
+ANNOTATION_NAME_IID = 1  # uint64 name_iid
+ANNOTATION_BOOL_VALUE = 2  # bool bool_value
+ANNOTATION_INT_VALUE = 4  # int64 int_value
+ANNOTATION_STRING_VALUE = 6  # string string_value
 
 
 def varint_bytes(value: int) -> bytes:
@@ -95,7 +96,7 @@ class Rows:
         # the tag goes in front of each value, as one part
         tagged = np.empty((self.n, len(t) + matrix.shape[1]), np.uint8)
         tagged[:, : len(t)] = t
-        tagged[:, len(t):] = matrix
+        tagged[:, len(t) :] = matrix
         lengths = lengths + len(t)
         if present is not None:
             lengths = np.where(present, lengths, 0)

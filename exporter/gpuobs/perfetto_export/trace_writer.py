@@ -1,5 +1,6 @@
 """Collects TracePackets, as protobuf messages or bulk-encoded rows, into one
 trace file; hands out track uuids and sequence ids."""
+
 from __future__ import annotations
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
@@ -35,9 +36,16 @@ class TraceWriter:
         if rows.n:
             self._chunks.append(rows.as_field(TRACE_PACKET_FIELD).tobytes())
 
-    def track(self, name: str, parent: int | None = None, description: str | None = None,
-              explicit_order: bool = False, rank: int | None = None, merge_key: str | None = None,
-              counter_unit: str | None = None) -> int:
+    def track(
+        self,
+        name: str,
+        parent: int | None = None,
+        description: str | None = None,
+        explicit_order: bool = False,
+        rank: int | None = None,
+        merge_key: str | None = None,
+        counter_unit: str | None = None,
+    ) -> int:
         uuid = self._next_uuid
         self._next_uuid += 1
         desc = pb.TrackDescriptor(uuid=uuid, name=name)

@@ -1,6 +1,7 @@
 """Finds the CUDA toolkit and the compute-sanitizer, and builds the native parts:
 the device patches (nvcc, as a tools-patch fatbin), the clock probe, and the host
 tool (the host C++ compiler). Results are cached by a hash of the sources."""
+
 from __future__ import annotations
 
 import glob
@@ -114,8 +115,10 @@ def find_toolchain() -> Toolchain:
         missing.append("cuda.h (set CUDA_HOME to the CUDA toolkit)")
     sanitizers = sanitizer_dirs()
     if not sanitizers:
-        missing.append("the compute-sanitizer headers and libsanitizer-public.so (the CUDA toolkit's "
-                       "compute-sanitizer/ folder, or `pip install nvidia-cuda-sanitizer-api`; or set GPUOBS_SANITIZER_DIR)")
+        missing.append(
+            "the compute-sanitizer headers and libsanitizer-public.so (the CUDA toolkit's "
+            "compute-sanitizer/ folder, or `pip install nvidia-cuda-sanitizer-api`; or set GPUOBS_SANITIZER_DIR)"
+        )
     if missing:
         raise NativeUnavailable("cannot build the gpuobs tool: missing " + "; ".join(missing))
     return Toolchain(nvcc, cxx, cuda_include, sanitizers[0])
@@ -149,33 +152,64 @@ def _gencode_flags(archs=PATCH_ARCHS) -> list[str]:
 def patch_compile_command(tc: Toolchain, out: Path, archs=PATCH_ARCHS, source: Path | None = None) -> list[str]:
     """The patches' build; `source` replaces gpuobs_patches.cu (benchmarks build variants of it)."""
     root = native_root()
-    return [tc.nvcc, *_SETTINGS["PATCH_NVCCFLAGS"],
-            f"-I{root / 'schemas'}", f"-I{tc.sanitizer_include}", *_gencode_flags(archs),
-            "-o", str(out), str(source or root / "device_patches" / "gpuobs_patches.cu")]
+    return [
+        tc.nvcc,
+        *_SETTINGS["PATCH_NVCCFLAGS"],
+        f"-I{root / 'schemas'}",
+        f"-I{tc.sanitizer_include}",
+        *_gencode_flags(archs),
+        "-o",
+        str(out),
+        str(source or root / "device_patches" / "gpuobs_patches.cu"),
+    ]
 
 
 def patch_ptx_command(tc: Toolchain, out: Path, arch: str = "90", source: Path | None = None) -> list[str]:
     """The patches as PTX for one architecture: what the tests read to check each
     patch's memory operations without a GPU or a disassembler."""
     root = native_root()
-    return [tc.nvcc, "--ptx", "--keep-device-functions", "-O3", f"-I{root / 'schemas'}",
-            f"-I{tc.sanitizer_include}", f"-arch=compute_{arch}", "-o", str(out),
-            str(source or root / "device_patches" / "gpuobs_patches.cu")]
+    return [
+        tc.nvcc,
+        "--ptx",
+        "--keep-device-functions",
+        "-O3",
+        f"-I{root / 'schemas'}",
+        f"-I{tc.sanitizer_include}",
+        f"-arch=compute_{arch}",
+        "-o",
+        str(out),
+        str(source or root / "device_patches" / "gpuobs_patches.cu"),
+    ]
 
 
 def probe_compile_command(tc: Toolchain, out: Path) -> list[str]:
     root = native_root()
-    return [tc.nvcc, *_SETTINGS["PROBE_NVCCFLAGS"], *_gencode_flags(), "-o", str(out),
-            str(root / "device_patches" / "gpuobs_clock_probe.cu")]
+    return [
+        tc.nvcc,
+        *_SETTINGS["PROBE_NVCCFLAGS"],
+        *_gencode_flags(),
+        "-o",
+        str(out),
+        str(root / "device_patches" / "gpuobs_clock_probe.cu"),
+    ]
 
 
 def tool_compile_command(tc: Toolchain, out: Path) -> list[str]:
     root = native_root()
     from .. import __version__
-    return [tc.cxx, *_SETTINGS["TOOL_CXXFLAGS"], f'-DGPUOBS_TOOL_VERSION="gpuobs-tool {__version__}"',
-            f"-I{root / 'schemas'}", f"-I{tc.sanitizer_include}", f"-I{tc.cuda_include}",
-            *[str(root / "tool" / s) for s in TOOL_SOURCES],
-            "-o", str(out), *_SETTINGS["TOOL_LIBS"]]
+
+    return [
+        tc.cxx,
+        *_SETTINGS["TOOL_CXXFLAGS"],
+        f'-DGPUOBS_TOOL_VERSION="gpuobs-tool {__version__}"',
+        f"-I{root / 'schemas'}",
+        f"-I{tc.sanitizer_include}",
+        f"-I{tc.cuda_include}",
+        *[str(root / "tool" / s) for s in TOOL_SOURCES],
+        "-o",
+        str(out),
+        *_SETTINGS["TOOL_LIBS"],
+    ]
 
 
 def build(force: bool = False, progress=None) -> NativeBuild:
@@ -197,7 +231,9 @@ def build(force: bool = False, progress=None) -> NativeBuild:
     try:
         directory = cached_build(_source_hash(tc), list(names), compile_into, force=force)
     except OSError as exc:
-        raise NativeUnavailable(f"cannot build into the cache {cache_root()} (set GPUOBS_CACHE to a writable "
-                                f"folder): {exc.strerror or exc}") from None
-    return NativeBuild(directory, directory / TOOL_NAME, directory / PATCHES_NAME, directory / PROBE_NAME,
-                       tc.sanitizer_lib)
+        raise NativeUnavailable(
+            f"cannot build into the cache {cache_root()} (set GPUOBS_CACHE to a writable folder): {exc.strerror or exc}"
+        ) from None
+    return NativeBuild(
+        directory, directory / TOOL_NAME, directory / PATCHES_NAME, directory / PROBE_NAME, tc.sanitizer_lib
+    )

@@ -1,4 +1,5 @@
 """`gpuobs record`: run a program with the tool injected, exit code unchanged."""
+
 from __future__ import annotations
 
 import os
@@ -34,22 +35,24 @@ def tool_environment(build: NativeBuild, opts: RecordOptions, base: dict | None 
     env = dict(os.environ if base is None else base)
     preload = env.get("LD_PRELOAD", "")
     env["LD_PRELOAD"] = f"{build.tool}:{preload}" if preload else str(build.tool)
-    env.update({
-        "GPUOBS_MODE": opts.mode,
-        "GPUOBS_SAMPLE_SHIFT": str(opts.sample_shift),
-        "GPUOBS_CAPACITY": str(opts.capacity),
-        "GPUOBS_KERNELS": opts.kernels,
-        "GPUOBS_OUTPUT": str(Path(opts.output).resolve()),
-        "GPUOBS_PATCHES": str(build.patches),
-        "GPUOBS_PROBE": str(build.probe),
-        "GPUOBS_SANITIZER_LIB": str(build.sanitizer_lib),
-        "GPUOBS_CALLBACK_SCOPE": opts.scope,
-        "GPUOBS_CLOCK_PROBE": "1" if opts.clock_probe else "0",
-        "GPUOBS_API_TRACE": "1" if opts.api_trace else "0",
-        "GPUOBS_GRAPH_NODES": opts.graph_nodes,
-        "GPUOBS_START_PAUSED": "1" if opts.paused else "0",
-        "GPUOBS_WINDOW_EVERY": str(opts.window_every),
-    })
+    env.update(
+        {
+            "GPUOBS_MODE": opts.mode,
+            "GPUOBS_SAMPLE_SHIFT": str(opts.sample_shift),
+            "GPUOBS_CAPACITY": str(opts.capacity),
+            "GPUOBS_KERNELS": opts.kernels,
+            "GPUOBS_OUTPUT": str(Path(opts.output).resolve()),
+            "GPUOBS_PATCHES": str(build.patches),
+            "GPUOBS_PROBE": str(build.probe),
+            "GPUOBS_SANITIZER_LIB": str(build.sanitizer_lib),
+            "GPUOBS_CALLBACK_SCOPE": opts.scope,
+            "GPUOBS_CLOCK_PROBE": "1" if opts.clock_probe else "0",
+            "GPUOBS_API_TRACE": "1" if opts.api_trace else "0",
+            "GPUOBS_GRAPH_NODES": opts.graph_nodes,
+            "GPUOBS_START_PAUSED": "1" if opts.paused else "0",
+            "GPUOBS_WINDOW_EVERY": str(opts.window_every),
+        }
+    )
     env.update(opts.extra_env)
     return env
 

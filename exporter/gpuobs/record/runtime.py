@@ -12,6 +12,7 @@ gpuobs.resume() patches them again; `with gpuobs.window(): ...` records just
 that region. They work in a process started by `gpuobs record` as well, and
 only while no CUDA graph is instantiated (WindowError says so).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -42,19 +43,36 @@ class AttachError(RuntimeError):
     pass
 
 
-def attach(mode: str = "block_trace", output: str = "gpuobs.gpuobs", sample_shift: int = schema.DEFAULT_SAMPLE_SHIFT,
-           capacity: int = schema.DEFAULT_CAPACITY, kernels: str = "", scope: str = "function", paused: bool = False,
-           window_every: int = 0):
+def attach(
+    mode: str = "block_trace",
+    output: str = "gpuobs.gpuobs",
+    sample_shift: int = schema.DEFAULT_SAMPLE_SHIFT,
+    capacity: int = schema.DEFAULT_CAPACITY,
+    kernels: str = "",
+    scope: str = "function",
+    paused: bool = False,
+    window_every: int = 0,
+):
     """Loads the tool into this process. Must run before the process's first CUDA call."""
     global _lib
     if _lib is not None:
         return _lib
     if _cuda_already_initialised():
-        raise AttachError("CUDA is already initialised in this process: call gpuobs.attach() before "
-                          "the first CUDA call (before torch.cuda is used), or use `gpuobs record`")
+        raise AttachError(
+            "CUDA is already initialised in this process: call gpuobs.attach() before "
+            "the first CUDA call (before torch.cuda is used), or use `gpuobs record`"
+        )
     native = build()
-    opts = RecordOptions(mode=mode, sample_shift=sample_shift, capacity=capacity, kernels=kernels,
-                         output=Path(output), scope=scope, paused=paused, window_every=window_every)
+    opts = RecordOptions(
+        mode=mode,
+        sample_shift=sample_shift,
+        capacity=capacity,
+        kernels=kernels,
+        output=Path(output),
+        scope=scope,
+        paused=paused,
+        window_every=window_every,
+    )
     env = tool_environment(native, opts, base={})
     env.pop("LD_PRELOAD")
     os.environ.update(env)
@@ -68,6 +86,7 @@ def attach(mode: str = "block_trace", output: str = "gpuobs.gpuobs", sample_shif
 
 def _cuda_already_initialised() -> bool:
     import sys
+
     torch = sys.modules.get("torch")
     try:
         return bool(torch is not None and torch.cuda.is_initialized())
@@ -108,7 +127,8 @@ def _turn(fn, verb: str) -> int:
             f"cannot {verb} recording: {int(lib.gpuobs_tool_live_graphs())} CUDA graph(s) are instantiated. A graph "
             "keeps the code its kernels had when it was instantiated, and patching modules under a live graph "
             "made its replays crash, so windows only turn while no graph exists (destroy them first, e.g. "
-            "`del graph`, or record the whole run)")
+            "`del graph`, or record the whole run)"
+        )
     if changed < 0:
         raise AttachError("the gpuobs tool is not recording (see the 'gpuobs:' line on stderr)")
     return changed

@@ -4,6 +4,7 @@ A file is a header then chunks; each chunk is a gpuobs_chunk_header followed by
 `length` payload bytes, its CRC-32 covering the header's first 16 bytes and the
 payload. All integers are little-endian. The C++ tool writes the same framing
 (tool/recording_file.cpp); schemas/recording-format.md is the spec."""
+
 from __future__ import annotations
 
 import zlib

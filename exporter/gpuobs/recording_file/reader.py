@@ -5,6 +5,7 @@ Damage is reported with the file, the byte offset and what was expected;
 `salvage=True` keeps every complete chunk before the damage instead. Values
 are checked too (recording_checks.py): a chunk whose CRC holds but whose
 values no tool writes is damage, named by chunk, row and field."""
+
 from __future__ import annotations
 
 import mmap
@@ -14,8 +15,6 @@ from pathlib import Path
 
 import numpy as np
 
-from . import recording_checks as checks
-from . import schema
 from ..errors import (
     BadMagic,
     CorruptChunk,
@@ -24,6 +23,9 @@ from ..errors import (
     TruncatedChunk,
     UnsupportedVersion,
 )
+from ..input_files import describe, open_regular
+from . import recording_checks as checks
+from . import schema
 from .fileformat import (
     CHUNK_HEADER,
     CRC_COVERED_HEADER_BYTES,
@@ -32,7 +34,6 @@ from .fileformat import (
     MAGIC,
     chunk_crc,
 )
-from ..input_files import describe, open_regular
 from .recording import LAUNCH_COUNT_ROW, UNFLUSHED, Damage, FunctionInfo, Notice, Recording, RunInfo, concat
 
 ChunkType = schema.ChunkType
@@ -95,7 +96,9 @@ class _Parser:
             )
         header = np.frombuffer(self.buf, FILE_HEADER, 1, 0)[0]
         if bytes(header["magic"]) != MAGIC.rstrip(b"\0"):
-            raise BadMagic(self.path, 0, f"expected magic {MAGIC!r}, found {bytes(self.buf[:8])!r}: not a gpuobs recording")
+            raise BadMagic(
+                self.path, 0, f"expected magic {MAGIC!r}, found {bytes(self.buf[:8])!r}: not a gpuobs recording"
+            )
         version = int(header["format_version"])
         if version != schema.FORMAT_VERSION:
             raise UnsupportedVersion(
@@ -141,21 +144,24 @@ class _Parser:
         size = len(self.buf)
         if offset + CHUNK_HEADER.itemsize > size:
             raise TruncatedChunk(
-                self.path, offset,
+                self.path,
+                offset,
                 f"chunk header needs {CHUNK_HEADER.itemsize} bytes, only {size - offset} remain (truncated tail)",
             )
         ctype, _flags, length, expected = CHUNK_HEAD.unpack_from(self.buf, offset)
         start = offset + CHUNK_HEADER.itemsize
         if length > size - start:
             raise TruncatedChunk(
-                self.path, offset,
+                self.path,
+                offset,
                 f"{_type_name(ctype)} chunk declares {length} payload bytes, only {size - start} remain (truncated tail)",
             )
         payload = self.view[start : start + length]
         found = chunk_crc(self.view[offset : offset + CRC_COVERED_HEADER_BYTES], payload)
         if found != expected:
             raise CorruptChunk(
-                self.path, offset,
+                self.path,
+                offset,
                 f"{_type_name(ctype)} chunk fails its CRC-32 (stored {expected:#010x}, computed {found:#010x})",
             )
         self.offset = offset
@@ -219,7 +225,9 @@ class _Parser:
         first = start + EVENTS_HEADER.itemsize + padding
         need = EVENTS_HEADER.itemsize + padding + count * schema.EVENT_DTYPE.itemsize
         if need != length:
-            raise _PayloadError(f"header promises {count} events after {padding} padding bytes ({need} bytes), payload has {length}")
+            raise _PayloadError(
+                f"header promises {count} events after {padding} padding bytes ({need} bytes), payload has {length}"
+            )
         checks.check_events_header(int(head["device_index"]), int(head["flush_seq"]))
         rec.event_chunks.append(np.frombuffer(self.buf, schema.EVENT_DTYPE, count, first))
         rec.event_chunk_devices.append(int(head["device_index"]))
@@ -302,10 +310,14 @@ class _Parser:
         raw = bytes(self.buf[start + info.dtype.itemsize : start + length])
         argv = [a.decode(errors="replace") for a in raw.split(b"\0") if a] if raw else []
         rec.run = RunInfo(
-            pid=int(info["pid"]), mode=int(info["mode"]), sample_shift=int(info["sample_shift"]),
-            callback_scope=int(info["callback_scope"]), capacity=int(info["capacity"]),
+            pid=int(info["pid"]),
+            mode=int(info["mode"]),
+            sample_shift=int(info["sample_shift"]),
+            callback_scope=int(info["callback_scope"]),
+            capacity=int(info["capacity"]),
             start_realtime_ns=int(info["start_realtime_ns"]),
-            start_monotonic_ns=int(info["start_monotonic_ns"]), argv=argv,
+            start_monotonic_ns=int(info["start_monotonic_ns"]),
+            argv=argv,
             window_every=int(info["window_every"]),
         )
 
@@ -339,10 +351,12 @@ class _Parser:
         depth, chunk, row = checks.deepest_block_overlap(rec.event_chunks, rec.event_chunk_devices)
         if depth > checks.MAX_BLOCK_OVERLAP:
             sm = int(rec.event_chunks[chunk][row]["sm_id"])
-            raise self._bad_value(self.event_offsets[chunk],
-                                  f"event {row}: {depth:,} blocks are open at once on SM {sm} of device "
-                                  f"{rec.event_chunk_devices[chunk]} (at most {checks.MAX_BLOCK_OVERLAP:,}; an SM "
-                                  "keeps at most 32 blocks resident)")
+            raise self._bad_value(
+                self.event_offsets[chunk],
+                f"event {row}: {depth:,} blocks are open at once on SM {sm} of device "
+                f"{rec.event_chunk_devices[chunk]} (at most {checks.MAX_BLOCK_OVERLAP:,}; an SM "
+                "keeps at most 32 blocks resident)",
+            )
 
     def _bad_value(self, offset: int, message: str) -> "_BadValueAt":
         ctype = CHUNK_HEAD.unpack_from(self.buf, offset)[0]

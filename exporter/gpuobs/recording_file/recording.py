@@ -1,4 +1,5 @@
 """What a .gpuobs file holds, once read: plain numpy arrays and small records."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -163,6 +164,5 @@ class Recording:
 
 
 LAUNCH_COUNT_ROW = np.dtype(
-    [("device_index", "<u4"), ("flush_seq", "<u4"), ("grid_id", "<u8"), ("count", "<u8"),
-     ("launches_sharing", "<u4")]
+    [("device_index", "<u4"), ("flush_seq", "<u4"), ("grid_id", "<u8"), ("count", "<u8"), ("launches_sharing", "<u4")]
 )

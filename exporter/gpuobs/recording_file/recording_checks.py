@@ -7,6 +7,7 @@ and the field, instead of deep in an export with a MemoryError.
 
 The checks read each checked column once (numpy reductions over the mapped file);
 the block-overlap check sorts the block events once."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,20 +18,28 @@ from .recording import UNFLUSHED
 # From the schema: the tool hands out function slots from a table of this size.
 FUNCTION_SLOTS = schema.constant("GPUOBS_FUNCTION_TABLE_SIZE")
 # Not in the schema (facts about CUDA and clocks, kept next to the checks that use them):
-MAX_DEVICES = 1024            # CUDA ordinals of one process
-SM_ID_LIMIT = 1024            # %smid < %nsmid; no GPU has 1,024 SMs
-SM_ID_HEADROOM = 2            # %smid may skip disabled SMs: allow ids below twice a device's SM count
-TIME_LIMIT_NS = 1 << 62       # device and host clocks in ns: the year 2116 on the Unix epoch
-COUNT_LIMIT = 1 << 63         # counters and ids read as signed 64-bit downstream
-GRID_LIMITS = (2**31 - 1, 65535, 65535)   # CUDA's gridDim limits (x, y, z)
-BLOCK_LIMITS = (1024, 1024, 64)           # CUDA's blockDim limits (x, y, z)
+MAX_DEVICES = 1024  # CUDA ordinals of one process
+SM_ID_LIMIT = 1024  # %smid < %nsmid; no GPU has 1,024 SMs
+SM_ID_HEADROOM = 2  # %smid may skip disabled SMs: allow ids below twice a device's SM count
+TIME_LIMIT_NS = 1 << 62  # device and host clocks in ns: the year 2116 on the Unix epoch
+COUNT_LIMIT = 1 << 63  # counters and ids read as signed 64-bit downstream
+GRID_LIMITS = (2**31 - 1, 65535, 65535)  # CUDA's gridDim limits (x, y, z)
+BLOCK_LIMITS = (1024, 1024, 64)  # CUDA's blockDim limits (x, y, z)
 THREADS_PER_BLOCK = 1024
-MAX_BLOCK_OVERLAP = 1024      # blocks open at once on one SM (hardware keeps at most 32 resident)
-MAX_API_DEPTH = 256           # nested CUDA API calls on one thread (a runtime call and its driver calls)
+MAX_BLOCK_OVERLAP = 1024  # blocks open at once on one SM (hardware keeps at most 32 resident)
+MAX_API_DEPTH = 256  # nested CUDA API calls on one thread (a runtime call and its driver calls)
 EVENT_KINDS = tuple(int(k) for k in schema.EventKind)
 CLOCK_BRACKETS = ("monotonic", "boottime", "realtime")
-FLUSH_COUNTERS = ("attempted", "recorded", "dropped", "filtered", "unattributed", "unmatched_exit_threads",
-                  "unconfirmed_ends", "unrecorded_launches")
+FLUSH_COUNTERS = (
+    "attempted",
+    "recorded",
+    "dropped",
+    "filtered",
+    "unattributed",
+    "unmatched_exit_threads",
+    "unconfirmed_ends",
+    "unrecorded_launches",
+)
 
 
 class BadValue(Exception):
@@ -83,6 +92,7 @@ def sm_limits(devices: np.ndarray) -> dict:
 
 # -- one-struct chunks, checked as they are read --------------------------------------
 
+
 def check_device(info: np.void) -> None:
     _device(int(info["device_index"]))
     if int(info["sm_count"]) > SM_ID_LIMIT:
@@ -108,8 +118,10 @@ def check_flush(info: np.void, counts: np.ndarray) -> None:
             raise BadValue(f"{name} {int(info[name])} is not below 2^63")
     attempted, recorded, dropped = (int(info[k]) for k in ("attempted", "recorded", "dropped"))
     if recorded + dropped != attempted:
-        raise BadValue(f"attempted {attempted:,} is not recorded {recorded:,} + dropped {dropped:,} "
-                       "(every claim is either recorded or dropped)")
+        raise BadValue(
+            f"attempted {attempted:,} is not recorded {recorded:,} + dropped {dropped:,} "
+            "(every claim is either recorded or dropped)"
+        )
     if int(info["host_time_ns"]) >= TIME_LIMIT_NS:
         raise BadValue(f"host_time_ns {int(info['host_time_ns'])} is not below 2^62")
     try:
@@ -125,6 +137,7 @@ def check_events_header(device_index: int, flush_seq: int) -> None:
 
 # -- arrays, checked once every chunk is read ----------------------------------------
 
+
 def check_launches(part: np.ndarray) -> None:
     what = "launch"
     _below(part, "device_index", MAX_DEVICES, "CUDA ordinals of one process", what)
@@ -137,13 +150,20 @@ def check_launches(part: np.ndarray) -> None:
         row = _first(over)
         if row is not None:
             axis = int(np.argmax(dims[row] > np.asarray(limits)))
-            raise BadValue(f"{field} {_dims(dims[row])}: {field}Dim.{'xyz'[axis]} {int(dims[row][axis])} is above "
-                           f"CUDA's limit {limits[axis]:,}", row, what)
+            raise BadValue(
+                f"{field} {_dims(dims[row])}: {field}Dim.{'xyz'[axis]} {int(dims[row][axis])} is above "
+                f"CUDA's limit {limits[axis]:,}",
+                row,
+                what,
+            )
     threads = part["block"].astype(np.int64).prod(axis=1)
     row = _first(threads > THREADS_PER_BLOCK)
     if row is not None:
-        raise BadValue(f"block {_dims(part['block'][row])} has {int(threads[row]):,} threads, above CUDA's "
-                       f"{THREADS_PER_BLOCK}", row, what)
+        raise BadValue(
+            f"block {_dims(part['block'][row])} has {int(threads[row]):,} threads, above CUDA's {THREADS_PER_BLOCK}",
+            row,
+            what,
+        )
 
 
 def check_events(part: np.ndarray, sm_limit: int) -> None:
@@ -168,8 +188,11 @@ def check_clock_samples(part: np.ndarray) -> None:
         _below(part, f"{clock}_after", TIME_LIMIT_NS, "2^62 ns: the year 2116", what)
         row = _first(after < before)
         if row is not None:
-            raise BadValue(f"{clock}_after {int(after[row])} is before {clock}_before {int(before[row])} "
-                           "(an inverted bracket)", row, what)
+            raise BadValue(
+                f"{clock}_after {int(after[row])} is before {clock}_before {int(before[row])} (an inverted bracket)",
+                row,
+                what,
+            )
 
 
 def check_api_calls(part: np.ndarray) -> None:
@@ -178,8 +201,9 @@ def check_api_calls(part: np.ndarray) -> None:
     _below(part, "depth", MAX_API_DEPTH, "nesting of CUDA API calls on one thread", what)
     row = _first(part["exit_ns"] < part["enter_ns"])
     if row is not None:
-        raise BadValue(f"exit_ns {int(part['exit_ns'][row])} is before enter_ns {int(part['enter_ns'][row])}",
-                       row, what)
+        raise BadValue(
+            f"exit_ns {int(part['exit_ns'][row])} is before enter_ns {int(part['enter_ns'][row])}", row, what
+        )
 
 
 def _dims(row) -> str:

@@ -2,6 +2,7 @@
 
 Tests, fixtures and synthetic benchmarks use it; the reader and this writer
 share fileformat.py, so they cannot disagree about framing."""
+
 from __future__ import annotations
 
 import os
@@ -44,33 +45,69 @@ class RecordingWriter:
         self._fh.write(pack_chunk(chunk_type, payload))
 
     # chunks ----------------------------------------------------------------
-    def run(self, *, pid=0, mode=schema.Mode.BLOCK_TRACE, sample_shift=10, callback_scope=0,
-            capacity=schema.DEFAULT_CAPACITY, start_realtime_ns=0, start_monotonic_ns=0, argv=(), window_every=0):
+    def run(
+        self,
+        *,
+        pid=0,
+        mode=schema.Mode.BLOCK_TRACE,
+        sample_shift=10,
+        callback_scope=0,
+        capacity=schema.DEFAULT_CAPACITY,
+        start_realtime_ns=0,
+        start_monotonic_ns=0,
+        argv=(),
+        window_every=0,
+    ):
         argv_bytes = b"".join(a.encode() + b"\0" for a in argv)
-        info = _one("gpuobs_run_info", pid=pid, mode=int(mode), sample_shift=sample_shift,
-                    callback_scope=callback_scope, capacity=capacity,
-                    start_realtime_ns=start_realtime_ns, start_monotonic_ns=start_monotonic_ns,
-                    argv_len=len(argv_bytes), window_every=window_every)
+        info = _one(
+            "gpuobs_run_info",
+            pid=pid,
+            mode=int(mode),
+            sample_shift=sample_shift,
+            callback_scope=callback_scope,
+            capacity=capacity,
+            start_realtime_ns=start_realtime_ns,
+            start_monotonic_ns=start_monotonic_ns,
+            argv_len=len(argv_bytes),
+            window_every=window_every,
+        )
         self._chunk(ChunkType.RUN, info.tobytes() + argv_bytes)
 
-    def device(self, *, device_index=0, name="NVIDIA H200", sm_count=132, cc=(9, 0),
-               uuid=bytes(16), context_id=1):
-        info = _one("gpuobs_device_info", device_index=device_index, sm_count=sm_count,
-                    cc_major=cc[0], cc_minor=cc[1], context_id=context_id, name=name.encode()[:255])
+    def device(self, *, device_index=0, name="NVIDIA H200", sm_count=132, cc=(9, 0), uuid=bytes(16), context_id=1):
+        info = _one(
+            "gpuobs_device_info",
+            device_index=device_index,
+            sm_count=sm_count,
+            cc_major=cc[0],
+            cc_minor=cc[1],
+            context_id=context_id,
+            name=name.encode()[:255],
+        )
         info["uuid"][0] = np.frombuffer(uuid.ljust(16, b"\0")[:16], np.uint8)
         self._chunk(ChunkType.DEVICE, info.tobytes())
 
     def function(self, *, function_slot, mangled, demangled="", device_index=0, module_id=1):
         m, d = mangled.encode(), demangled.encode()
-        info = _one("gpuobs_function_info", function_slot=function_slot, device_index=device_index,
-                    module_id=module_id, mangled_len=len(m), demangled_len=len(d))
+        info = _one(
+            "gpuobs_function_info",
+            function_slot=function_slot,
+            device_index=device_index,
+            module_id=module_id,
+            mangled_len=len(m),
+            demangled_len=len(d),
+        )
         self._chunk(ChunkType.FUNCTION, info.tobytes() + m + d)
 
-    def module(self, *, module_id, device_index=0, status=1, patch_count=1, cubin_size=0,
-               load_monotonic_ns=0):
-        info = _one("gpuobs_module_info", module_id=module_id, device_index=device_index,
-                    status=status, patch_count=patch_count, cubin_size=cubin_size,
-                    load_monotonic_ns=load_monotonic_ns)
+    def module(self, *, module_id, device_index=0, status=1, patch_count=1, cubin_size=0, load_monotonic_ns=0):
+        info = _one(
+            "gpuobs_module_info",
+            module_id=module_id,
+            device_index=device_index,
+            status=status,
+            patch_count=patch_count,
+            cubin_size=cubin_size,
+            load_monotonic_ns=load_monotonic_ns,
+        )
         self._chunk(ChunkType.MODULE, info.tobytes())
 
     def launches(self, launches: np.ndarray):
@@ -79,17 +116,44 @@ class RecordingWriter:
     def clock_samples(self, samples: np.ndarray):
         self._chunk(ChunkType.CLOCK, np.ascontiguousarray(samples, schema.dtype("gpuobs_clock_sample")).tobytes())
 
-    def flush(self, *, device_index=0, flush_seq=0, attempted, recorded, dropped, host_time_ns=0,
-              launch_counts=None, filtered=0, unattributed=0, unmatched_exit_threads=0, unconfirmed_ends=0,
-              incomplete=0, unrecorded_launches=0):
-        counts = np.zeros(0, schema.dtype("gpuobs_launch_count")) if launch_counts is None else \
-            np.ascontiguousarray(launch_counts, schema.dtype("gpuobs_launch_count"))
-        info = _one("gpuobs_flush_info", device_index=device_index, flush_seq=flush_seq,
-                    attempted=attempted, recorded=recorded, dropped=dropped,
-                    host_time_ns=host_time_ns, filtered=filtered, unattributed=unattributed,
-                    unmatched_exit_threads=unmatched_exit_threads,
-                    unconfirmed_ends=unconfirmed_ends, launch_count_len=len(counts),
-                    incomplete=incomplete, unrecorded_launches=unrecorded_launches)
+    def flush(
+        self,
+        *,
+        device_index=0,
+        flush_seq=0,
+        attempted,
+        recorded,
+        dropped,
+        host_time_ns=0,
+        launch_counts=None,
+        filtered=0,
+        unattributed=0,
+        unmatched_exit_threads=0,
+        unconfirmed_ends=0,
+        incomplete=0,
+        unrecorded_launches=0,
+    ):
+        counts = (
+            np.zeros(0, schema.dtype("gpuobs_launch_count"))
+            if launch_counts is None
+            else np.ascontiguousarray(launch_counts, schema.dtype("gpuobs_launch_count"))
+        )
+        info = _one(
+            "gpuobs_flush_info",
+            device_index=device_index,
+            flush_seq=flush_seq,
+            attempted=attempted,
+            recorded=recorded,
+            dropped=dropped,
+            host_time_ns=host_time_ns,
+            filtered=filtered,
+            unattributed=unattributed,
+            unmatched_exit_threads=unmatched_exit_threads,
+            unconfirmed_ends=unconfirmed_ends,
+            launch_count_len=len(counts),
+            incomplete=incomplete,
+            unrecorded_launches=unrecorded_launches,
+        )
         self._chunk(ChunkType.FLUSH, info.tobytes() + counts.tobytes())
 
     def events(self, events: np.ndarray, *, device_index=0, flush_seq=0):
@@ -111,13 +175,15 @@ class RecordingWriter:
 
     def notice(self, *, code: int, text: str, device_index=0xFFFFFFFF, monotonic_ns=0):
         t = text.encode()
-        info = _one("gpuobs_notice", device_index=device_index, code=int(code), monotonic_ns=monotonic_ns,
-                    text_len=len(t))
+        info = _one(
+            "gpuobs_notice", device_index=device_index, code=int(code), monotonic_ns=monotonic_ns, text_len=len(t)
+        )
         self._chunk(ChunkType.NOTICE, info.tobytes() + t)
 
     def end(self, *, end_monotonic_ns=0, flushes=0, launches=0, events=0):
-        info = _one("gpuobs_end_info", end_monotonic_ns=end_monotonic_ns, flushes=flushes,
-                    launches=launches, events=events)
+        info = _one(
+            "gpuobs_end_info", end_monotonic_ns=end_monotonic_ns, flushes=flushes, launches=launches, events=events
+        )
         self._chunk(ChunkType.END, info.tobytes())
 
     def close(self):
@@ -136,8 +202,13 @@ def _rows_by_window(devices: np.ndarray, flush_seqs: np.ndarray) -> dict:
     return {(int(k) >> 32, int(k) & 0xFFFFFFFF): rows for k, rows in zip(keys, groups)}
 
 
-def copy_recording(rec, target, keep_flush: np.ndarray | None = None, keep_launch: np.ndarray | None = None,
-                   keep_event: np.ndarray | None = None) -> None:
+def copy_recording(
+    rec,
+    target,
+    keep_flush: np.ndarray | None = None,
+    keep_launch: np.ndarray | None = None,
+    keep_event: np.ndarray | None = None,
+) -> None:
     """Writes `rec` again to a path or an open binary file, keeping the flush windows
     (rows of rec.flushes), launches and events whose mask is True (None keeps all);
     everything that describes the run is kept. A kept window's events that are left
@@ -151,24 +222,38 @@ def copy_recording(rec, target, keep_flush: np.ndarray | None = None, keep_launc
     with RecordingWriter(target, tool_version=rec.tool_version) as w:
         if rec.run:
             r = rec.run
-            w.run(pid=r.pid, mode=r.mode, sample_shift=r.sample_shift, callback_scope=r.callback_scope,
-                  capacity=r.capacity, start_realtime_ns=r.start_realtime_ns,
-                  start_monotonic_ns=r.start_monotonic_ns, argv=r.argv, window_every=r.window_every)
+            w.run(
+                pid=r.pid,
+                mode=r.mode,
+                sample_shift=r.sample_shift,
+                callback_scope=r.callback_scope,
+                capacity=r.capacity,
+                start_realtime_ns=r.start_realtime_ns,
+                start_monotonic_ns=r.start_monotonic_ns,
+                argv=r.argv,
+                window_every=r.window_every,
+            )
         for d in rec.devices:
             w._chunk(ChunkType.DEVICE, d.tobytes())
         for m in rec.modules:
             w._chunk(ChunkType.MODULE, m.tobytes())
         for f in rec.functions.values():
-            w.function(function_slot=f.function_slot, mangled=f.mangled, demangled=f.demangled,
-                       device_index=f.device_index, module_id=f.module_id)
+            w.function(
+                function_slot=f.function_slot,
+                mangled=f.mangled,
+                demangled=f.demangled,
+                device_index=f.device_index,
+                module_id=f.module_id,
+            )
         if len(rec.clock_samples):
             w.clock_samples(rec.clock_samples)
         # Each table's rows grouped by flush window once: the copy stays linear in the windows.
         lc = rec.launch_counts
         launch_rows = _rows_by_window(rec.launches["device_index"], rec.launch_flushes)
         count_rows = _rows_by_window(lc["device_index"], lc["flush_seq"])
-        chunk_rows = _rows_by_window(np.asarray(rec.event_chunk_devices, np.uint32),
-                                     np.asarray(rec.event_chunk_flushes, np.uint32))
+        chunk_rows = _rows_by_window(
+            np.asarray(rec.event_chunk_devices, np.uint32), np.asarray(rec.event_chunk_flushes, np.uint32)
+        )
         nothing = np.zeros(0, np.int64)
         for f in rec.flushes[keep_flush]:
             dev, seq = int(f["device_index"]), int(f["flush_seq"])
@@ -183,15 +268,26 @@ def copy_recording(rec, target, keep_flush: np.ndarray | None = None, keep_launc
             c = np.zeros(len(counts), schema.dtype("gpuobs_launch_count"))
             for name in ("grid_id", "count", "launches_sharing"):
                 c[name] = counts[name]
-            chunks = [(rec.event_chunks[k], keep_event[chunk_starts[k]:chunk_starts[k + 1]])
-                      for k in chunk_rows.get((dev, seq), nothing)]
+            chunks = [
+                (rec.event_chunks[k], keep_event[chunk_starts[k] : chunk_starts[k + 1]])
+                for k in chunk_rows.get((dev, seq), nothing)
+            ]
             left_out = sum(int((~kept).sum()) for _, kept in chunks)
-            w.flush(device_index=dev, flush_seq=seq, attempted=int(f["attempted"]), recorded=int(f["recorded"]),
-                    dropped=int(f["dropped"]), host_time_ns=int(f["host_time_ns"]), launch_counts=c,
-                    filtered=int(f["filtered"]) + left_out, unattributed=int(f["unattributed"]),
-                    unmatched_exit_threads=int(f["unmatched_exit_threads"]),
-                    unconfirmed_ends=int(f["unconfirmed_ends"]), incomplete=int(f["incomplete"]),
-                    unrecorded_launches=int(f["unrecorded_launches"]))
+            w.flush(
+                device_index=dev,
+                flush_seq=seq,
+                attempted=int(f["attempted"]),
+                recorded=int(f["recorded"]),
+                dropped=int(f["dropped"]),
+                host_time_ns=int(f["host_time_ns"]),
+                launch_counts=c,
+                filtered=int(f["filtered"]) + left_out,
+                unattributed=int(f["unattributed"]),
+                unmatched_exit_threads=int(f["unmatched_exit_threads"]),
+                unconfirmed_ends=int(f["unconfirmed_ends"]),
+                incomplete=int(f["incomplete"]),
+                unrecorded_launches=int(f["unrecorded_launches"]),
+            )
             for chunk, kept in chunks:
                 if kept.any():
                     w.events(chunk[kept], device_index=dev, flush_seq=seq)
@@ -199,8 +295,11 @@ def copy_recording(rec, target, keep_flush: np.ndarray | None = None, keep_launc
         if all_flushes and orphans.any():
             w.launches(rec.launches[orphans])
         for n in rec.notices:  # what the tool could not record stays said in any part of the run
-            code = schema.NoticeCode[n.code.upper()] if n.code.upper() in schema.NoticeCode.__members__ else \
-                int(n.code[len("code"):])
+            code = (
+                schema.NoticeCode[n.code.upper()]
+                if n.code.upper() in schema.NoticeCode.__members__
+                else int(n.code[len("code") :])
+            )
             w.notice(code=code, text=n.text, device_index=n.device_index, monotonic_ns=n.monotonic_ns)
         for api_id, name in rec.api_names.items():
             w.api_name(api_id, name)

@@ -3,6 +3,7 @@
 numpy dtypes are derived from cffi's sizeof/offsetof, so C, CUDA and Python
 cannot drift apart silently: tests/test_schema.py compiles the same header
 with the host compiler and compares every field."""
+
 from __future__ import annotations
 
 import enum
@@ -81,9 +82,7 @@ def dtype(struct_name: str) -> np.dtype:
         names.append(name)
         formats.append(_field_format(field.type))
         offsets.append(field.offset)
-    return np.dtype(
-        {"names": names, "formats": formats, "offsets": offsets, "itemsize": f.sizeof(ctype)}
-    )
+    return np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": f.sizeof(ctype)})
 
 
 def layout_text() -> str:
@@ -92,9 +91,7 @@ def layout_text() -> str:
     parts = []
     for name in struct_names():
         ctype = f.typeof(name)
-        fields = ";".join(
-            f"{fname}:{field.type.cname}@{field.offset}" for fname, field in ctype.fields
-        )
+        fields = ";".join(f"{fname}:{field.type.cname}@{field.offset}" for fname, field in ctype.fields)
         parts.append(f"{name}[{f.sizeof(ctype)}]{{{fields}}}")
     for enum_name in sorted(_enum_names()):
         etype = f.typeof(f"enum {enum_name}")
@@ -122,7 +119,7 @@ def computed_schema_hash() -> int:
 
 def _enum(name: str, prefix: str) -> type[enum.IntEnum]:
     elements = ffi().typeof(f"enum {name}").elements
-    members = {k[len(prefix):]: v for v, k in sorted(elements.items())}
+    members = {k[len(prefix) :]: v for v, k in sorted(elements.items())}
     return enum.IntEnum(name, members)
 
 
@@ -146,6 +143,8 @@ COMPATIBLE_SCHEMAS = {
 def launch_table_size(schema_hash: int) -> int:
     """How many launch-counter slots the writer of a recording had."""
     return COMPATIBLE_SCHEMAS.get(schema_hash, {}).get("launch_table_size", LAUNCH_TABLE_SIZE)
+
+
 EVENT_DTYPE = dtype("gpuobs_event")
 Mode = _enum("gpuobs_mode", "GPUOBS_MODE_")
 EventKind = _enum("gpuobs_event_kind", "GPUOBS_EVENT_")

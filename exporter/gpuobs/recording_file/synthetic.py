@@ -2,6 +2,7 @@
 
 Blocks are laid on SMs the way the hardware does it: round-robin over SMs, a few
 resident blocks per SM at once, waves one after another, with jittered durations."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,9 +14,15 @@ GLOBALTIMER_BASE = 1_732_000_000_000_000_000  # a plausible %globaltimer value (
 UPTIME_NS = 5_000 * 10**9  # host CLOCK_MONOTONIC at GLOBALTIMER_BASE
 
 
-def block_trace_events(n_launches: int, blocks_per_launch: int, sm_count: int = 132,
-                       resident: int = 4, seed: int = 0, gap_ns: int = 5_000,
-                       first_grid_id: int = 1000):
+def block_trace_events(
+    n_launches: int,
+    blocks_per_launch: int,
+    sm_count: int = 132,
+    resident: int = 4,
+    seed: int = 0,
+    gap_ns: int = 5_000,
+    first_grid_id: int = 1000,
+):
     """Events and launches for `n_launches` launches of `blocks_per_launch` blocks each."""
     rng = np.random.default_rng(seed)
     n = n_launches * blocks_per_launch
@@ -51,16 +58,27 @@ def block_trace_events(n_launches: int, blocks_per_launch: int, sm_count: int = 
 
 
 FUNCTION_NAMES = [
-    ("_Z13silu_and_mulIN3c108BFloat16EEvPT_PKS2_i", "void silu_and_mul<c10::BFloat16>(c10::BFloat16*, c10::BFloat16 const*, int)"),
+    (
+        "_Z13silu_and_mulIN3c108BFloat16EEvPT_PKS2_i",
+        "void silu_and_mul<c10::BFloat16>(c10::BFloat16*, c10::BFloat16 const*, int)",
+    ),
     ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", ""),
     ("_Z15rms_norm_kernelPfPKfS1_fii", "rms_norm_kernel(float*, float const*, float const*, float, int, int)"),
 ]
 
 
-def write_block_trace_recording(path, n_launches: int = 12, blocks_per_launch: int = 1024,
-                                sm_count: int = 132, seed: int = 0, dropped: int = 0,
-                                clock_offset_ns: int | None = 568_000, device_name: str = "NVIDIA H200",
-                                unrecorded_launches: int = 0, edit_events=None):
+def write_block_trace_recording(
+    path,
+    n_launches: int = 12,
+    blocks_per_launch: int = 1024,
+    sm_count: int = 132,
+    seed: int = 0,
+    dropped: int = 0,
+    clock_offset_ns: int | None = 568_000,
+    device_name: str = "NVIDIA H200",
+    unrecorded_launches: int = 0,
+    edit_events=None,
+):
     """A complete block_trace recording; clock samples bracket the device clock when
     clock_offset_ns is given (device = host + offset, within a few microseconds).
     edit_events(events), when given, changes the events in place before they are written."""
@@ -82,8 +100,13 @@ def write_block_trace_recording(path, n_launches: int = 12, blocks_per_launch: i
         counts["grid_id"] = launches["grid_id"]
         counts["count"] = blocks_per_launch
         counts["launches_sharing"] = 1
-        w.flush(attempted=len(ev) + dropped, recorded=len(ev), dropped=dropped, launch_counts=counts,
-                unrecorded_launches=unrecorded_launches)
+        w.flush(
+            attempted=len(ev) + dropped,
+            recorded=len(ev),
+            dropped=dropped,
+            launch_counts=counts,
+            unrecorded_launches=unrecorded_launches,
+        )
         w.events(ev)
         w.end(flushes=1, launches=n_launches, events=len(ev))
     return path
@@ -102,8 +125,9 @@ def _clock_samples(ev: np.ndarray, offset_ns: int) -> np.ndarray:
     return samples
 
 
-def write_many_flush_recording(path, flushes: int, launches_per_flush: int = 2, blocks_per_launch: int = 2,
-                               sm_count: int = 132):
+def write_many_flush_recording(
+    path, flushes: int, launches_per_flush: int = 2, blocks_per_launch: int = 2, sm_count: int = 132
+):
     """A long run's shape: a flush at every quiet synchronisation, each window a few
     small launches (the soak's 12,000 flushes are about 4 MB). Every flush writes
     LAUNCHES, FLUSH and EVENTS, as the tool does."""
@@ -135,8 +159,13 @@ def write_many_flush_recording(path, flushes: int, launches_per_flush: int = 2, 
             ev["thread_index"] = ev["exit_count"] = 128
             ev["kind"] = schema.EventKind.BLOCK
             w.launches(launches)
-            w.flush(flush_seq=seq, attempted=per_flush, recorded=per_flush, dropped=0,
-                    host_time_ns=UPTIME_NS + seq * 1_000_000 + 500_000)
+            w.flush(
+                flush_seq=seq,
+                attempted=per_flush,
+                recorded=per_flush,
+                dropped=0,
+                host_time_ns=UPTIME_NS + seq * 1_000_000 + 500_000,
+            )
             w.events(ev, flush_seq=seq)
         w.end(flushes=flushes, launches=flushes * launches_per_flush, events=flushes * per_flush)
     return path
