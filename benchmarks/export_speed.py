@@ -88,7 +88,8 @@ def main():
         f"export (median of {args.rounds}; first call {first_s:.2f} s): {export_s:.2f} s = "
         f"{n / export_s / 1e6:.2f} M records/s; {summary.bytes / 1e6:.1f} MB "
         f"= {summary.bytes / n:.1f} B/block slice (with block + launch args, kernel slices and tracks included)",
-        f"export --no-block-args: {compact_s:.2f} s; {compact_bytes / 1e6:.1f} MB = {compact_bytes / n:.1f} B/block slice",
+        f"export --no-block-args: {compact_s:.2f} s; {compact_bytes / 1e6:.1f} MB "
+        f"= {compact_bytes / n:.1f} B/block slice",
         f"peak memory growth during export: {peak:.0f} MiB = {peak / (size_rec / 2**20):.1f}x the recording",
         f"naive writer: {naive_per_event * 1e6:.2f} us/record (median; timed on {args.naive_sample:,}) -> "
         f"{naive_per_event * n:.1f} s for all; gpuobs is {naive_per_event * n / export_s:.0f}x faster",

@@ -85,7 +85,8 @@ def main():
             )
             run = measure([sys.executable, "-c", LOAD, str(path)], env)
             print(
-                f"\nload of {args.big_launches * 1024:,} block events in one flush ({path.stat().st_size / 1e6:.0f} MB):"
+                f"\nload of {args.big_launches * 1024:,} block events in one flush "
+                f"({path.stat().st_size / 1e6:.0f} MB):"
                 f" {run.seconds:.2f} s, {run.peak_mb:.0f} MB peak",
                 flush=True,
             )

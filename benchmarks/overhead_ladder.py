@@ -56,7 +56,7 @@ def worker_command(reps: int, only: str) -> list:
 def run_worker(cmd: list, env: dict | None = None) -> dict:
     """Runs a worker (maybe under the tool); its GPUOBS_BENCH line, or why there is none."""
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    line = next((l for l in proc.stdout.splitlines() if l.startswith("GPUOBS_BENCH ")), None)
+    line = next((out for out in proc.stdout.splitlines() if out.startswith("GPUOBS_BENCH ")), None)
     if line is None:
         return {"_error": f"exit {proc.returncode}: {proc.stderr[-800:]}"}
     return json.loads(line[len("GPUOBS_BENCH ") :])

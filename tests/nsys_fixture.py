@@ -41,12 +41,20 @@ def build(kineto_json: Path, out: Path, ts_normalize: bool) -> dict:
     doc = json.loads(Path(kineto_json).read_text())
     base = doc["baseTimeNanoseconds"]
     events = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
-    realtime = lambda e: base + round(float(e["ts"]) * 1000)  # noqa: E731
-    duration = lambda e: round(float(e.get("dur", 0)) * 1000)  # noqa: E731
+
+    def realtime(e):
+        return base + round(float(e["ts"]) * 1000)
+
+    def duration(e):
+        return round(float(e.get("dur", 0)) * 1000)
+
     session_start = min(realtime(e) for e in events) - 1_000_000
     ts = (lambda t: t) if ts_normalize else (lambda t: t - session_start)
     strings = {}
-    sid = lambda s: strings.setdefault(s, len(strings) + 1)  # noqa: E731
+
+    def sid(s):
+        return strings.setdefault(s, len(strings) + 1)
+
     kernel_pid = next(e["pid"] for e in events if e.get("cat") == "cpu_op")
     db = sqlite3.connect(out)
     db.executescript(SCHEMA)

@@ -47,7 +47,10 @@ def cases(fake_browser: str) -> list:
     st = ["stats", BLOCK]
     tr = ["trim", BLOCK, "-o", "{dir}/t.gpuobs"]
     rec = ["record", "-o", "{dir}/r.gpuobs"]
-    port = lambda: str(_free_port())  # noqa: E731
+
+    def port():
+        return str(_free_port())
+
     return [
         # top level
         Case(["--version"], expect="0.1.0"),

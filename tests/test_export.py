@@ -32,7 +32,7 @@ def test_one_track_per_sm_in_sm_order(exported):
     assert names == {f"SM {s}" for s in sms}
     group = d.tracks[d.tracks_named("SMs")[0]]
     assert group.child_ordering == group.EXPLICIT
-    for u, t in d.tracks.items():
+    for t in d.tracks.values():
         if t.name.startswith("SM "):
             assert t.sibling_order_rank == int(t.name.split()[1])  # "SM 2" before "SM 10"
             assert t.sibling_merge_key == f"sm-{t.name.split()[1]}" and t.parent_uuid == group.uuid

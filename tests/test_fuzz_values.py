@@ -95,8 +95,13 @@ def chunks(data: bytes):
 
 def structs_of(data: bytes, start: int, ctype: int, length: int):
     """(dtype, payload offset, count) of every struct in a chunk's payload."""
-    one = lambda name: [(schema.dtype(name), 0, 1)]  # noqa: E731
-    array = lambda name: [(schema.dtype(name), 0, length // schema.dtype(name).itemsize)]  # noqa: E731
+
+    def one(name):
+        return [(schema.dtype(name), 0, 1)]
+
+    def array(name):
+        return [(schema.dtype(name), 0, length // schema.dtype(name).itemsize)]
+
     if ctype == ChunkType.FLUSH:
         info = schema.dtype("gpuobs_flush_info")
         count = schema.dtype("gpuobs_launch_count")

@@ -77,12 +77,15 @@ def check_against_truth(rec, truth):
     is timed at thread 0's entry: other warps may enter earlier, by the lead
     printed), and an end no earlier than the last read of any thread."""
     ev = rec.events[rec.events["kind"] == schema.EventKind.BLOCK]
-    key = lambda g, x, y, z: (
-        g.astype(np.uint64) * np.uint64(1 << 20)
-        ^ x.astype(np.uint64)  # noqa: E731
-        ^ (y.astype(np.uint64) << np.uint64(40))
-        ^ (z.astype(np.uint64) << np.uint64(52))
-    )
+
+    def key(g, x, y, z):
+        return (
+            g.astype(np.uint64) * np.uint64(1 << 20)
+            ^ x.astype(np.uint64)
+            ^ (y.astype(np.uint64) << np.uint64(40))
+            ^ (z.astype(np.uint64) << np.uint64(52))
+        )
+
     tx = (truth["block_xy"] & 0xFFFFFFFF).astype(np.uint64)
     ty = (truth["block_xy"] >> 32).astype(np.uint64)
     tz = (truth["block_z_sm"] & 0xFFFFFFFF).astype(np.uint64)
@@ -121,7 +124,7 @@ def check_against_truth(rec, truth):
 
 def parent_rows(ran, truth):
     """The rows of gt_parent, the kernel that launches grids from the device."""
-    launch = next(l for l in ran["launches"] if l["name"] == "gt_parent")
+    launch = next(row for row in ran["launches"] if row["name"] == "gt_parent")
     mask = np.zeros(len(truth), bool)
     mask[launch["first"] : launch["first"] + launch["count"]] = True
     return mask
@@ -206,11 +209,7 @@ def test_launch_storm_exact(tmp_path, programs, mode):
     proc, rec = record(tmp_path, mode, storm(programs), name=mode)
     ran = json.loads(proc.stdout.strip().splitlines()[-1])
     n = ran["threads"] * ran["launches_per_thread"]
-    storm_launches = [
-        i
-        for i, l in enumerate(rec.launches)
-        if "storm_kernel" in rec.function(int(l["device_index"]), int(l["function_slot"])).name
-    ]
+    storm_launches = [i for i, launch in enumerate(rec.launches) if "storm_kernel" in rec.launch_function(launch).name]
     assert len(storm_launches) == n
     table = analysis.launch_table(rec)
     expect = ran["blocks"] if mode != "mem_sampled" else ran["accesses_per_launch"]
@@ -276,11 +275,7 @@ assert float(x.sum()) == 2 * 60 * 64
 def test_cupy_raw_kernel(tmp_path):
     pytest.importorskip("cupy")
     proc, rec = record(tmp_path, "block_trace", [sys.executable, "-c", CUPY_PROGRAM], name="cupy")
-    k3 = [
-        i
-        for i, l in enumerate(rec.launches)
-        if "k3" in rec.function(int(l["device_index"]), int(l["function_slot"])).name
-    ]
+    k3 = [i for i, launch in enumerate(rec.launches) if "k3" in rec.launch_function(launch).name]
     assert len(k3) == 2
     table = analysis.launch_table(rec)
     assert (table.blocks_recorded[k3] == 60).all()
@@ -304,15 +299,10 @@ assert x.copy_to_host().sum() == 100 * 128
 def test_numba_cuda(tmp_path):
     ok, why = _runs_alone(NUMBA_PROGRAM)
     if not ok:
-        pytest.skip(
-            f"numba-cuda does not run on this machine by itself (without gpuobs): {why.strip().splitlines()[-1] if why.strip() else why}"
-        )
+        last_line = why.strip().splitlines()[-1] if why.strip() else why
+        pytest.skip(f"numba-cuda does not run on this machine by itself (without gpuobs): {last_line}")
     proc, rec = record(tmp_path, "block_trace", [sys.executable, "-c", NUMBA_PROGRAM], name="numba")
-    add = [
-        i
-        for i, l in enumerate(rec.launches)
-        if "add_one" in rec.function(int(l["device_index"]), int(l["function_slot"])).name
-    ]
+    add = [i for i, launch in enumerate(rec.launches) if "add_one" in rec.launch_function(launch).name]
     assert len(add) == 1
     assert analysis.launch_table(rec).blocks_recorded[add[0]] == 100
 

@@ -73,9 +73,7 @@ def check_every_block_recorded(rec):
 
 
 def launches_named(rec, pattern):
-    return [
-        i for i, l in enumerate(rec.launches) if pattern in rec.function(l["device_index"], l["function_slot"]).name
-    ]
+    return [i for i, launch in enumerate(rec.launches) if pattern in rec.launch_function(launch).name]
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +139,7 @@ def test_pytorch_every_mode(tmp_path, mode):
     ran = json.loads(proc.stdout.strip().splitlines()[-1])
     check_accounting(rec)
     assert (rec.modules["status"] == (3 if mode == "off" else 1)).sum() >= 3, rec.modules
-    names = [rec.function(l["device_index"], l["function_slot"]).name for l in rec.launches]
+    names = [rec.launch_function(launch).name for launch in rec.launches]
     assert any(("nvjet" in n) or ("gemm" in n.lower()) or ("cutlass" in n) for n in names), names
     graph = rec.launches[(rec.launches["flags"] & schema.LaunchFlag.GRAPH_NODE) != 0]
     assert len(graph) >= ran["replays"] and len(graph) % ran["replays"] == 0
@@ -210,9 +208,12 @@ def test_record_then_export_in_the_same_directory(tmp_path):
     from .trace_decode import decode
 
     env = dict(__import__("os").environ)
-    run = lambda *args: subprocess.run(
-        [sys.executable, "-m", "gpuobs", *args], cwd=tmp_path, capture_output=True, text=True, env=env
-    )  # noqa: E731
+
+    def run(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "gpuobs", *args], cwd=tmp_path, capture_output=True, text=True, env=env
+        )
+
     rec = run("record", "--", sys.executable, str(ROOT / "examples" / "decode_graph.py"), "--steps", "2")
     assert rec.returncode == 0, rec.stderr
     assert (tmp_path / "gpuobs.gpuobs").exists()
@@ -232,7 +233,8 @@ import torch
 x = torch.randn(4096, 4096, device="cuda")
 for _ in range(3):
     y = x @ x
-print("flushed", gpuobs.flush(), "launches", gpuobs.record.runtime.launches(), "output", gpuobs.record.runtime.output_path())
+runtime = gpuobs.record.runtime
+print("flushed", gpuobs.flush(), "launches", runtime.launches(), "output", runtime.output_path())
 """
 
 
@@ -277,14 +279,14 @@ def test_api_trace_links_every_launch_to_its_api_call(tmp_path):
     assert (calls["exit_ns"] >= calls["enter_ns"]).all()
     assert len(np.unique(calls["call_id"])) == len(calls)
     by_id = {int(c["call_id"]): c for c in calls}
-    for l in rec.launches:
-        call = by_id.get(int(l["api_call_id"]))
-        assert call is not None, f"launch {int(l['launch_id'])} has no API call"
+    for launch in rec.launches:
+        call = by_id.get(int(launch["api_call_id"]))
+        assert call is not None, f"launch {int(launch['launch_id'])} has no API call"
         name = names[int(call["api_id"])]
         assert "Launch" in name, name
-        if l["flags"] & schema.LaunchFlag.GRAPH_NODE:
+        if launch["flags"] & schema.LaunchFlag.GRAPH_NODE:
             assert "Graph" in name, name
-        assert call["enter_ns"] <= l["host_begin_ns"] <= call["exit_ns"]
+        assert call["enter_ns"] <= launch["host_begin_ns"] <= call["exit_ns"]
     # the runtime call is the outer one, the driver call inside it
     launch_calls = [
         c
@@ -376,9 +378,7 @@ def test_windows_record_only_inside_and_refuse_under_a_graph(tmp_path, mode):
     assert ran["refused_with_a_graph"]
     # the graph's replay and launches outside windows: counted as unrecorded, nothing else
     assert rec.totals["unrecorded_launches"] >= ran["out"] + 1
-    assert not any(
-        "CUDAFunctor_add" in rec.function(int(l["device_index"]), int(l["function_slot"])).name for l in rec.launches
-    )
+    assert not any("CUDAFunctor_add" in rec.launch_function(launch).name for launch in rec.launches)
     if mode == "block_trace":
         check_every_block_recorded(rec)
     assert analysis.summary(rec)["unrecorded_launches"] == rec.totals["unrecorded_launches"]
@@ -452,7 +452,7 @@ def test_two_processes_one_gpu_each_merge_into_one_trace(tmp_path):
                 ),
             )
         )
-    for out, p in procs:
+    for _out, p in procs:
         stdout, stderr = p.communicate(timeout=300)
         assert p.returncode == 0, stderr
     recs = [gpuobs.load(out) for out, _ in procs]

@@ -22,7 +22,7 @@ def kineto_of(rec, path, speedup=2.0, shift_ns=5 * 10**9):
     """A Kineto-shaped trace of an uninstrumented run: the same launches, shorter, elsewhere in time."""
     table = analysis.launch_table(rec)
     events = [{"ph": "M", "name": "thread_name", "pid": 4242, "tid": 11, "args": {"name": "python"}}]
-    for i, l in enumerate(rec.launches):
+    for i, launch in enumerate(rec.launches):
         start = int(table.first_start[i]) + shift_ns
         dur = (int(table.last_end[i]) - int(table.first_start[i])) / speedup
         events.append(
@@ -50,8 +50,8 @@ def kineto_of(rec, path, speedup=2.0, shift_ns=5 * 10**9):
                     "device": 0,
                     "stream": 7,
                     "correlation": i,
-                    "grid": [int(v) for v in l["grid"]],
-                    "block": [int(v) for v in l["block"]],
+                    "grid": [int(v) for v in launch["grid"]],
+                    "block": [int(v) for v in launch["block"]],
                 },
             }
         )

@@ -53,7 +53,7 @@ def _preloaded(native, tmp_path, code: str, **env):
 def test_fail_open_keeps_exit_code_and_says_why_once(native, tmp_path):
     proc = _preloaded(native, tmp_path, "import sys; print('ran'); sys.exit(7)", GPUOBS_MODE="warp_magic")
     assert proc.returncode == 7 and proc.stdout == "ran\n"
-    lines = [l for l in proc.stderr.splitlines() if l.startswith("gpuobs:")]
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("gpuobs:")]
     assert lines == [
         "gpuobs: GPUOBS_MODE='warp_magic' is not one of off, block_noop, block_counter, "
         "block_trace, mem_noop, mem_sampled, mem_full, block_trace_noop; running uninstrumented"

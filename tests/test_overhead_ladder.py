@@ -39,7 +39,7 @@ def test_table_from_a_log_cut_short(tmp_path):
     assert rounds == 2 and samples["block_trace"]["w"] == [5.0, 7.0] and samples["none"]["w"] == [1.0]
     args = argparse.Namespace(rounds=3, reps=10, from_log=str(log), across_rounds="median")
     text = ladder.table(samples, configs, rounds, args)
-    row = next(l for l in text.splitlines() if l.startswith("| w |")).rstrip(" |").split(" | ")
+    row = next(line for line in text.splitlines() if line.startswith("| w |")).rstrip(" |").split(" | ")
     assert "(2 rounds done)" in text
     # block_trace: median 6.0 -> 6x none, 1.5x its own floor, 3x the entry-only rung
     assert row[4] == "6.000 (6.00x; 1.50x block_trace_noop; 3.00x block_noop)"
@@ -48,5 +48,5 @@ def test_table_from_a_log_cut_short(tmp_path):
     # each configuration's fastest process instead of the median of its rounds
     args.across_rounds = "min"
     text = ladder.table(samples, configs, rounds, args)
-    row = next(l for l in text.splitlines() if l.startswith("| w |")).rstrip(" |").split(" | ")
+    row = next(line for line in text.splitlines() if line.startswith("| w |")).rstrip(" |").split(" | ")
     assert row[4] == "5.000 (5.00x; 1.25x block_trace_noop; 2.50x block_noop)" and "--across-rounds min" in text

@@ -37,15 +37,15 @@ def test_every_launch_call_has_its_flow_to_a_kernel_slice(exported):
     calls = {int(c["call_id"]): c for c in rec.api_calls}
     launches = rec.launches
     assert (launches["api_call_id"] > 0).all(), "every launch was made inside an API call"
-    for l in launches:
-        f = int(flow_id(0, int(l["launch_id"])))
-        assert f in d.flows_out and f in d.flows_in, f"launch {int(l['launch_id'])} has no flow"
+    for launch in launches:
+        f = int(flow_id(0, int(launch["launch_id"])))
+        assert f in d.flows_out and f in d.flows_in, f"launch {int(launch['launch_id'])} has no flow"
         call_slice, kernel_slice = d.slices[d.flows_out[f]], d.slices[d.flows_in[f]]
-        call = calls[int(l["api_call_id"])]
+        call = calls[int(launch["api_call_id"])]
         assert call_slice[1] == rec.api_names[int(call["api_id"])]
         assert (call_slice[2], call_slice[3]) == (int(call["enter_ns"]), int(call["exit_ns"]))
         assert d.tracks[kernel_slice[0]].name == "Kernels"
-        assert kernel_slice[4]["launch"] == int(l["launch_id"])
+        assert kernel_slice[4]["launch"] == int(launch["launch_id"])
     api = summary.api[0]
     assert api.shown and api.flows == len(launches) and api.calls == len(rec.api_calls)
     api_slices = [s for s in d.slices if d.tracks[d.tracks[s[0]].parent_uuid].name.startswith("Host pid")]
@@ -140,13 +140,14 @@ def test_archive_refuses_what_perfetto_cannot_place(tmp_path):
     import subprocess
     import sys
 
-    run = lambda *a: subprocess.run(
-        [sys.executable, "-m", "gpuobs", "export", str(API), *a],  # noqa: E731
-        capture_output=True,
-        text=True,
-    )
+    def run(*a):
+        return subprocess.run([sys.executable, "-m", "gpuobs", "export", str(API), *a], capture_output=True, text=True)
+
     no_host = run("--archive", "-o", str(tmp_path / "a.zip"))
-    said = lambda p: " ".join(p.stderr.split())  # noqa: E731  (the console wraps long lines)
+
+    def said(p):
+        return " ".join(p.stderr.split())  # the console wraps long lines
+
     assert no_host.returncode != 0 and "pass at least one --host" in said(no_host)
     device = run("--host", str(PROFILER), "--clock", "device", "--archive", "-o", str(tmp_path / "b.zip"))
     assert device.returncode != 0 and "measured clock relation" in said(device)

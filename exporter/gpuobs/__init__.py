@@ -9,8 +9,8 @@ Read a recording in Python:
 
 __version__ = "0.1.0"
 
-from .errors import RecordingError  # noqa: E402
-from .recording_file.reader import load  # noqa: E402
+from .errors import RecordingError
+from .recording_file.reader import load
 
 __all__ = ["load", "RecordingError", "__version__", "attach", "flush", "pause", "resume", "window"]
 

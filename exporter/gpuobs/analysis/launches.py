@@ -194,7 +194,7 @@ def launch_table(rec: Recording, launch_of_event: np.ndarray | None = None) -> L
         counted[hit] = rec.launch_counts["count"][order][pos][hit].astype(np.int64)
         counted_shared[hit] = rec.launch_counts["launches_sharing"][order][pos][hit]
         count_slot[hit] = count_slots(rec)[order][pos][hit]
-    names = [rec.function(int(l["device_index"]), int(l["function_slot"])).name for l in launches]
+    names = [rec.launch_function(launch).name for launch in launches]
     grid_blocks = (launches["grid"].astype(np.int64)).prod(axis=1) if n else np.zeros(0, np.int64)
     return LaunchTable(
         names,
@@ -282,7 +282,7 @@ def kernel_stats(rec: Recording) -> list[dict]:
     table = launch_table(rec, of)
     ev = rec.events
     launches = rec.launches
-    keys = [(int(l["device_index"]), table.name[i]) for i, l in enumerate(launches)]
+    keys = [(int(launch["device_index"]), table.name[i]) for i, launch in enumerate(launches)]
     groups: dict = {}
     for i, key in enumerate(keys):
         groups.setdefault(key, []).append(i)

@@ -87,7 +87,7 @@ def select(
             pattern = re.compile(kernels)
         except re.error as exc:
             raise TrimError(f"--kernels {kernels!r} is not a valid regular expression: {exc}") from None
-        functions = [rec.function(int(launch["device_index"]), int(launch["function_slot"])) for launch in rec.launches]
+        functions = [rec.launch_function(launch) for launch in rec.launches]
         keep_launch &= np.array([bool(pattern.search(f.name) or pattern.search(f.mangled)) for f in functions], bool)
         keep_event &= resolved
     if time is not None or kernels is not None:

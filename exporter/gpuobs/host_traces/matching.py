@@ -28,12 +28,15 @@ class KernelMatch:
 def match_kernels(rec: Recording, table: LaunchTable, host) -> KernelMatch:
     timed = np.flatnonzero(table.first_start > 0)
     timed = timed[np.argsort(table.first_start[timed], kind="stable")]
-    key_of = lambda i: (
-        int(rec.launches["device_index"][i]),
-        table.name[i],  # noqa: E731
-        tuple(int(v) for v in rec.launches["grid"][i]),
-        tuple(int(v) for v in rec.launches["block"][i]),
-    )
+
+    def key_of(i):
+        return (
+            int(rec.launches["device_index"][i]),
+            table.name[i],
+            tuple(int(v) for v in rec.launches["grid"][i]),
+            tuple(int(v) for v in rec.launches["block"][i]),
+        )
+
     my_keys = [key_of(i) for i in timed]
     k = host.kernels  # in start order
     their_keys = list(

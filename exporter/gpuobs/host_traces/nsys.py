@@ -190,7 +190,9 @@ def _read(db, path: Path, tables: set) -> HostTrace:
     strings = dict(
         db.execute(f"select id, cast(value as text) from StringIds where id in ({' union '.join(name_refs)})")
     )
-    name_of = lambda i: strings.get(i, f"string#{i}") if i is not None else ""  # noqa: E731
+
+    def name_of(i):
+        return strings.get(i, f"string#{i}") if i is not None else ""
 
     b = HostTraceBuilder()
     for start, end, dev, stream, corr, name_id, gx, gy, gz, bx, by, bz in db.execute(

@@ -51,14 +51,16 @@ class ClockRelation:
         )
 
     def snapshots(self) -> list[pb.TracePacket]:
+        def mid(s, clock):
+            return (int(s[f"{clock}_before"]) + int(s[f"{clock}_after"])) // 2
+
         out = []
         for s in self.samples:
-            mid = lambda a, b: (int(s[a]) + int(s[b])) // 2  # noqa: E731
             snap = pb.ClockSnapshot()
             snap.clocks.add(clock_id=self.clock_id, timestamp=int(s["device_ns"]))
-            snap.clocks.add(clock_id=BOOTTIME, timestamp=mid("boottime_before", "boottime_after"))
-            snap.clocks.add(clock_id=MONOTONIC, timestamp=mid("monotonic_before", "monotonic_after"))
-            snap.clocks.add(clock_id=REALTIME, timestamp=mid("realtime_before", "realtime_after"))
+            snap.clocks.add(clock_id=BOOTTIME, timestamp=mid(s, "boottime"))
+            snap.clocks.add(clock_id=MONOTONIC, timestamp=mid(s, "monotonic"))
+            snap.clocks.add(clock_id=REALTIME, timestamp=mid(s, "realtime"))
             out.append(pb.TracePacket(clock_snapshot=snap))
         return out
 

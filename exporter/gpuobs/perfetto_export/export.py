@@ -170,7 +170,7 @@ def _launch_filter(rec: Recording, opts: ExportOptions) -> np.ndarray:
             pattern = re.compile(opts.kernels)
         except re.error as exc:
             raise ExportError(f"--kernels {opts.kernels!r} is not a valid regular expression: {exc}") from None
-        names = [rec.function(int(l["device_index"]), int(l["function_slot"])) for l in rec.launches]
+        names = [rec.launch_function(launch) for launch in rec.launches]
         keep &= np.array([bool(pattern.search(f.name) or pattern.search(f.mangled)) for f in names], bool)
     if opts.launches:
         lo, hi = _range(opts.launches, "--launches")
@@ -287,9 +287,7 @@ def _nothing_selected(recordings: list, opts: ExportOptions) -> str:
     what = " and ".join(
         f"{flag} {value!r}" for flag, value in (("--kernels", opts.kernels), ("--launches", opts.launches)) if value
     )
-    kernels = len(
-        {rec.function(int(l["device_index"]), int(l["function_slot"])).name for rec in recordings for l in rec.launches}
-    )
+    kernels = len({rec.launch_function(launch).name for rec in recordings for launch in rec.launches})
     launches = sum(len(rec.launches) for rec in recordings)
     ids = (
         [int(rec.launches["launch_id"].min()) for rec in recordings if len(rec.launches)],
@@ -473,7 +471,10 @@ def _kernel_slice_table(g: GpuExport, timed, start, end, track) -> Slices:
     raced = (launch["flags"] & schema.LaunchFlag.RACED_FLUSH).astype(bool)
     arg = {a: j for j, a in enumerate(KERNEL_ARGS, start=1)}
     s = Slices(track, start, end, np.array([iid_of_slot[int(x)] for x in launch["function_slot"]], np.uint64))
-    dims = lambda a: ["x".join(str(int(v)) for v in row).encode() for row in a]  # noqa: E731
+
+    def dims(a):
+        return ["x".join(str(int(v)) for v in row).encode() for row in a]
+
     s.int_arg(arg["launch"], launch["launch_id"].astype(np.int64))
     s.string_arg(arg["grid"], dims(launch["grid"]))
     s.string_arg(arg["block_dim"], dims(launch["block"]))

@@ -154,7 +154,8 @@ class _Parser:
             raise TruncatedChunk(
                 self.path,
                 offset,
-                f"{_type_name(ctype)} chunk declares {length} payload bytes, only {size - start} remain (truncated tail)",
+                f"{_type_name(ctype)} chunk declares {length} payload bytes, "
+                f"only {size - start} remain (truncated tail)",
             )
         payload = self.view[start : start + length]
         found = chunk_crc(self.view[offset : offset + CRC_COVERED_HEADER_BYTES], payload)

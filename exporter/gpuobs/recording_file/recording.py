@@ -156,6 +156,10 @@ class Recording:
             return FunctionInfo(int(device_index), int(slot), 0, "", f"function#{int(slot)}")
         return found
 
+    def launch_function(self, launch) -> FunctionInfo:
+        """The function a row of `launches` ran."""
+        return self.function(launch["device_index"], launch["function_slot"])
+
     def device_name(self, device_index: int) -> str:
         rows = self.devices[self.devices["device_index"] == device_index]
         if len(rows) == 0:
