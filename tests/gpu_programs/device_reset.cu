@@ -9,14 +9,7 @@
 
 #include "truth.cuh"
 
-#define CHECK(x)                                                         \
-    do {                                                                 \
-        cudaError_t e = (x);                                             \
-        if (e != cudaSuccess) {                                          \
-            std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); \
-            std::exit(3);                                                \
-        }                                                                \
-    } while (0)
+#include "cuda_check.cuh"
 
 static void run(int launches, int blocks, std::vector<TruthRow>* all) {
     TruthRow* rows;

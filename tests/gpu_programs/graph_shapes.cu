@@ -11,14 +11,7 @@
 #include <string>
 #include <vector>
 
-#define CHECK(x)                                                         \
-    do {                                                                 \
-        cudaError_t e = (x);                                             \
-        if (e != cudaSuccess) {                                          \
-            std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); \
-            std::exit(3);                                                \
-        }                                                                \
-    } while (0)
+#include "cuda_check.cuh"
 
 __global__ void node_kernel(unsigned long long* blocks, int spin) {
     if (threadIdx.x == 0) atomicAdd(blocks, 1ull);

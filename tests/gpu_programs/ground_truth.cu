@@ -13,14 +13,7 @@
 
 #include "truth.cuh"
 
-#define CHECK(x)                                                         \
-    do {                                                                 \
-        cudaError_t e = (x);                                             \
-        if (e != cudaSuccess) {                                          \
-            std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); \
-            std::exit(3);                                                \
-        }                                                                \
-    } while (0)
+#include "cuda_check.cuh"
 
 extern "C" __global__ void gt_early_exit(TruthRow* rows, float* sink, int iterations, unsigned long long tag) {
     TruthRow* r = truth_begin(rows, tag);

@@ -11,14 +11,7 @@
 #include <thread>
 #include <vector>
 
-#define CHECK(x)                                                         \
-    do {                                                                 \
-        cudaError_t e = (x);                                             \
-        if (e != cudaSuccess) {                                          \
-            std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e)); \
-            std::exit(3);                                                \
-        }                                                                \
-    } while (0)
+#include "cuda_check.cuh"
 
 __global__ void storm_kernel(const float* in, float* out) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
