@@ -1,8 +1,11 @@
 import os
 import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
+from gpuobs.native_sources import native_root
 from gpuobs.recording_file import synthetic
 
 
@@ -19,6 +22,34 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def block_recording(tmp_path):
     return synthetic.write_block_trace_recording(tmp_path / "run.gpuobs")
+
+
+@pytest.fixture(scope="session")
+def writer(tmp_path_factory):
+    """tests/native/write_recording.cpp built with the tool's recording_file.cpp: it writes
+    a recording as the host tool does (skips without a host C++ compiler)."""
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    root = native_root()
+    exe = tmp_path_factory.mktemp("bin") / "write_recording"
+    subprocess.run(
+        [
+            cxx,
+            "-std=c++17",
+            "-O1",
+            "-Wall",
+            "-Wextra",
+            f"-I{root / 'schemas'}",
+            f"-I{root / 'tool'}",
+            str(Path(__file__).resolve().parent / "native" / "write_recording.cpp"),
+            str(root / "tool" / "recording_file.cpp"),
+            "-o",
+            str(exe),
+        ],
+        check=True,
+    )
+    return exe
 
 
 def have_compiler(name: str) -> bool:

@@ -125,33 +125,12 @@ def test_a_process_that_never_uses_cuda_writes_no_recording(native, tmp_path):
     assert not (tmp_path / "x.gpuobs").exists()  # the file is created at the first CUDA context only
 
 
-def test_the_tools_writer_is_read_by_the_python_reader(tmp_path):
+def test_the_tools_writer_is_read_by_the_python_reader(tmp_path, writer):
     import gpuobs
     from gpuobs.analysis import launches as analysis
-    from gpuobs.native_sources import native_root
 
-    cxx = shutil.which("g++") or shutil.which("c++")
-    if cxx is None:
-        pytest.skip("no host C++ compiler")
-    root = native_root()
-    exe = tmp_path / "write_recording"
-    here = Path(__file__).resolve().parent
-    subprocess.run(
-        [
-            cxx,
-            "-std=c++17",
-            "-O1",
-            f"-I{root / 'schemas'}",
-            f"-I{root / 'tool'}",
-            str(here / "native" / "write_recording.cpp"),
-            str(root / "tool" / "recording_file.cpp"),
-            "-o",
-            str(exe),
-        ],
-        check=True,
-    )
     out = tmp_path / "tool.gpuobs"
-    first = subprocess.run([str(exe), str(out)], capture_output=True, text=True, check=True).stdout.strip()
+    first = subprocess.run([str(writer), str(out)], capture_output=True, text=True, check=True).stdout.strip()
     assert first == str(out)
     rec = gpuobs.load(out)  # CRCs, framing and the 64-byte event alignment all as the reader expects
     assert rec.complete and rec.tool_version.startswith("gpuobs-tool") and rec.run.argv == ["prog", "--flag"]
@@ -160,7 +139,7 @@ def test_the_tools_writer_is_read_by_the_python_reader(tmp_path):
     assert rec.events.__array_interface__["data"][0] % 64 == 0
     assert (analysis.launch_index_of_events(rec) == 0).all() and int(rec.launch_counts["count"][0]) == 5
     # a second writer of the same run (a child process) gets its own file, named by its pid
-    second = subprocess.run([str(exe), str(out)], capture_output=True, text=True, check=True).stdout.strip()
+    second = subprocess.run([str(writer), str(out)], capture_output=True, text=True, check=True).stdout.strip()
     assert second != str(out) and second.startswith(str(tmp_path / "tool.")) and second.endswith(".gpuobs")
     assert gpuobs.load(second).complete
 

@@ -3,41 +3,12 @@ compiler: its per-process fallback name `<stem>.<pid>.gpuobs` is created
 exclusively, like the main name, so a link planted there never redirects the
 write, and an existing file there is never truncated."""
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from gpuobs.native_sources import native_root
-
 HERE = Path(__file__).resolve().parent
-
-
-@pytest.fixture(scope="module")
-def writer(tmp_path_factory):
-    cxx = shutil.which("g++") or shutil.which("c++")
-    if cxx is None:
-        pytest.skip("no host C++ compiler")
-    root = native_root()
-    exe = tmp_path_factory.mktemp("bin") / "write_recording"
-    subprocess.run(
-        [
-            cxx,
-            "-std=c++17",
-            "-O1",
-            "-Wall",
-            "-Wextra",
-            f"-I{root / 'schemas'}",
-            f"-I{root / 'tool'}",
-            str(HERE / "native" / "write_recording.cpp"),
-            str(root / "tool" / "recording_file.cpp"),
-            "-o",
-            str(exe),
-        ],
-        check=True,
-    )
-    return exe
 
 
 @pytest.mark.parametrize("target", ["an existing file", "a missing file"])
