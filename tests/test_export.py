@@ -252,3 +252,29 @@ def test_kernel_slices_say_how_their_launch_was_listed(tmp_path):
         (False, True),
     ]
     assert kernels[2][1]["graph_replay"] == 9
+
+
+def test_graph_replays_are_grouped_and_nodes_numbered(tmp_path):
+    """Two replays of a three-kernel graph: a "Graph replays" track with one slice per
+    replay over its kernels, and each kernel slice's position in its replay."""
+    ev, launches = synthetic.block_trace_events(6, 40, sm_count=8, gap_ns=1_000)
+    launches["flags"] = schema.LaunchFlag.GRAPH_NODE
+    launches["graph_launch_id"] = [5, 5, 5, 6, 6, 6]
+    path = tmp_path / "replays.gpuobs"
+    with RecordingWriter(path) as w:
+        w.device(name="NVIDIA H200", sm_count=8)
+        for slot, (mangled, demangled) in enumerate(synthetic.FUNCTION_NAMES):
+            w.function(function_slot=slot, mangled=mangled, demangled=demangled)
+        w.launches(launches)
+        w.flush(attempted=len(ev), recorded=len(ev), dropped=0)
+        w.events(ev)
+    rec = gpuobs.load(path)
+    d = decode(export_to(tmp_path / "replays.pftrace", [rec]))
+    assert d.problems == []
+    replays = sorted((s, e, a) for t, n, s, e, a in d.slices if d.tracks[t].name == "Graph replays")
+    table = analysis.launch_table(rec)
+    want = [(int(table.first_start[k : k + 3].min()), int(table.last_end[k : k + 3].max())) for k in (0, 3)]
+    assert [(s, e) for s, e, _a in replays] == want
+    assert [(a["graph_replay"], a["kernels"]) for _s, _e, a in replays] == [(5, 3), (6, 3)]
+    kernels = sorted((a["launch"], a["graph_node"]) for _t, _n, _s, _e, a in d.slices if "grid" in a)
+    assert [node for _l, node in kernels] == [0, 1, 2, 0, 1, 2]

@@ -246,6 +246,7 @@ struct ReplayInFlight {
     CUgraphExec exec = nullptr;
     uint32_t id = 0;
     GraphTable::Source source = GraphTable::Source::kNodeCallbacks;
+    bool begun = false;  // GraphTable::begin_replay was called: end_replay must be too
 };
 thread_local ReplayInFlight t_replay;
 
@@ -469,6 +470,7 @@ void on_graph(Sanitizer_CallbackId cbid, const void* cbdata) {
         if (!learn) return;
         std::vector<LearnedNode> nodes;
         t_replay.source = t.graphs.begin_replay(gd->graphExec, node_callbacks_on(), &nodes);
+        t_replay.begun = true;
         if (t_replay.source == GraphTable::Source::kTable)
             s->on_graph_replay(nodes, (uint64_t)gd->hStream, t_replay.id);
         return;
@@ -476,8 +478,7 @@ void on_graph(Sanitizer_CallbackId cbid, const void* cbdata) {
     if (cbid == SANITIZER_CBID_GRAPHS_LAUNCH_END) {
         auto* gd = static_cast<const Sanitizer_GraphLaunchData*>(cbdata);
         if (gd->isGraphUpload || !learn) return;
-        ContextState* s = known_context(gd->context);
-        if (s != nullptr && !s->paused()) t.graphs.end_replay(gd->graphExec, t_replay.source);
+        if (t_replay.begun && t_replay.exec == gd->graphExec) t.graphs.end_replay(gd->graphExec, t_replay.source);
         t_replay = ReplayInFlight();
         update_node_callbacks();
         return;

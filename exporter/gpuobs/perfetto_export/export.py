@@ -40,6 +40,8 @@ KERNEL_ARGS = [
     "ends_unconfirmed",
     "launched_from_device",
     "listed_from_node_table",
+    "graph_node",
+    "kernels",
 ]
 
 
@@ -366,6 +368,7 @@ def _export_gpu(g: GpuExport) -> GpuSummary:
 
     dev_launches = np.flatnonzero((rec.launches["device_index"] == device) & g.keep_launch)
     s.kernel_slices, s.launches_without_time, timed = _kernel_slices(g, dev_launches)
+    _graph_replay_slices(g, timed)
     if g.flow_calls is not None:
         s.flowed_launches = timed[np.isin(rec.launches["api_call_id"][timed], g.flow_calls)]
     if len(blocks):
@@ -462,6 +465,60 @@ def _kernel_slices(g: GpuExport, launches: np.ndarray):
     return len(timed), missing, timed
 
 
+def _node_positions(launch: np.ndarray) -> np.ndarray:
+    """Each graph node launch's position in its replay, in launch order (the order the
+    replay's kernels were listed: a learned table keeps its learning replay's order)."""
+    replay = launch["graph_launch_id"].astype(np.int64)
+    order = np.lexsort((launch["launch_id"], replay))
+    first = np.ones(len(order), bool)
+    first[1:] = replay[order][1:] != replay[order][:-1]
+    group_start = np.maximum.accumulate(np.where(first, np.arange(len(order)), 0))
+    pos = np.empty(len(order), np.int64)
+    pos[order] = np.arange(len(order)) - group_start
+    return pos
+
+
+def _graph_replay_slices(g: GpuExport, timed: np.ndarray) -> int:
+    """One slice per graph replay on a "Graph replays" track: from its first kernel's
+    first block to its last kernel's last block (device clock)."""
+    launch = g.rec.launches[timed]
+    graph = (launch["flags"] & schema.LaunchFlag.GRAPH_NODE) != 0
+    if not graph.any():
+        return 0
+    rows = timed[graph]
+    replay = g.rec.launches["graph_launch_id"][rows].astype(np.int64)
+    ids, group, kernels = np.unique(replay, return_inverse=True, return_counts=True)
+    start = np.full(len(ids), np.iinfo(np.uint64).max, np.uint64)
+    end = np.zeros(len(ids), np.uint64)
+    np.minimum.at(start, group, g.table.first_start[rows])
+    np.maximum.at(end, group, np.maximum(g.table.last_end[rows], g.table.first_start[rows]))
+    w = g.w
+    tracks = lane_tracks(
+        np.zeros(len(ids), np.int64),
+        start,
+        end,
+        lambda _: w.track(
+            "Graph replays",
+            parent=g.track,
+            rank=1,
+            merge_key=f"replays-{g.track}",
+            description="One slice per CUDA-graph replay: its first kernel's first "
+            "block to its last kernel's last block.",
+        ),
+    )
+    seq = w.new_sequence()
+    first = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_CLEARED)
+    first.interned_data.event_names.add(iid=1, name="graph replay")
+    arg = {a: j for j, a in enumerate(KERNEL_ARGS, start=1)}
+    for name in ("graph_replay", "kernels"):
+        first.interned_data.debug_annotation_names.add(iid=arg[name], name=name)
+    w.packet(first)
+    slices = Slices(tracks.of_slice, start, end, np.ones(len(ids), np.uint64))
+    slices.int_arg(arg["graph_replay"], ids).int_arg(arg["kernels"], kernels)
+    write_slices(w, slices, seq, g.clock.clock_id if g.clock.measured else None)
+    return len(ids)
+
+
 def _kernel_slice_table(g: GpuExport, timed, start, end, track) -> Slices:
     """The kernel slices with their arguments (names interned as KERNEL_ARGS)."""
     rec, table, iid_of_slot, host_dur = g.rec, g.table, g.iid_of_slot, g.host_dur
@@ -484,6 +541,7 @@ def _kernel_slice_table(g: GpuExport, timed, start, end, track) -> Slices:
     s.int_arg(arg["counted"], table.counted[timed], at_least=0)  # -1: not counted
     s.int_arg(arg["count_shared_by"], table.counted_shared[timed], at_least=2)
     s.int_arg(arg["graph_replay"], launch["graph_launch_id"].astype(np.int64), present=graph)
+    s.int_arg(arg["graph_node"], _node_positions(launch), present=graph)
     s.int_arg(arg["ends_unconfirmed"], table.ends_unconfirmed[timed], at_least=1)
     s.bool_arg(arg["raced_flush"], present=raced)
     # A grid a kernel launched (listed from its records; its sizes are what they show), and a
