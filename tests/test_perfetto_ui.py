@@ -10,7 +10,7 @@ import pytest
 import gpuobs
 from gpuobs.analysis import launches as analysis
 from gpuobs.perfetto_export.export import ExportOptions, export
-from gpuobs.recording_file import synthetic
+from gpuobs.recording_file import schema, synthetic
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,6 +71,15 @@ def test_device_clock_mode_in_the_real_ui(tmp_path, ui_class):
 
 
 @pytest.mark.skipif(not SAMPLE.exists(), reason="no shipped sample recording")
+def sample_slices(rec) -> int:
+    """What the export of a recording draws as slices: a block's record, a launch with
+    device times, and a graph replay (one slice over its kernels)."""
+    timed = analysis.launch_table(rec).first_start > 0
+    graph = (rec.launches["flags"] & schema.LaunchFlag.GRAPH_NODE) != 0
+    replays = len(set(rec.launches["graph_launch_id"][timed & graph].tolist()))
+    return len(rec.events) + int(timed.sum()) + replays
+
+
 def test_shipped_h200_sample_in_the_real_ui(tmp_path, ui_class):
     rec = gpuobs.load(SAMPLE)
     out = tmp_path / "sample.pftrace"
@@ -78,8 +87,8 @@ def test_shipped_h200_sample_in_the_real_ui(tmp_path, ui_class):
     with ui_class(out) as ui:
         _check(
             ui,
-            len(rec.events) + int((analysis.launch_table(rec).first_start > 0).sum()),
-            {"Kernels", "SMs", "SM 0", "SM 131"},
+            sample_slices(rec),
+            {"Kernels", "Graph replays", "SMs", "SM 0", "SM 131"},
         )
 
 
