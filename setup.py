@@ -18,7 +18,7 @@ class BuildPyWithNative(build_py):
         target = pathlib.Path(self.build_lib) / "gpuobs" / "_native"
         for name in NATIVE_DIRS:
             for src in sorted((root / name).glob("*")):
-                if src.is_file() and src.suffix in NATIVE_SUFFIXES:
+                if src.is_file() and (src.suffix in NATIVE_SUFFIXES or src.name == "Makefile"):
                     dst = target / name / src.name
                     dst.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(src, dst)

@@ -136,9 +136,10 @@ def test_export_open_serves_the_trace_to_the_ui_once(tmp_path):
         text=True,
     )
     try:
-        deadline, address = time.time() + 60, None
+        deadline, address, said = time.time() + 60, None, []
         while address is None and time.time() < deadline:
             line = proc.stdout.readline()
+            said.append(line)
             if "ui.perfetto.dev/#!/?url=" in line:
                 address = line.strip()
         assert address == ("https://ui.perfetto.dev/#!/?url=http://127.0.0.1:9001/t.pftrace&referrer=gpuobs")
@@ -152,8 +153,9 @@ def test_export_open_serves_the_trace_to_the_ui_once(tmp_path):
                 break
             except OSError:
                 time.sleep(0.1)
-        out, _err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=30)
     finally:
         proc.kill()
     assert body == (tmp_path / "t.pftrace").read_bytes() and cors == "https://ui.perfetto.dev"
-    assert proc.returncode == 0 and "ssh -L 9001:127.0.0.1:9001" in out and "stopped serving" in out
+    out = "".join(said) + out
+    assert proc.returncode == 0 and "ssh -L 9001:127.0.0.1:9001" in out and "stopped serving" in out, (out, err)
