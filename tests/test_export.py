@@ -229,6 +229,17 @@ def test_native_and_numpy_lanes_agree():
     np.testing.assert_array_equal(native, numpy_lanes)
 
 
+def _write_one_window(path, ev, launches):
+    """A recording of one device and one flush window holding these launches and events."""
+    with RecordingWriter(path) as w:
+        w.device(name="NVIDIA H200", sm_count=8)
+        for slot, (mangled, demangled) in enumerate(synthetic.FUNCTION_NAMES):
+            w.function(function_slot=slot, mangled=mangled, demangled=demangled)
+        w.launches(launches)
+        w.flush(attempted=len(ev), recorded=len(ev), dropped=0)
+        w.events(ev)
+
+
 def test_kernel_slices_say_how_their_launch_was_listed(tmp_path):
     """A grid launched from the device and a graph node listed from its exec's node
     table carry an argument saying so; plain launches carry neither."""
@@ -237,13 +248,7 @@ def test_kernel_slices_say_how_their_launch_was_listed(tmp_path):
     launches["flags"][2] = schema.LaunchFlag.GRAPH_NODE | schema.LaunchFlag.FROM_NODE_TABLE
     launches["graph_launch_id"][2] = 9
     path = tmp_path / "listed.gpuobs"
-    with RecordingWriter(path) as w:
-        w.device(name="NVIDIA H200", sm_count=8)
-        for slot, (mangled, demangled) in enumerate(synthetic.FUNCTION_NAMES):
-            w.function(function_slot=slot, mangled=mangled, demangled=demangled)
-        w.launches(launches)
-        w.flush(attempted=len(ev), recorded=len(ev), dropped=0)
-        w.events(ev)
+    _write_one_window(path, ev, launches)
     d = decode(export_to(tmp_path / "listed.pftrace", [gpuobs.load(path)]))
     kernels = sorted((args["launch"], args) for _t, _n, _s, _e, args in d.slices if "grid" in args)
     assert [("launched_from_device" in a, "listed_from_node_table" in a) for _l, a in kernels] == [
@@ -261,13 +266,7 @@ def test_graph_replays_are_grouped_and_nodes_numbered(tmp_path):
     launches["flags"] = schema.LaunchFlag.GRAPH_NODE
     launches["graph_launch_id"] = [5, 5, 5, 6, 6, 6]
     path = tmp_path / "replays.gpuobs"
-    with RecordingWriter(path) as w:
-        w.device(name="NVIDIA H200", sm_count=8)
-        for slot, (mangled, demangled) in enumerate(synthetic.FUNCTION_NAMES):
-            w.function(function_slot=slot, mangled=mangled, demangled=demangled)
-        w.launches(launches)
-        w.flush(attempted=len(ev), recorded=len(ev), dropped=0)
-        w.events(ev)
+    _write_one_window(path, ev, launches)
     rec = gpuobs.load(path)
     d = decode(export_to(tmp_path / "replays.pftrace", [rec]))
     assert d.problems == []

@@ -437,32 +437,38 @@ def _kernel_slices(g: GpuExport, launches: np.ndarray):
         return 0, missing, timed
     start = table.first_start[timed]
     end = np.maximum(table.last_end[timed], start)
-    tracks = lane_tracks(
-        np.zeros(len(timed), np.int64),
+    tracks = _lanes_of_one_track(
+        g, "Kernels", 0, "kernels", "One slice per launch: its first block's start to its last block's end.", start, end
+    )
+    seq = _slice_sequence(g, g.names, dict(enumerate(KERNEL_ARGS, start=1)))
+    write_slices(w, _kernel_slice_table(g, timed, start, end, tracks.of_slice), seq, _clock_id(g))
+    return len(timed), missing, timed
+
+
+def _lanes_of_one_track(g: GpuExport, name: str, rank: int, key: str, description: str, start, end):
+    """Lanes for slices that all belong on one named track of the GPU's group."""
+    return lane_tracks(
+        np.zeros(len(start), np.int64),
         start,
         end,
-        lambda _: w.track(
-            "Kernels",
-            parent=g.track,
-            rank=0,
-            merge_key=f"kernels-{g.track}",
-            description="One slice per launch: its first block's start to its last block's end.",
-        ),
+        lambda _: g.w.track(name, parent=g.track, rank=rank, merge_key=f"{key}-{g.track}", description=description),
     )
-    seq = w.new_sequence()
+
+
+def _slice_sequence(g: GpuExport, event_names: dict, arg_names: dict) -> int:
+    """A new packet sequence whose first packet interns these names (iid -> name)."""
+    seq = g.w.new_sequence()
     first = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_CLEARED)
-    for iid, name in g.names.items():
+    for iid, name in event_names.items():
         first.interned_data.event_names.add(iid=iid, name=name)
-    for i, arg in enumerate(KERNEL_ARGS, start=1):
-        first.interned_data.debug_annotation_names.add(iid=i, name=arg)
-    w.packet(first)
-    write_slices(
-        w,
-        _kernel_slice_table(g, timed, start, end, tracks.of_slice),
-        seq,
-        g.clock.clock_id if g.clock.measured else None,
-    )
-    return len(timed), missing, timed
+    for iid, name in arg_names.items():
+        first.interned_data.debug_annotation_names.add(iid=iid, name=name)
+    g.w.packet(first)
+    return seq
+
+
+def _clock_id(g: GpuExport):
+    return g.clock.clock_id if g.clock.measured else None
 
 
 def _node_positions(launch: np.ndarray) -> np.ndarray:
@@ -492,30 +498,13 @@ def _graph_replay_slices(g: GpuExport, timed: np.ndarray) -> int:
     end = np.zeros(len(ids), np.uint64)
     np.minimum.at(start, group, g.table.first_start[rows])
     np.maximum.at(end, group, np.maximum(g.table.last_end[rows], g.table.first_start[rows]))
-    w = g.w
-    tracks = lane_tracks(
-        np.zeros(len(ids), np.int64),
-        start,
-        end,
-        lambda _: w.track(
-            "Graph replays",
-            parent=g.track,
-            rank=1,
-            merge_key=f"replays-{g.track}",
-            description="One slice per CUDA-graph replay: its first kernel's first "
-            "block to its last kernel's last block.",
-        ),
-    )
-    seq = w.new_sequence()
-    first = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_CLEARED)
-    first.interned_data.event_names.add(iid=1, name="graph replay")
+    description = "One slice per CUDA-graph replay: its first kernel's first block to its last kernel's last block."
+    tracks = _lanes_of_one_track(g, "Graph replays", 1, "replays", description, start, end)
     arg = {a: j for j, a in enumerate(KERNEL_ARGS, start=1)}
-    for name in ("graph_replay", "kernels"):
-        first.interned_data.debug_annotation_names.add(iid=arg[name], name=name)
-    w.packet(first)
+    seq = _slice_sequence(g, {1: "graph replay"}, {arg[a]: a for a in ("graph_replay", "kernels")})
     slices = Slices(tracks.of_slice, start, end, np.ones(len(ids), np.uint64))
     slices.int_arg(arg["graph_replay"], ids).int_arg(arg["kernels"], kernels)
-    write_slices(w, slices, seq, g.clock.clock_id if g.clock.measured else None)
+    write_slices(g.w, slices, seq, _clock_id(g))
     return len(ids)
 
 
