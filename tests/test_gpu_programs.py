@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import gpuobs
 from gpuobs.analysis import launches as analysis
 from gpuobs.recording_file import schema
+
+from .gpu_helpers import record
 
 pytestmark = pytest.mark.gpu
 SRC = Path(__file__).resolve().parent / "gpu_programs"
@@ -31,19 +32,6 @@ TRUTH = np.dtype(
         ("t_leader", "<u8"),
     ]
 )
-
-
-def record(tmp_path, mode, cmd, *extra, name, env=None):
-    out = tmp_path / f"{name}.gpuobs"
-    proc = subprocess.run(
-        [sys.executable, "-m", "gpuobs", "record", "--mode", mode, "-o", str(out), *extra, "--", *cmd],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    print(proc.stdout[-4000:], proc.stderr[-4000:])
-    assert proc.returncode == 0, proc.stderr
-    return proc, gpuobs.load(out)
 
 
 def nvcc(*args):

@@ -13,25 +13,13 @@ import gpuobs
 from gpuobs.analysis import launches as analysis
 from gpuobs.recording_file import schema
 
+from .gpu_helpers import record
+
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[1]
 SILU = [sys.executable, str(ROOT / "examples" / "closed_binary" / "run_silu_mul.py")]
 TORCH = [sys.executable, str(ROOT / "examples" / "pytorch_ops.py")]
 SILU_BLOCKS, SILU_ACCESSES = 6098, 39_807_744
-
-
-def record(tmp_path, mode, cmd, *extra, name=None, check=True, env=None):
-    out = tmp_path / f"{name or mode}.gpuobs"
-    proc = subprocess.run(
-        [sys.executable, "-m", "gpuobs", "record", "--mode", mode, "-o", str(out), *extra, "--", *cmd],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    print(proc.stdout[-3000:], proc.stderr[-3000:])
-    if check:
-        assert proc.returncode == 0, proc.stderr
-    return proc, (gpuobs.load(out) if out.exists() else None)
 
 
 def check_accounting(rec):
