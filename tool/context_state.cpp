@@ -504,12 +504,18 @@ bool ContextState::harvest_counts() {
 // them (seen on the H200), so each record's function is found from its pc and
 // corrected in place; one launch is listed per such grid id.
 void ContextState::list_device_launches(std::vector<gpuobs_event>& events, std::vector<gpuobs_launch>* launches) {
+    // Most flushes hold no device-launched grid: the host's launch ids and the lock
+    // on code_ranges_ (which launching threads also take) are only needed once one shows.
     std::unordered_set<uint64_t> known;
-    for (const gpuobs_launch& l : *launches) known.insert(l.grid_id);
-    std::map<uint64_t, gpuobs_launch> found;       // grid id -> launch, in grid id order
-    std::lock_guard<std::mutex> lock(launch_mu_);  // code_ranges_
+    std::unique_lock<std::mutex> lock(launch_mu_, std::defer_lock);
+    std::map<uint64_t, gpuobs_launch> found;  // grid id -> launch, in grid id order
     for (gpuobs_event& e : events) {
-        if (!gpuobs_grid_from_device(e.grid_id) || known.count(e.grid_id)) continue;
+        if (!gpuobs_grid_from_device(e.grid_id)) continue;
+        if (!lock.owns_lock()) {
+            for (const gpuobs_launch& l : *launches) known.insert(l.grid_id);
+            lock.lock();
+        }
+        if (known.count(e.grid_id)) continue;
         auto code = code_ranges_.upper_bound(e.pc);
         if (e.pc != 0 && code != code_ranges_.begin() && e.pc < std::prev(code)->second.first)
             e.function_slot = std::prev(code)->second.second;
