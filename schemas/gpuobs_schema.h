@@ -16,7 +16,7 @@
 /* gpuobs:cdef-begin */
 #define GPUOBS_FORMAT_VERSION 1
 /* FNV-1a 64 of the canonical layout text (see gpuobs/recording_file/schema.py: layout_text). */
-#define GPUOBS_SCHEMA_HASH 0xe78bc05cf512a957
+#define GPUOBS_SCHEMA_HASH 0x8dc623220b0e97db
 #define GPUOBS_EVENT_SIZE 64
 #define GPUOBS_MAX_STRIPES 256
 #define GPUOBS_DEFAULT_CAPACITY 1048576 /* event records per context */
@@ -30,6 +30,7 @@
 #define GPUOBS_BLOCK_TABLE_SIZE 262144
 #define GPUOBS_FUNCTION_TABLE_SIZE 65536
 #define GPUOBS_NAME_LEN 256
+#define GPUOBS_WARP_ARRIVALS_PER_EVENT 4 /* block_starts: warp-arrival entries per event record */
 #define GPUOBS_CONTROL_MAGIC 0x5342424f
 
 /* What the patches do; each rung adds one cost to the one before it. */
@@ -41,7 +42,10 @@ enum gpuobs_mode {
     GPUOBS_MODE_MEM_NOOP = 4,        /* empty call before every global access */
     GPUOBS_MODE_MEM_SAMPLED = 5,     /* every access counted, 1 in 2^shift captured */
     GPUOBS_MODE_MEM_FULL = 6,        /* every access counted and captured */
-    GPUOBS_MODE_BLOCK_TRACE_NOOP = 7 /* empty calls at block entry and exit: block_trace's own floor */
+    GPUOBS_MODE_BLOCK_TRACE_NOOP = 7, /* empty calls at block entry and exit: block_trace's own floor */
+    GPUOBS_MODE_BLOCK_STARTS = 8      /* one record per block at its start, with the hardware warp slots its
+                                         warps took; its end is an upper bound, from the next arrivals in
+                                         those slots (no exit patch) */
 };
 
 enum gpuobs_event_kind {
@@ -57,10 +61,13 @@ enum gpuobs_block_flags {
                                          another block with the same grid id and index (a graph
                                          replayed twice between two flushes) stamped it too, so
                                          time_end may be late */
-    GPUOBS_BLOCK_EARLY_EXITS = 2      /* fewer exits were counted than the block has threads:
+    GPUOBS_BLOCK_EARLY_EXITS = 2,     /* fewer exits were counted than the block has threads:
                                          threads that left before the leader published the start
                                          (their exits precede the leader's own, so time_end
                                          stands); counted in unmatched_exit_threads */
+    GPUOBS_BLOCK_SLOTS_INCOMPLETE = 4 /* block_starts: fewer warp slots are known than the block has
+                                         warps (a warp's arrival was dropped, or its slot was past
+                                         63), so the slots cannot bound its end */
 };
 
 /* One event: exactly one 64-byte cache line. */
@@ -68,7 +75,8 @@ typedef struct gpuobs_event {
     uint64_t time_start;    /* %globaltimer ns: block start, or the access */
     uint64_t time_end;      /* %globaltimer ns: block end (last thread's exit); 0 for memory */
     uint64_t grid_id;       /* %gridid of the launch; matched to gpuobs_launch.grid_id */
-    uint64_t address;       /* memory: generic address accessed */
+    uint64_t address;       /* memory: generic address accessed; block_starts: bit i set when one of
+                               the block's warps took hardware warp slot i (%warpid) of its SM */
     uint64_t pc;            /* memory: pc of the access as the sanitizer reports it; block: pc of the
                                block entry (the host finds a device-launched grid's function by it) */
     uint32_t function_slot; /* per-context function slot (gpuobs_function_info) */
@@ -92,6 +100,22 @@ typedef struct gpuobs_stripe {
     uint64_t pad[6];
 } gpuobs_stripe;
 
+/* block_starts: a warp other than its block's first, arriving in its slot. The
+ * host folds these into their blocks' events (address) at the flush. Two 16-byte
+ * stores; kind goes in the second, so an entry reads as complete only when all
+ * of it is there. */
+typedef struct gpuobs_warp_arrival {
+    uint64_t grid_id;
+    uint64_t time; /* %globaltimer at the warp's entry */
+    uint32_t block_x;
+    uint16_t block_y;
+    uint16_t block_z;
+    uint16_t sm_id;
+    uint8_t warp_slot; /* %warpid */
+    uint8_t kind;      /* 1 once written */
+    uint32_t reserved;
+} gpuobs_warp_arrival;
+
 /* Per-context control block in device memory. */
 typedef struct gpuobs_control {
     uint32_t magic;
@@ -104,6 +128,7 @@ typedef struct gpuobs_control {
     uint64_t block_table;            /* device address of gpuobs_block_slot[GPUOBS_BLOCK_TABLE_SIZE] */
     uint64_t unmatched_exit_threads; /* block_trace: exiting threads that did not find their block's slot */
     gpuobs_stripe stripes[GPUOBS_MAX_STRIPES];
+    gpuobs_stripe warp_stripes[GPUOBS_MAX_STRIPES]; /* block_starts: claims of warp arrivals, per SM */
 } gpuobs_control;
 
 /* Exact per-launch counts. The slot comes from the grid id alone, so the hot path
@@ -151,7 +176,8 @@ enum gpuobs_chunk_type {
     GPUOBS_CHUNK_END = 9,        /* gpuobs_end_info: the run closed cleanly */
     GPUOBS_CHUNK_API_NAMES = 10, /* gpuobs_api_name + name, one per API function first seen */
     GPUOBS_CHUNK_API_CALLS = 11, /* gpuobs_api_call[] (--api-trace) */
-    GPUOBS_CHUNK_NOTICE = 12     /* gpuobs_notice + text: something the tool could not record, and why */
+    GPUOBS_CHUNK_NOTICE = 12,    /* gpuobs_notice + text: something the tool could not record, and why */
+    GPUOBS_CHUNK_SLOTS = 13      /* gpuobs_slots_info: block_starts, after each FLUSH */
 };
 
 /* gpuobs_launch.flags bits. */
@@ -285,6 +311,19 @@ typedef struct gpuobs_flush_info {
     uint32_t incomplete;             /* slots claimed but never committed (kernel aborted) */
 } gpuobs_flush_info;
 
+/* block_starts: what one flush learned about warp slots (after its FLUSH chunk). */
+typedef struct gpuobs_slots_info {
+    uint32_t device_index;
+    uint32_t flush_seq;
+    uint64_t warp_arrivals;         /* arrivals of warps other than their block's first, attempted */
+    uint64_t warp_arrivals_dropped; /* of those, found their stripe full (their blocks are flagged
+                                       GPUOBS_BLOCK_SLOTS_INCOMPLETE) */
+    uint64_t unmatched_arrivals;    /* recorded arrivals whose block has no event in this window */
+    uint64_t device_quiet_ns;       /* %globaltimer read by a tool kernel after every stream of the
+                                       window was synchronised: each block of a launch listed in this
+                                       window ended before it; 0 when the flush was not at a quiet point */
+} gpuobs_slots_info;
+
 typedef struct gpuobs_launch_count {
     uint64_t grid_id;
     uint64_t count;            /* exact blocks or accesses counted in this flush window */
@@ -337,7 +376,8 @@ typedef struct gpuobs_end_info {
 /* The name of each enum gpuobs_mode value, in value order: what GPUOBS_MODE and
  * `gpuobs record --mode` take (tests/test_schema.py checks it against the enum). */
 #define GPUOBS_MODE_NAMES \
-    { "off", "block_noop", "block_counter", "block_trace", "mem_noop", "mem_sampled", "mem_full", "block_trace_noop" }
+    { "off", "block_noop", "block_counter", "block_trace", "mem_noop", "mem_sampled", "mem_full", "block_trace_noop", \
+      "block_starts" }
 
 /* The per-context arena in device memory: the function entries at its start,
  * which is aligned to GPUOBS_ARENA_ALIGN, so a patch finds the arena's base by
@@ -396,6 +436,7 @@ GPUOBS_STATIC_ASSERT(sizeof(gpuobs_file_header) == 56, "file header is 56 bytes"
 GPUOBS_STATIC_ASSERT(sizeof(gpuobs_events_header) == 16, "events header is 16 bytes");
 GPUOBS_STATIC_ASSERT(sizeof(gpuobs_launch_counter) == 128, "launch counter is two lines");
 GPUOBS_STATIC_ASSERT(sizeof(gpuobs_block_slot) == 16, "block slot is one 16-byte store");
+GPUOBS_STATIC_ASSERT(sizeof(gpuobs_warp_arrival) == 32, "a warp arrival is two 16-byte stores");
 GPUOBS_STATIC_ASSERT(sizeof(gpuobs_function_entry) == 64, "a function entry is one 64-byte line");
 GPUOBS_STATIC_ASSERT(GPUOBS_FUNCTION_TABLE_SIZE * sizeof(gpuobs_function_entry) <= GPUOBS_ARENA_COUNTERS,
                      "function entries fit before the launch counters");

@@ -137,6 +137,7 @@ NO_FLUSH = constant("GPUOBS_NO_FLUSH")
 # added since), so only what the writer did differently is listed here.
 COMPATIBLE_SCHEMAS = {
     0x49906C504643937C: {"launch_table_size": 4096},  # before notices and device-launched grids (2026-12-01)
+    0xE78BC05CF512A957: {},  # before block_starts (its mode, flag, warp arrivals and SLOTS chunk)
 }
 
 
