@@ -30,6 +30,12 @@ __device__ __forceinline__ uint32_t sm_id() {
     return s;
 }
 
+__device__ __forceinline__ uint32_t warp_slot() {
+    uint32_t w;
+    asm volatile("mov.u32 %0, %%warpid;" : "=r"(w));
+    return w;
+}
+
 __device__ __forceinline__ uint32_t lane_id() {
     uint32_t l;
     asm("mov.u32 %0, %%laneid;" : "=r"(l));
@@ -123,16 +129,21 @@ __device__ __forceinline__ uint32_t entry_u32(const void* userdata, uint32_t off
 #define GPUOBS_ENTRY_U64(ud, field) entry_u64(ud, offsetof(gpuobs_function_entry, field))
 #define GPUOBS_ENTRY_U32(ud, field) entry_u32(ud, offsetof(gpuobs_function_entry, field))
 
+// An SM's own stripe; SM ids past the stripe count (ids can have gaps) wrap.
+// A subtraction loop, not %: the division took 20 more instructions. An
+// unwritten entry (0 stripes, capacity 0) must not spin: its claims drop.
+__device__ __forceinline__ uint32_t stripe_of(uint32_t sm, uint32_t stripes) {
+    uint32_t stripe = sm;
+    while (stripe >= stripes && stripes != 0) stripe -= stripes;
+    return stripe;
+}
+
 // One atomic add counts the attempt and claims a slot; a full stripe counts a drop.
 __device__ __forceinline__ gpuobs_event* claim(const void* ud, uint32_t sm, uint64_t* index_out) {
     gpuobs_control* ctl = control(ud);
     const uint32_t stripes = GPUOBS_ENTRY_U32(ud, stripe_count);
     const uint64_t capacity = GPUOBS_ENTRY_U64(ud, stripe_capacity);
-    // An SM's own stripe; SM ids past the stripe count (ids can have gaps) wrap.
-    // A subtraction loop, not %: the division took 20 more instructions. An
-    // unwritten entry (0 stripes, capacity 0) must not spin: it drops below.
-    uint32_t stripe = sm;
-    while (stripe >= stripes && stripes != 0) stripe -= stripes;
+    const uint32_t stripe = stripe_of(sm, stripes);
     uint64_t i = atom_add(&ctl->stripes[stripe].claimed, 1);
     if (i >= capacity) {
         red_add(&ctl->stripes[stripe].dropped, 1);
@@ -224,6 +235,59 @@ GPUOBS_PATCH gpuobs_block_trace_exit(void* userdata, uint64_t pc) {
     gpuobs_event* r = event_at(userdata, index);
     red_max(&r->time_end, globaltimer());
     red_add32(reinterpret_cast<uint32_t*>(&r->flags), (uint32_t)__popc(mask) << 16);  // exit_count
+    return SANITIZER_PATCH_SUCCESS;
+}
+
+// Block start without an exit patch. The block's leader (thread 0,0,0) writes
+// the block's event as block_trace's entry does, with the hardware warp slot of
+// its own warp as the first bit of a slot mask and no end. Every other warp
+// writes one arrival (its block, SM and slot) for the host to fold into that
+// mask: warps of a block do not take consecutive slots (measured on the H200),
+// so the leader cannot name them. A block's end is bounded on the host by the
+// next arrivals in its slots. Arrivals live after the events, GPUOBS_WARP_ARRIVALS_PER_EVENT
+// per event, in the same stripes.
+GPUOBS_PATCH gpuobs_block_starts_enter(void* userdata, uint64_t pc) {
+    if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
+    const uint32_t flat = flat_thread_index();
+    if (flat == 0) {
+        const uint64_t t0 = globaltimer();
+        const uint32_t sm = sm_id(), slot = warp_slot();
+        const uint64_t grid = grid_id();
+        count_for_launch(userdata, grid, sm, 1);
+        uint64_t index;
+        gpuobs_event* r = claim(userdata, sm, &index);
+        if (r == nullptr) return SANITIZER_PATCH_SUCCESS;
+        const uint64_t mask = slot < 64 ? 1ull << slot : 0;
+        uint32_t* w = reinterpret_cast<uint32_t*>(r);
+        st_v4(w, (uint32_t)t0, (uint32_t)(t0 >> 32), 0, 0);  // time_start, time_end 0
+        st_v4(w + 4, (uint32_t)grid, (uint32_t)(grid >> 32), (uint32_t)mask, (uint32_t)(mask >> 32));
+        st_v4(w + 8, (uint32_t)pc, (uint32_t)(pc >> 32), GPUOBS_ENTRY_U32(userdata, function_slot), blockIdx.x);
+        st_v2(w + 12, pack_by_bz(), threads_per_block() | (sm << 16));
+        // sm_id_end and kind, then flags and exit count: kind in the last store.
+        st_v2(w + 14, sm | ((uint32_t)GPUOBS_EVENT_BLOCK << 16),
+              slot < 64 ? 0u : (uint32_t)GPUOBS_BLOCK_SLOTS_INCOMPLETE);
+        return SANITIZER_PATCH_SUCCESS;
+    }
+    // One arrival per warp, from its first active thread; warp 0 is the leader's.
+    if (flat < 32 || lane_id() != (uint32_t)(__ffs(__activemask()) - 1)) return SANITIZER_PATCH_SUCCESS;
+    const uint64_t t = globaltimer();
+    const uint32_t sm = sm_id(), slot = warp_slot();
+    const uint32_t stripes = GPUOBS_ENTRY_U32(userdata, stripe_count);
+    const uint64_t capacity = GPUOBS_ENTRY_U64(userdata, stripe_capacity);
+    const uint32_t stripe = stripe_of(sm, stripes);
+    gpuobs_control* ctl = control(userdata);
+    const uint64_t i = atom_add(&ctl->warp_stripes[stripe].claimed, 1);
+    const uint64_t arrivals = capacity * GPUOBS_WARP_ARRIVALS_PER_EVENT;
+    if (i >= arrivals) {
+        red_add(&ctl->warp_stripes[stripe].dropped, 1);
+        return SANITIZER_PATCH_SUCCESS;
+    }
+    gpuobs_warp_arrival* a = reinterpret_cast<gpuobs_warp_arrival*>(event_at(userdata, (uint64_t)stripes * capacity)) +
+                             (uint64_t)stripe * arrivals + i;
+    const uint64_t grid = grid_id();
+    uint32_t* w = reinterpret_cast<uint32_t*>(a);
+    st_v4(w, (uint32_t)grid, (uint32_t)(grid >> 32), (uint32_t)t, (uint32_t)(t >> 32));
+    st_v4(w + 4, blockIdx.x, pack_by_bz(), sm | ((slot & 0xff) << 16) | (1u << 24), 0);
     return SANITIZER_PATCH_SUCCESS;
 }
 

@@ -1,0 +1,71 @@
+#include "warp_slots.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <tuple>
+
+namespace gpuobs {
+namespace {
+
+struct BlockKey {
+    uint64_t grid;
+    uint32_t x;
+    uint32_t yz;
+    bool operator<(const BlockKey& o) const { return std::tie(grid, x, yz) < std::tie(o.grid, o.x, o.yz); }
+};
+
+uint64_t distance(uint64_t a, uint64_t b) { return a > b ? a - b : b - a; }
+
+}  // namespace
+
+void fold_warp_arrivals(std::vector<gpuobs_event>& events, const std::vector<gpuobs_warp_arrival>& arrivals,
+                        gpuobs_slots_info* info) {
+    // Block events sorted by (grid, block, start): an arrival finds its block by
+    // binary search, without a hash table of millions of entries.
+    std::vector<std::pair<BlockKey, uint32_t>> blocks;
+    blocks.reserve(events.size());
+    for (uint32_t i = 0; i < events.size(); ++i) {
+        const gpuobs_event& e = events[i];
+        if (e.kind != GPUOBS_EVENT_BLOCK) continue;
+        blocks.push_back({{e.grid_id, e.block_x, (uint32_t)e.block_y | (uint32_t)e.block_z << 16}, i});
+    }
+    std::sort(blocks.begin(), blocks.end(), [&](const auto& a, const auto& b) {
+        if (a.first < b.first || b.first < a.first) return a.first < b.first;
+        return events[a.second].time_start < events[b.second].time_start;
+    });
+    for (const gpuobs_warp_arrival& a : arrivals) {
+        if (a.kind == 0) {
+            ++info->unmatched_arrivals;
+            continue;
+        }
+        const BlockKey key{a.grid_id, a.block_x, (uint32_t)a.block_y | (uint32_t)a.block_z << 16};
+        // Among the block's events (several when a graph replayed twice in the
+        // window), the one whose start is nearest the warp's own.
+        auto lo = std::lower_bound(blocks.begin(), blocks.end(), key,
+                                   [](const auto& b, const BlockKey& k) { return b.first < k; });
+        auto hi = std::upper_bound(lo, blocks.end(), key, [](const BlockKey& k, const auto& b) { return k < b.first; });
+        auto at = std::lower_bound(lo, hi, a.time,
+                                   [&](const auto& b, uint64_t t) { return events[b.second].time_start < t; });
+        auto best = blocks.end();
+        if (at != hi) best = at;
+        if (at != lo && (best == blocks.end() || distance(events[(at - 1)->second].time_start, a.time) <
+                                                     distance(events[best->second].time_start, a.time)))
+            best = at - 1;
+        if (best == blocks.end()) {
+            ++info->unmatched_arrivals;
+            continue;
+        }
+        gpuobs_event& e = events[best->second];
+        if (a.warp_slot < 64)
+            e.address |= 1ull << a.warp_slot;
+        else
+            e.flags |= GPUOBS_BLOCK_SLOTS_INCOMPLETE;
+    }
+    for (const auto& b : blocks) {
+        gpuobs_event& e = events[b.second];
+        const int warps = (e.thread_index + 31) / 32;
+        if (__builtin_popcountll(e.address) < warps) e.flags |= GPUOBS_BLOCK_SLOTS_INCOMPLETE;
+    }
+}
+
+}  // namespace gpuobs
