@@ -134,8 +134,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); ++i) {
         const Shape& s = shapes[i];
         if (s.one_per_sm)
-            ws_one_per_sm<<<s.blocks, s.threads, one_per_sm_smem, streams[s.stream]>>>(rows[i], s.base, s.uneven,
-                                                                                       sink);
+            ws_one_per_sm<<<s.blocks, s.threads, one_per_sm_smem, streams[s.stream]>>>(rows[i], s.base, s.uneven, sink);
         else
             ws_spin<<<s.blocks, s.threads, 0, streams[s.stream]>>>(rows[i], s.base, s.uneven, sink);
         CHECK(cudaGetLastError());
