@@ -35,13 +35,13 @@
 
 /* What the patches do; each rung adds one cost to the one before it. */
 enum gpuobs_mode {
-    GPUOBS_MODE_OFF = 0,             /* tool loaded, nothing patched */
-    GPUOBS_MODE_BLOCK_NOOP = 1,      /* empty call at block entry */
-    GPUOBS_MODE_BLOCK_COUNTER = 2,   /* leader counts its block: one atomic per block */
-    GPUOBS_MODE_BLOCK_TRACE = 3,     /* one record per block: start, end, SM */
-    GPUOBS_MODE_MEM_NOOP = 4,        /* empty call before every global access */
-    GPUOBS_MODE_MEM_SAMPLED = 5,     /* every access counted, 1 in 2^shift captured */
-    GPUOBS_MODE_MEM_FULL = 6,        /* every access counted and captured */
+    GPUOBS_MODE_OFF = 0,              /* tool loaded, nothing patched */
+    GPUOBS_MODE_BLOCK_NOOP = 1,       /* empty call at block entry */
+    GPUOBS_MODE_BLOCK_COUNTER = 2,    /* leader counts its block: one atomic per block */
+    GPUOBS_MODE_BLOCK_TRACE = 3,      /* one record per block: start, end, SM */
+    GPUOBS_MODE_MEM_NOOP = 4,         /* empty call before every global access */
+    GPUOBS_MODE_MEM_SAMPLED = 5,      /* every access counted, 1 in 2^shift captured */
+    GPUOBS_MODE_MEM_FULL = 6,         /* every access counted and captured */
     GPUOBS_MODE_BLOCK_TRACE_NOOP = 7, /* empty calls at block entry and exit: block_trace's own floor */
     GPUOBS_MODE_BLOCK_STARTS = 8      /* one record per block at its start, with the hardware warp slots its
                                          warps took; its end is an upper bound, from the next arrivals in
@@ -375,9 +375,11 @@ typedef struct gpuobs_end_info {
 
 /* The name of each enum gpuobs_mode value, in value order: what GPUOBS_MODE and
  * `gpuobs record --mode` take (tests/test_schema.py checks it against the enum). */
-#define GPUOBS_MODE_NAMES \
-    { "off", "block_noop", "block_counter", "block_trace", "mem_noop", "mem_sampled", "mem_full", "block_trace_noop", \
-      "block_starts" }
+#define GPUOBS_MODE_NAMES                                                                           \
+    {                                                                                               \
+        "off", "block_noop", "block_counter", "block_trace", "mem_noop", "mem_sampled", "mem_full", \
+            "block_trace_noop", "block_starts"                                                      \
+    }
 
 /* The per-context arena in device memory: the function entries at its start,
  * which is aligned to GPUOBS_ARENA_ALIGN, so a patch finds the arena's base by
