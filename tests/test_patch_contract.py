@@ -79,8 +79,9 @@ def test_patches_keep_their_contract(tmp_path):
 
 def test_every_planned_patch_exists(tmp_path):
     funcs = compile_ptx(tmp_path)
-    tool = (native_root() / "tool" / "gpuobs_tool.cpp").read_text()
-    plan = tool[tool.index("patch_plan(") : tool.index("constexpr uint32_t kNew")]
+    tool = (native_root() / "tool" / "patching.cpp").read_text()
+    start = tool.index("patch_plan(")
+    plan = tool[start : tool.index("default: return {};", start)]
     planned = set(re.findall(r'"(gpuobs_\w+)"', plan))
     assert len(planned) >= 7 and planned <= set(funcs)
 

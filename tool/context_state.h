@@ -1,8 +1,11 @@
 // Everything gpuobs keeps per CUDA context: the device buffers the patches write
 // into, the function slots, the launches since the last flush, and the flush
 // that moves it all into the recording file.
+// Defined by job: context_state.cpp (the host side), context_setup.cpp,
+// context_flush.cpp, context_tool_kernels.cpp and patched_code_dump.cpp.
 #pragma once
 #include <sanitizer.h>
+#include <time.h>
 
 #include <atomic>
 #include <map>
@@ -21,6 +24,7 @@
 namespace gpuobs {
 
 uint64_t monotonic_ns();
+uint64_t clock_ns(clockid_t id);  // any clock_gettime clock, in ns
 
 struct LaunchInfo {
     const Sanitizer_LaunchData* data;
@@ -89,8 +93,14 @@ private:
     void write_launch_counts(const std::vector<gpuobs_launch>& launches, std::vector<gpuobs_launch_count>* out,
                              uint64_t* unattributed);
     void reset_device_buffers(const std::vector<uint64_t>& used_per_stripe);
+    // The flush's steps (context_flush.cpp), under flush_mu_: read the device's events
+    // into staging_, classify them, write the window's chunks.
+    bool read_device_events(const char* reason, gpuobs_flush_info& info, std::vector<uint64_t>& used);
+    void classify_events(const std::vector<uint8_t>& selected, gpuobs_flush_info& info);
+    void write_flush_chunks(const std::vector<gpuobs_launch>& launches, const std::vector<gpuobs_launch_count>& counts,
+                            gpuobs_flush_info& info);
 
-    // Lock order: flush_mu_ before launch_mu_ (see the order in gpuobs_tool.cpp).
+    // Lock order: flush_mu_ before launch_mu_ (see the order in tool_state.h).
     std::mutex launch_mu_;  // host launch state below; never held across a driver call from a flush
     std::mutex flush_mu_;   // serialises flushes and owns the staging buffers and probe
     CUcontext ctx_;
@@ -150,8 +160,5 @@ private:
 
 // Process-wide launch ids, in launch order across contexts.
 uint64_t next_launch_id();
-
-// Set while the tool itself calls CUDA, so its own callbacks ignore those calls.
-extern thread_local bool g_in_tool;
 
 }  // namespace gpuobs

@@ -1,0 +1,148 @@
+// A context's setup: its device buffers (one arena) allocated and initialised,
+// the device patches loaded, and the device described in the recording.
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "context_guard.h"
+#include "context_state.h"
+#include "cuda_driver.h"
+#include "sanitizer_api.h"
+
+namespace gpuobs {
+namespace {
+
+template <typename T>
+bool device_alloc(CUcontext ctx, T** out, size_t bytes, const char* what, std::string* error) {
+    void* p = nullptr;
+    SanitizerResult r = sanitizer().alloc(ctx, &p, bytes);
+    if (r != SANITIZER_SUCCESS) {
+        *error = std::string("cannot allocate ") + std::to_string(bytes) + " bytes of device memory for " + what +
+                 ": " + sanitizer().describe(r);
+        return false;
+    }
+    *out = static_cast<T*>(p);
+    return true;
+}
+
+}  // namespace
+
+bool ContextState::setup(std::string* error) {
+    InTool guard;
+    CudaDriver& d = driver();
+    int sms = 0;
+    if (!d.load() || d.device_get_attribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_) != CUDA_SUCCESS ||
+        sms <= 0) {
+        *error = "cannot query the device's SM count through libcuda";
+        return false;
+    }
+    sm_count_ = (uint32_t)sms;
+    stripe_count_ = std::min<uint32_t>(sm_count_, GPUOBS_MAX_STRIPES);
+    stripe_capacity_ = std::max<uint64_t>(1, config_.capacity / stripe_count_);
+    if (config_.mode == GPUOBS_MODE_OFF) {
+        write_device_info();
+        active_ = true;
+        return true;
+    }
+    CurrentContext current(ctx_);
+    if (!current.pushed) {
+        *error = "cannot make the context current to set it up";
+        return false;
+    }
+    // Every step says which one failed and why: a context that cannot be set up
+    // runs uninstrumented, and the user is told exactly what went wrong.
+    auto step = [&](const std::string& what, SanitizerResult r) {
+        if (r == SANITIZER_SUCCESS) return true;
+        *error = "cannot " + what + ": " + sanitizer().describe(r);
+        return false;
+    };
+    if (sanitizer().get_stream_handle != nullptr &&
+        !step("get the context's stream handle", sanitizer().get_stream_handle(ctx_, nullptr, &stream_)))
+        return false;
+    if (!step("load the device patches " + config_.patches,
+              sanitizer().add_patches_from_file(config_.patches.c_str(), ctx_)))
+        return false;
+    const size_t events_bytes = stripe_count_ * stripe_capacity_ * sizeof(gpuobs_event);
+    const size_t counters_bytes = GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter);
+    const size_t table_bytes = (size_t)GPUOBS_BLOCK_TABLE_SIZE * sizeof(gpuobs_block_slot);
+    const size_t entries_bytes = (size_t)GPUOBS_FUNCTION_TABLE_SIZE * sizeof(gpuobs_function_entry);
+    // One arena (layout in the schema), aligned so that a patch finds every
+    // table from its callback data pointer without a load.
+    char* raw = nullptr;
+    if (!device_alloc(ctx_, &raw, GPUOBS_ARENA_EVENTS + events_bytes + GPUOBS_ARENA_ALIGN, "the event buffer", error))
+        return false;
+    char* base = reinterpret_cast<char*>(((uint64_t)raw + GPUOBS_ARENA_ALIGN - 1) & ~(GPUOBS_ARENA_ALIGN - 1));
+    entries_ = reinterpret_cast<gpuobs_function_entry*>(base);
+    counters_ = reinterpret_cast<gpuobs_launch_counter*>(base + GPUOBS_ARENA_COUNTERS);
+    ctl_ = reinterpret_cast<gpuobs_control*>(base + GPUOBS_ARENA_CONTROL);
+    block_table_ = reinterpret_cast<gpuobs_block_slot*>(base + GPUOBS_ARENA_BLOCK_TABLE);
+    events_ = reinterpret_cast<gpuobs_event*>(base + GPUOBS_ARENA_EVENTS);
+
+    gpuobs_control ctl;
+    std::memset(&ctl, 0, sizeof ctl);
+    ctl.magic = GPUOBS_CONTROL_MAGIC;
+    ctl.mode = config_.mode;
+    ctl.sample_shift = config_.sample_shift;
+    ctl.stripe_count = stripe_count_;
+    ctl.stripe_capacity = stripe_capacity_;
+    ctl.events = (uint64_t)events_;
+    ctl.launch_counters = (uint64_t)counters_;
+    ctl.block_table = (uint64_t)block_table_;
+    // Every function entry is written now, so a function first seen inside a
+    // graph replay never reads an unwritten entry.
+    std::vector<gpuobs_function_entry> entries(GPUOBS_FUNCTION_TABLE_SIZE);
+    for (uint32_t i = 0; i < GPUOBS_FUNCTION_TABLE_SIZE; ++i) {
+        gpuobs_function_entry& e = entries[i];
+        std::memset(&e, 0, sizeof e);
+        e.stripe_capacity = stripe_capacity_;
+        e.stripe_count = stripe_count_;
+        e.sample_shift = config_.sample_shift;
+        e.function_slot = i;
+        e.mode = config_.mode;
+    }
+    uint32_t check = 0;
+    // block_trace events are stamped by atomics on zeroed ends and exit counts.
+    // The blocking copy at the end returns once the writes before it are done.
+    bool ok =
+        step("initialise the device buffers (control block)",
+             sanitizer().memcpy_htod_async(ctl_, &ctl, sizeof ctl, stream_)) &&
+        step("initialise the device buffers (function table)",
+             sanitizer().memcpy_htod_async(entries_, entries.data(), entries_bytes, stream_)) &&
+        step("initialise the device buffers (launch counters)",
+             sanitizer().memset(counters_, 0, counters_bytes, stream_)) &&
+        step("initialise the device buffers (block table)",
+             sanitizer().memset(block_table_, 0, table_bytes, stream_)) &&
+        step("initialise the device buffers (events)", sanitizer().memset(events_, 0, events_bytes, stream_)) &&
+        step("initialise the device buffers (read back)", sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, stream_));
+    if (!ok) return false;
+    if (check != GPUOBS_CONTROL_MAGIC) {
+        *error = "cannot initialise the device buffers: the control block read back wrong";
+        return false;
+    }
+    function_selected_.assign(GPUOBS_FUNCTION_TABLE_SIZE, 1);
+    write_device_info();
+    active_ = true;
+    return true;
+}
+
+void ContextState::write_device_info() {
+    gpuobs_device_info info;
+    std::memset(&info, 0, sizeof info);
+    info.device_index = device_index_;
+    info.sm_count = sm_count_;
+    info.context_id = (uint64_t)ctx_;
+    CudaDriver& d = driver();
+    int major = 0, minor = 0;
+    d.device_get_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_);
+    d.device_get_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_);
+    info.cc_major = (uint32_t)major;
+    info.cc_minor = (uint32_t)minor;
+    d.device_get_name(info.name, sizeof info.name - 1, device_);
+    CUuuid uuid;
+    if (d.device_get_uuid != nullptr && d.device_get_uuid(&uuid, device_) == CUDA_SUCCESS)
+        std::memcpy(info.uuid, uuid.bytes, 16);
+    file_.write_chunk(GPUOBS_CHUNK_DEVICE, {{&info, sizeof info}});
+}
+
+}  // namespace gpuobs

@@ -1,0 +1,117 @@
+// The tool's own kernels in a context: the clock probe, which relates device
+// time to the host clocks, and the harvest of the launch counters.
+#include <time.h>
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <vector>
+
+#include "context_guard.h"
+#include "context_state.h"
+#include "cuda_driver.h"
+#include "log.h"
+#include "sanitizer_api.h"
+
+namespace gpuobs {
+
+// The tool's own kernels, loaded once (at the first flush, outside any
+// creation callback) from the probe fatbin; any failure leaves the clock
+// without samples and the counter harvest to a plain copy.
+bool ContextState::load_tool_kernels() {
+    if (tool_kernels_tried_) return probe_fn_ != nullptr;
+    tool_kernels_tried_ = true;
+    if (config_.probe.empty()) return false;
+    CudaDriver& d = driver();
+    std::ifstream in(config_.probe, std::ios::binary);
+    std::vector<char> image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (image.empty()) return false;
+    CurrentContext current(ctx_);
+    CUmodule m = nullptr;
+    bool ok = current.pushed && d.module_load_data(&m, image.data()) == CUDA_SUCCESS &&
+              d.module_get_function(&probe_fn_, m, "gpuobs_clock_probe") == CUDA_SUCCESS &&
+              d.stream_create(&probe_stream_, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS;
+    if (!ok || sanitizer().alloc(ctx_, reinterpret_cast<void**>(&probe_out_), 8) != SANITIZER_SUCCESS) {
+        probe_fn_ = nullptr;
+        GPUOBS_LOG("clock probe unavailable; device times will carry no host-clock relation");
+        return false;
+    }
+    if (d.module_get_function(&gather_fn_, m, "gpuobs_gather_counts") != CUDA_SUCCESS ||
+        sanitizer().alloc(ctx_, reinterpret_cast<void**>(&totals_), GPUOBS_LAUNCH_TABLE_SIZE * sizeof(uint64_t)) !=
+            SANITIZER_SUCCESS)
+        gather_fn_ = nullptr;
+    return true;
+}
+
+// Host clocks read around a one-thread kernel that reads %globaltimer; the
+// tightest of a few tries is kept. Any failure just leaves no sample.
+void ContextState::sample_clock() {
+    InTool guard;
+    CudaDriver& d = driver();
+    if (!load_tool_kernels()) return;
+    gpuobs_clock_sample best;
+    std::memset(&best, 0, sizeof best);
+    uint64_t best_width = ~0ull;
+    CurrentContext current(ctx_);
+    if (!current.pushed) return;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+        gpuobs_clock_sample s;
+        std::memset(&s, 0, sizeof s);
+        s.device_index = device_index_;
+        s.method = 1;
+        void* args[] = {&probe_out_};
+        s.realtime_before = clock_ns(CLOCK_REALTIME);
+        s.boottime_before = clock_ns(CLOCK_BOOTTIME);
+        s.monotonic_before = clock_ns(CLOCK_MONOTONIC);
+        bool ok = d.launch_kernel(probe_fn_, 1, 1, 1, 1, 1, 1, 0, probe_stream_, args, nullptr) == CUDA_SUCCESS &&
+                  d.stream_synchronize(probe_stream_) == CUDA_SUCCESS;
+        s.monotonic_after = clock_ns(CLOCK_MONOTONIC);
+        s.boottime_after = clock_ns(CLOCK_BOOTTIME);
+        s.realtime_after = clock_ns(CLOCK_REALTIME);
+        if (!ok || sanitizer().memcpy_dtoh(&s.device_ns, probe_out_, 8, stream_) != SANITIZER_SUCCESS) break;
+        uint64_t width = s.monotonic_after - s.monotonic_before;
+        if (width < best_width) {
+            best_width = width;
+            best = s;
+        }
+    }
+    if (best_width != ~0ull) file_.write_chunk(GPUOBS_CHUNK_CLOCK, {{&best, sizeof best}});
+}
+
+// One total per launch-counter slot, the table zeroed for the next window. On
+// the device where the harvest kernel is loaded (512 KiB comes back), else the
+// whole striped table is copied and cleared (8 MiB).
+bool ContextState::harvest_counts() {
+    const uint32_t slots = GPUOBS_LAUNCH_TABLE_SIZE, stripes = GPUOBS_LAUNCH_COUNTER_STRIPES + 1;
+    counter_staging_.assign(slots, 0);
+    load_tool_kernels();
+    if (gather_fn_ != nullptr) {
+        CudaDriver& d = driver();
+        CurrentContext current(ctx_);
+        uint64_t* table = reinterpret_cast<uint64_t*>(counters_);
+        uint32_t n = slots, k = stripes;
+        void* args[] = {&table, &totals_, &n, &k};
+        CUresult launched = current.pushed
+                                ? d.launch_kernel(gather_fn_, 128, 1, 1, 256, 1, 1, 0, probe_stream_, args, nullptr)
+                                : CUDA_ERROR_INVALID_CONTEXT;
+        CUresult synced = launched == CUDA_SUCCESS ? d.stream_synchronize(probe_stream_) : CUDA_ERROR_NOT_READY;
+        SanitizerResult copied = synced == CUDA_SUCCESS ? sanitizer().memcpy_dtoh(counter_staging_.data(), totals_,
+                                                                                  slots * sizeof(uint64_t), stream_)
+                                                        : SANITIZER_ERROR_NOT_READY;
+        if (copied == SANITIZER_SUCCESS) return true;
+        GPUOBS_LOG(
+            "the counter harvest kernel failed (launch %d, sync %d, copy %d); copying the whole counter table "
+            "from now on",
+            (int)launched, (int)synced, (int)copied);
+        gather_fn_ = nullptr;
+    }
+    std::vector<uint64_t> table((size_t)slots * stripes);
+    if (sanitizer().memcpy_dtoh(table.data(), counters_, table.size() * sizeof(uint64_t), stream_) != SANITIZER_SUCCESS)
+        return false;
+    for (uint32_t s = 0; s < slots; ++s)
+        for (uint32_t k = 0; k < stripes; ++k) counter_staging_[s] += table[gpuobs_launch_counter_index(s, k)];
+    sanitizer().memset(counters_, 0, table.size() * sizeof(uint64_t), stream_);
+    return true;
+}
+
+}  // namespace gpuobs

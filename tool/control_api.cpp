@@ -1,0 +1,53 @@
+// The in-process control surface: gpuobs.flush(), pause(), resume() and the rest,
+// as the extern "C" functions the tool exports.
+#include "tool_state.h"
+
+// ---- the in-process control surface, bound from Python through cffi ----------
+
+extern "C" __attribute__((visibility("default"))) int gpuobs_tool_active(void) {
+    return gpuobs::g_tool != nullptr && gpuobs::g_tool->active ? 1 : 0;
+}
+
+// Synchronises every instrumented context and flushes it; returns how many.
+extern "C" __attribute__((visibility("default"))) int gpuobs_tool_flush(void) {
+    if (!gpuobs_tool_active()) return -1;
+    try {
+        return (int)gpuobs::flush_all("explicit flush", true);
+    } catch (...) {
+        return -1;
+    }
+}
+
+extern "C" __attribute__((visibility("default"))) const char* gpuobs_tool_output(void) {
+    return gpuobs_tool_active() ? gpuobs::g_tool->file.path().c_str() : "";
+}
+
+extern "C" __attribute__((visibility("default"))) unsigned long long gpuobs_tool_launches(void) {
+    if (gpuobs::g_tool == nullptr) return 0;
+    return gpuobs::g_tool->launch_callbacks.load() + gpuobs::g_tool->node_callbacks.load();
+}
+
+// Recording windows: pause unpatches every module (the program runs at native
+// speed, its launches only counted), resume patches them again. Both return the
+// modules changed, -1 when the tool is not recording, -2 (nothing changed) while
+// a CUDA graph is instantiated.
+static int turn_recording(bool on) {
+    if (!gpuobs_tool_active()) return -1;
+    try {
+        return gpuobs::set_recording(on);
+    } catch (...) {
+        return -1;
+    }
+}
+
+extern "C" __attribute__((visibility("default"))) int gpuobs_tool_pause(void) { return turn_recording(false); }
+
+extern "C" __attribute__((visibility("default"))) int gpuobs_tool_resume(void) { return turn_recording(true); }
+
+extern "C" __attribute__((visibility("default"))) int gpuobs_tool_live_graphs(void) {
+    return gpuobs_tool_active() ? (int)gpuobs::live_graphs() : 0;
+}
+
+extern "C" __attribute__((visibility("default"))) int gpuobs_tool_paused(void) {
+    return gpuobs_tool_active() && gpuobs::g_tool->paused ? 1 : 0;
+}

@@ -1,0 +1,150 @@
+// Module patching: each module the driver loads is patched once, for the mode's
+// patch points, and windows patch and unpatch it again (set_instrumented).
+#include <sanitizer.h>
+
+#include <cstring>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "context_state.h"
+#include "gpuobs_schema.h"
+#include "log.h"
+#include "notice.h"
+#include "sanitizer_api.h"
+#include "tool_state.h"
+
+namespace gpuobs {
+namespace {
+
+struct PatchStep {
+    Sanitizer_InstructionId instruction;
+    const char* function;
+};
+
+std::vector<PatchStep> patch_plan(uint32_t mode) {
+    switch (mode) {
+        case GPUOBS_MODE_BLOCK_NOOP: return {{SANITIZER_INSTRUCTION_BLOCK_ENTER, "gpuobs_block_noop"}};
+        case GPUOBS_MODE_BLOCK_COUNTER: return {{SANITIZER_INSTRUCTION_BLOCK_ENTER, "gpuobs_block_counter"}};
+        case GPUOBS_MODE_BLOCK_TRACE:
+            return {{SANITIZER_INSTRUCTION_BLOCK_ENTER, "gpuobs_block_trace_enter"},
+                    {SANITIZER_INSTRUCTION_BLOCK_EXIT, "gpuobs_block_trace_exit"}};
+        case GPUOBS_MODE_BLOCK_TRACE_NOOP:
+            return {{SANITIZER_INSTRUCTION_BLOCK_ENTER, "gpuobs_block_noop"},
+                    {SANITIZER_INSTRUCTION_BLOCK_EXIT, "gpuobs_block_exit_noop"}};
+        case GPUOBS_MODE_MEM_NOOP: return {{SANITIZER_INSTRUCTION_GLOBAL_MEMORY_ACCESS, "gpuobs_mem_noop"}};
+        case GPUOBS_MODE_MEM_SAMPLED:
+        case GPUOBS_MODE_MEM_FULL: return {{SANITIZER_INSTRUCTION_GLOBAL_MEMORY_ACCESS, "gpuobs_mem_access"}};
+        default: return {};
+    }
+}
+
+ModuleRecord* module_record(CUmodule m) {
+    std::lock_guard<std::mutex> lock(g_tool->modules_mu);
+    auto& slot = g_tool->modules[m];
+    if (slot == nullptr) slot = new ModuleRecord();
+    return slot;
+}
+
+// Marks the mode's patch points in a module and instruments it; holds patch_mu.
+// Every time: unpatching a module drops its marks (patching again without them
+// left the code unpatched, seen on the H200).
+bool instrument_module(CUmodule module) {
+    for (const PatchStep& step : patch_plan(g_tool->config.mode)) {
+        SanitizerResult r = sanitizer().patch_instructions(step.instruction, module, step.function);
+        if (r != SANITIZER_SUCCESS) {
+            GPUOBS_LOG("cannot patch a module with %s: %s; that module runs unpatched", step.function,
+                       sanitizer().describe(r));
+            return false;
+        }
+    }
+    SanitizerResult r = sanitizer().patch_module(module);
+    if (r != SANITIZER_SUCCESS) {
+        GPUOBS_LOG("cannot commit the patch of a module: %s; that module runs unpatched", sanitizer().describe(r));
+        return false;
+    }
+    return true;
+}
+
+void notice_unpatched(uint32_t device) {
+    write_notice(g_tool->file, GPUOBS_NOTICE_MODULE_UNPATCHED, device,
+                 "a module could not be patched (see the line above): its kernels run unrecorded");
+}
+
+}  // namespace
+
+// Patches a module exactly once, even when several threads load modules at
+// once: the compare-and-swap on its status elects one patcher. A module loaded
+// while its context is paused waits for the next window.
+void patch_module(ContextState* state, const Sanitizer_ResourceModuleData& md) {
+    Tool& t = *g_tool;
+    ModuleRecord* m = module_record(md.module);
+    uint32_t expected = kNew;
+    if (!m->status.compare_exchange_strong(expected, kPatching)) return;
+    m->context = state;
+    gpuobs_module_info info;
+    std::memset(&info, 0, sizeof info);
+    info.module_id = (uint64_t)md.module;
+    info.device_index = state->device_index();
+    info.cubin_size = (uint32_t)md.cubinSize;
+    info.load_monotonic_ns = monotonic_ns();
+    uint32_t status = kNotPatched;
+    if (!patch_plan(t.config.mode).empty()) {
+        std::lock_guard<std::mutex> lock(t.patch_mu);
+        if (state->paused()) {
+            status = kDeferred;
+        } else if (instrument_module(md.module)) {
+            status = kPatched;
+            m->instrumented = true;
+            info.patch_count = 1;
+        } else {
+            status = kFailed;
+            notice_unpatched(state->device_index());
+        }
+    }
+    info.status = status;
+    m->status.store(status);
+    t.file.write_chunk(GPUOBS_CHUNK_MODULE, {{&info, sizeof info}});
+}
+
+// Instruments (on) or restores (off) every module of one context, or of all
+// (`only` null), that the tool patches, and sets those contexts' paused flag to
+// match, all under patch_mu: a module loaded meanwhile sees the final state. The
+// caller makes sure no kernel of those modules runs. Returns the modules changed.
+int set_instrumented(ContextState* only, bool on) {
+    Tool& t = *g_tool;
+    std::vector<std::pair<CUmodule, ModuleRecord*>> modules;
+    {
+        std::lock_guard<std::mutex> lock(t.modules_mu);
+        modules.assign(t.modules.begin(), t.modules.end());
+    }
+    auto states = all_contexts();
+    std::lock_guard<std::mutex> lock(t.patch_mu);
+    for (auto& [ctx, state] : states)
+        if (!on && (only == nullptr || state == only)) state->set_paused(true);  // before any code changes
+    int changed = 0;
+    for (auto& [module, m] : modules) {
+        uint32_t status = m->status.load();
+        if ((status != kPatched && status != kDeferred) || (only != nullptr && m->context != only) ||
+            m->instrumented == on)
+            continue;
+        bool ok;
+        if (on) {
+            ok = instrument_module(module);
+        } else {
+            SanitizerResult r = sanitizer().unpatch_module(module);
+            ok = r == SANITIZER_SUCCESS;
+            if (!ok) GPUOBS_LOG("cannot remove the patch of a module: %s; it stays patched", sanitizer().describe(r));
+        }
+        if (ok) {
+            m->instrumented = on;
+            if (on && status == kDeferred) m->status.store(kPatched);
+            ++changed;
+        }
+    }
+    for (auto& [ctx, state] : states)
+        if (on && (only == nullptr || state == only)) state->set_paused(false);  // after all of it
+    return changed;
+}
+
+}  // namespace gpuobs
