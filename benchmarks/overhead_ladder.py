@@ -23,6 +23,7 @@ CONFIGS = [
     "off",
     "block_noop",
     "block_counter",
+    "block_starts",
     "block_trace_noop",
     "block_trace",
     "mem_noop",
@@ -36,6 +37,7 @@ CONFIGS = [
 # patch points as block_trace (entry and exit), block_noop for the entry alone.
 NOOP_OF = {
     "block_counter": ("block_noop",),
+    "block_starts": ("block_noop",),
     "block_trace": ("block_trace_noop", "block_noop"),
     "mem_sampled": ("mem_noop",),
     "mem_full": ("mem_noop",),

@@ -56,7 +56,7 @@ def test_fail_open_keeps_exit_code_and_says_why_once(native, tmp_path):
     lines = [line for line in proc.stderr.splitlines() if line.startswith("gpuobs:")]
     assert lines == [
         "gpuobs: GPUOBS_MODE='warp_magic' is not one of off, block_noop, block_counter, "
-        "block_trace, mem_noop, mem_sampled, mem_full, block_trace_noop; running uninstrumented"
+        "block_trace, mem_noop, mem_sampled, mem_full, block_trace_noop, block_starts; running uninstrumented"
     ]
 
 

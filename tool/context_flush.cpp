@@ -16,6 +16,7 @@
 #include "log.h"
 #include "notice.h"
 #include "sanitizer_api.h"
+#include "warp_slots.h"
 
 namespace gpuobs {
 
@@ -109,6 +110,14 @@ void ContextState::reset_device_buffers(const std::vector<uint64_t>& used_per_st
                 sanitizer().memset(events_ + s * stripe_capacity_, 0, used_per_stripe[s] * sizeof(gpuobs_event),
                                    stream_);
     }
+    // block_starts: an arrival reads as written by its kind byte, so the ones used are zeroed.
+    if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
+        sanitizer().memset(&ctl_->warp_stripes[0], 0, sizeof(gpuobs_stripe) * stripe_count_, stream_);
+        for (uint32_t s = 0; s < stripe_count_; ++s)
+            if (arrivals_used_[s] != 0)
+                sanitizer().memset(arrivals_ + s * arrivals_per_stripe(), 0,
+                                   arrivals_used_[s] * sizeof(gpuobs_warp_arrival), stream_);
+    }
     uint32_t check;
     sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, stream_);  // returns once the resets are done
 }
@@ -140,7 +149,27 @@ bool ContextState::read_device_events(const char* reason, gpuobs_flush_info& inf
                    (unsigned long long)info.recorded, (unsigned long long)info.dropped,
                    (unsigned long long)info.attempted);
     info.unmatched_exit_threads = ctl.unmatched_exit_threads;
+    if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) read_warp_arrivals(ctl);
     return true;
+}
+
+// block_starts: each stripe's warp arrivals into arrival_staging_, folded into
+// the window's block events as their slot masks.
+void ContextState::read_warp_arrivals(const gpuobs_control& ctl) {
+    arrival_staging_.clear();
+    arrivals_used_.assign(stripe_count_, 0);
+    for (uint32_t s = 0; s < stripe_count_; ++s) {
+        const uint64_t claimed = ctl.warp_stripes[s].claimed, n = std::min(claimed, arrivals_per_stripe());
+        slots_info_.warp_arrivals += claimed;
+        slots_info_.warp_arrivals_dropped += ctl.warp_stripes[s].dropped;
+        arrivals_used_[s] = n;
+        if (n == 0) continue;
+        const size_t at = arrival_staging_.size();
+        arrival_staging_.resize(at + n);
+        sanitizer().memcpy_dtoh(&arrival_staging_[at], arrivals_ + s * arrivals_per_stripe(),
+                                n * sizeof(gpuobs_warp_arrival), stream_);
+    }
+    fold_warp_arrivals(staging_, arrival_staging_, &slots_info_);
 }
 
 // Classify: staging_'s events flagged, and filtered in place; info counts what was left out.
@@ -157,7 +186,10 @@ void ContextState::classify_events(const std::vector<uint8_t>& selected, gpuobs_
                 e.flags |= GPUOBS_BLOCK_EARLY_EXITS;
             }
         }
-        if (e.kind == GPUOBS_EVENT_EMPTY || (e.kind == GPUOBS_EVENT_BLOCK && e.time_end == 0)) {
+        // block_starts events have no end: the host bounds it.
+        const bool unended =
+            e.kind == GPUOBS_EVENT_BLOCK && e.time_end == 0 && config_.mode != GPUOBS_MODE_BLOCK_STARTS;
+        if (e.kind == GPUOBS_EVENT_EMPTY || unended) {
             ++info.incomplete;
         } else if (e.function_slot < selected.size() && !selected[e.function_slot]) {
             ++info.filtered;
@@ -176,6 +208,8 @@ void ContextState::write_flush_chunks(const std::vector<gpuobs_launch>& launches
     info.launch_count_len = (uint32_t)counts.size();
     file_.write_chunk(GPUOBS_CHUNK_FLUSH,
                       {{&info, sizeof info}, {counts.data(), counts.size() * sizeof(gpuobs_launch_count)}});
+    if (config_.mode == GPUOBS_MODE_BLOCK_STARTS)
+        file_.write_chunk(GPUOBS_CHUNK_SLOTS, {{&slots_info_, sizeof slots_info_}});
     if (!staging_.empty())
         file_.write_events(device_index_, info.flush_seq, staging_.data(), (uint32_t)staging_.size());
 }
@@ -216,6 +250,12 @@ void ContextState::flush(const char* reason, bool require_quiet) {
         sample_clock();
         last_clock_sample_ns_ = info.host_time_ns;
     }
+    std::memset(&slots_info_, 0, sizeof slots_info_);
+    slots_info_.device_index = device_index_;
+    slots_info_.flush_seq = info.flush_seq;
+    // block_starts: at a quiet point every launch listed in this window has run,
+    // so a device time read now bounds the end of each of their blocks.
+    if (config_.mode == GPUOBS_MODE_BLOCK_STARTS && require_quiet) slots_info_.device_quiet_ns = device_time_now();
     if (config_.mode != GPUOBS_MODE_OFF) {
         std::vector<uint64_t> used;
         if (!read_device_events(reason, info, used)) return;

@@ -64,13 +64,17 @@ bool ContextState::setup(std::string* error) {
               sanitizer().add_patches_from_file(config_.patches.c_str(), ctx_)))
         return false;
     const size_t events_bytes = stripe_count_ * stripe_capacity_ * sizeof(gpuobs_event);
+    const size_t arrivals_bytes = config_.mode == GPUOBS_MODE_BLOCK_STARTS
+                                      ? stripe_count_ * arrivals_per_stripe() * sizeof(gpuobs_warp_arrival)
+                                      : 0;
     const size_t counters_bytes = GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter);
     const size_t table_bytes = (size_t)GPUOBS_BLOCK_TABLE_SIZE * sizeof(gpuobs_block_slot);
     const size_t entries_bytes = (size_t)GPUOBS_FUNCTION_TABLE_SIZE * sizeof(gpuobs_function_entry);
     // One arena (layout in the schema), aligned so that a patch finds every
     // table from its callback data pointer without a load.
     char* raw = nullptr;
-    if (!device_alloc(ctx_, &raw, GPUOBS_ARENA_EVENTS + events_bytes + GPUOBS_ARENA_ALIGN, "the event buffer", error))
+    if (!device_alloc(ctx_, &raw, GPUOBS_ARENA_EVENTS + events_bytes + arrivals_bytes + GPUOBS_ARENA_ALIGN,
+                      "the event buffer", error))
         return false;
     char* base = reinterpret_cast<char*>(((uint64_t)raw + GPUOBS_ARENA_ALIGN - 1) & ~(GPUOBS_ARENA_ALIGN - 1));
     entries_ = reinterpret_cast<gpuobs_function_entry*>(base);
@@ -78,6 +82,7 @@ bool ContextState::setup(std::string* error) {
     ctl_ = reinterpret_cast<gpuobs_control*>(base + GPUOBS_ARENA_CONTROL);
     block_table_ = reinterpret_cast<gpuobs_block_slot*>(base + GPUOBS_ARENA_BLOCK_TABLE);
     events_ = reinterpret_cast<gpuobs_event*>(base + GPUOBS_ARENA_EVENTS);
+    arrivals_ = reinterpret_cast<gpuobs_warp_arrival*>(events_ + stripe_count_ * stripe_capacity_);
 
     gpuobs_control ctl;
     std::memset(&ctl, 0, sizeof ctl);
@@ -114,6 +119,8 @@ bool ContextState::setup(std::string* error) {
         step("initialise the device buffers (block table)",
              sanitizer().memset(block_table_, 0, table_bytes, stream_)) &&
         step("initialise the device buffers (events)", sanitizer().memset(events_, 0, events_bytes, stream_)) &&
+        (arrivals_bytes == 0 || step("initialise the device buffers (warp arrivals)",
+                                     sanitizer().memset(arrivals_, 0, arrivals_bytes, stream_))) &&
         step("initialise the device buffers (read back)", sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, stream_));
     if (!ok) return false;
     if (check != GPUOBS_CONTROL_MAGIC) {

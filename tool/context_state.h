@@ -93,6 +93,11 @@ private:
     void write_launch_counts(const std::vector<gpuobs_launch>& launches, std::vector<gpuobs_launch_count>* out,
                              uint64_t* unattributed);
     void reset_device_buffers(const std::vector<uint64_t>& used_per_stripe);
+    // block_starts: the %globaltimer after everything launched so far has run
+    // (the caller has seen every stream synchronised); 0 when the probe cannot run.
+    uint64_t device_time_now();
+    void read_warp_arrivals(const gpuobs_control& ctl);
+    uint64_t arrivals_per_stripe() const { return stripe_capacity_ * GPUOBS_WARP_ARRIVALS_PER_EVENT; }
     // The flush's steps (context_flush.cpp), under flush_mu_: read the device's events
     // into staging_, classify them, write the window's chunks.
     bool read_device_events(const char* reason, gpuobs_flush_info& info, std::vector<uint64_t>& used);
@@ -120,6 +125,7 @@ private:
     // device memory
     gpuobs_control* ctl_ = nullptr;
     gpuobs_event* events_ = nullptr;
+    gpuobs_warp_arrival* arrivals_ = nullptr;  // block_starts only: after the events
     gpuobs_launch_counter* counters_ = nullptr;
     gpuobs_block_slot* block_table_ = nullptr;
     gpuobs_function_entry* entries_ = nullptr;
@@ -138,6 +144,10 @@ private:
     std::unordered_map<uint64_t, uint64_t> unsynced_streams_;  // stream -> launches since its sync
     std::vector<gpuobs_event> staging_;
     std::vector<uint64_t> counter_staging_;  // one total per launch-counter slot
+    // block_starts: this window's warp arrivals, what each stripe used, and the SLOTS chunk
+    std::vector<gpuobs_warp_arrival> arrival_staging_;
+    std::vector<uint64_t> arrivals_used_;
+    gpuobs_slots_info slots_info_{};
     uint32_t flush_seq_ = 0;
     uint32_t next_function_slot_ = 0;  // slots are never reused, even when a module unloads
     uint64_t launches_total_ = 0;

@@ -78,6 +78,20 @@ void ContextState::sample_clock() {
     if (best_width != ~0ull) file_.write_chunk(GPUOBS_CHUNK_CLOCK, {{&best, sizeof best}});
 }
 
+uint64_t ContextState::device_time_now() {
+    if (!load_tool_kernels()) return 0;
+    CudaDriver& d = driver();
+    CurrentContext current(ctx_);
+    void* args[] = {&probe_out_};
+    uint64_t t = 0;
+    if (!current.pushed ||
+        d.launch_kernel(probe_fn_, 1, 1, 1, 1, 1, 1, 0, probe_stream_, args, nullptr) != CUDA_SUCCESS ||
+        d.stream_synchronize(probe_stream_) != CUDA_SUCCESS ||
+        sanitizer().memcpy_dtoh(&t, probe_out_, 8, stream_) != SANITIZER_SUCCESS)
+        return 0;
+    return t;
+}
+
 // One total per launch-counter slot, the table zeroed for the next window. On
 // the device where the harvest kernel is loaded (512 KiB comes back), else the
 // whole striped table is copied and cleared (8 MiB).

@@ -29,6 +29,7 @@ std::vector<PatchStep> patch_plan(uint32_t mode) {
         case GPUOBS_MODE_BLOCK_TRACE:
             return {{SANITIZER_INSTRUCTION_BLOCK_ENTER, "gpuobs_block_trace_enter"},
                     {SANITIZER_INSTRUCTION_BLOCK_EXIT, "gpuobs_block_trace_exit"}};
+        case GPUOBS_MODE_BLOCK_STARTS: return {{SANITIZER_INSTRUCTION_BLOCK_ENTER, "gpuobs_block_starts_enter"}};
         case GPUOBS_MODE_BLOCK_TRACE_NOOP:
             return {{SANITIZER_INSTRUCTION_BLOCK_ENTER, "gpuobs_block_noop"},
                     {SANITIZER_INSTRUCTION_BLOCK_EXIT, "gpuobs_block_exit_noop"}};
