@@ -66,6 +66,36 @@ def test_replay_split_is_not_fooled_by_ends_stamped_by_the_next_replay(tmp_path,
     assert np.bincount(of).tolist() == [500, 500, 500]
 
 
+def test_replay_split_by_grid_size_when_flagged_ends_fake_the_gaps(tmp_path):
+    # Seen on the H200 (a 77-block child-graph node, 10 back-to-back replays):
+    # replay 0's ends all flagged (counted from their starts, which leaves small
+    # clean gaps between its own blocks) while replay 1's last end, stamped late
+    # without a flag, hides the real gap to replay 2. Time cuts alone gave replays
+    # 1, 1, ... blocks; every block is there, so they split by grid size in start order.
+    starts = np.concatenate([r * 1000 + np.arange(4) * 10 for r in range(3)]).astype(np.uint64)
+    ev = np.zeros(12, schema.EVENT_DTYPE)
+    ev["kind"] = schema.EventKind.BLOCK
+    ev["grid_id"] = 77
+    ev["time_start"] = starts
+    ev["time_end"] = starts + 50
+    ev["block_x"] = np.tile(np.arange(4), 3)
+    ev["thread_index"] = 32
+    ev["exit_count"] = 32
+    ev["flags"][:4] = schema.BLOCK_END_UNCONFIRMED
+    ev["time_end"][:4] = 2900
+    ev["time_end"][7] = 2600  # replay 1, unflagged, past replay 2's start
+    _, launches = synthetic.block_trace_events(3, 4, sm_count=4, gap_ns=1_000)
+    launches["grid_id"] = 77
+    launches["flags"] = 1
+    path = tmp_path / "s.gpuobs"
+    with RecordingWriter(path) as w:
+        w.launches(launches)
+        w.flush(attempted=12, recorded=12, dropped=0, unconfirmed_ends=4)
+        w.events(ev)
+    of = analysis.launch_index_of_events(gpuobs.load(path))
+    assert of.tolist() == [0] * 4 + [1] * 4 + [2] * 4
+
+
 def test_replays_sharing_a_grid_id_across_a_raced_flush(tmp_path):
     # 3 replays of one node ran in window 0, but the last launch record raced
     # the flush and was listed in window 1: the split must still give each its own.

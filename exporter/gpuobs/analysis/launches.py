@@ -78,15 +78,21 @@ def launch_index_of_events(rec: Recording) -> np.ndarray:
     sub = ev[rest]
     devices, flushes = rec.event_devices[rest], rec.event_flushes[rest]
     sub_out = np.full(len(rest), UNRESOLVED, np.int64)
-    _match(sub, _key(devices, flushes, sub["grid_id"]), lk_sorted, order, sub_out, np.ones(len(rest), bool))
+    blocks = _grid_blocks(launches)
+    _match(sub, _key(devices, flushes, sub["grid_id"]), lk_sorted, order, sub_out, np.ones(len(rest), bool), blocks)
     late = sub_out == UNRESOLVED
     if late.any():
-        _match(sub, _key(devices, flushes + 1, sub["grid_id"]), lk_sorted, order, sub_out, late)
+        _match(sub, _key(devices, flushes + 1, sub["grid_id"]), lk_sorted, order, sub_out, late, blocks)
     out[rest] = sub_out
     return out
 
 
-def _match(ev, ek, lk_sorted, order, out, wanted) -> None:
+def _grid_blocks(launches) -> np.ndarray:
+    g = launches["grid"].astype(np.int64)
+    return g[:, 0] * g[:, 1] * g[:, 2]
+
+
+def _match(ev, ek, lk_sorted, order, out, wanted, grid_blocks) -> None:
     left = np.searchsorted(lk_sorted, ek, side="left")
     right = np.searchsorted(lk_sorted, ek, side="right")
     found = wanted & (right > left)
@@ -94,7 +100,7 @@ def _match(ev, ek, lk_sorted, order, out, wanted) -> None:
     out[unique] = order[left[unique]]
     shared = np.flatnonzero(found & (right - left > 1))
     if len(shared):
-        _split_replays(ev, shared, left, right, order, out)
+        _split_replays(ev, shared, left, right, order, out, grid_blocks)
 
 
 def _spans(ev: np.ndarray):
@@ -107,7 +113,7 @@ def _spans(ev: np.ndarray):
     return starts, ends, over
 
 
-def _split_replays(ev, shared, left, right, order, out) -> None:
+def _split_replays(ev, shared, left, right, order, out, grid_blocks) -> None:
     groups = {}
     for i in shared:
         groups.setdefault((int(left[i]), int(right[i])), []).append(i)
@@ -133,6 +139,18 @@ def _split_replays(ev, shared, left, right, order, out) -> None:
             gaps[1:] = s[1:] - s[:-1]
             cut_candidates = np.arange(1, len(s))
         cuts = np.sort(cut_candidates[np.argsort(-gaps[cut_candidates], kind="stable")[: k - 1]])
+        sizes = grid_blocks[candidates]
+        all_blocks = bool((ev["kind"][members] == schema.EventKind.BLOCK).all())
+        if (
+            all_blocks
+            and len(s) == int(sizes.sum())
+            and not np.array_equal(np.diff(cuts, prepend=0, append=len(s)), sizes)
+        ):
+            # Every block of every replay is here, yet the time cuts give some replay
+            # more or fewer blocks than its grid: ends stamped late by a later replay
+            # (early exits) hid the real gaps. Replays of one exec never overlap and
+            # starts are never late, so the blocks split in start order by grid size.
+            cuts = np.cumsum(sizes)[:-1]
         group_of = np.searchsorted(cuts, np.arange(len(s)), side="right")
         out[members[by_time]] = candidates[np.minimum(group_of, k - 1)]
 
