@@ -144,6 +144,26 @@ def test_ground_truth_every_launch_kind(tmp_path, programs):
     assert rec.totals["dropped"] == 0
 
 
+def test_kernel_filter_keeps_only_matching_kernels(tmp_path, programs):
+    """`record --kernels REGEX` (GPUOBS_KERNELS, matched in the tool): only the
+    matching kernel's blocks are kept; every launch is still listed, and the
+    blocks left out are counted as filtered, so the accounting adds up."""
+    cmd = [str(programs / "ground_truth"), str(tmp_path / "truth.bin")]
+    proc, rec = record(tmp_path, "block_trace", cmd, "--kernels", "^gt_pl[a]in$", name="filtered")
+    ran = json.loads(proc.stdout.strip().splitlines()[-1])
+    of = analysis.launch_index_of_events(rec)
+    assert (of >= 0).all()
+    table = analysis.launch_table(rec, of)
+    plain = np.array([n == "gt_plain" for n in table.name])
+    assert plain.any() and (~plain).any()
+    assert (table.blocks_recorded[plain] == table.grid_blocks[plain]).all()
+    assert (table.blocks_recorded[~plain] == 0).all()
+    for launch in ran["launches"]:  # every launch is still listed
+        assert any(launch["name"] in n for n in table.name), launch["name"]
+    t = rec.totals
+    assert t["filtered"] > 0 and len(rec.events) + t["filtered"] == t["recorded"] == t["attempted"] - t["dropped"]
+
+
 def test_ground_truth_counts_in_block_counter(tmp_path, programs):
     truth_file = tmp_path / "truth.bin"
     proc, rec = record(tmp_path, "block_counter", [str(programs / "ground_truth"), str(truth_file)], name="counter")
