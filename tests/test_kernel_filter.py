@@ -7,7 +7,6 @@ sample's 5,114-character name) or on 100,000-character ones."""
 
 import binascii
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -16,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gpuobs
-from gpuobs.native_sources import native_root
+
+from .native_helpers import compile_check
 
 HERE = Path(__file__).resolve().parent
 SAMPLES = HERE.parent / "examples" / "data"
@@ -24,26 +24,8 @@ SAMPLES = HERE.parent / "examples" / "data"
 
 @pytest.fixture(scope="module")
 def checker(tmp_path_factory):
-    cxx = shutil.which("g++") or shutil.which("c++")
-    if cxx is None:
-        pytest.skip("no host C++ compiler")
-    exe = tmp_path_factory.mktemp("bin") / "kernel_filter_check"
-    subprocess.run(
-        [
-            cxx,
-            "-std=c++17",
-            "-O2",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-Wno-unused-parameter",
-            f"-I{native_root() / 'tool'}",
-            str(HERE / "native" / "kernel_filter_check.cpp"),
-            str(native_root() / "tool" / "kernel_filter.cpp"),
-            "-o",
-            str(exe),
-        ],
-        check=True,
+    exe = compile_check(
+        tmp_path_factory.mktemp("bin") / "kernel_filter_check", "kernel_filter_check.cpp", "kernel_filter.cpp"
     )
 
     def run(cases):
