@@ -230,3 +230,93 @@ def test_copy_recording_keeps_chosen_flush_windows(tmp_path):
     none = tmp_path / "none.gpuobs"
     copy_recording(rec, none, rec.flushes["flush_seq"] >= 4)
     assert len(gpuobs.load(none).events) == 0 and len(gpuobs.load(none).launches) == 0
+
+
+def _slots_recording(path):
+    """One block_starts flush window: FLUSH, then its SLOTS chunk, then EVENTS."""
+    from gpuobs.recording_file.fileformat import pack_chunk
+
+    ev, launches = synthetic.block_trace_events(1, 4, sm_count=4)
+    ev["time_end"], ev["address"] = 0, 0b1011
+    with RecordingWriter(path) as w:
+        w.run(mode=schema.Mode.BLOCK_STARTS)
+        w.launches(launches)
+        w.flush(device_index=0, flush_seq=2, attempted=4, recorded=4, dropped=0)
+        w.slots(
+            device_index=0,
+            flush_seq=2,
+            warp_arrivals=12,
+            warp_arrivals_dropped=3,
+            unmatched_arrivals=1,
+            device_quiet_ns=1_732_000_000_123_456_789,
+        )
+        w.events(ev, flush_seq=2)
+        w._fh.write(pack_chunk(99, b"a newer writer's chunk"))
+    return ev
+
+
+def test_slots_chunk_round_trip(tmp_path):
+    path = tmp_path / "s.gpuobs"
+    ev = _slots_recording(path)
+    rec = gpuobs.load(path)
+    assert rec.run.mode_name == "block_starts" and rec.unknown_chunks == 1
+    assert rec.slots.dtype == schema.dtype("gpuobs_slots_info") and len(rec.slots) == 1
+    row = rec.slots[0]
+    assert (int(row["device_index"]), int(row["flush_seq"])) == (0, 2)
+    assert (int(row["warp_arrivals"]), int(row["warp_arrivals_dropped"]), int(row["unmatched_arrivals"])) == (12, 3, 1)
+    assert int(row["device_quiet_ns"]) == 1_732_000_000_123_456_789
+    assert (rec.totals["warp_arrivals"], rec.totals["warp_arrivals_dropped"], rec.totals["unmatched_arrivals"]) == (
+        12,
+        3,
+        1,
+    )
+    np.testing.assert_array_equal(rec.events["address"], ev["address"])
+
+
+def test_copy_recording_keeps_each_windows_slots_chunk(tmp_path):
+    from gpuobs.recording_file.recording_writer import copy_recording
+
+    path = tmp_path / "s.gpuobs"
+    _slots_recording(path)
+    rec = gpuobs.load(path)
+    copy_recording(rec, tmp_path / "same.gpuobs")
+    np.testing.assert_array_equal(gpuobs.load(tmp_path / "same.gpuobs").slots, rec.slots)
+    copy_recording(rec, tmp_path / "none.gpuobs", np.zeros(1, bool))
+    assert len(gpuobs.load(tmp_path / "none.gpuobs").slots) == 0
+
+
+def test_files_of_earlier_layouts_read_without_slots(tmp_path):
+    """A file whose header names the layout before block_starts reads as before: no
+    SLOTS chunk, an empty slots table, warp-arrival totals 0."""
+    earlier = 0xE78BC05CF512A957
+    assert earlier in schema.COMPATIBLE_SCHEMAS
+    path = tmp_path / "old.gpuobs"
+    ev, launches = synthetic.block_trace_events(2, 50, sm_count=8)
+    with RecordingWriter(path) as w:
+        w.run(mode=schema.Mode.BLOCK_TRACE)
+        w.launches(launches)
+        w.flush(attempted=100, recorded=100, dropped=0)
+        w.events(ev)
+    data = bytearray(path.read_bytes())
+    data[16:24] = earlier.to_bytes(8, "little")
+    path.write_bytes(bytes(data))
+    rec = gpuobs.load(path)
+    assert rec.schema_hash == earlier and len(rec.events) == 100
+    assert len(rec.slots) == 0 and rec.slots.dtype == schema.dtype("gpuobs_slots_info")
+    assert rec.totals["warp_arrivals"] == 0
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("warp_arrivals_dropped", 13, "warp_arrivals_dropped 13 is above warp_arrivals 12"),
+        ("device_quiet_ns", 1 << 62, "device_quiet_ns .* is not below 2\\^62"),
+        ("flush_seq", 0xFFFFFFFF, "flush_seq 0xffffffff is reserved"),
+    ],
+)
+def test_slots_values_no_tool_writes_are_damage(tmp_path, field, value, message):
+    path = tmp_path / "bad.gpuobs"
+    with RecordingWriter(path) as w:
+        w.slots(warp_arrivals=12, **{field: value})
+    with pytest.raises(errors.CorruptChunk, match=f"SLOTS chunk: {message}"):
+        gpuobs.load(path)

@@ -199,6 +199,10 @@ class _Parser:
             self._api_name(rec, start, length)
         elif ctype == ChunkType.NOTICE:
             self._notice(rec, start, length)
+        elif ctype == ChunkType.SLOTS:
+            info = self._struct("gpuobs_slots_info", start, length, exact=True)
+            checks.check_slots(info[0])
+            self._part("slots", info)
         elif ctype == ChunkType.END:
             rec.end = self._struct("gpuobs_end_info", start, length, exact=True)[0]
         else:
@@ -369,6 +373,7 @@ _TABLES = {
     "launch": ("launches", "gpuobs_launch", checks.check_launches),
     "clock": ("clock_samples", "gpuobs_clock_sample", checks.check_clock_samples),
     "flush": ("flushes", "gpuobs_flush_info", None),
+    "slots": ("slots", "gpuobs_slots_info", None),
     "count": ("launch_counts", None, None),
     "device": ("devices", "gpuobs_device_info", None),
     "module": ("modules", "gpuobs_module_info", None),

@@ -92,6 +92,7 @@ class Recording:
     launches: np.ndarray = field(default_factory=lambda: _empty("gpuobs_launch"))
     clock_samples: np.ndarray = field(default_factory=lambda: _empty("gpuobs_clock_sample"))
     flushes: np.ndarray = field(default_factory=lambda: _empty("gpuobs_flush_info"))
+    slots: np.ndarray = field(default_factory=lambda: _empty("gpuobs_slots_info"))  # block_starts: one per flush
     launch_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, LAUNCH_COUNT_ROW))
     event_chunks: list = field(default_factory=list)  # zero-copy views, one per EVENTS chunk
     event_chunk_devices: list = field(default_factory=list)  # device index of each chunk
@@ -148,6 +149,10 @@ class Recording:
             "incomplete": int(f["incomplete"].sum()),
             "unrecorded_launches": int(f["unrecorded_launches"].sum()),
             "events_in_file": int(sum(len(c) for c in self.event_chunks)),
+            # block_starts (SLOTS chunks; 0 in other modes)
+            "warp_arrivals": int(self.slots["warp_arrivals"].sum()),
+            "warp_arrivals_dropped": int(self.slots["warp_arrivals_dropped"].sum()),
+            "unmatched_arrivals": int(self.slots["unmatched_arrivals"].sum()),
         }
 
     def function(self, device_index: int, slot: int) -> FunctionInfo:

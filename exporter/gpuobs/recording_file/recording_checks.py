@@ -130,6 +130,22 @@ def check_flush(info: np.void, counts: np.ndarray) -> None:
         raise BadValue(f"launch count {bad.row}: {bad}") from None
 
 
+SLOTS_COUNTERS = ("warp_arrivals", "warp_arrivals_dropped", "unmatched_arrivals")
+
+
+def check_slots(info: np.void) -> None:
+    _device(int(info["device_index"]))
+    _seq(int(info["flush_seq"]))
+    for name in SLOTS_COUNTERS:
+        if int(info[name]) >= COUNT_LIMIT:
+            raise BadValue(f"{name} {int(info[name])} is not below 2^63")
+    arrivals, dropped = int(info["warp_arrivals"]), int(info["warp_arrivals_dropped"])
+    if dropped > arrivals:
+        raise BadValue(f"warp_arrivals_dropped {dropped:,} is above warp_arrivals {arrivals:,} (drops are of attempts)")
+    if int(info["device_quiet_ns"]) >= TIME_LIMIT_NS:
+        raise BadValue(f"device_quiet_ns {int(info['device_quiet_ns'])} is not below 2^62")
+
+
 def check_events_header(device_index: int, flush_seq: int) -> None:
     _device(device_index)
     _seq(flush_seq)

@@ -156,6 +156,27 @@ class RecordingWriter:
         )
         self._chunk(ChunkType.FLUSH, info.tobytes() + counts.tobytes())
 
+    def slots(
+        self,
+        *,
+        device_index=0,
+        flush_seq=0,
+        warp_arrivals=0,
+        warp_arrivals_dropped=0,
+        unmatched_arrivals=0,
+        device_quiet_ns=0,
+    ):
+        info = _one(
+            "gpuobs_slots_info",
+            device_index=device_index,
+            flush_seq=flush_seq,
+            warp_arrivals=warp_arrivals,
+            warp_arrivals_dropped=warp_arrivals_dropped,
+            unmatched_arrivals=unmatched_arrivals,
+            device_quiet_ns=device_quiet_ns,
+        )
+        self._chunk(ChunkType.SLOTS, info.tobytes())
+
     def events(self, events: np.ndarray, *, device_index=0, flush_seq=0):
         events = np.ascontiguousarray(events, schema.EVENT_DTYPE)
         padding = events_padding(self._fh.tell())
@@ -251,6 +272,7 @@ def copy_recording(
         lc = rec.launch_counts
         launch_rows = _rows_by_window(rec.launches["device_index"], rec.launch_flushes)
         count_rows = _rows_by_window(lc["device_index"], lc["flush_seq"])
+        slots_rows = _rows_by_window(rec.slots["device_index"], rec.slots["flush_seq"])
         chunk_rows = _rows_by_window(
             np.asarray(rec.event_chunk_devices, np.uint32), np.asarray(rec.event_chunk_flushes, np.uint32)
         )
@@ -288,6 +310,8 @@ def copy_recording(
                 incomplete=int(f["incomplete"]),
                 unrecorded_launches=int(f["unrecorded_launches"]),
             )
+            for row in rec.slots[slots_rows.get((dev, seq), nothing)]:  # block_starts: the window's warp slots
+                w._chunk(ChunkType.SLOTS, row.tobytes())
             for chunk, kept in chunks:
                 if kept.any():
                     w.events(chunk[kept], device_index=dev, flush_seq=seq)
