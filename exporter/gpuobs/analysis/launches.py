@@ -10,6 +10,7 @@ import numpy as np
 
 from ..recording_file import schema
 from ..recording_file.recording import UNFLUSHED, Recording
+from . import block_ends as bounds
 
 UNRESOLVED = -1
 
@@ -170,6 +171,9 @@ class LaunchTable:
     grid_blocks: np.ndarray
     ends_unconfirmed: np.ndarray = None  # blocks whose end a later replay may have stamped (flagged)
     count_slot: np.ndarray = None  # the counter slot of each launch's count (see count_slots; -1: none)
+    # block_starts (None otherwise): every block's end bound, and per launch what bounds last_end
+    block_ends: bounds.BlockEnds | None = None
+    end_bound: np.ndarray | None = None  # uint8 EndBound per launch
 
 
 def launch_table(rec: Recording, launch_of_event: np.ndarray | None = None) -> LaunchTable:
@@ -189,6 +193,11 @@ def launch_table(rec: Recording, launch_of_event: np.ndarray | None = None) -> L
     np.minimum.at(first_start, idx, starts)
     np.maximum.at(last_end, idx, ends)
     first_start[first_start == np.iinfo(np.uint64).max] = 0
+    block_ends = end_bound = None
+    if bounds.is_block_starts(rec):  # no end recorded: the latest upper bound of its blocks' ends
+        block_ends = bounds.block_end_bounds(rec, launch_of_event)
+        bounded_end, end_bound = bounds.launch_end_quality(block_ends, n)
+        last_end = np.maximum(last_end, bounded_end)
     blocks_recorded = np.bincount(idx[is_block], minlength=n)[:n]
     events_kept = np.bincount(idx[~is_block], minlength=n)[:n]
     sms = ev["sm_id"][ok].astype(np.int64)
@@ -226,6 +235,8 @@ def launch_table(rec: Recording, launch_of_event: np.ndarray | None = None) -> L
         grid_blocks,
         ends_unconfirmed,
         count_slot,
+        block_ends,
+        end_bound,
     )
 
 
@@ -311,6 +322,7 @@ def kernel_stats(rec: Recording) -> list[dict]:
     ev_kernel = np.full(len(ev), -1, np.int64)
     ev_kernel[resolved] = kernel_of_launch[of[resolved]]
     is_block = ev["kind"] == schema.EventKind.BLOCK
+    ends_recorded = not bounds.is_block_starts(rec)  # block_starts bounds ends, measures no duration
     # A counter slot shared by launches (graph replays of one node, grid ids that
     # collide) belongs to a kernel when all its launches are that kernel's; else to
     # none, and counted_total still counts it once.
@@ -328,6 +340,8 @@ def kernel_stats(rec: Recording) -> list[dict]:
         mine = ev_kernel == k
         blocks = mine & is_block
         dur = ev["time_end"][blocks].astype(np.int64) - ev["time_start"][blocks].astype(np.int64)
+        if not ends_recorded:
+            dur = dur[:0]
         member_slots = table.count_slot[members]
         recorded = table.blocks_recorded[members]
         row = {

@@ -113,16 +113,7 @@ def write_block_trace_recording(
 
 
 def _clock_samples(ev: np.ndarray, offset_ns: int) -> np.ndarray:
-    samples = np.zeros(2, schema.dtype("gpuobs_clock_sample"))
-    for i, device_ns in enumerate((int(ev["time_start"].min()) - 1000, int(ev["time_end"].max()) + 1000)):
-        host = device_ns - offset_ns
-        samples[i]["method"] = 1
-        samples[i]["device_ns"] = device_ns
-        mono = host - GLOBALTIMER_BASE + UPTIME_NS
-        samples[i]["monotonic_before"], samples[i]["monotonic_after"] = mono - 9_000, mono + 11_000
-        samples[i]["boottime_before"], samples[i]["boottime_after"] = mono + 2_000, mono + 22_000
-        samples[i]["realtime_before"], samples[i]["realtime_after"] = host - 9_000, host + 11_000
-    return samples
+    return _clock_samples_between(int(ev["time_start"].min()), int(ev["time_end"].max()), offset_ns)
 
 
 def write_many_flush_recording(
@@ -169,3 +160,155 @@ def write_many_flush_recording(
             w.events(ev, flush_seq=seq)
         w.end(flushes=flushes, launches=flushes * launches_per_flush, events=flushes * per_flush)
     return path
+
+
+BLOCK_STARTS_STREAMS = (0x10, 0x20, 0x30)
+TRUE_END_ROW = np.dtype(
+    [("device_index", "<u4"), ("grid_id", "<u8"), ("block_x", "<u4"), ("time_start", "<u8"), ("time_end", "<u8")]
+)
+
+
+def block_starts_program(first_grid_id: int = 1000):
+    """The launches of write_block_starts_recording, per device, and which phases end
+    at a quiet point: four flush windows over three streams; full-occupancy and
+    uneven kernels, back to back on a stream and overlapping across streams; a graph
+    node between two plain launches; a launch that raced the second flush (on a
+    stream of its own, listed in the third window); the last window not quiet."""
+    from .scheduler_sim import SimLaunch
+
+    a, b, c = BLOCK_STARTS_STREAMS
+    node = schema.LaunchFlag.GRAPH_NODE | schema.LaunchFlag.FROM_NODE_TABLE
+    launches = [
+        # phase 0: two kernels back to back on a, one beside them on b
+        SimLaunch(a, 0, blocks=320, threads=256, mean_ns=4_000, phase=0, listed_in=0),
+        SimLaunch(b, 2, blocks=60, threads=512, mean_ns=9_000, phase=0, listed_in=0),
+        SimLaunch(a, 1, blocks=256, threads=128, mean_ns=6_000, phase=0, listed_in=0),
+        # phase 1: plain, graph node, plain on a; the raced launch on c
+        SimLaunch(a, 0, blocks=240, threads=256, mean_ns=3_000, phase=1, listed_in=1),
+        SimLaunch(a, 1, blocks=24, threads=384, mean_ns=5_000, phase=1, listed_in=1, flags=node, graph_launch_id=9),
+        SimLaunch(a, 0, blocks=160, threads=256, mean_ns=3_000, phase=1, listed_in=1),
+        SimLaunch(
+            c, 2, blocks=16, threads=128, mean_ns=80_000, phase=1, listed_in=2, flags=schema.LaunchFlag.RACED_FLUSH
+        ),
+        # phase 2: one block per SM, then a wide one
+        SimLaunch(b, 2, blocks=8, threads=1024, mean_ns=12_000, phase=2, listed_in=2),
+        SimLaunch(b, 0, blocks=400, threads=64, mean_ns=2_000, phase=2, listed_in=2),
+        # phase 3 (not quiet): both streams
+        SimLaunch(a, 1, blocks=200, threads=256, mean_ns=5_000, phase=3, listed_in=3),
+        SimLaunch(b, 0, blocks=200, threads=256, mean_ns=5_000, phase=3, listed_in=3),
+        SimLaunch(a, 0, blocks=100, threads=256, mean_ns=5_000, phase=3, listed_in=3),
+    ]
+    return launches, [True, True, True, False]
+
+
+def write_block_starts_recording(
+    path, seed: int = 0, sm_count: int = 8, devices: int = 1, incomplete_every: int = 29, dropped_every: int = 97
+):
+    """A complete block_starts recording from a simulated scheduler (scheduler_sim):
+    block events with their start, SM and warp-slot mask and no end, SLOTS chunks
+    (quiet points, warp arrivals), and the program of block_starts_program on each
+    of `devices` GPUs (each simulated on its own, from the same device time).
+    Every `incomplete_every`-th block loses a warp's arrival (flagged
+    GPUOBS_BLOCK_SLOTS_INCOMPLETE) and every `dropped_every`-th block record is
+    dropped (counted, not written). Returns (path, true ends): one TRUE_END_ROW per
+    block event written."""
+    from .scheduler_sim import simulate
+
+    rng = np.random.default_rng(seed)
+    program, quiet = block_starts_program()
+    launch_dt = schema.dtype("gpuobs_launch")
+    incomplete_flag = schema.constant("GPUOBS_BLOCK_SLOTS_INCOMPLETE")
+    truth = []
+    with RecordingWriter(path) as w:
+        w.run(pid=4242, mode=schema.Mode.BLOCK_STARTS, capacity=1 << 20, argv=["python3", "train.py"])
+        for device in range(devices):
+            w.device(device_index=device, name="NVIDIA H200", sm_count=sm_count, context_id=device + 1)
+            w.module(module_id=1, device_index=device)
+            for slot, (mangled, demangled) in enumerate(FUNCTION_NAMES):
+                w.function(function_slot=slot, mangled=mangled, demangled=demangled, device_index=device)
+        launch_id = 0
+        for device in range(devices):
+            sim = simulate(program, quiet, sm_count, GLOBALTIMER_BASE, rng)
+            launches = np.zeros(len(program), launch_dt)
+            for i, p in enumerate(program):
+                launch_id += 1
+                launches[i]["launch_id"] = launch_id
+                launches[i]["grid_id"] = 1000 + i
+                launches[i]["stream_id"] = p.stream
+                launches[i]["host_begin_ns"] = UPTIME_NS + i * 10_000
+                launches[i]["function_slot"] = p.function_slot
+                launches[i]["device_index"] = device
+                launches[i]["grid"] = (p.blocks, 1, 1)
+                launches[i]["block"] = (p.threads, 1, 1)
+                launches[i]["graph_launch_id"] = p.graph_launch_id
+                launches[i]["flags"] = p.flags
+            ev = np.zeros(len(sim.start), schema.EVENT_DTYPE)
+            ev["time_start"] = sim.start
+            ev["grid_id"] = launches["grid_id"][sim.launch]
+            ev["address"] = sim.mask
+            ev["function_slot"] = launches["function_slot"][sim.launch]
+            ev["block_x"] = sim.block_x
+            ev["thread_index"] = launches["block"][sim.launch, 0]
+            ev["sm_id"] = ev["sm_id_end"] = sim.sm
+            ev["kind"] = schema.EventKind.BLOCK
+            warps = (ev["thread_index"].astype(np.int64) + 31) // 32
+            lose = (np.arange(len(ev)) % incomplete_every == incomplete_every - 1) & (warps > 1)
+            for k in np.flatnonzero(lose):  # a dropped arrival: one slot, never the leader's, goes missing
+                bits = [b for b in range(64) if int(ev["address"][k]) >> b & 1]
+                ev["address"][k] &= ~np.uint64(1 << int(rng.choice(bits[1:])))
+                ev["flags"][k] |= incomplete_flag
+            kept = np.arange(len(ev)) % dropped_every != dropped_every - 1
+            w.clock_samples(_clock_samples_between(int(sim.start.min()), int(sim.end.max()), 568_000, device))
+            phase = np.array([p.phase for p in program])[sim.launch]
+            listed_in = np.array([p.listed_in for p in program])
+            for seq in range(len(quiet)):
+                listed = listed_in == seq
+                mine = phase == seq
+                window = mine & kept
+                counts = np.zeros(int(listed.sum()), schema.dtype("gpuobs_launch_count"))
+                counts["grid_id"] = launches["grid_id"][listed]
+                counts["count"] = [p.blocks for p, here in zip(program, listed) if here]
+                counts["launches_sharing"] = 1
+                w.launches(launches[listed])
+                dropped = int((mine & ~kept).sum())
+                w.flush(
+                    device_index=device,
+                    flush_seq=seq,
+                    attempted=int(mine.sum()),
+                    recorded=int(window.sum()),
+                    dropped=dropped,
+                    launch_counts=counts,
+                    host_time_ns=UPTIME_NS + (seq + 1) * 1_000_000,
+                )
+                w.slots(
+                    device_index=device,
+                    flush_seq=seq,
+                    warp_arrivals=int((warps[mine] - 1).sum()),
+                    warp_arrivals_dropped=int((lose & window).sum()),
+                    unmatched_arrivals=int((warps[mine & ~kept] - 1).sum()),  # warps of dropped block records
+                    device_quiet_ns=sim.quiet_ns[seq],
+                )
+                rows = np.flatnonzero(window)
+                rows = rows[np.lexsort((ev["time_start"][rows], ev["sm_id"][rows]))]  # stripes are per SM
+                w.events(ev[rows], device_index=device, flush_seq=seq)
+                t = np.zeros(len(rows), TRUE_END_ROW)
+                t["device_index"], t["grid_id"], t["block_x"] = device, ev["grid_id"][rows], ev["block_x"][rows]
+                t["time_start"], t["time_end"] = ev["time_start"][rows], sim.end[rows]
+                truth.append(t)
+        total = sum(len(t) for t in truth)
+        w.end(flushes=len(quiet) * devices, launches=launch_id, events=total)
+    return path, np.concatenate(truth)
+
+
+def _clock_samples_between(first_ns: int, last_ns: int, offset_ns: int, device_index: int = 0) -> np.ndarray:
+    samples = np.zeros(2, schema.dtype("gpuobs_clock_sample"))
+    for i, device_ns in enumerate((first_ns - 1000, last_ns + 1000)):
+        host = device_ns - offset_ns
+        samples[i]["device_index"] = device_index
+        samples[i]["method"] = 1
+        samples[i]["device_ns"] = device_ns
+        mono = host - GLOBALTIMER_BASE + UPTIME_NS
+        samples[i]["monotonic_before"], samples[i]["monotonic_after"] = mono - 9_000, mono + 11_000
+        samples[i]["boottime_before"], samples[i]["boottime_after"] = mono + 2_000, mono + 22_000
+        samples[i]["realtime_before"], samples[i]["realtime_after"] = host - 9_000, host + 11_000
+    return samples
