@@ -181,7 +181,8 @@ def record(
         "--mode",
         "-m",
         metavar="MODE",
-        help="off | block_noop | block_counter | block_trace | block_trace_noop | mem_noop | mem_sampled | mem_full",
+        help=" | ".join(schema.MODE_NAMES.values()) + "; block_starts: block starts + SM, ends bounded from "
+        "warp-slot reuse (entry patch only, no exit patch)",
     ),
     sample_shift: int = typer.Option(
         schema.DEFAULT_SAMPLE_SHIFT,
@@ -634,6 +635,9 @@ def _print_export_summary(summary, output: Path) -> None:
             memory = f", {g.memory_events:,} memory samples ({g.accesses_counted:,} accesses counted)"
         blocks = f"{g.sms} SMs ({g.lanes} lanes), {g.block_slices:,} blocks, " if g.block_slices else ""
         _say(f"  {g.label}: {blocks}{g.kernel_slices:,} kernels{memory}, {drops}; clock: {g.clock}")
+        if g.end_bounds:
+            shares = ", ".join(f"{n:,} {label}" for label, n in g.end_bounds.items() if n)
+            _say(f"    block ends are upper bounds (block_starts records none): {shares} (`gpuobs stats` explains)")
         if g.unrecorded_launches:
             _say(f"    {g.unrecorded_launches:,} launches ran outside recording windows: unpatched, not in the trace")
         if g.launches_without_time and g.mode.startswith("mem"):

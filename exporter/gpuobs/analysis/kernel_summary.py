@@ -6,8 +6,11 @@ deviation of a launch's span.
 A launch's span is measured on the device clock from its first block's start to
 its last block's end, from the block records of a block_trace recording. It
 includes what instrumentation cost inside the kernel, and excludes the launch's
-queueing before its first block ran. Modes that keep no block times (counters,
-memory modes) have no spans: `timed` is False and there are no rows."""
+queueing before its first block ran. In a block_starts recording no end is
+recorded: the span runs to the latest upper bound of its blocks' ends
+(block_ends.py), so it is an upper bound too, unless some block of the launch has
+no bound. Modes that keep no block times (counters, memory modes) have no spans:
+`timed` is False and there are no rows."""
 
 from __future__ import annotations
 
@@ -18,10 +21,15 @@ import numpy as np
 from ..recording_file import schema
 from ..recording_file.recording import Recording
 from . import launches as analysis
+from .block_ends import EndBound
 
 SPAN_MEANING = (
     "span = a launch's first block start to its last block end (device clock, from block "
     "records; includes instrumentation cost inside the kernel, not queueing before it)"
+)
+SPAN_MEANING_BOUNDS = (
+    "span = a launch's first block start to the latest upper bound of its blocks' ends (block_starts "
+    "records no block end; device clock, includes instrumentation cost inside the kernel)"
 )
 SORT_KEYS = ("total", "instances", "avg", "med", "min", "max", "stddev", "name")
 
@@ -29,22 +37,26 @@ SORT_KEYS = ("total", "instances", "avg", "med", "min", "max", "stddev", "name")
 @dataclass
 class KernelTimes:
     mode: str
-    timed: bool  # the mode records block start and end times
+    timed: bool  # the mode records block start and end times (block_starts: starts and end bounds)
+    ends_are_bounds: bool = False  # block_starts: spans end at upper bounds of block ends
     rows: list = field(default_factory=list)  # one dict per kernel name, by total time
     launches: int = 0  # launches in the recording
     launches_without_span: int = 0  # no block recorded (all dropped, or outside a window)
     launches_partial: int = 0  # some blocks dropped: the span may be short
+    launches_end_unbounded: int = 0  # block_starts: a block with no end bound, so the span may be short
 
 
 def kernel_times(rec: Recording, table: analysis.LaunchTable | None = None) -> KernelTimes:
     mode = rec.run.mode_name if rec.run else "unknown"
     has_blocks = bool(len(rec.events)) and bool((rec.events["kind"] == schema.EventKind.BLOCK).any())
-    timed = mode == "block_trace" or (rec.run is None and has_blocks)
-    result = KernelTimes(mode=mode, timed=timed, launches=len(rec.launches))
+    timed = mode in ("block_trace", "block_starts") or (rec.run is None and has_blocks)
+    result = KernelTimes(mode=mode, timed=timed, launches=len(rec.launches), ends_are_bounds=mode == "block_starts")
     if not timed or len(rec.launches) == 0:
         return result
     table = table or analysis.launch_table(rec)
     spanned = table.blocks_recorded > 0
+    if table.end_bound is not None:
+        result.launches_end_unbounded = int((spanned & (table.end_bound == EndBound.NONE)).sum())
     result.launches_without_span = int((~spanned).sum())
     result.launches_partial = int((spanned & (table.blocks_recorded < table.grid_blocks)).sum())
     spans = table.last_end.astype(np.int64) - table.first_start.astype(np.int64)

@@ -11,7 +11,7 @@ import numpy as np
 from ..outputs import write_atomically
 from ..recording_file import schema
 from ..recording_file.recording import Recording
-from . import launches
+from . import block_ends, launches
 from .kernel_names import short_name
 
 
@@ -26,6 +26,9 @@ def occupancy(rec: Recording, device: int, bins: int = 400):
     blocks = (ev["kind"] == schema.EventKind.BLOCK) & (rec.event_devices == device)
     start = ev["time_start"][blocks].astype(np.int64)
     end = np.maximum(ev["time_end"][blocks].astype(np.int64), start)
+    if block_ends.is_block_starts(rec):  # no end recorded: to each end's upper bound (occupancy over-counted)
+        bounds = block_ends.block_end_bounds(rec)
+        end = bounds.end_bound_ns[bounds.at(np.flatnonzero(blocks))].astype(np.int64)
     sm = ev["sm_id"][blocks].astype(np.int64)
     if len(start) == 0:
         return None, 0, 0
@@ -81,7 +84,11 @@ def plot(rec: Recording, targets: dict, top: int = 6, inputs=(), force: bool = F
         )
         ax1.set_xlabel("device time since first block (us)")
         ax1.set_ylabel("SM")
-        ax1.set_title(f"GPU {device} ({rec.device_name(device)}): resident blocks per SM")
+        starts_only = block_ends.is_block_starts(rec)
+        ax1.set_title(
+            f"GPU {device} ({rec.device_name(device)}): resident blocks per SM"
+            + (" (to upper bounds of block ends)" if starts_only else "")
+        )
         fig.colorbar(im, ax=ax1, label="blocks resident (time-averaged)")
         ev = rec.events
         ok = (of >= 0) & (ev["kind"] == schema.EventKind.BLOCK) & (rec.event_devices == device)
@@ -93,8 +100,11 @@ def plot(rec: Recording, targets: dict, top: int = 6, inputs=(), force: bool = F
         ax2.set_xlabel("block duration (us)")
         ax2.set_ylabel("blocks")
         ax2.set_yscale("log")
-        ax2.set_title("block durations, busiest kernels")
-        ax2.legend(fontsize=7)
+        ax2.set_title(
+            "block durations, busiest kernels" + (": none (block_starts records no end)" if starts_only else "")
+        )
+        if ax2.get_legend_handles_labels()[0]:
+            ax2.legend(fontsize=7)
         fig.tight_layout()
         try:
             with write_atomically(path, inputs, force) as fh:

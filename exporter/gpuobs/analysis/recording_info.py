@@ -10,6 +10,7 @@ import numpy as np
 
 from ..ranges import format_ns, format_span
 from ..recording_file.recording import Recording
+from . import block_end_report, block_ends
 from . import launches as analysis
 
 MAX_WINDOW_LINES = 40
@@ -89,6 +90,9 @@ def describe(rec: Recording) -> dict:
         ),
         **s,
         "flush_windows": flush_windows(rec),
+        "block_ends": block_end_report.totals(rec, block_ends.block_end_bounds(rec))
+        if block_ends.is_block_starts(rec)
+        else None,
     }
 
 
@@ -158,6 +162,11 @@ def text(d: dict) -> list[str]:
             f"{d['unconfirmed_ends']:,} block ends may have been stamped by a later graph replay "
             "(flagged in the trace)",
         )
+    bounds = d.get("block_ends")
+    if bounds:
+        line("block ends", block_end_report.bound_line(bounds))
+        line("", bounds["meaning"])
+        line("warp slots", block_end_report.accounting_line(bounds))
     if d.get("device_launches"):
         line("", f"{d['device_launches']:,} of the launches were made by kernels (dynamic parallelism)")
     for note in d.get("notices", []):

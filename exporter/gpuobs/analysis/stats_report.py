@@ -3,16 +3,19 @@
 * kernels: the time summary nsys (cuda_gpu_kern_sum) and the PyTorch profiler lead
   with (gpuobs.kernel_summary), from block_trace recordings;
 * blocks: per kernel launches, grid blocks, block records kept, SMs, block-duration
-  percentiles, exact device counts, memory samples and drops (gpuobs.analysis).
+  percentiles, exact device counts, memory samples and drops (gpuobs.analysis);
+* block_starts recordings, with either: per kernel how its block ends are bounded
+  (block_end_report), and the warp-arrival accounting.
 Text shows folded kernel names (gpuobs.kernel_names); CSV and JSON the full ones."""
 
 from __future__ import annotations
 
 from ..recording_file.recording import Recording
+from . import block_end_report
 from . import launches as analysis
 from .kernel_names import short_names
 from .kernel_summary import SORT_KEYS as KERNEL_SORT_KEYS
-from .kernel_summary import SPAN_MEANING, kernel_times, sort_rows
+from .kernel_summary import SPAN_MEANING, SPAN_MEANING_BOUNDS, kernel_times, sort_rows
 from .text_table import Column, render_csv, render_text
 
 BLOCK_SORT_KEYS = ("blocks", "launches", "p50", "p99", "counted", "name")
@@ -65,6 +68,19 @@ BLOCK_CSV = [
         "kernel",
     )
 ]
+BOUND_COLUMNS = [
+    Column("Blocks", "blocks"),
+    Column("Slot %", "slot_pct", "{:.1f}"),
+    Column("Stream %", "stream_pct", "{:.1f}"),
+    Column("Quiet %", "quiet_pct", "{:.1f}"),
+    Column("None %", "none_pct", "{:.1f}"),
+    Column("Incomplete", "slots_incomplete"),
+    Column("Name", "short", left=True),
+]
+BOUND_CSV = [
+    Column("", k)
+    for k in ("device", "blocks", "slot_pct", "stream_pct", "quiet_pct", "none_pct", "slots_incomplete", "kernel")
+]
 COLUMN_MEANING = {
     "blocks": "Blocks: grid blocks launched",
     "blocks_recorded": "Recorded: block records kept",
@@ -78,10 +94,12 @@ COLUMN_MEANING = {
 
 def _block_columns(mode: str) -> list:
     """The columns that mean something in this mode: block records and their durations
-    in block_trace, memory samples in memory modes."""
+    in block_trace (block_starts: records, no durations), memory samples in memory modes."""
     drop = set()
+    if mode not in ("block_trace", "block_starts"):
+        drop |= {"blocks_recorded", "blocks_dropped"}
     if mode != "block_trace":
-        drop |= {"blocks_recorded", "p50_us", "p99_us", "blocks_dropped"}
+        drop |= {"p50_us", "p99_us"}
     if not mode.startswith("mem"):
         drop.add("memory_events")
     if mode in ("off", "block_noop", "block_counter", "block_trace_noop", "mem_noop"):
@@ -103,7 +121,9 @@ def _kernels(rec: Recording, table, sort: str | None, top: int | None) -> dict:
     sort_rows(rows, sort or "total")
     return {
         "timed": times.timed,
-        "span": SPAN_MEANING,
+        "span": SPAN_MEANING_BOUNDS if times.ends_are_bounds else SPAN_MEANING,
+        "ends_are_bounds": times.ends_are_bounds,
+        "launches_end_unbounded": times.launches_end_unbounded,
         "sort": sort or "total",
         "kernels": len(rows),
         "launches": times.launches,
@@ -147,11 +167,19 @@ def build(rec: Recording, report: str, sort: str | None, top: int | None, fmt: s
         top = TABLE_TOP
     mode = rec.run.mode_name if rec.run else "unknown"
     result = {"recording": str(rec.path), "mode": mode}
-    table = analysis.launch_table(rec) if report in ("kernels", "all") else None
+    table = analysis.launch_table(rec) if report in ("kernels", "all") or mode == "block_starts" else None
     if report in ("kernels", "all"):
         result["kernel_times"] = _kernels(rec, table, sort, top)
     if report in ("blocks", "all"):
         result["blocks"] = _blocks(rec, sort, top)
+    if table is not None and table.block_ends is not None:
+        rows = block_end_report.kernel_rows(rec, table.block_ends, table.name)
+        result["block_ends"] = {
+            **block_end_report.totals(rec, table.block_ends),
+            "kernels": len(rows),
+            "sort": "blocks",
+            "rows": rows[:top] if top else rows,
+        }
     return result
 
 
@@ -175,7 +203,10 @@ def as_text(result: dict, width: int | None = None) -> str:
                 + ("; the counts are below." if "blocks" in result else ".")
             )
         else:
-            lines.append("Kernel time summary (the spans of each kernel's launches, device clock):")
+            lines.append(
+                "Kernel time summary (the spans of each kernel's launches, device clock"
+                + ("; upper bounds: block_starts records no end):" if k["ends_are_bounds"] else "):")
+            )
             rows = [dict(r) for r in k["rows"]]
             for r, short in zip(rows, short_names([r["name"] for r in rows])):
                 r["short"] = short
@@ -183,7 +214,7 @@ def as_text(result: dict, width: int | None = None) -> str:
                     r[f"{key}_us"] = r[f"{key}_ns"] / 1e3
             lines.append(render_text(KERNEL_COLUMNS, rows, width))
             lines.append(_shown(k) + "; full names: --format csv or json")
-            lines.append(f"  {SPAN_MEANING}")
+            lines.append(f"  {k['span']}")
             if k["launches_without_span"]:
                 lines.append(
                     f"  {k['launches_without_span']:,} of {k['launches']:,} launches have no block "
@@ -191,6 +222,11 @@ def as_text(result: dict, width: int | None = None) -> str:
                 )
             if k["launches_partial"]:
                 lines.append(f"  {k['launches_partial']:,} launches lost blocks (dropped): their spans may be short")
+            if k["launches_end_unbounded"]:
+                lines.append(
+                    f"  {k['launches_end_unbounded']:,} launches have a block with no end bound: their spans "
+                    "may be short"
+                )
     b = result.get("blocks")
     if b is not None:
         lines.append("")
@@ -213,6 +249,18 @@ def as_text(result: dict, width: int | None = None) -> str:
         lines.append(total)
         meaning = [COLUMN_MEANING[c.key].format(unit=unit) for c in columns if c.key in COLUMN_MEANING]
         lines.append("  " + "; ".join(meaning))
+    e = result.get("block_ends")
+    if e is not None:
+        lines.append("")
+        lines.append("Block end bounds per kernel (share of its blocks whose end each bound gives):")
+        rows = [dict(r) for r in e["rows"]]
+        for r, short in zip(rows, short_names([r["kernel"] for r in rows])):
+            r["short"] = short if r["device"] == 0 else f"{short} (GPU {r['device']})"
+        lines.append(render_text(BOUND_COLUMNS, rows, width))
+        lines.append(_shown(e))
+        lines.append(f"  {block_end_report.bound_line(e)}")
+        lines.append(f"  {e['meaning']}")
+        lines.append(f"  {block_end_report.accounting_line(e)}")
     return "\n".join(lines)
 
 
@@ -224,4 +272,7 @@ def as_csv(result: dict) -> str:
     b = result.get("blocks")
     if b is not None:
         parts.append(render_csv(BLOCK_CSV, b["rows"]))
+    e = result.get("block_ends")
+    if e is not None:
+        parts.append(render_csv(BOUND_CSV, e["rows"]))
     return "\n".join(parts)

@@ -5,16 +5,19 @@ tracks given only where a block is not on the SM's first lane."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from .block_bounds import NOTE_CHOICES
 from .clock import ClockRelation
 from .slice_encoder import Slices, packet_order, write_packets
 from .trace_writer import SEQ_CLEARED, TraceWriter
 
 INCREMENTAL_CLOCK = 64  # sequence-scoped clock ids are 64..127
 ARG_NAMES = {"block": 1, "launch": 2, "block_y": 3, "block_z": 4}
+END_ARG = ("end", 5)  # block_starts: which upper bound a block's end is (interned only there)
 
 
 @dataclass
@@ -30,6 +33,7 @@ class BlockSlices:
     block_x: np.ndarray  # uint32, as recorded
     block_y: np.ndarray  # uint16
     block_z: np.ndarray  # uint16
+    end_quality: Optional[np.ndarray] = None  # block_starts: uint8 EndBound of each end (block_bounds.py)
 
 
 def encode_blocks(
@@ -50,6 +54,9 @@ def encode_blocks(
     seq_ids = {int(sm[i]): w.new_sequence() for i in boundaries}
     seq = np.array([seq_ids[int(s)] for s in sm[boundaries]], np.uint64)
 
+    arg_names = dict(ARG_NAMES)
+    if block_args and b.end_quality is not None:
+        arg_names[END_ARG[0]] = END_ARG[1]
     # The first packet of each SM's sequence: interned names (those its blocks
     # use), defaults, clock.
     uses = np.zeros((int(sm.max()) + 1, int(b.name_iid.max()) + 1), bool)
@@ -61,7 +68,7 @@ def encode_blocks(
         )
         for iid in np.flatnonzero(uses[s]):
             pkt.interned_data.event_names.add(iid=int(iid), name=names[int(iid)])
-        for arg, iid in ARG_NAMES.items():
+        for arg, iid in arg_names.items():
             pkt.interned_data.debug_annotation_names.add(iid=iid, name=arg)
         pkt.trace_packet_defaults.track_event_defaults.track_uuid = sm_lane0_uuid[s]
         if clock.measured:
@@ -85,6 +92,8 @@ def encode_blocks(
         slices.int_arg(ARG_NAMES["block_y"], b.block_y, at_least=1)  # 0 in a 1-d grid
         slices.int_arg(ARG_NAMES["block_z"], b.block_z, at_least=1)
         slices.int_arg(ARG_NAMES["launch"], b.launch_id, at_least=0)  # -1: unresolved
+        if b.end_quality is not None:
+            slices.choice_arg(END_ARG[1], NOTE_CHOICES, b.end_quality)
     write_packets(
         w, order, slices, np.repeat(seq, packets_per_sm), timestamps=ts, tracks=np.where(not_default, lane_uuid, 0)
     )

@@ -16,6 +16,7 @@ from ..host_traces.matching import kernel_alignment, match_kernels
 from ..ranges import RangeError, format_span, parse_duration, parse_range
 from ..recording_file import schema
 from ..recording_file.recording import Recording
+from . import block_bounds
 from .api_tracks import flow_id, write_api_calls
 from .blocks import BlockSlices, encode_blocks
 from .clock import ClockRelation, clock_relation
@@ -43,6 +44,12 @@ KERNEL_ARGS = [
     "graph_node",
     "kernels",
 ]
+
+KERNEL_END_ARG = len(KERNEL_ARGS) + 1  # block_starts: "end" (interned only there)
+SMS_DESCRIPTION = (
+    "One track per SM, in SM order; blocks that overlap on an SM sit on lanes merged into its track. "
+    "A block runs from its leader's entry to its last thread's exit."
+)
 
 
 class ExportError(Exception):
@@ -77,6 +84,7 @@ class GpuSummary:
     launches_unplaced: int = 0
     dropped: int = 0
     unrecorded_launches: int = 0  # outside recording windows: ran unpatched, not in the trace
+    end_bounds: dict = field(default_factory=dict)  # block_starts: block slices per bound label (block_ends.LABELS)
     clock: str = ""
     flowed_launches: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     boot_realtime_ns: int | None = None  # REALTIME at this machine's boot (BOOTTIME 0), when measured
@@ -374,6 +382,7 @@ def _export_gpu(g: GpuExport) -> GpuSummary:
     if len(blocks):
         s.sms, s.lanes = _block_tracks_and_slices(g, blocks)
         s.block_slices = len(blocks)
+        s.end_bounds = block_bounds.counts(g.table.block_ends, blocks)
     if len(mem):
         s.memory_events = len(mem)
         _memory_counters(g, mem)
@@ -437,10 +446,17 @@ def _kernel_slices(g: GpuExport, launches: np.ndarray):
         return 0, missing, timed
     start = table.first_start[timed]
     end = np.maximum(table.last_end[timed], start)
-    tracks = _lanes_of_one_track(
-        g, "Kernels", 0, "kernels", "One slice per launch: its first block's start to its last block's end.", start, end
+    bounded = table.end_bound is not None  # block_starts: kernel ends are upper bounds too
+    description = (
+        block_bounds.KERNELS_DESCRIPTION
+        if bounded
+        else "One slice per launch: its first block's start to its last block's end."
     )
-    seq = _slice_sequence(g, g.names, dict(enumerate(KERNEL_ARGS, start=1)))
+    tracks = _lanes_of_one_track(g, "Kernels", 0, "kernels", description, start, end)
+    arg_names = dict(enumerate(KERNEL_ARGS, start=1))
+    if bounded:
+        arg_names[KERNEL_END_ARG] = "end"
+    seq = _slice_sequence(g, g.names, arg_names)
     write_slices(w, _kernel_slice_table(g, timed, start, end, tracks.of_slice), seq, _clock_id(g))
     return len(timed), missing, timed
 
@@ -547,6 +563,8 @@ def _kernel_slice_table(g: GpuExport, timed, start, end, track) -> Slices:
             [f"{sp / u:.2f}x".encode() if u > 0 else b"" for sp, u in zip(spans, unins)],
             present=has,
         )
+    if table.end_bound is not None:  # block_starts: which bound the kernel's end is
+        s.choice_arg(KERNEL_END_ARG, block_bounds.NOTE_CHOICES, table.end_bound[timed])
     if g.flow_calls is not None:  # the end of the flow from the API call that made this launch
         s.flows_in(flow_id(g.rec_index, launch["launch_id"]), np.isin(launch["api_call_id"], g.flow_calls))
     return s
@@ -562,14 +580,17 @@ def _block_tracks_and_slices(g: GpuExport, blocks: np.ndarray):
     sm = col("sm_id").astype(np.int64)
     start = col("time_start")
     end = np.maximum(col("time_end"), start)
+    bounds = g.table.block_ends  # block_starts: no end recorded, each bounded
+    quality = None
+    if bounds is not None:
+        at = bounds.at(blocks)
+        end, quality = bounds.end_bound_ns[at], bounds.quality[at]
     sms_group = w.track(
         "SMs",
         parent=g.track,
         rank=1,
         explicit_order=True,
-        description="One track per SM, in SM order; blocks that overlap on an SM sit on lanes "
-        "merged into its track. A block runs from its leader's entry to its last "
-        "thread's exit.",
+        description=SMS_DESCRIPTION if bounds is None else block_bounds.SMS_DESCRIPTION,
     )
     tracks = lane_tracks(
         sm, start, end, lambda s_id: w.track(f"SM {s_id}", parent=sms_group, rank=s_id, merge_key=f"sm-{s_id}")
@@ -581,18 +602,23 @@ def _block_tracks_and_slices(g: GpuExport, blocks: np.ndarray):
     for slot, iid in g.iid_of_slot.items():
         if slot < len(slot_iid):
             slot_iid[slot] = iid
+    names, name_iid = g.names, slot_iid[slots]
+    if quality is not None:  # weaker bounds under their own names, so Perfetto colours them apart
+        names, stride = block_bounds.bounded_names(g.names)
+        name_iid = block_bounds.bounded_name_iids(name_iid, quality, stride)
     b = BlockSlices(
         sm=sm,
         start=start,
         end=end,
         lane_uuid=tracks.of_slice,
-        name_iid=slot_iid[slots],
+        name_iid=name_iid,
         launch_id=launch_ids,
         block_x=col("block_x"),
         block_y=col("block_y"),
         block_z=col("block_z"),
+        end_quality=quality,
     )
-    encode_blocks(w, b, g.names, tracks.first, g.clock, g.opts.block_args)
+    encode_blocks(w, b, names, tracks.first, g.clock, g.opts.block_args)
     return len(tracks.first), int(tracks.lanes.sum())
 
 
