@@ -73,6 +73,8 @@ def write_every_chunk(path):
         w.launches(launches[:2])
         w.clock_samples(synthetic._clock_samples(ev, 568_000))
         w.flush(flush_seq=0, attempted=len(ev), recorded=len(ev), dropped=0, launch_counts=counts[:2])
+        quiet = int(ev["time_end"].max()) + 500
+        w.slots(flush_seq=0, warp_arrivals=9, warp_arrivals_dropped=1, unmatched_arrivals=2, device_quiet_ns=quiet)
         w.events(ev, flush_seq=0)
         w.launches(launches[2:])
         w.flush(flush_seq=1, attempted=len(mem) + 2, recorded=len(mem), dropped=2, launch_counts=counts[2:])
@@ -122,6 +124,7 @@ def structs_of(data: bytes, start: int, ctype: int, length: int):
         ChunkType.API_CALLS: array("gpuobs_api_call"),
         ChunkType.API_NAMES: one("gpuobs_api_name"),
         ChunkType.NOTICE: one("gpuobs_notice"),
+        ChunkType.SLOTS: one("gpuobs_slots_info"),
         ChunkType.END: one("gpuobs_end_info"),
     }[ctype]
 
@@ -159,6 +162,14 @@ def mutate(data: bytes, picks, drop=()) -> bytes:
     gone = {table[i % len(table)][0] for i in drop}
     kept = [bytes(buf[off : off + CHUNK_HEADER.itemsize + length]) for off, _, length in table if off not in gone]
     return bytes(buf[: FILE_HEADER.itemsize]) + b"".join(kept)
+
+
+@functools.lru_cache(maxsize=1)
+def block_starts_bytes() -> bytes:
+    """A block_starts recording (slot masks, no ends, SLOTS chunks with quiet points)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path, _ = synthetic.write_block_starts_recording(Path(tmp) / "block_starts.gpuobs", sm_count=4)
+        return path.read_bytes()
 
 
 @functools.lru_cache(maxsize=1)
@@ -221,3 +232,20 @@ def test_hostile_values_fail_cleanly_in_every_command(tmp_path, picks, drop):
     except RecordingError as exc:
         assert str(path) in str(exc) and "at byte" in str(exc) and " chunk" in str(exc)
     run_every_command(tmp_path, path)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(picks=st.lists(pick, max_size=3), drop=st.lists(st.integers(0, 10**6), max_size=2))
+def test_hostile_values_in_block_starts_recordings_fail_cleanly(tmp_path, picks, drop):
+    """The same for a block_starts recording: its bounds read slot masks, launch flags,
+    streams and quiet points, any of which may be hostile."""
+    path = tmp_path / "h.gpuobs"
+    path.write_bytes(mutate(block_starts_bytes(), picks, drop))
+    run_every_command(tmp_path, path)
+
+
+def test_the_block_starts_base_passes_every_command(tmp_path):
+    path = tmp_path / "b.gpuobs"
+    path.write_bytes(block_starts_bytes())
+    assert gpuobs.load(path).run.mode_name == "block_starts"
+    run_every_command(tmp_path, path, expect_ok=True)
