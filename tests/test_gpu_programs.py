@@ -326,18 +326,7 @@ def graph_launches(rec):
     return np.flatnonzero((rec.launches["flags"] & schema.LaunchFlag.GRAPH_NODE) != 0)
 
 
-EVERY_NODE_SPLIT = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "measured on the H200: with per-node callbacks at every replay, back-to-back replays of the child-graph exec "
-        "on one stream mix: a later replay's exits stamp the earlier one's blocks (same grid ids; 11,347 ends flagged) "
-        "and the time split gives replays 31-36 of a 77-block node 1, 1, 1, 1, 535 and 26 blocks. The default (learn) "
-        "passes the same checks"
-    ),
-)
-
-
-@pytest.mark.parametrize("how", ["learn", pytest.param("every", marks=EVERY_NODE_SPLIT)])
+@pytest.mark.parametrize("how", ["learn", "every"])
 def test_graph_replays_every_block_of_every_node(tmp_path, graph_program, how):
     """Chain with a kernel at many nodes, fork-join, child graph, one exec from two
     streams, many replays between flushes: every replayed block belongs to its

@@ -272,8 +272,10 @@ void ContextState::flush(const char* reason, bool require_quiet) {
                 return;
             }
         }
-        classify_events(selected, info);
+        // Device-launched grids first: their records get their own function
+        // slot there, which the kernel filter then judges them by.
         list_device_launches(staging_, &launches);
+        classify_events(selected, info);
         if (harvest_counts())
             write_launch_counts(launches, &counts, &info.unattributed);
         else
