@@ -76,7 +76,10 @@ def test_open_without_a_browser_prints_the_address_and_stops_once_fetched(ui_cla
         address = _printed_address(proc)
         assert "url=http://127.0.0.1:" in address and "sample%20trace.pftrace" in address
         _loads_in_the_ui(ui_class, address, ui_port, sample_trace)
-        out, errs = proc.communicate(timeout=60)
+        # Not communicate(): it reads the raw pipe and would miss the lines that
+        # readline() above already buffered (the ssh hint comes right after the address).
+        proc.wait(timeout=60)
+        out, errs = proc.stdout.read(), proc.stderr.read()
     finally:
         proc.kill()
     assert proc.returncode == 0, errs
