@@ -15,7 +15,6 @@ block durations each mode shows.
 """
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -174,9 +173,7 @@ def main(argv=None) -> int:
             results["truth"] = truth_part(args.scale, tmp)
         if args.workloads:
             results["workloads"] = workloads_part(tmp)
-    print(json.dumps(results, indent=1))
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
+    warp_slot_study.report(results, args.json)
     return 0
 
 

@@ -120,6 +120,14 @@ def study(shapes: dict[str, np.ndarray], names: list[str]) -> dict:
     return out
 
 
+def report(results: dict, json_path: Path | None) -> None:
+    """Prints the results, and writes them to json_path too when given."""
+    text = json.dumps(results, indent=1)
+    print(text)
+    if json_path:
+        json_path.write_text(text)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=int, default=1, help="divide the big shapes' block counts by this")
@@ -133,9 +141,7 @@ def main(argv=None) -> int:
         "mixed kernels together": study(shapes, ["mixed_a", "mixed_b"]),
         "whole run": study(shapes, list(shapes)),
     }
-    print(json.dumps(results, indent=1))
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
+    report(results, args.json)
     return 0
 
 

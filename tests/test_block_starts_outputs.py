@@ -14,6 +14,7 @@ from gpuobs.perfetto_export.export import ExportOptions, export
 from gpuobs.recording_file import synthetic
 
 from .cli_helpers import gpuobs as run
+from .encoder_helpers import assert_both_encoders_identical
 from .trace_decode import decode
 
 NOTES = {
@@ -117,17 +118,7 @@ def test_block_trace_slices_carry_no_end_argument(tmp_path, block_recording):
 
 
 def test_both_encoders_write_the_same_block_starts_trace(tmp_path, recording, monkeypatch):
-    from gpuobs.perfetto_export import native_encoder
-
-    if native_encoder.encoder() is None:
-        pytest.skip("no C compiler: only the numpy encoder exists here")
-    rec = gpuobs.load(recording)
-    for opts in (ExportOptions(), ExportOptions(block_args=False), ExportOptions(clock="device")):
-        export([rec], tmp_path / "native.pftrace", opts)
-        monkeypatch.setattr(native_encoder, "encoder", lambda: None)
-        export([rec], tmp_path / "numpy.pftrace", opts)
-        monkeypatch.undo()
-        assert (tmp_path / "native.pftrace").read_bytes() == (tmp_path / "numpy.pftrace").read_bytes()
+    assert_both_encoders_identical(gpuobs.load(recording), tmp_path, monkeypatch)
 
 
 def test_without_block_args_weak_bounds_keep_their_names(tmp_path, recording):

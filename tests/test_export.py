@@ -9,6 +9,7 @@ from gpuobs.perfetto_export.export import ExportError, ExportOptions, export
 from gpuobs.recording_file import schema, synthetic
 from gpuobs.recording_file.recording_writer import RecordingWriter
 
+from .encoder_helpers import assert_both_encoders_identical
 from .trace_decode import decode
 
 
@@ -191,10 +192,6 @@ def test_several_recordings_into_one_trace(tmp_path):
 
 
 def test_native_and_numpy_encoders_write_identical_bytes(tmp_path, monkeypatch):
-    from gpuobs.perfetto_export import native_encoder
-
-    if native_encoder.encoder() is None:
-        pytest.skip("no C compiler: only the numpy encoder exists here")
     ev, launches = synthetic.block_trace_events(5, 400, sm_count=24)
     ev["block_y"][::7] = 3  # exercise the optional annotations
     ev["block_z"][::11] = 2
@@ -203,13 +200,7 @@ def test_native_and_numpy_encoders_write_identical_bytes(tmp_path, monkeypatch):
         w.launches(launches[:4])  # the last launch is unknown: no launch annotation on its blocks
         w.flush(attempted=len(ev), recorded=len(ev), dropped=0)
         w.events(ev)
-    rec = gpuobs.load(path)
-    for opts in (ExportOptions(), ExportOptions(block_args=False), ExportOptions(clock="device")):
-        export([rec], tmp_path / "native.pftrace", opts)
-        monkeypatch.setattr(native_encoder, "encoder", lambda: None)
-        export([rec], tmp_path / "numpy.pftrace", opts)
-        monkeypatch.undo()
-        assert (tmp_path / "native.pftrace").read_bytes() == (tmp_path / "numpy.pftrace").read_bytes()
+    assert_both_encoders_identical(gpuobs.load(path), tmp_path, monkeypatch)
 
 
 def test_native_and_numpy_lanes_agree():

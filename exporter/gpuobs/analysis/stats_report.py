@@ -190,6 +190,14 @@ def _shown(part: dict) -> str:
     return f"  {total} kernels"
 
 
+def _named_rows(rows) -> list:
+    """Copies of table rows with a short kernel name, its GPU named when not the first."""
+    rows = [dict(r) for r in rows]
+    for r, short in zip(rows, short_names([r["kernel"] for r in rows])):
+        r["short"] = short if r["device"] == 0 else f"{short} (GPU {r['device']})"
+    return rows
+
+
 def as_text(result: dict, width: int | None = None) -> str:
     mode = result["mode"]
     lines = [f"{result['recording']} (mode {mode})"]
@@ -231,9 +239,8 @@ def as_text(result: dict, width: int | None = None) -> str:
     if b is not None:
         lines.append("")
         lines.append("Blocks per kernel:")
-        rows = [dict(r) for r in b["rows"]]
-        for r, short in zip(rows, short_names([r["kernel"] for r in rows])):
-            r["short"] = short if r["device"] == 0 else f"{short} (GPU {r['device']})"
+        rows = _named_rows(b["rows"])
+        for r in rows:
             r["p50_us"] = None if r["block_ns_p50"] is None else r["block_ns_p50"] / 1e3
             r["p99_us"] = None if r["block_ns_p99"] is None else r["block_ns_p99"] / 1e3
         columns = _block_columns(mode)
@@ -253,10 +260,7 @@ def as_text(result: dict, width: int | None = None) -> str:
     if e is not None:
         lines.append("")
         lines.append("Block end bounds per kernel (share of its blocks whose end each bound gives):")
-        rows = [dict(r) for r in e["rows"]]
-        for r, short in zip(rows, short_names([r["kernel"] for r in rows])):
-            r["short"] = short if r["device"] == 0 else f"{short} (GPU {r['device']})"
-        lines.append(render_text(BOUND_COLUMNS, rows, width))
+        lines.append(render_text(BOUND_COLUMNS, _named_rows(e["rows"]), width))
         lines.append(_shown(e))
         lines.append(f"  {block_end_report.bound_line(e)}")
         lines.append(f"  {e['meaning']}")
