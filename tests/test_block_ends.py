@@ -103,10 +103,11 @@ def _reference(rec):
         for b in range(64):
             if int(ev["address"][i]) >> b & 1:
                 starts_in.setdefault((int(dev[i]), int(ev["sm_id"][i]), b), []).append(int(ev["time_start"][i]))
-    first_start = {}
+    first_start, last_start = {}, {}
     for i in rows:
         if of[i] >= 0:
             first_start[int(of[i])] = min(first_start.get(int(of[i]), 1 << 64), int(ev["time_start"][i]))
+            last_start[int(of[i])] = max(last_start.get(int(of[i]), 0), int(ev["time_start"][i]))
     quiet = {(int(s["device_index"]), int(s["flush_seq"])): int(s["device_quiet_ns"]) for s in rec.slots}
     out = []
     for i in rows:
@@ -132,7 +133,8 @@ def _reference(rec):
             ]
             if later:
                 j = min(later, key=lambda j: int(launches["launch_id"][j]))
-                if not (int(launches["flags"][k]) & be.NOT_PLAIN or int(launches["flags"][j]) & be.NOT_PLAIN):
+                plain = not (int(launches["flags"][k]) & be.NOT_PLAIN or int(launches["flags"][j]) & be.NOT_PLAIN)
+                if plain and first_start[j] >= last_start[k]:
                     candidates.append((first_start[j], EndBound.STREAM))
             q = quiet.get((int(launches["device_index"][k]), int(rec.launch_flushes[k])), 0)
             if q:
@@ -271,6 +273,17 @@ def test_a_next_kernel_that_starts_early_gives_no_bound(tmp_path):
         tmp_path, [(0, [_launch(1, 1001), _launch(2, 1002)], [_block(500, [1]), _block(400, [2], grid=1002)], None)]
     )
     assert found[(0, 1001, 0)] == (500, EndBound.NONE)
+
+
+def test_a_next_kernel_that_starts_before_this_ones_last_block_bounds_nothing(tmp_path):
+    """Launch ids that do not follow enqueue order (threads sharing a stream) or an
+    early dependent launch: the next kernel started before this one's last block
+    did, so stream order did not hold, and even the block that started before it
+    gets no stream bound."""
+    launches = [_launch(1, 1001), _launch(2, 1002)]
+    blocks = [_block(100, [1]), _block(500, [2], x=1), _block(300, [3], grid=1002)]
+    found = _bounds(tmp_path, [(0, launches, blocks, None)])
+    assert found[(0, 1001, 0)] == (100, EndBound.NONE)
 
 
 def test_the_quiet_point_of_the_window_listing_the_launch(tmp_path):

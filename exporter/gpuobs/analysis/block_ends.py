@@ -17,7 +17,10 @@ upper bound of its end, the tightest of three, and which one it is.
   FROM_NODE_TABLE, FROM_DEVICE: graph nodes follow the graph's edges, a device
   launch names no host stream). Programmatic dependent launch breaks this: a
   kernel launched with it may start before the one before it ends. So would a
-  stream handle reused after its stream was destroyed with work still running.
+  stream handle reused after its stream was destroyed with work still running,
+  or two threads launching into one stream in another order than their launch
+  ids. A next kernel that starts before this one's last block started shows the
+  order did not hold, and bounds nothing; an overlap after that is not seen.
 * quiet (EndBound.QUIET): the %globaltimer the tool read at a quiet flush, after
   every stream with launches in the window was synchronised
   (gpuobs_slots_info.device_quiet_ns, nonzero): every block of a launch listed in
@@ -190,6 +193,8 @@ def stream_bounds(rec: Recording, launch: np.ndarray, start: np.ndarray) -> np.n
         return bound
     first_start = np.full(len(launches), NO_BOUND, np.uint64)
     np.minimum.at(first_start, launch[resolved], start[resolved])
+    last_start = np.zeros(len(launches), np.uint64)
+    np.maximum.at(last_start, launch[resolved], start[resolved])
     recorded = np.flatnonzero(first_start != NO_BOUND)
     # Launches with blocks, in stream order; each one's successor is the next row.
     order = recorded[
@@ -201,7 +206,12 @@ def stream_bounds(rec: Recording, launch: np.ndarray, start: np.ndarray) -> np.n
         launches["stream_id"][order][1:] == launches["stream_id"][order][:-1]
     )
     plain = (launches["flags"][order] & NOT_PLAIN) == 0
-    chained = same_stream & plain[:-1] & plain[1:]
+    # In stream order every block of the next kernel starts after every block of this
+    # one has ended, so after they all started: where not (launch ids that do not
+    # follow enqueue order, threads sharing a stream; or an early dependent launch),
+    # the pair bounds nothing.
+    in_order = first_start[order[1:]] >= last_start[order[:-1]]
+    chained = same_stream & plain[:-1] & plain[1:] & in_order
     next_start = np.full(len(launches), NO_BOUND, np.uint64)
     next_start[order[:-1][chained]] = first_start[order[1:][chained]]
     bound[resolved] = next_start[launch[resolved]]
