@@ -161,15 +161,9 @@ __device__ __forceinline__ uint64_t block_key(uint64_t grid, uint64_t block) {
     return gpuobs_fmix64(grid * 0x9e3779b97f4a7c15ULL + block) | 1ULL;
 }
 
-// Consecutive blocks of a grid get consecutive slots, so the blocks one grid has
-// in flight (a few thousand at most) never collide with each other. Grids that
-// run at once have nearby grid ids (ids count up per context), so each of 64
-// consecutive ids starts its own 4,096-slot range: the blocks of concurrent
-// small grids never share a slot. (A hashed start let them: 0-41 of 512,000
-// block ends lost in an 8-thread launch storm on the H200.)
-constexpr uint64_t kSlotsPerGridId = GPUOBS_BLOCK_TABLE_SIZE / 64;
+// The slot mapping is the schema's (gpuobs_block_table_slot).
 __device__ __forceinline__ gpuobs_block_slot* block_slot(const void* ud, uint64_t grid, uint64_t block) {
-    uint64_t i = ((grid & 63) * kSlotsPerGridId + block) & (GPUOBS_BLOCK_TABLE_SIZE - 1);
+    const uint32_t i = gpuobs_block_table_slot(grid, block);
     return reinterpret_cast<gpuobs_block_slot*>(arena(ud) + GPUOBS_ARENA_BLOCK_TABLE) + i;
 }
 
