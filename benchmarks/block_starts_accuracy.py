@@ -28,6 +28,7 @@ import warp_slot_study  # noqa: E402
 import gpuobs  # noqa: E402
 from gpuobs.analysis import block_ends  # noqa: E402
 from gpuobs.analysis import launches as launch_analysis  # noqa: E402
+from gpuobs.recording_file import schema  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ["torch_silu_mul", "cublas_4096_bf16", "sdpa", "decode_step_graph"]
@@ -68,7 +69,7 @@ def compare_with_truth(rec, shapes: dict) -> dict:
     and a bound no earlier than its true end; bound - true end per shape."""
     ends = block_ends.block_end_bounds(rec)
     ev = rec.events
-    blocks = ev["kind"] == 1
+    blocks = ev["kind"] == schema.EventKind.BLOCK
     out = {}
     for name, rows in shapes.items():
         t = truth_of_blocks(rows)
@@ -101,7 +102,7 @@ def compare_with_truth(rec, shapes: dict) -> dict:
             "duplicates": int(dup),
             "sm_mismatch": int((ev["sm_id"][idx] != t["sm"][found]).sum()),
             "mask_mismatch": int((ev["address"][idx] != t["mask"][found]).sum()),
-            "slots_incomplete": int(((ev["flags"][idx] & 4) != 0).sum()),
+            "slots_incomplete": int(((ev["flags"][idx] & block_ends.SLOTS_INCOMPLETE) != 0).sum()),
             "bound_before_true_end": int((g < 0).sum()),
             "bound_minus_end_ns": percentiles(g),
             "within_2us": float((g <= 2000).mean()) if g.size else None,
@@ -123,9 +124,10 @@ def durations_by_kernel(rec, bounded: bool) -> dict:
     """Per kernel name: block durations (end - start), measured (block_trace) or
     to the bound (block_starts), with the share of blocks each bound kind has."""
     ev = rec.events
-    blocks = np.flatnonzero(ev["kind"] == 1)
+    blocks = np.flatnonzero(ev["kind"] == schema.EventKind.BLOCK)
+    launch_of_event = launch_analysis.launch_index_of_events(rec)  # found once, used three times
     if bounded:
-        ends = block_ends.block_end_bounds(rec)
+        ends = block_ends.block_end_bounds(rec, launch_of_event)
         pos = ends.at(blocks)
         dur = ends.end_bound_ns[pos].astype(np.int64) - ev["time_start"][blocks].astype(np.int64)
         quality = ends.quality[pos]
@@ -134,9 +136,8 @@ def durations_by_kernel(rec, bounded: bool) -> dict:
         dur = ev["time_end"][blocks].astype(np.int64) - ev["time_start"][blocks].astype(np.int64)
         quality = None
         ok = ev["time_end"][blocks] != 0
-    of = launch_analysis.launch_index_of_events(rec)[blocks]
-    table = launch_analysis.launch_table(rec)
-    names = np.array([table.name[i] if i >= 0 else "?" for i in of], dtype=object)
+    table = launch_analysis.launch_table(rec, launch_of_event)
+    names = np.array([table.name[i] if i >= 0 else "?" for i in launch_of_event[blocks]], dtype=object)
     out = {}
     for name in sorted(set(names)):
         sel = (names == name) & ok
