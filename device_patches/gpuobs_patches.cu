@@ -161,9 +161,10 @@ __device__ __forceinline__ uint64_t block_key(uint64_t grid, uint64_t block) {
     return gpuobs_fmix64(grid * 0x9e3779b97f4a7c15ULL + block) | 1ULL;
 }
 
-// The slot mapping is the schema's (gpuobs_block_table_slot).
+// Consecutive blocks of a grid get consecutive slots, so the blocks one grid has
+// in flight (a few thousand at most) never collide with each other.
 __device__ __forceinline__ gpuobs_block_slot* block_slot(const void* ud, uint64_t grid, uint64_t block) {
-    const uint32_t i = gpuobs_block_table_slot(grid, block);
+    uint64_t i = (gpuobs_fmix64(grid) + block) & (GPUOBS_BLOCK_TABLE_SIZE - 1);
     return reinterpret_cast<gpuobs_block_slot*>(arena(ud) + GPUOBS_ARENA_BLOCK_TABLE) + i;
 }
 
