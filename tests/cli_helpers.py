@@ -39,6 +39,14 @@ def gpuobs(*args, cwd=None, env=None, timeout=120, **extra_env) -> subprocess.Co
     )
 
 
+def rest_of_output(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    """Waits for a Popen whose stdout was read with readline(), then returns the rest
+    of its stdout and stderr. Not communicate(): it reads the raw pipes and would
+    miss lines readline() had already buffered."""
+    proc.wait(timeout=timeout)
+    return proc.stdout.read(), proc.stderr.read()
+
+
 def write_recording(
     path, names=None, mode=None, events=True, n_launches=6, blocks_per_launch=256, dropped=0, notices=()
 ):

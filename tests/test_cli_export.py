@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from .cli_helpers import DATA, ROOT, gpuobs, gpuobs_cmd, repo_env
+from .cli_helpers import DATA, ROOT, gpuobs, gpuobs_cmd, repo_env, rest_of_output
 from .trace_decode import decode
 
 BLOCK = DATA / "decode_block_trace.gpuobs"
@@ -153,7 +153,7 @@ def test_export_open_serves_the_trace_to_the_ui_once(tmp_path):
                 break
             except OSError:
                 time.sleep(0.1)
-        out, err = proc.communicate(timeout=30)
+        out, err = rest_of_output(proc, timeout=30)
     finally:
         proc.kill()
     assert body == (tmp_path / "t.pftrace").read_bytes() and cors == "https://ui.perfetto.dev"

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from .cli_helpers import gpuobs_cmd, repo_env
+from .cli_helpers import gpuobs_cmd, repo_env, rest_of_output
 from .test_perfetto_ui import SAMPLE, sample_slices, ui_available
 
 pytestmark = pytest.mark.browser
@@ -76,10 +76,7 @@ def test_open_without_a_browser_prints_the_address_and_stops_once_fetched(ui_cla
         address = _printed_address(proc)
         assert "url=http://127.0.0.1:" in address and "sample%20trace.pftrace" in address
         _loads_in_the_ui(ui_class, address, ui_port, sample_trace)
-        # Not communicate(): it reads the raw pipe and would miss the lines that
-        # readline() above already buffered (the ssh hint comes right after the address).
-        proc.wait(timeout=60)
-        out, errs = proc.stdout.read(), proc.stderr.read()
+        out, errs = rest_of_output(proc, timeout=60)  # the ssh hint comes right after the address
     finally:
         proc.kill()
     assert proc.returncode == 0, errs
