@@ -52,7 +52,26 @@ def run(exe: Path, mode: str, args: list, out_dir: Path) -> dict:
         result["check"] = {k: s[k] for k in ("launches", "counted", "attempted", "recorded", "dropped")}
         result["check"]["shared_counts"] = int((table.counted_shared > 1).sum())
         result["check"]["raced"] = int(((rec.launches["flags"] & 2) != 0).sum())
+        result["device"] = device_spans(rec, analysis)
     return result
+
+
+def device_spans(rec, analysis) -> dict:
+    """Where the device time went, from block records with ends: the median
+    kernel span (first start to last end) and block duration, in us."""
+    import numpy as np
+
+    ev = rec.events
+    if len(ev) == 0 or not (ev["time_end"] > 0).any():
+        return {}
+    of = analysis.launch_index_of_events(rec)
+    ok = (of >= 0) & (ev["time_end"] > 0)
+    idx, start, end = of[ok], ev["time_start"][ok].astype(np.int64), ev["time_end"][ok].astype(np.int64)
+    order = np.argsort(idx, kind="stable")
+    idx, start, end = idx[order], start[order], end[order]
+    first = np.r_[0, np.flatnonzero(np.diff(idx)) + 1]
+    spans = np.maximum.reduceat(end, first) - np.minimum.reduceat(start, first)
+    return {"kernel_span_us_p50": float(np.median(spans)) / 1e3, "block_us_p50": float(np.median(end - start)) / 1e3}
 
 
 def main() -> None:
@@ -79,7 +98,12 @@ def main() -> None:
                     continue
                 times[mode].append(res["ms"])
                 checks[mode] = res.get("check")
-                print(f"round {r} {mode}: {res['ms']:.1f} ms {res.get('check') or ''}", flush=True)
+                print(
+                    f"round {r} {mode}: {res['ms']:.1f} ms (first launch back at {res.get('first_launch_ms', 0):.1f} ms, "
+                    f"first batch synced at {res.get('first_batch_ms', 0):.1f}) {res.get('check') or ''} "
+                    f"{res.get('device') or ''}",
+                    flush=True,
+                )
     base = statistics.median(times["none"]) if times.get("none") else None
     print(
         f"\nlaunch storm: {a.threads} threads x {a.launches} launches x {a.blocks} blocks, sync every {a.sync_every}; "

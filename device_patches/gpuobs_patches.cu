@@ -161,10 +161,9 @@ __device__ __forceinline__ uint64_t block_key(uint64_t grid, uint64_t block) {
     return gpuobs_fmix64(grid * 0x9e3779b97f4a7c15ULL + block) | 1ULL;
 }
 
-// Consecutive blocks of a grid get consecutive slots, so the blocks one grid has
-// in flight (a few thousand at most) never collide with each other.
+// The slot mapping is the schema's (gpuobs_block_table_slot).
 __device__ __forceinline__ gpuobs_block_slot* block_slot(const void* ud, uint64_t grid, uint64_t block) {
-    uint64_t i = (gpuobs_fmix64(grid) + block) & (GPUOBS_BLOCK_TABLE_SIZE - 1);
+    const uint32_t i = gpuobs_block_table_slot(grid, block);
     return reinterpret_cast<gpuobs_block_slot*>(arena(ud) + GPUOBS_ARENA_BLOCK_TABLE) + i;
 }
 

@@ -421,6 +421,16 @@ GPUOBS_HD uint32_t gpuobs_launch_slot(uint64_t grid_id) { return (uint32_t)grid_
  * H200: values near 2^64), host launches and graph nodes count up from 1. */
 GPUOBS_HD int gpuobs_grid_from_device(uint64_t grid_id) { return (grid_id >> 63) != 0; }
 
+/* block_trace: the block-table slot of a block. Consecutive blocks of a grid get
+ * consecutive slots, so the blocks one grid has in flight never share one; and
+ * each of 64 consecutive grid ids (grids that run at once have nearby ids: they
+ * count up per context) starts its own range of GPUOBS_BLOCK_TABLE_SIZE / 64, so
+ * the blocks of concurrent small grids never share one either. (A hashed start
+ * let them: 0-41 of 512,000 block ends lost in an 8-thread launch storm.) */
+GPUOBS_HD uint32_t gpuobs_block_table_slot(uint64_t grid_id, uint64_t block) {
+    return (uint32_t)(((grid_id & 63) * (GPUOBS_BLOCK_TABLE_SIZE / 64) + block) & (GPUOBS_BLOCK_TABLE_SIZE - 1));
+}
+
 /* Where count `stripe` of slot `slot` lives, in uint64 units from the table's start. */
 GPUOBS_HD uint32_t gpuobs_launch_counter_index(uint32_t slot, uint32_t stripe) {
     return stripe * GPUOBS_LAUNCH_TABLE_SIZE + slot;

@@ -19,6 +19,37 @@
 #include "warp_slots.h"
 
 namespace gpuobs {
+namespace {
+
+// Each stripe's claimed records (at most per_stripe of them) copied from the
+// device array into out, each stripe's count into used, and the stripes'
+// claims and drops added up: for the events and for block_starts' arrivals.
+template <typename Record>
+void copy_stripes(const gpuobs_stripe* stripes, uint32_t stripe_count, Record* device, uint64_t per_stripe,
+                  Sanitizer_StreamHandle stream, std::vector<Record>& out, std::vector<uint64_t>& used,
+                  uint64_t* claimed, uint64_t* dropped) {
+    out.clear();
+    used.assign(stripe_count, 0);
+    for (uint32_t s = 0; s < stripe_count; ++s) {
+        const uint64_t n = std::min(stripes[s].claimed, per_stripe);
+        *claimed += stripes[s].claimed;
+        *dropped += stripes[s].dropped;
+        used[s] = n;
+        if (n == 0) continue;
+        const size_t at = out.size();
+        out.resize(at + n);
+        sanitizer().memcpy_dtoh(&out[at], device + s * per_stripe, n * sizeof(Record), stream);
+    }
+}
+
+// The records each stripe used zeroed again (their kind byte or end reads as unwritten).
+template <typename Record>
+void zero_used(Record* device, uint64_t per_stripe, const std::vector<uint64_t>& used, Sanitizer_StreamHandle stream) {
+    for (size_t s = 0; s < used.size(); ++s)
+        if (used[s] != 0) sanitizer().memset(device + s * per_stripe, 0, used[s] * sizeof(Record), stream);
+}
+
+}  // namespace
 
 // Grids launched by kernels (dynamic parallelism): the host never saw them,
 // and the sanitizer hands them the callback data of the kernel that launched
@@ -105,18 +136,12 @@ void ContextState::reset_device_buffers(const std::vector<uint64_t>& used_per_st
     // would match).
     if (config_.mode == GPUOBS_MODE_BLOCK_TRACE) {
         sanitizer().memset(block_table_, 0, (size_t)GPUOBS_BLOCK_TABLE_SIZE * sizeof(gpuobs_block_slot), stream_);
-        for (uint32_t s = 0; s < stripe_count_; ++s)
-            if (used_per_stripe[s] != 0)
-                sanitizer().memset(events_ + s * stripe_capacity_, 0, used_per_stripe[s] * sizeof(gpuobs_event),
-                                   stream_);
+        zero_used(events_, stripe_capacity_, used_per_stripe, stream_);
     }
     // block_starts: an arrival reads as written by its kind byte, so the ones used are zeroed.
     if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
         sanitizer().memset(&ctl_->warp_stripes[0], 0, sizeof(gpuobs_stripe) * stripe_count_, stream_);
-        for (uint32_t s = 0; s < stripe_count_; ++s)
-            if (arrivals_used_[s] != 0)
-                sanitizer().memset(arrivals_ + s * arrivals_per_stripe(), 0,
-                                   arrivals_used_[s] * sizeof(gpuobs_warp_arrival), stream_);
+        zero_used(arrivals_, arrivals_per_stripe(), arrivals_used_, stream_);
     }
     uint32_t check;
     sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, stream_);  // returns once the resets are done
@@ -131,18 +156,8 @@ bool ContextState::read_device_events(const char* reason, gpuobs_flush_info& inf
         GPUOBS_LOG("flush (%s): cannot read the control block; this window's events are lost", reason);
         return false;
     }
-    staging_.clear();
-    used.assign(stripe_count_, 0);
-    for (uint32_t s = 0; s < stripe_count_; ++s) {
-        uint64_t claimed = ctl.stripes[s].claimed, n = std::min(claimed, stripe_capacity_);
-        info.attempted += claimed;
-        info.dropped += ctl.stripes[s].dropped;
-        used[s] = n;
-        if (n == 0) continue;
-        size_t at = staging_.size();
-        staging_.resize(at + n);
-        sanitizer().memcpy_dtoh(&staging_[at], events_ + s * stripe_capacity_, n * sizeof(gpuobs_event), stream_);
-    }
+    copy_stripes(ctl.stripes, stripe_count_, events_, stripe_capacity_, stream_, staging_, used, &info.attempted,
+                 &info.dropped);
     info.recorded = staging_.size();
     if (info.recorded + info.dropped != info.attempted)
         GPUOBS_LOG("flush %u: accounting mismatch: recorded %llu + dropped %llu != attempted %llu", info.flush_seq,
@@ -156,19 +171,8 @@ bool ContextState::read_device_events(const char* reason, gpuobs_flush_info& inf
 // block_starts: each stripe's warp arrivals into arrival_staging_, folded into
 // the window's block events as their slot masks.
 void ContextState::read_warp_arrivals(const gpuobs_control& ctl) {
-    arrival_staging_.clear();
-    arrivals_used_.assign(stripe_count_, 0);
-    for (uint32_t s = 0; s < stripe_count_; ++s) {
-        const uint64_t claimed = ctl.warp_stripes[s].claimed, n = std::min(claimed, arrivals_per_stripe());
-        slots_info_.warp_arrivals += claimed;
-        slots_info_.warp_arrivals_dropped += ctl.warp_stripes[s].dropped;
-        arrivals_used_[s] = n;
-        if (n == 0) continue;
-        const size_t at = arrival_staging_.size();
-        arrival_staging_.resize(at + n);
-        sanitizer().memcpy_dtoh(&arrival_staging_[at], arrivals_ + s * arrivals_per_stripe(),
-                                n * sizeof(gpuobs_warp_arrival), stream_);
-    }
+    copy_stripes(ctl.warp_stripes, stripe_count_, arrivals_, arrivals_per_stripe(), stream_, arrival_staging_,
+                 arrivals_used_, &slots_info_.warp_arrivals, &slots_info_.warp_arrivals_dropped);
     fold_warp_arrivals(staging_, arrival_staging_, &slots_info_);
 }
 
@@ -262,8 +266,8 @@ void ContextState::flush(const char* reason, bool require_quiet) {
         // A launch since the quiet check may have blocks running now, half
         // written: a quiet flush leaves everything on the device for the next
         // quiet point instead of cutting them off. (The storm's lost block ends,
-        // first thought to be this, came from blocks of concurrent grids
-        // sharing a slot of the block table.)
+        // first thought to be this, came from block-table sharing; see the
+        // schema's gpuobs_block_table_slot.)
         if (require_quiet) {
             std::lock_guard<std::mutex> lock(launch_mu_);
             if (launches_total_ != launches_at_start) {

@@ -96,6 +96,7 @@ private:
     // block_starts: the %globaltimer after everything launched so far has run
     // (the caller has seen every stream synchronised); 0 when the probe cannot run.
     uint64_t device_time_now();
+    bool run_probe();
     void read_warp_arrivals(const gpuobs_control& ctl);
     uint64_t arrivals_per_stripe() const { return stripe_capacity_ * GPUOBS_WARP_ARRIVALS_PER_EVENT; }
     // The flush's steps (context_flush.cpp), under flush_mu_: read the device's events

@@ -43,11 +43,19 @@ bool ContextState::load_tool_kernels() {
     return true;
 }
 
+// The probe kernel run once, to completion, on the tool's stream (the caller has
+// made the context current): it writes %globaltimer to probe_out_.
+bool ContextState::run_probe() {
+    CudaDriver& d = driver();
+    void* args[] = {&probe_out_};
+    return d.launch_kernel(probe_fn_, 1, 1, 1, 1, 1, 1, 0, probe_stream_, args, nullptr) == CUDA_SUCCESS &&
+           d.stream_synchronize(probe_stream_) == CUDA_SUCCESS;
+}
+
 // Host clocks read around a one-thread kernel that reads %globaltimer; the
 // tightest of a few tries is kept. Any failure just leaves no sample.
 void ContextState::sample_clock() {
     InTool guard;
-    CudaDriver& d = driver();
     if (!load_tool_kernels()) return;
     gpuobs_clock_sample best;
     std::memset(&best, 0, sizeof best);
@@ -59,12 +67,10 @@ void ContextState::sample_clock() {
         std::memset(&s, 0, sizeof s);
         s.device_index = device_index_;
         s.method = 1;
-        void* args[] = {&probe_out_};
         s.realtime_before = clock_ns(CLOCK_REALTIME);
         s.boottime_before = clock_ns(CLOCK_BOOTTIME);
         s.monotonic_before = clock_ns(CLOCK_MONOTONIC);
-        bool ok = d.launch_kernel(probe_fn_, 1, 1, 1, 1, 1, 1, 0, probe_stream_, args, nullptr) == CUDA_SUCCESS &&
-                  d.stream_synchronize(probe_stream_) == CUDA_SUCCESS;
+        const bool ok = run_probe();
         s.monotonic_after = clock_ns(CLOCK_MONOTONIC);
         s.boottime_after = clock_ns(CLOCK_BOOTTIME);
         s.realtime_after = clock_ns(CLOCK_REALTIME);
@@ -80,14 +86,9 @@ void ContextState::sample_clock() {
 
 uint64_t ContextState::device_time_now() {
     if (!load_tool_kernels()) return 0;
-    CudaDriver& d = driver();
     CurrentContext current(ctx_);
-    void* args[] = {&probe_out_};
     uint64_t t = 0;
-    if (!current.pushed ||
-        d.launch_kernel(probe_fn_, 1, 1, 1, 1, 1, 1, 0, probe_stream_, args, nullptr) != CUDA_SUCCESS ||
-        d.stream_synchronize(probe_stream_) != CUDA_SUCCESS ||
-        sanitizer().memcpy_dtoh(&t, probe_out_, 8, stream_) != SANITIZER_SUCCESS)
+    if (!current.pushed || !run_probe() || sanitizer().memcpy_dtoh(&t, probe_out_, 8, stream_) != SANITIZER_SUCCESS)
         return 0;
     return t;
 }

@@ -14,6 +14,10 @@ struct BlockKey {
     bool operator<(const BlockKey& o) const { return std::tie(grid, x, yz) < std::tie(o.grid, o.x, o.yz); }
 };
 
+BlockKey key_of(uint64_t grid, uint32_t x, uint16_t y, uint16_t z) {
+    return {grid, x, (uint32_t)y | (uint32_t)z << 16};
+}
+
 uint64_t distance(uint64_t a, uint64_t b) { return a > b ? a - b : b - a; }
 
 }  // namespace
@@ -27,7 +31,7 @@ void fold_warp_arrivals(std::vector<gpuobs_event>& events, const std::vector<gpu
     for (uint32_t i = 0; i < events.size(); ++i) {
         const gpuobs_event& e = events[i];
         if (e.kind != GPUOBS_EVENT_BLOCK) continue;
-        blocks.push_back({{e.grid_id, e.block_x, (uint32_t)e.block_y | (uint32_t)e.block_z << 16}, i});
+        blocks.push_back({key_of(e.grid_id, e.block_x, e.block_y, e.block_z), i});
     }
     std::sort(blocks.begin(), blocks.end(), [&](const auto& a, const auto& b) {
         if (a.first < b.first || b.first < a.first) return a.first < b.first;
@@ -38,7 +42,7 @@ void fold_warp_arrivals(std::vector<gpuobs_event>& events, const std::vector<gpu
             ++info->unmatched_arrivals;
             continue;
         }
-        const BlockKey key{a.grid_id, a.block_x, (uint32_t)a.block_y | (uint32_t)a.block_z << 16};
+        const BlockKey key = key_of(a.grid_id, a.block_x, a.block_y, a.block_z);
         // Among the block's events (several when a graph replayed twice in the
         // window), the one whose start is nearest the warp's own.
         auto lo = std::lower_bound(blocks.begin(), blocks.end(), key,
