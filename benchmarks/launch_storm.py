@@ -29,13 +29,27 @@ def build(out_dir: Path) -> Path:
     return exe
 
 
-def run(exe: Path, mode: str, args: list, out_dir: Path) -> dict:
+def run(exe: Path, mode: str, args: list, out_dir: Path, variant: tuple | None = None) -> dict:
+    """One storm process: `mode` names a mode, or a variant's name when `variant`
+    is (mode, patches fatbin, extra environment)."""
     cmd = [str(exe), *map(str, args)]
     rec_path = out_dir / f"{mode}.gpuobs"
-    if mode != "none":
+    env = None
+    if variant is not None:
+        sys.path.insert(0, str(ROOT / "exporter"))
+        from gpuobs.record import native_build
+        from gpuobs.record.run import RecordOptions, tool_environment
+
+        vmode, fatbin, extra = variant
+        rec_path.unlink(missing_ok=True)
+        extra = dict(extra)
+        if fatbin is not None:
+            extra["GPUOBS_PATCHES"] = str(fatbin)
+        env = tool_environment(native_build.build(), RecordOptions(mode=vmode, output=rec_path, extra_env=extra))
+    elif mode != "none":
         rec_path.unlink(missing_ok=True)
         cmd = [sys.executable, "-m", "gpuobs", "record", "--mode", mode, "-o", str(rec_path), "--", *cmd]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     line = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "{}"
     result = json.loads(line) if line.startswith("{") else {}
     result["rc"] = proc.returncode
@@ -70,8 +84,32 @@ def device_spans(rec, analysis) -> dict:
     order = np.argsort(idx, kind="stable")
     idx, start, end = idx[order], start[order], end[order]
     first = np.r_[0, np.flatnonzero(np.diff(idx)) + 1]
-    spans = np.maximum.reduceat(end, first) - np.minimum.reduceat(start, first)
-    return {"kernel_span_us_p50": float(np.median(spans)) / 1e3, "block_us_p50": float(np.median(end - start)) / 1e3}
+    k_start, k_end = np.minimum.reduceat(start, first), np.maximum.reduceat(end, first)
+    spans = k_end - k_start
+    # Idle time on each stream between one kernel's end and the next one's start,
+    # and the share of the device timeline with any kernel running.
+    stream = rec.launches["stream_id"][idx[first]]
+    gaps = []
+    for s in np.unique(stream):
+        o = np.argsort(k_start[stream == s])
+        ks, ke = k_start[stream == s][o], k_end[stream == s][o]
+        gaps.append(ks[1:] - ke[:-1])
+    gaps = np.concatenate(gaps) if gaps else np.zeros(1)
+    o = np.argsort(k_start)
+    busy, cur_s, cur_e = 0, k_start[o[0]], k_end[o[0]]
+    for i in o[1:]:
+        if k_start[i] > cur_e:
+            busy, cur_s, cur_e = busy + cur_e - cur_s, k_start[i], k_end[i]
+        else:
+            cur_e = max(cur_e, k_end[i])
+    busy += cur_e - cur_s
+    return {
+        "kernel_span_us_p50": float(np.median(spans)) / 1e3,
+        "block_us_p50": float(np.median(end - start)) / 1e3,
+        "stream_gap_us_p50": float(np.median(gaps)) / 1e3,
+        "device_ms": float(k_end.max() - k_start.min()) / 1e6,
+        "busy_ms": float(busy) / 1e6,
+    }
 
 
 def main() -> None:
@@ -82,17 +120,42 @@ def main() -> None:
     p.add_argument("--blocks", type=int, default=64)
     p.add_argument("--sync-every", type=int, default=100)
     p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="NAME=MODE[:PATCHES.cu][,ENV=VALUE...]: the storm under a patch variant or extra environment",
+    )
     a = p.parse_args()
     modes = a.modes.split(",")
+    variants = {}
+    for v in a.variant:
+        name, spec = v.split("=", 1)
+        head, *envs = spec.split(",")
+        vmode, _, source = head.partition(":")
+        variants[name] = (vmode, source or None, dict(e.split("=", 1) for e in envs))
+    modes += list(variants)
     args = [a.threads, a.launches, a.blocks, a.sync_every]
     with tempfile.TemporaryDirectory() as tmp:
         out_dir = Path(tmp)
         exe = build(out_dir)
+        for name, (vmode, source, extra) in variants.items():
+            fatbin = None
+            if source:
+                sys.path.insert(0, str(ROOT / "exporter"))
+                from gpuobs.record import native_build
+
+                fatbin = out_dir / f"{name}.fatbin"
+                subprocess.run(
+                    native_build.patch_compile_command(native_build.find_toolchain(), fatbin, source=Path(source)),
+                    check=True,
+                )
+            variants[name] = (vmode, fatbin, extra)
         times = {m: [] for m in modes}
         checks = {}
         for r in range(a.rounds):
             for mode in modes:
-                res = run(exe, mode, args, out_dir)
+                res = run(exe, mode, args, out_dir, variants.get(mode))
                 if res["rc"] != 0:
                     print(f"{mode}: exit {res['rc']}: {res.get('stderr')}", flush=True)
                     continue

@@ -1,8 +1,8 @@
 // gpuobs device patches: the code the sanitizer inserts into every kernel.
 //
 // Rules for everything here: never allocate, never block, never wait. One atomic
-// add both counts an attempt and claims a slot; past capacity it counts a drop
-// and returns. Everything else is a fire-and-forget RED: the only round trips a
+// add both counts an attempt and claims a ring position; past the stripe's limit
+// (the host has not drained that far yet) it counts a drop and returns. Everything else is a fire-and-forget RED: the only round trips a
 // patch waits for are the claim and, at a block's exit, the read of its slot.
 // Layouts come from schemas/gpuobs_schema.h, nowhere else.
 //
@@ -138,19 +138,29 @@ __device__ __forceinline__ uint32_t stripe_of(uint32_t sm, uint32_t stripes) {
     return stripe;
 }
 
-// One atomic add counts the attempt and claims a slot; a full stripe counts a drop.
+// The stripe's limit, read from L2 (the host raises it while kernels run). Issued
+// before the claim's atomic and used after it, so the two round trips overlap.
+__device__ __forceinline__ uint64_t ld_limit(const uint64_t* p) {
+    uint64_t v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// One atomic add counts the attempt and claims a ring position; a position at or
+// past the stripe's limit (the ring is full until the host drains it) counts a drop.
 __device__ __forceinline__ gpuobs_event* claim(const void* ud, uint32_t sm, uint64_t* index_out) {
     gpuobs_control* ctl = control(ud);
     const uint32_t stripes = GPUOBS_ENTRY_U32(ud, stripe_count);
-    const uint64_t capacity = GPUOBS_ENTRY_U64(ud, stripe_capacity);
+    const uint64_t capacity = GPUOBS_ENTRY_U64(ud, stripe_capacity);  // a power of two
     const uint32_t stripe = stripe_of(sm, stripes);
-    uint64_t i = atom_add(&ctl->stripes[stripe].claimed, 1);
-    if (i >= capacity) {
+    const uint64_t limit = ld_limit(&ctl->limits[stripe]);
+    const uint64_t i = atom_add(&ctl->stripes[stripe].claimed, 1);
+    if (i >= limit) {
         red_add(&ctl->stripes[stripe].dropped, 1);
         *index_out = ~0ULL;
         return nullptr;
     }
-    uint64_t index = (uint64_t)stripe * capacity + i;
+    const uint64_t index = (uint64_t)stripe * capacity + (i & (capacity - 1));
     *index_out = index;
     return event_at(ud, index);
 }
@@ -275,14 +285,15 @@ GPUOBS_PATCH gpuobs_block_starts_enter(void* userdata, uint64_t pc) {
     const uint64_t capacity = GPUOBS_ENTRY_U64(userdata, stripe_capacity);
     const uint32_t stripe = stripe_of(sm, stripes);
     gpuobs_control* ctl = control(userdata);
+    const uint64_t limit = ld_limit(&ctl->warp_limits[stripe]);
     const uint64_t i = atom_add(&ctl->warp_stripes[stripe].claimed, 1);
-    const uint64_t arrivals = capacity * GPUOBS_WARP_ARRIVALS_PER_EVENT;
-    if (i >= arrivals) {
+    const uint64_t arrivals = capacity * GPUOBS_WARP_ARRIVALS_PER_EVENT;  // a power of two, as capacity
+    if (i >= limit) {
         red_add(&ctl->warp_stripes[stripe].dropped, 1);
         return SANITIZER_PATCH_SUCCESS;
     }
     gpuobs_warp_arrival* a = reinterpret_cast<gpuobs_warp_arrival*>(event_at(userdata, (uint64_t)stripes * capacity)) +
-                             (uint64_t)stripe * arrivals + i;
+                             (uint64_t)stripe * arrivals + (i & (arrivals - 1));
     const uint64_t grid = grid_id();
     uint32_t* w = reinterpret_cast<uint32_t*>(a);
     st_v4(w, (uint32_t)grid, (uint32_t)(grid >> 32), (uint32_t)t, (uint32_t)(t >> 32));

@@ -16,10 +16,11 @@
 /* gpuobs:cdef-begin */
 #define GPUOBS_FORMAT_VERSION 1
 /* FNV-1a 64 of the canonical layout text (see gpuobs/recording_file/schema.py: layout_text). */
-#define GPUOBS_SCHEMA_HASH 0x8dc623220b0e97db
+#define GPUOBS_SCHEMA_HASH 0x5c1e4bd4a6af10ca
 #define GPUOBS_EVENT_SIZE 64
 #define GPUOBS_MAX_STRIPES 256
-#define GPUOBS_DEFAULT_CAPACITY 1048576 /* event records per context */
+#define GPUOBS_DEFAULT_CAPACITY 0 /* event records per context: 0 = as many as the device memory budget holds */
+#define GPUOBS_DEFAULT_DEVICE_MEMORY_MIB 512 /* the tool's device memory per context, at most (the budget) */
 #define GPUOBS_MIN_CAPACITY 1024
 #define GPUOBS_MAX_CAPACITY 268435456
 #define GPUOBS_DEFAULT_SAMPLE_SHIFT 10
@@ -93,10 +94,15 @@ typedef struct gpuobs_event {
 } gpuobs_event;
 
 /* One claim pointer and drop counter per stripe (per SM), on its own line,
- * so that no single address serialises the GPU. */
+ * so that no single address serialises the GPU. A stripe is a ring: claim
+ * positions count up for the whole run (never reset), position p lives in
+ * record p mod stripe_capacity (a power of two), and a claim at or past the
+ * stripe's limit (control.limits: the host raises it as it drains) is a drop.
+ * So the host drains while kernels keep writing, and loses nothing it did
+ * not count. */
 typedef struct gpuobs_stripe {
-    uint64_t claimed; /* attempts; the atomic add that counts also claims */
-    uint64_t dropped; /* attempts that found the stripe full */
+    uint64_t claimed; /* attempts so far; the atomic add that counts also claims */
+    uint64_t dropped; /* attempts so far that found the stripe's limit reached */
     uint64_t pad[6];
 } gpuobs_stripe;
 
@@ -129,6 +135,8 @@ typedef struct gpuobs_control {
     uint64_t unmatched_exit_threads; /* block_trace: exiting threads that did not find their block's slot */
     gpuobs_stripe stripes[GPUOBS_MAX_STRIPES];
     gpuobs_stripe warp_stripes[GPUOBS_MAX_STRIPES]; /* block_starts: claims of warp arrivals, per SM */
+    uint64_t limits[GPUOBS_MAX_STRIPES];            /* per stripe: first position not yet free (drained) */
+    uint64_t warp_limits[GPUOBS_MAX_STRIPES];       /* the same for block_starts' warp arrivals */
 } gpuobs_control;
 
 /* Exact per-launch counts. The slot comes from the grid id alone, so the hot path

@@ -1,13 +1,16 @@
-// A context's flush: the device's events and counts since the last one read
-// (read_device_events), flagged and filtered (classify_events), joined by the
-// launches the host never saw and by each launch's count, written to the
-// recording (write_flush_chunks); then the device buffers are reset.
+// A context's flush: a window cut at a quiet point (cut_window: where the
+// claims stand, which launches it holds), then drained on the context's drain
+// thread (drain_window: its records out of the device's rings, flagged and
+// filtered, joined by the launches the host never saw and by each launch's
+// count, written to the recording), while kernels go on recording past the cut.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <stdexcept>
+#include <thread>
 #include <unordered_set>
 #include <vector>
 
@@ -21,32 +24,50 @@
 namespace gpuobs {
 namespace {
 
-// Each stripe's claimed records (at most per_stripe of them) copied from the
-// device array into out, each stripe's count into used, and the stripes'
-// claims and drops added up: for the events and for block_starts' arrivals.
+// Ring positions [from, to) of one stripe (position p in record p mod per_stripe,
+// a power of two) appended to out, and zeroed on the device: a record's kind
+// byte (and block_trace's end and exit count, which exits add onto) must read
+// as unwritten when the ring comes round to it again.
 template <typename Record>
-void copy_stripes(const gpuobs_stripe* stripes, uint32_t stripe_count, Record* device, uint64_t per_stripe,
-                  Sanitizer_StreamHandle stream, std::vector<Record>& out, std::vector<uint64_t>& used,
-                  uint64_t* claimed, uint64_t* dropped) {
-    out.clear();
-    used.assign(stripe_count, 0);
-    for (uint32_t s = 0; s < stripe_count; ++s) {
-        const uint64_t n = std::min(stripes[s].claimed, per_stripe);
-        *claimed += stripes[s].claimed;
-        *dropped += stripes[s].dropped;
-        used[s] = n;
-        if (n == 0) continue;
-        const size_t at = out.size();
-        out.resize(at + n);
-        sanitizer().memcpy_dtoh(&out[at], device + s * per_stripe, n * sizeof(Record), stream);
+void take_positions(Record* stripe, uint64_t per_stripe, uint64_t from, uint64_t to, Sanitizer_StreamHandle stream,
+                    std::vector<Record>& out) {
+    while (from < to) {
+        const uint64_t at = from & (per_stripe - 1), n = std::min(to - from, per_stripe - at);
+        const size_t o = out.size();
+        out.resize(o + n);
+        sanitizer().memcpy_dtoh(&out[o], stripe + at, n * sizeof(Record), stream);
+        sanitizer().memset(stripe + at, 0, n * sizeof(Record), stream);
+        from += n;
     }
 }
 
-// The records each stripe used zeroed again (their kind byte or end reads as unwritten).
+struct Drained {
+    uint64_t attempted = 0;       // claims of this window
+    uint64_t dropped = 0;         // of those, past their stripe's limit
+    uint64_t dropped_inside = 0;  // drops among the positions taken (they read an older, lower limit): never written
+};
+
+// Each stripe's positions claimed before the cut, out of the ring into out; the
+// stripe's limit moves one lap past the cut. Positions at or past the limit the
+// host last set were all dropped, so only those below it are read.
 template <typename Record>
-void zero_used(Record* device, uint64_t per_stripe, const std::vector<uint64_t>& used, Sanitizer_StreamHandle stream) {
-    for (size_t s = 0; s < used.size(); ++s)
-        if (used[s] != 0) sanitizer().memset(device + s * per_stripe, 0, used[s] * sizeof(Record), stream);
+Drained drain_ring(RingState& ring, Record* device, uint64_t per_stripe, const std::vector<uint64_t>& claimed,
+                   const std::vector<uint64_t>& dropped, Sanitizer_StreamHandle stream, std::vector<Record>& out) {
+    Drained d;
+    out.clear();
+    for (size_t s = 0; s < claimed.size(); ++s) {
+        const uint64_t from = ring.drained[s], cut = std::max(claimed[s], from);
+        const uint64_t to = std::min(cut, ring.limits[s]);
+        take_positions(device + s * per_stripe, per_stripe, from, to, stream, out);
+        const uint64_t drops = dropped[s] > ring.dropped_seen[s] ? dropped[s] - ring.dropped_seen[s] : 0;
+        d.attempted += cut - from;
+        d.dropped += drops;
+        d.dropped_inside += drops > cut - to ? drops - (cut - to) : 0;
+        ring.drained[s] = cut;
+        ring.dropped_seen[s] = std::max(dropped[s], ring.dropped_seen[s]);
+        ring.limits[s] = cut + per_stripe;
+    }
+    return d;
 }
 
 }  // namespace
@@ -102,18 +123,34 @@ void ContextState::list_device_launches(std::vector<gpuobs_event>& events, std::
     }
 }
 
-void ContextState::write_launch_counts(const std::vector<gpuobs_launch>& launches,
+// Each counter slot's growth since its last harvest goes to this window's launch
+// in that slot. Kernels may be counting while the harvest reads, so a slot whose
+// launch comes in a later window (cut, or not yet) keeps its growth for that
+// window; the growth of a slot no launch owns is unattributed.
+void ContextState::write_launch_counts(const std::vector<gpuobs_launch>& launches, bool final,
                                        std::vector<gpuobs_launch_count>* out, uint64_t* unattributed) {
-    // Which launches of this window map to each counter slot.
     std::map<uint32_t, std::map<uint64_t, uint32_t>> by_slot;  // slot -> grid id -> launches
     for (const gpuobs_launch& l : launches) ++by_slot[gpuobs_launch_slot(l.grid_id)][l.grid_id];
+    std::unordered_set<uint32_t> later;
+    if (!final) {
+        {
+            std::lock_guard<std::mutex> lock(queue_mu_);
+            for (const FlushWindow& w : queue_)
+                for (const gpuobs_launch& l : w.launches) later.insert(gpuobs_launch_slot(l.grid_id));
+        }
+        std::lock_guard<std::mutex> lock(launch_mu_);
+        for (const gpuobs_launch& l : pending_launches_) later.insert(gpuobs_launch_slot(l.grid_id));
+    }
     for (uint32_t s = 0; s < GPUOBS_LAUNCH_TABLE_SIZE; ++s) {
-        const uint64_t total = counter_staging_[s];
+        const uint64_t total = counter_staging_[s] - counter_baseline_[s];
         auto it = by_slot.find(s);
         if (it == by_slot.end()) {
+            if (total == 0 || later.count(s)) continue;
             *unattributed += total;
+            counter_baseline_[s] = counter_staging_[s];
             continue;
         }
+        counter_baseline_[s] = counter_staging_[s];
         uint32_t sharing = 0;
         for (const auto& g : it->second) sharing += g.second;
         for (const auto& g : it->second) {
@@ -125,55 +162,6 @@ void ContextState::write_launch_counts(const std::vector<gpuobs_launch>& launche
             out->push_back(c);
         }
     }
-}
-
-void ContextState::reset_device_buffers(const std::vector<uint64_t>& used_per_stripe) {
-    sanitizer().memset(&ctl_->stripes[0], 0, sizeof(gpuobs_stripe) * stripe_count_, stream_);
-    sanitizer().memset(&ctl_->unmatched_exit_threads, 0, sizeof(uint64_t), stream_);
-    // block_trace stamps ends and exit counts with atomics onto zeros: clear the
-    // events this window used, and the block table, whose slots point into them
-    // (a graph replayed in the next window reuses its grid ids, so a stale slot
-    // would match).
-    if (config_.mode == GPUOBS_MODE_BLOCK_TRACE) {
-        sanitizer().memset(block_table_, 0, (size_t)GPUOBS_BLOCK_TABLE_SIZE * sizeof(gpuobs_block_slot), stream_);
-        zero_used(events_, stripe_capacity_, used_per_stripe, stream_);
-    }
-    // block_starts: an arrival reads as written by its kind byte, so the ones used are zeroed.
-    if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
-        sanitizer().memset(&ctl_->warp_stripes[0], 0, sizeof(gpuobs_stripe) * stripe_count_, stream_);
-        zero_used(arrivals_, arrivals_per_stripe(), arrivals_used_, stream_);
-    }
-    uint32_t check;
-    sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, stream_);  // returns once the resets are done
-}
-
-// Read: the control block, then each stripe's claimed events into staging_; the
-// window's accounting goes into info, and each stripe's event count into used (for
-// the reset). False when the control block cannot be read.
-bool ContextState::read_device_events(const char* reason, gpuobs_flush_info& info, std::vector<uint64_t>& used) {
-    gpuobs_control ctl;
-    if (sanitizer().memcpy_dtoh(&ctl, ctl_, sizeof ctl, stream_) != SANITIZER_SUCCESS) {
-        GPUOBS_LOG("flush (%s): cannot read the control block; this window's events are lost", reason);
-        return false;
-    }
-    copy_stripes(ctl.stripes, stripe_count_, events_, stripe_capacity_, stream_, staging_, used, &info.attempted,
-                 &info.dropped);
-    info.recorded = staging_.size();
-    if (info.recorded + info.dropped != info.attempted)
-        GPUOBS_LOG("flush %u: accounting mismatch: recorded %llu + dropped %llu != attempted %llu", info.flush_seq,
-                   (unsigned long long)info.recorded, (unsigned long long)info.dropped,
-                   (unsigned long long)info.attempted);
-    info.unmatched_exit_threads = ctl.unmatched_exit_threads;
-    if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) read_warp_arrivals(ctl);
-    return true;
-}
-
-// block_starts: each stripe's warp arrivals into arrival_staging_, folded into
-// the window's block events as their slot masks.
-void ContextState::read_warp_arrivals(const gpuobs_control& ctl) {
-    copy_stripes(ctl.warp_stripes, stripe_count_, arrivals_, arrivals_per_stripe(), stream_, arrival_staging_,
-                 arrivals_used_, &slots_info_.warp_arrivals, &slots_info_.warp_arrivals_dropped);
-    fold_warp_arrivals(staging_, arrival_staging_, &slots_info_);
 }
 
 // Classify: staging_'s events flagged, and filtered in place; info counts what was left out.
@@ -218,95 +206,204 @@ void ContextState::write_flush_chunks(const std::vector<gpuobs_launch>& launches
         file_.write_events(device_index_, info.flush_seq, staging_.data(), (uint32_t)staging_.size());
 }
 
-void ContextState::flush(const char* reason, bool require_quiet) {
-    InTool guard;
-    // A flush at a quiet point that finds another one running leaves the work to
-    // it and to the next quiet point: threads that synchronise never queue
-    // behind each other's flushes (a launch storm from 8 threads did, at 6x).
-    std::unique_lock<std::mutex> flush_lock(flush_mu_, std::defer_lock);
-    if (require_quiet) {
-        if (!flush_lock.try_lock()) return;
-    } else {
-        flush_lock.lock();
-    }
-    if (!active_ || destroyed_) return;
-    std::vector<gpuobs_launch> launches;
-    std::vector<uint8_t> selected;
-    uint64_t launches_at_start, unrecorded;
+// Cut: the launches since the last window, and where every stripe's claims stand.
+// At a quiet point the claims are read before the launches are taken and no
+// launch may come between (else the next quiet point cuts instead, at the cost of
+// this small read): every claim below the cut is then of a block that has ended,
+// and every claim of a later launch is above it. A flush that is not quiet cuts
+// wherever the claims are (launches still running spill into the next window).
+bool ContextState::cut_window(const char* reason, bool require_quiet, FlushWindow* w) {
+    uint64_t launches_before;
     {
         std::lock_guard<std::mutex> lock(launch_mu_);
-        if (require_quiet && !unsynced_streams_.empty()) return;
-        launches.swap(pending_launches_);
-        unrecorded = unrecorded_launches_;
-        unrecorded_launches_ = 0;
-        selected = function_selected_;
-        launches_at_start = launches_total_;
+        if (!active_ || destroyed_) return false;
+        if (require_quiet && !unsynced_streams_.empty()) return false;
+        launches_before = launches_total_;
     }
+    w->reason = reason;
+    w->quiet = require_quiet;
+    w->host_time_ns = monotonic_ns();
+    if (config_.mode != GPUOBS_MODE_OFF) {
+        std::vector<gpuobs_stripe> stripes(stripe_count_);
+        uint64_t unmatched = 0;
+        if (sanitizer().memcpy_dtoh(stripes.data(), ctl_->stripes, stripe_count_ * sizeof(gpuobs_stripe), stream_) !=
+                SANITIZER_SUCCESS ||
+            sanitizer().memcpy_dtoh(&unmatched, &ctl_->unmatched_exit_threads, sizeof unmatched, stream_) !=
+                SANITIZER_SUCCESS) {
+            GPUOBS_LOG("flush (%s): cannot read the claim counters; the window stays open", reason);
+            return false;
+        }
+        for (const gpuobs_stripe& st : stripes) {
+            w->claimed.push_back(st.claimed);
+            w->dropped.push_back(st.dropped);
+        }
+        w->unmatched_exit_threads = unmatched;
+        if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
+            if (sanitizer().memcpy_dtoh(stripes.data(), ctl_->warp_stripes, stripe_count_ * sizeof(gpuobs_stripe),
+                                        stream_) != SANITIZER_SUCCESS)
+                return false;
+            for (const gpuobs_stripe& st : stripes) {
+                w->warp_claimed.push_back(st.claimed);
+                w->warp_dropped.push_back(st.dropped);
+            }
+            // Every launch of this window has run: a device time read now bounds each of their blocks' ends.
+            if (require_quiet) w->device_quiet_ns = device_time_now();
+        }
+    }
+    std::lock_guard<std::mutex> lock(launch_mu_);
+    if (require_quiet && launches_total_ != launches_before) return false;
+    w->launches.swap(pending_launches_);
+    w->unrecorded = unrecorded_launches_;
+    unrecorded_launches_ = 0;
+    w->selected = function_selected_;
+    w->launches_at_cut = launches_total_;
+    w->flush_seq = flush_seq_++;
+    return true;
+}
+
+void ContextState::drain_window(FlushWindow& w) {
     gpuobs_flush_info info;
     std::memset(&info, 0, sizeof info);
     info.device_index = device_index_;
-    info.flush_seq = flush_seq_++;
-    info.host_time_ns = monotonic_ns();
-    info.unrecorded_launches = unrecorded;
-    std::vector<gpuobs_launch_count> counts;
+    info.flush_seq = w.flush_seq;
+    info.host_time_ns = w.host_time_ns;
+    info.unrecorded_launches = w.unrecorded;
     // A clock sample at the first flush and then at most once a second.
-    if (config_.clock_probe && info.host_time_ns - last_clock_sample_ns_ > 1000000000ull) {
+    if (config_.clock_probe && monotonic_ns() - last_clock_sample_ns_ > 1000000000ull) {
         sample_clock();
-        last_clock_sample_ns_ = info.host_time_ns;
+        last_clock_sample_ns_ = monotonic_ns();
     }
     std::memset(&slots_info_, 0, sizeof slots_info_);
     slots_info_.device_index = device_index_;
-    slots_info_.flush_seq = info.flush_seq;
-    // block_starts: at a quiet point every launch listed in this window has run,
-    // so a device time read now bounds the end of each of their blocks.
-    if (config_.mode == GPUOBS_MODE_BLOCK_STARTS && require_quiet) slots_info_.device_quiet_ns = device_time_now();
+    slots_info_.flush_seq = w.flush_seq;
+    slots_info_.device_quiet_ns = w.device_quiet_ns;
+    std::vector<gpuobs_launch_count> counts;
+    uint64_t arrivals_dropped_inside = 0;
     if (config_.mode != GPUOBS_MODE_OFF) {
-        std::vector<uint64_t> used;
-        if (!read_device_events(reason, info, used)) return;
-        // A launch since the quiet check may have blocks running now, half
-        // written: a quiet flush leaves everything on the device for the next
-        // quiet point instead of cutting them off. (The storm's lost block ends,
-        // first thought to be this, came from block-table sharing; see the
-        // schema's gpuobs_block_table_slot.)
-        if (require_quiet) {
-            std::lock_guard<std::mutex> lock(launch_mu_);
-            if (launches_total_ != launches_at_start) {
-                pending_launches_.insert(pending_launches_.begin(), launches.begin(), launches.end());
-                unrecorded_launches_ += unrecorded;
-                --flush_seq_;
-                return;
-            }
+        const Drained events = drain_ring(event_ring_, events_, stripe_capacity_, w.claimed, w.dropped, stream_, staging_);
+        info.attempted = events.attempted;
+        info.dropped = events.dropped;
+        info.recorded = events.attempted - std::min(events.attempted, events.dropped);
+        info.unmatched_exit_threads =
+            w.unmatched_exit_threads > unmatched_seen_ ? w.unmatched_exit_threads - unmatched_seen_ : 0;
+        unmatched_seen_ = std::max(unmatched_seen_, w.unmatched_exit_threads);
+        if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
+            const Drained arrivals = drain_ring(arrival_ring_, arrivals_, arrivals_per_stripe(), w.warp_claimed,
+                                                w.warp_dropped, stream_, arrival_staging_);
+            slots_info_.warp_arrivals = arrivals.attempted;
+            slots_info_.warp_arrivals_dropped = arrivals.dropped;
+            arrivals_dropped_inside = arrivals.dropped_inside;
+        }
+        // The freed positions zeroed (the memsets above), then the limits raised
+        // past them, in this order on one stream; the read back waits for both.
+        sanitizer().memcpy_htod_async(ctl_->limits, event_ring_.limits.data(), stripe_count_ * sizeof(uint64_t),
+                                      stream_);
+        if (config_.mode == GPUOBS_MODE_BLOCK_STARTS)
+            sanitizer().memcpy_htod_async(ctl_->warp_limits, arrival_ring_.limits.data(),
+                                          stripe_count_ * sizeof(uint64_t), stream_);
+        uint32_t check;
+        sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, stream_);
+        if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
+            fold_warp_arrivals(staging_, arrival_staging_, &slots_info_);
+            // Arrivals dropped under an older limit left their positions unwritten: dropped, not unmatched.
+            slots_info_.unmatched_arrivals -= std::min(slots_info_.unmatched_arrivals, arrivals_dropped_inside);
         }
         // Device-launched grids first: their records get their own function
         // slot there, which the kernel filter then judges them by.
-        list_device_launches(staging_, &launches);
-        classify_events(selected, info);
+        list_device_launches(staging_, &w.launches);
+        classify_events(w.selected, info);
+        // Positions dropped under an older limit were never written: not incomplete.
+        info.incomplete -= (uint32_t)std::min<uint64_t>(info.incomplete, events.dropped_inside);
         if (harvest_counts())
-            write_launch_counts(launches, &counts, &info.unattributed);
+            write_launch_counts(w.launches, !w.quiet, &counts, &info.unattributed);
         else
             GPUOBS_LOG("flush %u (%s): cannot read the launch counters; this window's counts are lost", info.flush_seq,
-                       reason);
-        reset_device_buffers(used);
+                       w.reason);
     }
-    write_flush_chunks(launches, counts, info);
-    {
-        // A launch that slipped in while this flush read and reset the device may
-        // have lost part of its events or counts: flag it rather than hide it.
-        std::lock_guard<std::mutex> lock(launch_mu_);
-        if (launches_total_ != launches_at_start) {
-            for (gpuobs_launch& l : pending_launches_) l.flags |= GPUOBS_LAUNCH_RACED_FLUSH;
-            if (!raced_reported_) {
-                GPUOBS_LOG(
-                    "a launch raced a flush on device %u; its counts may be partial (flagged in the launch table)",
-                    device_index_);
-                raced_reported_ = true;
-            }
-        }
-    }
+    write_flush_chunks(w.launches, counts, info);
     if (std::getenv("GPUOBS_DEBUG"))
-        GPUOBS_LOG("flush %u (%s): attempted %llu recorded %llu dropped %llu kept %zu", info.flush_seq, reason,
+        GPUOBS_LOG("flush %u (%s): attempted %llu recorded %llu dropped %llu kept %zu", info.flush_seq, w.reason,
                    (unsigned long long)info.attempted, (unsigned long long)info.recorded,
                    (unsigned long long)info.dropped, staging_.size());
+}
+
+// Drains every window cut so far, in order. Run by the drain thread, and by a
+// flush that must leave its window in the file before it returns.
+void ContextState::drain_loop() {
+    std::lock_guard<std::mutex> flush_lock(flush_mu_);
+    for (;;) {
+        FlushWindow w;
+        {
+            std::lock_guard<std::mutex> lock(queue_mu_);
+            if (queue_.empty()) return;
+            w = std::move(queue_.front());
+            queue_.pop_front();
+        }
+        {
+            CurrentContext current(ctx_);  // the tool's kernels (clock, counter harvest) need it
+            drain_window(w);
+        }
+        {
+            std::lock_guard<std::mutex> lock(queue_mu_);
+            ++windows_drained_;
+        }
+        queue_cv_.notify_all();
+    }
+}
+
+// One thread per context moves cut windows into the file, so that a program's
+// synchronising thread only pays for the cut. If the thread cannot start,
+// windows are drained by the thread that cuts them.
+void ContextState::start_drain_thread() {
+    {
+        std::lock_guard<std::mutex> lock(queue_mu_);
+        if (drain_thread_started_) return;
+        drain_thread_started_ = true;
+    }
+    try {
+        std::thread([this] {
+            g_in_tool = true;  // every CUDA call on this thread is the tool's own
+            for (;;) {
+                {
+                    std::unique_lock<std::mutex> lock(queue_mu_);
+                    queue_cv_.wait(lock, [this] { return !queue_.empty(); });
+                }
+                drain_loop();
+            }
+        }).detach();
+    } catch (const std::exception& e) {
+        GPUOBS_LOG("cannot start the drain thread (%s); flushes drain where they are cut", e.what());
+        drain_thread_failed_ = true;
+    }
+}
+
+void ContextState::flush(const char* reason, bool require_quiet) {
+    InTool guard;
+    // A quiet flush that finds another cut in progress leaves the work to it and
+    // to the next quiet point: threads that synchronise never queue behind each other.
+    std::unique_lock<std::mutex> cut_lock(cut_mu_, std::defer_lock);
+    if (require_quiet) {
+        if (!cut_lock.try_lock()) return;
+    } else {
+        cut_lock.lock();
+    }
+    FlushWindow w;
+    if (!cut_window(reason, require_quiet, &w)) return;
+    uint64_t mine;
+    {
+        std::lock_guard<std::mutex> lock(queue_mu_);
+        queue_.push_back(std::move(w));
+        mine = ++windows_cut_;
+    }
+    cut_lock.unlock();
+    if (require_quiet) start_drain_thread();
+    if (!require_quiet || drain_thread_failed_) {
+        drain_loop();  // this window, and any cut before it, in the file before returning
+        std::unique_lock<std::mutex> lock(queue_mu_);
+        queue_cv_.wait(lock, [&] { return windows_drained_ >= mine; });
+    } else {
+        queue_cv_.notify_all();
+    }
 }
 
 }  // namespace gpuobs

@@ -28,6 +28,20 @@ bool device_alloc(CUcontext ctx, T** out, size_t bytes, const char* what, std::s
 
 }  // namespace
 
+// Records per stripe: a power of two (a ring position maps to its record with a
+// mask), the most that fit the device memory budget, or that --capacity asks for.
+uint64_t stripe_capacity_for(const Config& config, uint32_t stripes) {
+    const uint64_t record_bytes =
+        sizeof(gpuobs_event) +
+        (config.mode == GPUOBS_MODE_BLOCK_STARTS ? GPUOBS_WARP_ARRIVALS_PER_EVENT * sizeof(gpuobs_warp_arrival) : 0);
+    const uint64_t budget = config.device_memory_mib << 20, fixed = GPUOBS_ARENA_EVENTS + GPUOBS_ARENA_ALIGN;
+    uint64_t wanted = config.capacity != 0 ? config.capacity / stripes
+                                           : (budget > fixed ? (budget - fixed) / record_bytes / stripes : 1);
+    uint64_t cap = 1;
+    while (cap * 2 <= wanted) cap *= 2;
+    return cap;
+}
+
 bool ContextState::setup(std::string* error) {
     InTool guard;
     CudaDriver& d = driver();
@@ -39,7 +53,7 @@ bool ContextState::setup(std::string* error) {
     }
     sm_count_ = (uint32_t)sms;
     stripe_count_ = std::min<uint32_t>(sm_count_, GPUOBS_MAX_STRIPES);
-    stripe_capacity_ = std::max<uint64_t>(1, config_.capacity / stripe_count_);
+    stripe_capacity_ = stripe_capacity_for(config_, stripe_count_);
     if (config_.mode == GPUOBS_MODE_OFF) {
         write_device_info();
         active_ = true;
@@ -86,6 +100,18 @@ bool ContextState::setup(std::string* error) {
 
     gpuobs_control ctl;
     std::memset(&ctl, 0, sizeof ctl);
+    // Every ring starts empty: free up to one lap ahead.
+    for (uint32_t s = 0; s < stripe_count_; ++s) {
+        ctl.limits[s] = stripe_capacity_;
+        ctl.warp_limits[s] = arrivals_per_stripe();
+    }
+    for (RingState* ring : {&event_ring_, &arrival_ring_}) {
+        ring->drained.assign(stripe_count_, 0);
+        ring->dropped_seen.assign(stripe_count_, 0);
+    }
+    event_ring_.limits.assign(stripe_count_, stripe_capacity_);
+    arrival_ring_.limits.assign(stripe_count_, arrivals_per_stripe());
+    counter_baseline_.assign(GPUOBS_LAUNCH_TABLE_SIZE, 0);
     ctl.magic = GPUOBS_CONTROL_MAGIC;
     ctl.mode = config_.mode;
     ctl.sample_shift = config_.sample_shift;

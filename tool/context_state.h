@@ -8,6 +8,8 @@
 #include <time.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <map>
 #include <cstdint>
 #include <mutex>
@@ -24,6 +26,7 @@
 namespace gpuobs {
 
 uint64_t monotonic_ns();
+uint64_t stripe_capacity_for(const Config& config, uint32_t stripes);
 uint64_t clock_ns(clockid_t id);  // any clock_gettime clock, in ns
 
 struct LaunchInfo {
@@ -31,6 +34,33 @@ struct LaunchInfo {
     uint64_t stream_key;       // the stream whose synchronisation completes this launch
     uint32_t graph_launch_id;  // graph replays: the replay id, else 0
     bool graph_node;
+};
+
+// One flush window, cut from the device's rings at a quiet point (or by an
+// explicit flush): the launches it lists and where each stripe's claims stood
+// when it was cut. Everything claimed before the cut belongs to it; the drain
+// thread moves it into the file while kernels go on claiming past the cut.
+struct FlushWindow {
+    const char* reason = "";
+    bool quiet = false;
+    uint32_t flush_seq = 0;
+    uint64_t host_time_ns = 0;
+    std::vector<gpuobs_launch> launches;
+    std::vector<uint8_t> selected;  // by function slot: passes the kernel filter
+    uint64_t unrecorded = 0;
+    uint64_t launches_at_cut = 0;
+    std::vector<uint64_t> claimed, dropped;            // per stripe, positions so far
+    std::vector<uint64_t> warp_claimed, warp_dropped;  // block_starts' arrivals
+    uint64_t unmatched_exit_threads = 0;               // so far
+    uint64_t device_quiet_ns = 0;
+};
+
+// One ring of records on the device (the events, or block_starts' warp
+// arrivals) and how far the host has drained each stripe of it.
+struct RingState {
+    std::vector<uint64_t> drained;       // per stripe: positions before this are in the file
+    std::vector<uint64_t> dropped_seen;  // per stripe: drops counted into the file so far
+    std::vector<uint64_t> limits;        // per stripe: what the device's limit was last set to
 };
 
 class ContextState {
@@ -66,6 +96,9 @@ public:
     // only when every stream that launched since its last sync has synced.
     // Launch callbacks never wait on a flush (a flush calls into the driver,
     // which may hold locks that a launching thread holds).
+    // A quiet flush only cuts the window (a read of the claim counters) and leaves
+    // the rest to the context's drain thread; any other flush waits until its
+    // window is in the file.
     void flush(const char* reason, bool require_quiet = false);
     void on_destroy();
 
@@ -82,7 +115,7 @@ private:
     // Kernels launched from the device appear only in their blocks' records:
     // lists one launch per grid id the host never saw (flagged FROM_DEVICE).
     void list_device_launches(std::vector<gpuobs_event>& events, std::vector<gpuobs_launch>* launches);
-    bool harvest_counts();  // fills counter_staging_ with one total per slot and zeroes the table
+    bool harvest_counts();  // fills counter_staging_ with one total per slot so far (never reset)
     bool load_tool_kernels();
     // What a patched function's callback data points at: its entry's address plus
     // the sample shift (see gpuobs_function_entry), in both callback scopes.
@@ -90,25 +123,37 @@ private:
     void write_device_info();
     void dump_code(const std::string& dir, CUmodule module, const std::string& name, uint32_t slot);
     void sample_clock();
-    void write_launch_counts(const std::vector<gpuobs_launch>& launches, std::vector<gpuobs_launch_count>* out,
-                             uint64_t* unattributed);
-    void reset_device_buffers(const std::vector<uint64_t>& used_per_stripe);
+    void write_launch_counts(const std::vector<gpuobs_launch>& launches, bool final,
+                             std::vector<gpuobs_launch_count>* out, uint64_t* unattributed);
     // block_starts: the %globaltimer after everything launched so far has run
     // (the caller has seen every stream synchronised); 0 when the probe cannot run.
     uint64_t device_time_now();
     bool run_probe();
-    void read_warp_arrivals(const gpuobs_control& ctl);
     uint64_t arrivals_per_stripe() const { return stripe_capacity_ * GPUOBS_WARP_ARRIVALS_PER_EVENT; }
-    // The flush's steps (context_flush.cpp), under flush_mu_: read the device's events
-    // into staging_, classify them, write the window's chunks.
-    bool read_device_events(const char* reason, gpuobs_flush_info& info, std::vector<uint64_t>& used);
+    // The flush's steps (context_flush.cpp). cut_window, under cut_mu_: the window's
+    // launches and claim positions. drain_window, under flush_mu_ on the drain
+    // thread (or the flushing one): its records out of the rings into staging_,
+    // classified, written with its counts; the rings' limits raised past it.
+    bool cut_window(const char* reason, bool require_quiet, FlushWindow* w);
+    void drain_window(FlushWindow& w);
+    void drain_loop();
+    void start_drain_thread();
     void classify_events(const std::vector<uint8_t>& selected, gpuobs_flush_info& info);
     void write_flush_chunks(const std::vector<gpuobs_launch>& launches, const std::vector<gpuobs_launch_count>& counts,
                             gpuobs_flush_info& info);
 
-    // Lock order: flush_mu_ before launch_mu_ (see the order in tool_state.h).
+    // Lock order: cut_mu_, then flush_mu_, then launch_mu_ (see the order in tool_state.h).
     std::mutex launch_mu_;  // host launch state below; never held across a driver call from a flush
-    std::mutex flush_mu_;   // serialises flushes and owns the staging buffers and probe
+    std::mutex flush_mu_;   // serialises drains and owns the staging buffers, rings and probe
+    std::mutex cut_mu_;     // serialises cuts, so windows reach the drain queue in order
+
+    // The drain thread and its queue of cut windows (queue_mu_).
+    std::mutex queue_mu_;
+    std::condition_variable queue_cv_;
+    std::deque<FlushWindow> queue_;
+    uint64_t windows_cut_ = 0, windows_drained_ = 0;
+    bool drain_thread_started_ = false;
+    std::atomic<bool> drain_thread_failed_{false};
     CUcontext ctx_;
     CUdevice device_;
     uint32_t device_index_;
@@ -145,10 +190,14 @@ private:
     std::unordered_map<uint64_t, uint64_t> unsynced_streams_;  // stream -> launches since its sync
     std::vector<gpuobs_event> staging_;
     std::vector<uint64_t> counter_staging_;  // one total per launch-counter slot
-    // block_starts: this window's warp arrivals, what each stripe used, and the SLOTS chunk
+    // block_starts: this window's warp arrivals and the SLOTS chunk
     std::vector<gpuobs_warp_arrival> arrival_staging_;
-    std::vector<uint64_t> arrivals_used_;
     gpuobs_slots_info slots_info_{};
+    // The rings' drain state, each counter slot's total at its last harvest, the
+    // unmatched exits counted so far (flush_mu_).
+    RingState event_ring_, arrival_ring_;
+    std::vector<uint64_t> counter_baseline_;
+    uint64_t unmatched_seen_ = 0;
     uint32_t flush_seq_ = 0;
     uint32_t next_function_slot_ = 0;  // slots are never reused, even when a module unloads
     uint64_t launches_total_ = 0;
@@ -159,7 +208,9 @@ private:
     // thread's current context may be another one, or none).
     Sanitizer_StreamHandle stream_ = nullptr;
 
-    // the tool's own kernels: clock probe, counter harvest
+    // the tool's own kernels: clock probe, counter harvest. Their output buffers are
+    // shared by the cut (quiet time) and the drain (clock, counts): tool_kernels_mu_.
+    std::recursive_mutex tool_kernels_mu_;
     bool tool_kernels_tried_ = false;
     CUfunction probe_fn_ = nullptr;
     CUfunction gather_fn_ = nullptr;

@@ -19,6 +19,7 @@ namespace gpuobs {
 // creation callback) from the probe fatbin; any failure leaves the clock
 // without samples and the counter harvest to a plain copy.
 bool ContextState::load_tool_kernels() {
+    std::lock_guard<std::recursive_mutex> kernels_lock(tool_kernels_mu_);
     if (tool_kernels_tried_) return probe_fn_ != nullptr;
     tool_kernels_tried_ = true;
     if (config_.probe.empty()) return false;
@@ -55,6 +56,7 @@ bool ContextState::run_probe() {
 // Host clocks read around a one-thread kernel that reads %globaltimer; the
 // tightest of a few tries is kept. Any failure just leaves no sample.
 void ContextState::sample_clock() {
+    std::lock_guard<std::recursive_mutex> kernels_lock(tool_kernels_mu_);
     InTool guard;
     if (!load_tool_kernels()) return;
     gpuobs_clock_sample best;
@@ -85,6 +87,7 @@ void ContextState::sample_clock() {
 }
 
 uint64_t ContextState::device_time_now() {
+    std::lock_guard<std::recursive_mutex> kernels_lock(tool_kernels_mu_);
     if (!load_tool_kernels()) return 0;
     CurrentContext current(ctx_);
     uint64_t t = 0;
@@ -93,10 +96,11 @@ uint64_t ContextState::device_time_now() {
     return t;
 }
 
-// One total per launch-counter slot, the table zeroed for the next window. On
-// the device where the harvest kernel is loaded (512 KiB comes back), else the
-// whole striped table is copied and cleared (8 MiB).
+// One total per launch-counter slot since the context's start (the table is
+// never reset: kernels may be adding to it now). On the device where the harvest
+// kernel is loaded (512 KiB comes back), else the whole striped table is copied (8 MiB).
 bool ContextState::harvest_counts() {
+    std::lock_guard<std::recursive_mutex> kernels_lock(tool_kernels_mu_);
     const uint32_t slots = GPUOBS_LAUNCH_TABLE_SIZE, stripes = GPUOBS_LAUNCH_COUNTER_STRIPES + 1;
     counter_staging_.assign(slots, 0);
     load_tool_kernels();
@@ -125,7 +129,6 @@ bool ContextState::harvest_counts() {
         return false;
     for (uint32_t s = 0; s < slots; ++s)
         for (uint32_t k = 0; k < stripes; ++k) counter_staging_[s] += table[gpuobs_launch_counter_index(s, k)];
-    sanitizer().memset(counters_, 0, table.size() * sizeof(uint64_t), stream_);
     return true;
 }
 

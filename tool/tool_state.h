@@ -39,7 +39,8 @@ struct ModuleRecord {
 };
 
 // Lock order (a thread holding one may take those to its right, never to its left):
-//   Tool::window_mu -> Tool::patch_mu -> ContextState::flush_mu_ -> ContextState::launch_mu_
+//   Tool::window_mu -> Tool::patch_mu -> ContextState::cut_mu_ -> ContextState::flush_mu_
+//   -> ContextState::queue_mu_ -> ContextState::launch_mu_
 //   -> GraphTable::mu_ / Tool::callbacks_mu / Tool::contexts_mu / Tool::modules_mu -> RecordingFile::mu_
 // callbacks_mu is held while GraphTable::mu_ is asked whether node callbacks are needed;
 // contexts_mu, modules_mu, file_mu and GraphTable::mu_ take nothing else while held but

@@ -194,8 +194,16 @@ def record(
         schema.DEFAULT_CAPACITY,
         "--capacity",
         metavar="N",
-        help="event records per CUDA context, 64 B each: the tool takes N x 64 B + 20 MiB "
-        "of device memory per context (84 MiB at the default, 1,048,576)",
+        help="event records per CUDA context, 64 B each (block_starts: 192 B with its warp arrivals), "
+        "rounded down to a power of two per SM; 0 (the default) = as many as --device-memory holds. "
+        "The records form a ring that a tool thread drains while kernels run",
+    ),
+    device_memory: int = typer.Option(
+        schema.DEFAULT_DEVICE_MEMORY_MIB,
+        "--device-memory",
+        metavar="MIB",
+        help="the tool's device memory per CUDA context, at most (its tables take 20 MiB, the "
+        f"record ring the rest); default {schema.DEFAULT_DEVICE_MEMORY_MIB} MiB",
     ),
     kernels: str = typer.Option(
         "", "--kernels", metavar="REGEX", help="keep only events of kernels whose name matches this regex"
@@ -247,8 +255,10 @@ def record(
         _fail(f"--mode {mode!r} is not one of {', '.join(mode_names())}")
     if not 0 <= sample_shift <= schema.MAX_SAMPLE_SHIFT:
         _fail(f"--sample-shift {sample_shift} is outside 0..{schema.MAX_SAMPLE_SHIFT}")
-    if not schema.MIN_CAPACITY <= capacity <= schema.MAX_CAPACITY:
-        _fail(f"--capacity {capacity} is outside {schema.MIN_CAPACITY}..{schema.MAX_CAPACITY}")
+    if capacity != 0 and not schema.MIN_CAPACITY <= capacity <= schema.MAX_CAPACITY:
+        _fail(f"--capacity {capacity} is outside {schema.MIN_CAPACITY}..{schema.MAX_CAPACITY} (or 0: what fits)")
+    if not 64 <= device_memory <= 1 << 20:
+        _fail(f"--device-memory {device_memory} MiB is outside 64..{1 << 20}")
     if scope not in ("function", "launch"):
         _fail(f"--scope {scope!r} is not function or launch")
     if not 0 <= window_every <= 1 << 30:
@@ -286,6 +296,7 @@ def record(
         mode=mode,
         sample_shift=sample_shift,
         capacity=capacity,
+        device_memory_mib=device_memory,
         kernels=kernels,
         output=output,
         scope=scope,

@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
     const int threads = std::atoi(argv[1]), launches = std::atoi(argv[2]), blocks = std::atoi(argv[3]),
               every = std::atoi(argv[4]);
     CHECK(cudaFree(nullptr));
+    // STORM_STACK_BYTES: raise the per-thread stack limit first (a diagnosis knob).
+    if (const char* stack = std::getenv("STORM_STACK_BYTES")) CHECK(cudaDeviceSetLimit(cudaLimitStackSize, std::atoi(stack)));
     std::vector<float*> bufs(2 * threads);
     for (auto& b : bufs) CHECK(cudaMalloc(&b, blocks * 128 * sizeof(float)));
     CHECK(cudaDeviceSynchronize());

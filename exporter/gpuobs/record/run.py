@@ -19,6 +19,7 @@ class RecordOptions:
     mode: str = "block_trace"
     sample_shift: int = schema.DEFAULT_SAMPLE_SHIFT
     capacity: int = schema.DEFAULT_CAPACITY
+    device_memory_mib: int = schema.DEFAULT_DEVICE_MEMORY_MIB
     kernels: str = ""
     output: Path = Path(DEFAULT_OUTPUT)
     scope: str = "function"
@@ -40,6 +41,7 @@ def tool_environment(build: NativeBuild, opts: RecordOptions, base: dict | None 
             "GPUOBS_MODE": opts.mode,
             "GPUOBS_SAMPLE_SHIFT": str(opts.sample_shift),
             "GPUOBS_CAPACITY": str(opts.capacity),
+            "GPUOBS_DEVICE_MEMORY_MIB": str(opts.device_memory_mib),
             "GPUOBS_KERNELS": opts.kernels,
             "GPUOBS_OUTPUT": str(Path(opts.output).resolve()),
             "GPUOBS_PATCHES": str(build.patches),

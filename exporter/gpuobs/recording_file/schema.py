@@ -127,6 +127,7 @@ FORMAT_VERSION = constant("GPUOBS_FORMAT_VERSION")
 SCHEMA_HASH = constant("GPUOBS_SCHEMA_HASH")
 LAUNCH_TABLE_SIZE = constant("GPUOBS_LAUNCH_TABLE_SIZE")
 DEFAULT_CAPACITY = constant("GPUOBS_DEFAULT_CAPACITY")
+DEFAULT_DEVICE_MEMORY_MIB = constant("GPUOBS_DEFAULT_DEVICE_MEMORY_MIB")
 MIN_CAPACITY = constant("GPUOBS_MIN_CAPACITY")
 MAX_CAPACITY = constant("GPUOBS_MAX_CAPACITY")
 DEFAULT_SAMPLE_SHIFT = constant("GPUOBS_DEFAULT_SAMPLE_SHIFT")
@@ -138,6 +139,7 @@ NO_FLUSH = constant("GPUOBS_NO_FLUSH")
 COMPATIBLE_SCHEMAS = {
     0x49906C504643937C: {"launch_table_size": 4096},  # before notices and device-launched grids (2026-12-01)
     0xE78BC05CF512A957: {},  # before block_starts (its mode, flag, warp arrivals and SLOTS chunk)
+    0x8DC623220B0E97DB: {},  # before the device rings' limits (gpuobs_control only: no file layout changed)
 }
 
 
