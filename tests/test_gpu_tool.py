@@ -312,9 +312,12 @@ CRASHES = {
 @pytest.mark.parametrize("crash", sorted(CRASHES))
 def test_crashes_keep_exit_status_and_what_was_flushed(tmp_path, silu_lib, crash):
     program, status = CRASHES[crash]
-    # Work that is flushed (a synchronise) before the crash.
+    # Work that is flushed (a synchronise) before the crash. A synchronisation cuts
+    # its window and the drain thread writes it: a caught crash waits for that, a
+    # SIGKILL cannot, so the program gives the drain a moment first.
     before = (
-        "import torch; x = torch.ones(1 << 20, device='cuda'); print((x * 2).sum().item()); torch.cuda.synchronize()\n"
+        "import time, torch; x = torch.ones(1 << 20, device='cuda'); print((x * 2).sum().item()); "
+        "torch.cuda.synchronize()\n" + ("time.sleep(0.5)\n" if crash == "kill9" else "")
     )
     proc, _ = record(tmp_path, "block_trace", [sys.executable, "-c", before + program], check=False)
     assert proc.returncode == status, proc.stderr[-2000:]

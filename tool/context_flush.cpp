@@ -11,6 +11,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <time.h>
 #include <unordered_set>
 #include <vector>
 
@@ -223,6 +224,9 @@ bool ContextState::cut_window(const char* reason, bool require_quiet, FlushWindo
     w->reason = reason;
     w->quiet = require_quiet;
     w->host_time_ns = monotonic_ns();
+    // The tool's kernels are loaded here, in the program's synchronising thread
+    // (the drain thread's first load of them failed on the H200).
+    load_tool_kernels();
     if (config_.mode != GPUOBS_MODE_OFF) {
         std::vector<gpuobs_stripe> stripes(stripe_count_);
         uint64_t unmatched = 0;
@@ -257,11 +261,11 @@ bool ContextState::cut_window(const char* reason, bool require_quiet, FlushWindo
     unrecorded_launches_ = 0;
     w->selected = function_selected_;
     w->launches_at_cut = launches_total_;
-    w->flush_seq = flush_seq_++;
     return true;
 }
 
 void ContextState::drain_window(FlushWindow& w) {
+    w.flush_seq = flush_seq_++;
     gpuobs_flush_info info;
     std::memset(&info, 0, sizeof info);
     info.device_index = device_index_;
@@ -280,7 +284,8 @@ void ContextState::drain_window(FlushWindow& w) {
     std::vector<gpuobs_launch_count> counts;
     uint64_t arrivals_dropped_inside = 0;
     if (config_.mode != GPUOBS_MODE_OFF) {
-        const Drained events = drain_ring(event_ring_, events_, stripe_capacity_, w.claimed, w.dropped, stream_, staging_);
+        const Sanitizer_StreamHandle stream = drain_stream();
+        const Drained events = drain_ring(event_ring_, events_, stripe_capacity_, w.claimed, w.dropped, stream, staging_);
         info.attempted = events.attempted;
         info.dropped = events.dropped;
         info.recorded = events.attempted - std::min(events.attempted, events.dropped);
@@ -289,7 +294,7 @@ void ContextState::drain_window(FlushWindow& w) {
         unmatched_seen_ = std::max(unmatched_seen_, w.unmatched_exit_threads);
         if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
             const Drained arrivals = drain_ring(arrival_ring_, arrivals_, arrivals_per_stripe(), w.warp_claimed,
-                                                w.warp_dropped, stream_, arrival_staging_);
+                                                w.warp_dropped, stream, arrival_staging_);
             slots_info_.warp_arrivals = arrivals.attempted;
             slots_info_.warp_arrivals_dropped = arrivals.dropped;
             arrivals_dropped_inside = arrivals.dropped_inside;
@@ -297,12 +302,12 @@ void ContextState::drain_window(FlushWindow& w) {
         // The freed positions zeroed (the memsets above), then the limits raised
         // past them, in this order on one stream; the read back waits for both.
         sanitizer().memcpy_htod_async(ctl_->limits, event_ring_.limits.data(), stripe_count_ * sizeof(uint64_t),
-                                      stream_);
+                                      stream);
         if (config_.mode == GPUOBS_MODE_BLOCK_STARTS)
             sanitizer().memcpy_htod_async(ctl_->warp_limits, arrival_ring_.limits.data(),
-                                          stripe_count_ * sizeof(uint64_t), stream_);
+                                          stripe_count_ * sizeof(uint64_t), stream);
         uint32_t check;
-        sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, stream_);
+        sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, stream);
         if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
             fold_warp_arrivals(staging_, arrival_staging_, &slots_info_);
             // Arrivals dropped under an older limit left their positions unwritten: dropped, not unmatched.
@@ -327,28 +332,62 @@ void ContextState::drain_window(FlushWindow& w) {
                    (unsigned long long)info.dropped, staging_.size());
 }
 
-// Drains every window cut so far, in order. Run by the drain thread, and by a
-// flush that must leave its window in the file before it returns.
+// Drains every window cut so far, in order, as one: the windows a busy program
+// cuts while a drain runs (one per synchronisation) wait for the next drain,
+// which takes them together (their launches in order, the last one's cut), so
+// a drain's cost does not grow with how often the program synchronises.
 void ContextState::drain_loop() {
     std::lock_guard<std::mutex> flush_lock(flush_mu_);
     for (;;) {
         FlushWindow w;
+        uint64_t taken = 0;
         {
             std::lock_guard<std::mutex> lock(queue_mu_);
             if (queue_.empty()) return;
             w = std::move(queue_.front());
             queue_.pop_front();
+            for (taken = 1; !queue_.empty(); ++taken) {
+                FlushWindow& next = queue_.front();
+                next.launches.insert(next.launches.begin(), w.launches.begin(), w.launches.end());
+                next.unrecorded += w.unrecorded;
+                next.quiet = next.quiet && w.quiet;
+                w = std::move(next);
+                queue_.pop_front();
+            }
         }
         {
             CurrentContext current(ctx_);  // the tool's kernels (clock, counter harvest) need it
             drain_window(w);
         }
+        windows_drained_ += taken;
         {
-            std::lock_guard<std::mutex> lock(queue_mu_);
-            ++windows_drained_;
+            std::lock_guard<std::mutex> lock(queue_mu_);  // a waiter checks under this lock
         }
         queue_cv_.notify_all();
     }
+}
+
+Sanitizer_StreamHandle ContextState::drain_stream() {
+    if (!drain_stream_tried_) {
+        drain_stream_tried_ = true;
+        CurrentContext current(ctx_);
+        CUstream s = nullptr;
+        if (current.pushed && sanitizer().get_stream_handle != nullptr &&
+            driver().stream_create(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+            sanitizer().get_stream_handle(ctx_, s, &drain_stream_) != SANITIZER_SUCCESS)
+            drain_stream_ = nullptr;
+        if (drain_stream_ == nullptr) GPUOBS_LOG("no stream of its own for the drain; it copies on the NULL stream");
+    }
+    return drain_stream_ != nullptr ? drain_stream_ : stream_;
+}
+
+bool ContextState::wait_for_drains(int timeout_ms) const {
+    for (int waited = 0; windows_drained_.load() < windows_cut_.load(); ++waited) {
+        if (waited >= timeout_ms) return false;
+        timespec ms{0, 1000000};
+        nanosleep(&ms, nullptr);
+    }
+    return true;
 }
 
 // One thread per context moves cut windows into the file, so that a program's
@@ -360,9 +399,15 @@ void ContextState::start_drain_thread() {
         if (drain_thread_started_) return;
         drain_thread_started_ = true;
     }
+    watch_drains_on_crash(this);
     try {
         std::thread([this] {
             g_in_tool = true;  // every CUDA call on this thread is the tool's own
+            // Relaxed: this thread's copies may run while another thread captures a
+            // graph in global mode, and do not invalidate that capture (they use the
+            // drain's own non-blocking stream, nothing the capture can depend on).
+            CUstreamCaptureMode relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
+            if (driver().exchange_capture_mode != nullptr) driver().exchange_capture_mode(&relaxed);
             for (;;) {
                 {
                     std::unique_lock<std::mutex> lock(queue_mu_);

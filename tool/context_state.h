@@ -25,8 +25,12 @@
 
 namespace gpuobs {
 
+class ContextState;
 uint64_t monotonic_ns();
 uint64_t stripe_capacity_for(const Config& config, uint32_t stripes);
+// crash_drain.cpp: on a crash signal, the drains of the contexts watched finish first.
+void install_crash_drain();
+void watch_drains_on_crash(ContextState* state);
 uint64_t clock_ns(clockid_t id);  // any clock_gettime clock, in ns
 
 struct LaunchInfo {
@@ -100,6 +104,9 @@ public:
     // the rest to the context's drain thread; any other flush waits until its
     // window is in the file.
     void flush(const char* reason, bool require_quiet = false);
+    // Waits (without taking a lock: a crash handler calls it) until every window
+    // cut so far is in the file, or until timeout_ms; true when it got there.
+    bool wait_for_drains(int timeout_ms) const;
     void on_destroy();
 
     // Recording windows. While paused, launches run unpatched and are only
@@ -151,7 +158,7 @@ private:
     std::mutex queue_mu_;
     std::condition_variable queue_cv_;
     std::deque<FlushWindow> queue_;
-    uint64_t windows_cut_ = 0, windows_drained_ = 0;
+    std::atomic<uint64_t> windows_cut_{0}, windows_drained_{0};  // read without the lock by wait_for_drains
     bool drain_thread_started_ = false;
     std::atomic<bool> drain_thread_failed_{false};
     CUcontext ctx_;
@@ -204,9 +211,14 @@ private:
     uint64_t unrecorded_launches_ = 0;  // while paused, since the last flush
     bool launched_since_quiet_ = false;
 
-    // The context's own NULL stream, for every copy the tool makes (the calling
-    // thread's current context may be another one, or none).
+    // The context's own NULL stream, for the copies the tool makes in callbacks (the
+    // calling thread's current context may be another one, or none).
     Sanitizer_StreamHandle stream_ = nullptr;
+    // The drain's own non-blocking stream (flush_mu_): its copies never wait for, or
+    // join, the program's streams (a graph capture in progress among them).
+    Sanitizer_StreamHandle drain_stream_ = nullptr;
+    bool drain_stream_tried_ = false;
+    Sanitizer_StreamHandle drain_stream();
 
     // the tool's own kernels: clock probe, counter harvest. Their output buffers are
     // shared by the cut (quiet time) and the drain (clock, counts): tool_kernels_mu_.

@@ -29,12 +29,17 @@ bool ContextState::load_tool_kernels() {
     if (image.empty()) return false;
     CurrentContext current(ctx_);
     CUmodule m = nullptr;
-    bool ok = current.pushed && d.module_load_data(&m, image.data()) == CUDA_SUCCESS &&
-              d.module_get_function(&probe_fn_, m, "gpuobs_clock_probe") == CUDA_SUCCESS &&
-              d.stream_create(&probe_stream_, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS;
-    if (!ok || sanitizer().alloc(ctx_, reinterpret_cast<void**>(&probe_out_), 8) != SANITIZER_SUCCESS) {
+    const char* failed = !current.pushed                                       ? "make the context current"
+                         : d.module_load_data(&m, image.data()) != CUDA_SUCCESS ? "load the probe module"
+                         : d.module_get_function(&probe_fn_, m, "gpuobs_clock_probe") != CUDA_SUCCESS
+                             ? "find the probe kernel"
+                         : d.stream_create(&probe_stream_, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ? "create a stream"
+                         : sanitizer().alloc(ctx_, reinterpret_cast<void**>(&probe_out_), 8) != SANITIZER_SUCCESS
+                             ? "allocate the probe's output"
+                             : nullptr;
+    if (failed != nullptr) {
         probe_fn_ = nullptr;
-        GPUOBS_LOG("clock probe unavailable; device times will carry no host-clock relation");
+        GPUOBS_LOG("clock probe unavailable (cannot %s); device times will carry no host-clock relation", failed);
         return false;
     }
     if (d.module_get_function(&gather_fn_, m, "gpuobs_gather_counts") != CUDA_SUCCESS ||
@@ -76,7 +81,7 @@ void ContextState::sample_clock() {
         s.monotonic_after = clock_ns(CLOCK_MONOTONIC);
         s.boottime_after = clock_ns(CLOCK_BOOTTIME);
         s.realtime_after = clock_ns(CLOCK_REALTIME);
-        if (!ok || sanitizer().memcpy_dtoh(&s.device_ns, probe_out_, 8, stream_) != SANITIZER_SUCCESS) break;
+        if (!ok || sanitizer().memcpy_dtoh(&s.device_ns, probe_out_, 8, drain_stream()) != SANITIZER_SUCCESS) break;
         uint64_t width = s.monotonic_after - s.monotonic_before;
         if (width < best_width) {
             best_width = width;
@@ -115,7 +120,7 @@ bool ContextState::harvest_counts() {
                                 : CUDA_ERROR_INVALID_CONTEXT;
         CUresult synced = launched == CUDA_SUCCESS ? d.stream_synchronize(probe_stream_) : CUDA_ERROR_NOT_READY;
         SanitizerResult copied = synced == CUDA_SUCCESS ? sanitizer().memcpy_dtoh(counter_staging_.data(), totals_,
-                                                                                  slots * sizeof(uint64_t), stream_)
+                                                                                  slots * sizeof(uint64_t), drain_stream())
                                                         : SANITIZER_ERROR_NOT_READY;
         if (copied == SANITIZER_SUCCESS) return true;
         GPUOBS_LOG(
@@ -125,7 +130,8 @@ bool ContextState::harvest_counts() {
         gather_fn_ = nullptr;
     }
     std::vector<uint64_t> table((size_t)slots * stripes);
-    if (sanitizer().memcpy_dtoh(table.data(), counters_, table.size() * sizeof(uint64_t), stream_) != SANITIZER_SUCCESS)
+    if (sanitizer().memcpy_dtoh(table.data(), counters_, table.size() * sizeof(uint64_t), drain_stream()) !=
+        SANITIZER_SUCCESS)
         return false;
     for (uint32_t s = 0; s < slots; ++s)
         for (uint32_t k = 0; k < stripes; ++k) counter_staging_[s] += table[gpuobs_launch_counter_index(s, k)];

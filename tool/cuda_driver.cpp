@@ -36,6 +36,7 @@ bool CudaDriver::load() {
     bind(h, "cuGraphGetNodes", &graph_get_nodes);
     bind(h, "cuGraphNodeGetType", &graph_node_get_type);
     bind(h, "cuGraphChildGraphNodeGetGraph", &graph_child_graph);
+    bind(h, "cuThreadExchangeStreamCaptureMode", &exchange_capture_mode);
     loaded = ok;
     return ok;
 }

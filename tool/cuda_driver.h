@@ -23,6 +23,9 @@ struct CudaDriver {
     CUresult (*graph_get_nodes)(CUgraph, CUgraphNode*, size_t*) = nullptr;
     CUresult (*graph_node_get_type)(CUgraphNode, CUgraphNodeType*) = nullptr;
     CUresult (*graph_child_graph)(CUgraphNode, CUgraph*) = nullptr;
+    // Optional: the tool's drain thread takes the relaxed capture mode, so that its
+    // copies never invalidate a graph capture another thread has open.
+    CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
     bool loaded = false;
 
     bool load();

@@ -262,6 +262,7 @@ bool start() {
         for (Sanitizer_CallbackDomain d : {SANITIZER_CB_DOMAIN_DRIVER_API, SANITIZER_CB_DOMAIN_RUNTIME_API})
             sanitizer().enable_domain(1, t.subscriber, d);
     t.paused = t.config.start_paused;
+    install_crash_drain();
     t.active = true;
     update_node_callbacks();
     if (std::getenv("GPUOBS_DEBUG"))

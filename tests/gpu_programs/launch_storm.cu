@@ -27,7 +27,11 @@ int main(int argc, char** argv) {
     const int threads = std::atoi(argv[1]), launches = std::atoi(argv[2]), blocks = std::atoi(argv[3]),
               every = std::atoi(argv[4]);
     CHECK(cudaFree(nullptr));
-    // STORM_STACK_BYTES: raise the per-thread stack limit first (a diagnosis knob).
+    // STORM_SYNC_SLEEP_US: each thread sleeps this long after each sync (a program
+    // that does host work between batches). STORM_STACK_BYTES: raise the
+    // per-thread stack limit first (a diagnosis knob).
+    const char* sleep_env = std::getenv("STORM_SYNC_SLEEP_US");
+    const int sync_sleep_us = sleep_env ? std::atoi(sleep_env) : 0;
     if (const char* stack = std::getenv("STORM_STACK_BYTES")) CHECK(cudaDeviceSetLimit(cudaLimitStackSize, std::atoi(stack)));
     std::vector<float*> bufs(2 * threads);
     for (auto& b : bufs) CHECK(cudaMalloc(&b, blocks * 128 * sizeof(float)));
@@ -48,6 +52,7 @@ int main(int argc, char** argv) {
                 if ((l + 1) % every == 0) {
                     CHECK(cudaStreamSynchronize(s));
                     if (l + 1 == every) first_batch[t] = since();
+                    if (sync_sleep_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(sync_sleep_us));
                 }
             }
             CHECK(cudaStreamSynchronize(s));
