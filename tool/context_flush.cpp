@@ -332,7 +332,7 @@ void ContextState::drain_window(FlushWindow& w) {
                    (unsigned long long)info.dropped, staging_.size());
 }
 
-// Drains every window cut so far, in order, as one: the windows a busy program
+// Drains every window cut so far, in order: the quiet windows a busy program
 // cuts while a drain runs (one per synchronisation) wait for the next drain,
 // which takes them together (their launches in order, the last one's cut), so
 // a drain's cost does not grow with how often the program synchronises.
@@ -346,11 +346,13 @@ void ContextState::drain_loop() {
             if (queue_.empty()) return;
             w = std::move(queue_.front());
             queue_.pop_front();
-            for (taken = 1; !queue_.empty(); ++taken) {
+            // Only quiet windows merge: the last one's quiet time then bounds every
+            // block of them all (block_starts), and a window cut while kernels ran
+            // keeps its own.
+            for (taken = 1; w.quiet && !queue_.empty() && queue_.front().quiet; ++taken) {
                 FlushWindow& next = queue_.front();
                 next.launches.insert(next.launches.begin(), w.launches.begin(), w.launches.end());
                 next.unrecorded += w.unrecorded;
-                next.quiet = next.quiet && w.quiet;
                 w = std::move(next);
                 queue_.pop_front();
             }
