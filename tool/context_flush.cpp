@@ -19,54 +19,42 @@
 #include "context_state.h"
 #include "log.h"
 #include "notice.h"
+#include "ring_cut.h"
 #include "sanitizer_api.h"
 #include "warp_slots.h"
 
 namespace gpuobs {
 namespace {
 
-// Ring positions [from, to) of one stripe (position p in record p mod per_stripe,
-// a power of two) appended to out, and zeroed on the device: a record's kind
-// byte (and block_trace's end and exit count, which exits add onto) must read
-// as unwritten when the ring comes round to it again.
-template <typename Record>
-void take_positions(Record* stripe, uint64_t per_stripe, uint64_t from, uint64_t to, Sanitizer_StreamHandle stream,
-                    std::vector<Record>& out) {
-    while (from < to) {
-        const uint64_t at = from & (per_stripe - 1), n = std::min(to - from, per_stripe - at);
-        const size_t o = out.size();
-        out.resize(o + n);
-        sanitizer().memcpy_dtoh(&out[o], stripe + at, n * sizeof(Record), stream);
-        sanitizer().memset(stripe + at, 0, n * sizeof(Record), stream);
-        from += n;
-    }
-}
-
 struct Drained {
-    uint64_t attempted = 0;       // claims of this window
-    uint64_t dropped = 0;         // of those, past their stripe's limit
-    uint64_t dropped_inside = 0;  // drops among the positions taken (they read an older, lower limit): never written
+    uint64_t attempted = 0, dropped = 0, dropped_inside = 0;  // summed over stripes (see RingCut)
 };
 
-// Each stripe's positions claimed before the cut, out of the ring into out; the
-// stripe's limit moves one lap past the cut. Positions at or past the limit the
-// host last set were all dropped, so only those below it are read.
+// Each stripe's positions claimed before the cut, out of the ring into out, and
+// zeroed on the device: a record's kind byte (and block_trace's end and exit
+// count, which exits add onto) must read as unwritten when the ring comes round
+// to it again. The stripe's limit then moves one lap past the cut.
 template <typename Record>
 Drained drain_ring(RingState& ring, Record* device, uint64_t per_stripe, const std::vector<uint64_t>& claimed,
                    const std::vector<uint64_t>& dropped, Sanitizer_StreamHandle stream, std::vector<Record>& out) {
     Drained d;
     out.clear();
     for (size_t s = 0; s < claimed.size(); ++s) {
-        const uint64_t from = ring.drained[s], cut = std::max(claimed[s], from);
-        const uint64_t to = std::min(cut, ring.limits[s]);
-        take_positions(device + s * per_stripe, per_stripe, from, to, stream, out);
-        const uint64_t drops = dropped[s] > ring.dropped_seen[s] ? dropped[s] - ring.dropped_seen[s] : 0;
-        d.attempted += cut - from;
-        d.dropped += drops;
-        d.dropped_inside += drops > cut - to ? drops - (cut - to) : 0;
-        ring.drained[s] = cut;
+        const RingCut c =
+            plan_ring_cut(ring.drained[s], ring.limits[s], claimed[s], dropped[s], ring.dropped_seen[s], per_stripe);
+        Record* stripe = device + s * per_stripe;
+        for_each_run(c.from, c.to, per_stripe, [&](uint64_t at, uint64_t n) {
+            const size_t o = out.size();
+            out.resize(o + n);
+            sanitizer().memcpy_dtoh(&out[o], stripe + at, n * sizeof(Record), stream);
+            sanitizer().memset(stripe + at, 0, n * sizeof(Record), stream);
+        });
+        d.attempted += c.attempted;
+        d.dropped += c.dropped;
+        d.dropped_inside += c.dropped_inside;
+        ring.drained[s] = c.cut;
         ring.dropped_seen[s] = std::max(dropped[s], ring.dropped_seen[s]);
-        ring.limits[s] = cut + per_stripe;
+        ring.limits[s] = c.next_limit;
     }
     return d;
 }
