@@ -22,8 +22,6 @@ def check(rec_path: Path) -> dict:
     """What a recording of the program holds: the accounting, and launches whose
     blocks are not all recorded (block_trace, block_starts) or counted."""
     sys.path.insert(0, str(ROOT / "exporter"))
-    import numpy as np
-
     from gpuobs import load
     from gpuobs.analysis import launches as analysis
 

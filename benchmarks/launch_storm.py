@@ -161,10 +161,10 @@ def main() -> None:
                     continue
                 times[mode].append(res["ms"])
                 checks[mode] = res.get("check")
+                first = f"first launch back at {res.get('first_launch_ms', 0):.1f} ms"
                 print(
-                    f"round {r} {mode}: {res['ms']:.1f} ms (first launch back at {res.get('first_launch_ms', 0):.1f} ms, "
-                    f"first batch synced at {res.get('first_batch_ms', 0):.1f}) {res.get('check') or ''} "
-                    f"{res.get('device') or ''}",
+                    f"round {r} {mode}: {res['ms']:.1f} ms ({first}, first batch synced at "
+                    f"{res.get('first_batch_ms', 0):.1f}) {res.get('check') or ''} {res.get('device') or ''}",
                     flush=True,
                 )
     base = statistics.median(times["none"]) if times.get("none") else None

@@ -2,9 +2,9 @@
 //
 // Rules for everything here: never allocate, never block, never wait. One atomic
 // add both counts an attempt and claims a ring position; past the stripe's limit
-// (the host has not drained that far yet) it counts a drop and returns. Everything else is a fire-and-forget RED: the only round trips a
-// patch waits for are the claim and, at a block's exit, the read of its slot.
-// Layouts come from schemas/gpuobs_schema.h, nowhere else.
+// (the host has not drained that far yet) it counts a drop and returns. Everything else is a fire-and-forget RED: the
+// only round trips a patch waits for are the claim and, at a block's exit, the read of its slot. Layouts come from
+// schemas/gpuobs_schema.h, nowhere else.
 //
 // Built with: nvcc --fatbin --keep-device-functions -Xptxas --compile-as-tools-patch
 // (see gpuobs/record/native_build.py for the architectures).

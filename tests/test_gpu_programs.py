@@ -248,9 +248,7 @@ def test_ring_wraps_exact(tmp_path, programs, mode):
     does 20 ms of host work after each synchronisation, time enough for a drain."""
     launches, blocks = 1000, 256  # 256,000 blocks through 67,584 records: about 4 laps
     env = dict(os.environ, STORM_SYNC_SLEEP_US="20000")
-    proc, rec = record(
-        tmp_path, mode, storm(programs, 1, launches, blocks, 10), "--capacity", str(512 * 132), env=env
-    )
+    proc, rec = record(tmp_path, mode, storm(programs, 1, launches, blocks, 10), "--capacity", str(512 * 132), env=env)
     table = analysis.launch_table(rec)
     storm_launches = [i for i, launch in enumerate(rec.launches) if "storm_kernel" in rec.launch_function(launch).name]
     assert len(storm_launches) == launches

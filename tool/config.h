@@ -12,7 +12,7 @@ namespace gpuobs {
 struct Config {
     uint32_t mode = GPUOBS_MODE_BLOCK_TRACE;
     uint32_t sample_shift = GPUOBS_DEFAULT_SAMPLE_SHIFT;
-    uint64_t capacity = GPUOBS_DEFAULT_CAPACITY;  // records per context; 0 = what the budget holds
+    uint64_t capacity = GPUOBS_DEFAULT_CAPACITY;                    // records per context; 0 = what the budget holds
     uint64_t device_memory_mib = GPUOBS_DEFAULT_DEVICE_MEMORY_MIB;  // the tool's device memory per context
     bool launch_scope = false;  // GPUOBS_CALLBACK_SCOPE=launch (old name: GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE)
     bool clock_probe = true;

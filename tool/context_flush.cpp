@@ -273,7 +273,8 @@ void ContextState::drain_window(FlushWindow& w) {
     uint64_t arrivals_dropped_inside = 0;
     if (config_.mode != GPUOBS_MODE_OFF) {
         const Sanitizer_StreamHandle stream = drain_stream();
-        const Drained events = drain_ring(event_ring_, events_, stripe_capacity_, w.claimed, w.dropped, stream, staging_);
+        const Drained events =
+            drain_ring(event_ring_, events_, stripe_capacity_, w.claimed, w.dropped, stream, staging_);
         info.attempted = events.attempted;
         info.dropped = events.dropped;
         info.recorded = events.attempted - std::min(events.attempted, events.dropped);

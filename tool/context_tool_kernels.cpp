@@ -29,7 +29,7 @@ bool ContextState::load_tool_kernels() {
     if (image.empty()) return false;
     CurrentContext current(ctx_);
     CUmodule m = nullptr;
-    const char* failed = !current.pushed                                       ? "make the context current"
+    const char* failed = !current.pushed                                        ? "make the context current"
                          : d.module_load_data(&m, image.data()) != CUDA_SUCCESS ? "load the probe module"
                          : d.module_get_function(&probe_fn_, m, "gpuobs_clock_probe") != CUDA_SUCCESS
                              ? "find the probe kernel"
@@ -119,9 +119,10 @@ bool ContextState::harvest_counts() {
                                 ? d.launch_kernel(gather_fn_, 128, 1, 1, 256, 1, 1, 0, probe_stream_, args, nullptr)
                                 : CUDA_ERROR_INVALID_CONTEXT;
         CUresult synced = launched == CUDA_SUCCESS ? d.stream_synchronize(probe_stream_) : CUDA_ERROR_NOT_READY;
-        SanitizerResult copied = synced == CUDA_SUCCESS ? sanitizer().memcpy_dtoh(counter_staging_.data(), totals_,
-                                                                                  slots * sizeof(uint64_t), drain_stream())
-                                                        : SANITIZER_ERROR_NOT_READY;
+        SanitizerResult copied =
+            synced == CUDA_SUCCESS
+                ? sanitizer().memcpy_dtoh(counter_staging_.data(), totals_, slots * sizeof(uint64_t), drain_stream())
+                : SANITIZER_ERROR_NOT_READY;
         if (copied == SANITIZER_SUCCESS) return true;
         GPUOBS_LOG(
             "the counter harvest kernel failed (launch %d, sync %d, copy %d); copying the whole counter table "

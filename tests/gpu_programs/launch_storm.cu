@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
     // per-thread stack limit first (a diagnosis knob).
     const char* sleep_env = std::getenv("STORM_SYNC_SLEEP_US");
     const int sync_sleep_us = sleep_env ? std::atoi(sleep_env) : 0;
-    if (const char* stack = std::getenv("STORM_STACK_BYTES")) CHECK(cudaDeviceSetLimit(cudaLimitStackSize, std::atoi(stack)));
+    if (const char* stack = std::getenv("STORM_STACK_BYTES"))
+        CHECK(cudaDeviceSetLimit(cudaLimitStackSize, std::atoi(stack)));
     std::vector<float*> bufs(2 * threads);
     for (auto& b : bufs) CHECK(cudaMalloc(&b, blocks * 128 * sizeof(float)));
     CHECK(cudaDeviceSynchronize());
@@ -40,7 +41,9 @@ int main(int argc, char** argv) {
     // When each thread's first launch returned and its first batch synced: the
     // first launch loads (and under gpuobs patches) the module.
     std::vector<double> first_launch(threads), first_batch(threads);
-    auto since = [&t0] { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(); };
+    auto since = [&t0] {
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    };
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t) {
         pool.emplace_back([&, t] {

@@ -35,8 +35,8 @@ int main() {
             std::vector<uint64_t> published{per_stripe};     // limits the device may read
             uint64_t claimed = 0, dropped = 0;
             uint64_t drained = 0, limit = per_stripe, dropped_seen = 0;
-            std::vector<int> read_count;  // per position
-            std::vector<bool> written;    // per position
+            std::vector<int> read_count;                     // per position
+            std::vector<bool> written;                       // per position
             std::deque<std::pair<uint64_t, uint64_t>> cuts;  // (claimed, dropped) read at each cut
             const double claim_p = 0.6 + 0.35 * (seed % 4) / 3.0;
             auto drain = [&]() -> int {
@@ -92,7 +92,8 @@ int main() {
             cuts.emplace_back(claimed, dropped);
             if (drain()) return 1;
             for (uint64_t p = 0; p < claimed; ++p)
-                if (read_count[p] != (written[p] ? 1 : 0)) return fail("a record was read a wrong number of times", p, seed);
+                if (read_count[p] != (written[p] ? 1 : 0))
+                    return fail("a record was read a wrong number of times", p, seed);
         }
     }
     std::printf("ok\n");
