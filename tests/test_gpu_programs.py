@@ -430,3 +430,22 @@ def test_graph_replay_counts_in_block_counter(tmp_path, graph_program):
     table = analysis.launch_table(rec)
     rows = graph_launches(rec)
     assert (table.counted[rows] == table.counted_shared[rows] * table.grid_blocks[rows]).all()
+
+
+def test_cold_compile_program_loses_nothing_at_defaults(tmp_path):
+    """A cold torch.compile (max-autotune: inductor benchmarks Triton GEMM templates),
+    a hand-written Triton kernel and a cuDNN convolution in one process, recorded in
+    block_trace at default settings: nothing dropped, every launch the host made
+    with all its blocks recorded (each with its kernel slice) and counted exactly."""
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import cold_compile
+
+    res = cold_compile.run("block_trace", tmp_path)
+    print(res)
+    assert res["rc"] == 0, res.get("stderr")
+    got = res["recording"]
+    assert got["dropped"] == 0 and got["incomplete"] == 0, got
+    assert got["attempted"] == got["recorded"] >= got["blocks"] > 0, got
+    assert got["launches_missing_blocks"] == 0 and got["launches_count_not_exact"] == 0, got
