@@ -191,7 +191,9 @@ enum gpuobs_chunk_type {
 /* gpuobs_launch.flags bits. */
 enum gpuobs_launch_flags {
     GPUOBS_LAUNCH_GRAPH_NODE = 1,     /* a kernel node of a graph replay */
-    GPUOBS_LAUNCH_RACED_FLUSH = 2,    /* launched while a flush ran: its counts may be partial */
+    GPUOBS_LAUNCH_RACED_FLUSH = 2,    /* listed by a flush that was not at a quiet point while its stream had not
+                                         synchronised: it may have been running, so its counts and records may
+                                         be partial (the rest fall in the next window) */
     GPUOBS_LAUNCH_FROM_DEVICE = 4,    /* launched by a kernel (dynamic parallelism): the host never saw the
                                          launch, so it is listed from its blocks' records at the flush; its
                                          grid and block sizes are what those records show (lower bounds) */

@@ -134,6 +134,27 @@ def test_launch_that_raced_a_flush_is_found_in_the_next_window(tmp_path):
     assert (of >= 0).all() and np.bincount(of).tolist() == [100, 100]
 
 
+def test_launch_cut_while_running_keeps_its_blocks_from_the_next_window(tmp_path):
+    """A cut that is not at a quiet point lists a launch that may still run
+    (flagged RACED_FLUSH): its blocks that ran past the cut are in the next window."""
+    ev, launches = synthetic.block_trace_events(2, 100, sm_count=8)
+    second = ev["grid_id"] == launches["grid_id"][1]
+    path = tmp_path / "c.gpuobs"
+    with RecordingWriter(path) as w:
+        listed = launches.copy()
+        listed["flags"][1] = 2
+        w.launches(listed)  # both listed in window 0; the second was still running
+        early = ~second | (np.cumsum(second) <= 40)
+        w.flush(flush_seq=0, attempted=int(early.sum()), recorded=int(early.sum()), dropped=0)
+        w.events(ev[early], flush_seq=0)
+        w.flush(flush_seq=1, attempted=int((~early).sum()), recorded=int((~early).sum()), dropped=0)
+        w.events(ev[~early], flush_seq=1)  # its last 60 blocks fell past the cut
+    rec = gpuobs.load(path)
+    assert rec.launch_flushes.tolist() == [0, 0]
+    of = analysis.launch_index_of_events(rec)
+    assert (of >= 0).all() and np.bincount(of).tolist() == [100, 100]
+
+
 def test_summary_counts(block_recording):
     s = analysis.summary(gpuobs.load(block_recording))
     assert s["launches"] == 12 and s["block_events"] == 12 * 1024 and s["dropped"] == 0

@@ -248,7 +248,23 @@ bool ContextState::cut_window(const char* reason, bool require_quiet, FlushWindo
     w->unrecorded = unrecorded_launches_;
     unrecorded_launches_ = 0;
     w->selected = function_selected_;
-    w->launches_at_cut = launches_total_;
+    // A cut that is not quiet may catch launches still running: their later
+    // blocks claim past the cut, outside this window, so their counts and
+    // records here may be partial. Flagged, not hidden.
+    uint64_t raced = 0;
+    if (!require_quiet)
+        for (gpuobs_launch& l : w->launches)
+            if (unsynced_streams_.count(l.stream_id)) {
+                l.flags |= GPUOBS_LAUNCH_RACED_FLUSH;
+                ++raced;
+            }
+    if (raced != 0 && !raced_reported_) {
+        GPUOBS_LOG(
+            "flush (%s) on device %u cut %llu launches that may still run; their counts may be partial "
+            "(flagged in the launch table)",
+            reason, device_index_, (unsigned long long)raced);
+        raced_reported_ = true;
+    }
     return true;
 }
 

@@ -52,7 +52,6 @@ struct FlushWindow {
     std::vector<gpuobs_launch> launches;
     std::vector<uint8_t> selected;  // by function slot: passes the kernel filter
     uint64_t unrecorded = 0;
-    uint64_t launches_at_cut = 0;
     std::vector<uint64_t> claimed, dropped;            // per stripe, positions so far
     std::vector<uint64_t> warp_claimed, warp_dropped;  // block_starts' arrivals
     uint64_t unmatched_exit_threads = 0;               // so far

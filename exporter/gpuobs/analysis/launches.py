@@ -62,18 +62,24 @@ def launch_index_of_events(rec: Recording) -> np.ndarray:
     if len(rest) == 0:
         return out
     # Slow path for the rest: graph replays sharing a grid id, launches listed a window late.
-    # A launch that raced a flush is listed in the window after its blocks may
-    # have run: it is also a candidate in the window before, so that replays
-    # sharing its grid id there are split among all of them.
+    # A launch that raced a flush can have blocks in the window next to the one that
+    # lists it: before it (files from tools that listed such a launch in the window
+    # after the flush it raced), or after it (a cut that was not at a quiet point
+    # lists the launch, and its blocks that ran past the cut fall in the next
+    # window). It is a candidate in both, so that replays sharing its grid id there
+    # are split among all of them.
     lf = rec.launch_flushes
-    raced = np.flatnonzero(((launches["flags"] & schema.LaunchFlag.RACED_FLUSH) != 0) & (lf > 0) & (lf != UNFLUSHED))
+    is_raced = ((launches["flags"] & schema.LaunchFlag.RACED_FLUSH) != 0) & (lf != UNFLUSHED)
+    before = np.flatnonzero(is_raced & (lf > 0))
+    after = np.flatnonzero(is_raced)
     lk = np.concatenate(
         [
             _key(launches["device_index"], lf, launches["grid_id"]),
-            _key(launches["device_index"][raced], lf[raced] - 1, launches["grid_id"][raced]),
+            _key(launches["device_index"][before], lf[before] - 1, launches["grid_id"][before]),
+            _key(launches["device_index"][after], lf[after] + 1, launches["grid_id"][after]),
         ]
     )
-    index = np.concatenate([np.arange(len(launches)), raced])
+    index = np.concatenate([np.arange(len(launches)), before, after])
     by_key = np.argsort(lk, kind="stable")
     lk_sorted, order = lk[by_key], index[by_key]
     sub = ev[rest]
