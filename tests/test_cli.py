@@ -210,6 +210,26 @@ def test_info_is_a_readable_summary():
     assert [w["index"] for w in d["flush_windows"]] == list(range(6)) and d["block_events"] == 28_662
 
 
+def test_info_says_what_belongs_to_no_launch(tmp_path):
+    """Records whose grid id matches no listed launch, and counts in slots no launch
+    owned, are named with their number (never silently left out)."""
+    from gpuobs.recording_file import synthetic
+    from gpuobs.recording_file.recording_writer import RecordingWriter
+
+    ev, launches = synthetic.block_trace_events(2, 50, sm_count=8)
+    ev["grid_id"][ev["grid_id"] == launches["grid_id"][1]] = 999_999  # a grid the tool never listed
+    path = tmp_path / "n.gpuobs"
+    with RecordingWriter(path) as w:
+        w.run(mode=schema.Mode.BLOCK_TRACE)
+        w.launches(launches)
+        w.flush(attempted=100, recorded=100, dropped=0, unattributed=50)
+        w.events(ev)
+        w.end()
+    text = gpuobs("info", path).stdout
+    assert "no launch       50 records and 50 counted blocks belong to no listed launch" in text, text
+    assert json.loads(gpuobs("info", path, "--json").stdout)["events_unattributed"] == 50
+
+
 def test_record_refuses_bad_options_before_running_anything(tmp_path):
     def rec(*args):
         return no_traceback(gpuobs("record", *args, cwd=tmp_path))

@@ -348,6 +348,11 @@ def _print_record_summary(path: Path) -> None:
             if s["unconfirmed_ends"]
             else ""
         )
+        + (
+            f"; {s['events_unattributed']:,} records of no listed launch (see `gpuobs info`)"
+            if s["events_unattributed"]
+            else ""
+        )
         + (f"; {len(rec.api_calls):,} CUDA API calls" if len(rec.api_calls) else "")
         + (
             f"; {s['unrecorded_launches']:,} launches ran outside recording windows (unpatched, not in the trace)"

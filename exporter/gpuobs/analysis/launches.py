@@ -303,6 +303,10 @@ def summary(rec: Recording) -> dict:
         "unconfirmed_ends": t["unconfirmed_ends"],
         "unmatched_exit_threads": t["unmatched_exit_threads"],
         "unrecorded_launches": t["unrecorded_launches"],
+        # Records whose grid id matches no launch of their window (or the next),
+        # and counts in counter slots no launch owned: never silently dropped.
+        "events_unattributed": int((launch_index_of_events(rec) < 0).sum()) if len(ev) else 0,
+        "counts_unattributed": int(rec.flushes["unattributed"].sum()) if len(rec.flushes) else 0,
         "modules_deferred": _modules_with(rec, schema.ModuleStatus.DEFERRED),
         "notices": [n.text for n in rec.notices],
         "flushes": int(len(rec.flushes)),

@@ -154,6 +154,13 @@ def text(d: dict) -> list[str]:
         + (" (buffer full)" if d["dropped"] else "")
         + f"; {d['filtered']:,} left out by --kernels or trim; {d['incomplete']:,} incomplete",
     )
+    if d["events_unattributed"] or d["counts_unattributed"]:
+        line(
+            "no launch",
+            f"{d['events_unattributed']:,} records and {d['counts_unattributed']:,} counted {unit} belong to no "
+            "listed launch (graph replays recorded with --graph-nodes none, or launches the tool never saw): "
+            "the records are in the trace on their SMs, in no kernel's slice; the counts are not in `counted`",
+        )
     if d["unmatched_exit_threads"]:
         line("unmatched exits", f"{d['unmatched_exit_threads']:,} {UNMATCHED_EXITS}")
     if d["unconfirmed_ends"]:
