@@ -223,6 +223,7 @@ private:
     // shared by the cut (quiet time) and the drain (clock, counts): tool_kernels_mu_.
     std::recursive_mutex tool_kernels_mu_;
     bool tool_kernels_tried_ = false;
+    std::atomic<bool> tool_kernels_done_{false};  // set once the first load has finished, either way
     CUfunction probe_fn_ = nullptr;
     CUfunction gather_fn_ = nullptr;
     uint64_t* totals_ = nullptr;  // device: one total per launch-counter slot

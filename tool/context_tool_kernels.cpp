@@ -2,6 +2,7 @@
 // time to the host clocks, and the harvest of the launch counters.
 #include <time.h>
 
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -19,9 +20,16 @@ namespace gpuobs {
 // creation callback) from the probe fatbin; any failure leaves the clock
 // without samples and the counter harvest to a plain copy.
 bool ContextState::load_tool_kernels() {
+    // Once tried, no lock: a cut (on a synchronising thread of the program) must
+    // not wait for a drain that holds the lock through a counter harvest.
+    if (tool_kernels_done_.load()) return probe_fn_ != nullptr;
     std::lock_guard<std::recursive_mutex> kernels_lock(tool_kernels_mu_);
     if (tool_kernels_tried_) return probe_fn_ != nullptr;
     tool_kernels_tried_ = true;
+    struct Done {
+        std::atomic<bool>& done;
+        ~Done() { done = true; }
+    } mark_done{tool_kernels_done_};
     if (config_.probe.empty()) return false;
     CudaDriver& d = driver();
     std::ifstream in(config_.probe, std::ios::binary);
