@@ -139,18 +139,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out_dir = Path(tmp)
         exe = build(out_dir)
-        for name, (vmode, source, extra) in variants.items():
-            fatbin = None
-            if source:
-                sys.path.insert(0, str(ROOT / "exporter"))
-                from gpuobs.record import native_build
+        sources = {name: source for name, (_, source, _) in variants.items() if source}
+        if sources:
+            from patch_ab import build_variants  # same folder: the project's own patch build, per variant
 
-                fatbin = out_dir / f"{name}.fatbin"
-                subprocess.run(
-                    native_build.patch_compile_command(native_build.find_toolchain(), fatbin, source=Path(source)),
-                    check=True,
-                )
-            variants[name] = (vmode, fatbin, extra)
+            fatbins = build_variants(sources, out_dir)
+            variants = {name: (vmode, fatbins.get(name), extra) for name, (vmode, _, extra) in variants.items()}
         times = {m: [] for m in modes}
         checks = {}
         for r in range(a.rounds):

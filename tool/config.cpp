@@ -65,11 +65,11 @@ bool Config::load(std::string* error) {
     }
     if (mode == GPUOBS_MODE_MEM_FULL) sample_shift = 0;
     if (const char* s = std::getenv("GPUOBS_CAPACITY")) {
-        // 0: as many records as the device memory budget holds.
-        if (std::string(s) != "0" &&
-            !parse_u64("GPUOBS_CAPACITY", s, GPUOBS_MIN_CAPACITY, GPUOBS_MAX_CAPACITY, &v, error))
-            return false;
-        capacity = std::string(s) == "0" ? 0 : v;
+        capacity = 0;  // "0": as many records as the device memory budget holds
+        if (std::string(s) != "0") {
+            if (!parse_u64("GPUOBS_CAPACITY", s, GPUOBS_MIN_CAPACITY, GPUOBS_MAX_CAPACITY, &v, error)) return false;
+            capacity = v;
+        }
     }
     if (const char* s = std::getenv("GPUOBS_DEVICE_MEMORY_MIB")) {
         if (!parse_u64("GPUOBS_DEVICE_MEMORY_MIB", s, 64, 1 << 20, &v, error)) return false;

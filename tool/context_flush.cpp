@@ -26,6 +26,19 @@
 namespace gpuobs {
 namespace {
 
+// Each stripe's claim and drop counters (positions so far), read from the device.
+bool read_claims(gpuobs_stripe* device, uint32_t count, Sanitizer_StreamHandle stream, std::vector<uint64_t>* claimed,
+                 std::vector<uint64_t>* dropped) {
+    std::vector<gpuobs_stripe> stripes(count);
+    if (sanitizer().memcpy_dtoh(stripes.data(), device, count * sizeof(gpuobs_stripe), stream) != SANITIZER_SUCCESS)
+        return false;
+    for (const gpuobs_stripe& st : stripes) {
+        claimed->push_back(st.claimed);
+        dropped->push_back(st.dropped);
+    }
+    return true;
+}
+
 struct Drained {
     uint64_t attempted = 0, dropped = 0, dropped_inside = 0;  // summed over stripes (see RingCut)
 };
@@ -33,15 +46,15 @@ struct Drained {
 // Each stripe's positions claimed before the cut, out of the ring into out, and
 // zeroed on the device: a record's kind byte (and block_trace's end and exit
 // count, which exits add onto) must read as unwritten when the ring comes round
-// to it again. The stripe's limit then moves one lap past the cut.
+// to it again. The stripe's limit then moves one lap past the cut (the caller
+// uploads RingState::limits).
 template <typename Record>
 Drained drain_ring(RingState& ring, Record* device, uint64_t per_stripe, const std::vector<uint64_t>& claimed,
                    const std::vector<uint64_t>& dropped, Sanitizer_StreamHandle stream, std::vector<Record>& out) {
     Drained d;
     out.clear();
     for (size_t s = 0; s < claimed.size(); ++s) {
-        const RingCut c =
-            plan_ring_cut(ring.drained[s], ring.limits[s], claimed[s], dropped[s], ring.dropped_seen[s], per_stripe);
+        const RingCut c = plan_ring_cut(ring.drained[s], claimed[s], dropped[s], ring.dropped_seen[s], per_stripe);
         Record* stripe = device + s * per_stripe;
         for_each_run(c.from, c.to, per_stripe, [&](uint64_t at, uint64_t n) {
             const size_t o = out.size();
@@ -54,7 +67,6 @@ Drained drain_ring(RingState& ring, Record* device, uint64_t per_stripe, const s
         d.dropped_inside += c.dropped_inside;
         ring.drained[s] = c.cut;
         ring.dropped_seen[s] = std::max(dropped[s], ring.dropped_seen[s]);
-        ring.limits[s] = c.next_limit;
     }
     return d;
 }
@@ -216,28 +228,15 @@ bool ContextState::cut_window(const char* reason, bool require_quiet, FlushWindo
     // (the drain thread's first load of them failed on the H200).
     load_tool_kernels();
     if (config_.mode != GPUOBS_MODE_OFF) {
-        std::vector<gpuobs_stripe> stripes(stripe_count_);
-        uint64_t unmatched = 0;
-        if (sanitizer().memcpy_dtoh(stripes.data(), ctl_->stripes, stripe_count_ * sizeof(gpuobs_stripe), stream_) !=
-                SANITIZER_SUCCESS ||
-            sanitizer().memcpy_dtoh(&unmatched, &ctl_->unmatched_exit_threads, sizeof unmatched, stream_) !=
-                SANITIZER_SUCCESS) {
+        if (!read_claims(ctl_->stripes, stripe_count_, stream_, &w->claimed, &w->dropped) ||
+            sanitizer().memcpy_dtoh(&w->unmatched_exit_threads, &ctl_->unmatched_exit_threads,
+                                    sizeof w->unmatched_exit_threads, stream_) != SANITIZER_SUCCESS) {
             GPUOBS_LOG("flush (%s): cannot read the claim counters; the window stays open", reason);
             return false;
         }
-        for (const gpuobs_stripe& st : stripes) {
-            w->claimed.push_back(st.claimed);
-            w->dropped.push_back(st.dropped);
-        }
-        w->unmatched_exit_threads = unmatched;
         if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
-            if (sanitizer().memcpy_dtoh(stripes.data(), ctl_->warp_stripes, stripe_count_ * sizeof(gpuobs_stripe),
-                                        stream_) != SANITIZER_SUCCESS)
+            if (!read_claims(ctl_->warp_stripes, stripe_count_, stream_, &w->warp_claimed, &w->warp_dropped))
                 return false;
-            for (const gpuobs_stripe& st : stripes) {
-                w->warp_claimed.push_back(st.claimed);
-                w->warp_dropped.push_back(st.dropped);
-            }
             // Every launch of this window has run: a device time read now bounds each of their blocks' ends.
             if (require_quiet) w->device_quiet_ns = device_time_now();
         }
@@ -269,11 +268,10 @@ bool ContextState::cut_window(const char* reason, bool require_quiet, FlushWindo
 }
 
 void ContextState::drain_window(FlushWindow& w) {
-    w.flush_seq = flush_seq_++;
     gpuobs_flush_info info;
     std::memset(&info, 0, sizeof info);
     info.device_index = device_index_;
-    info.flush_seq = w.flush_seq;
+    info.flush_seq = flush_seq_++;  // numbered at drain: merged windows are one flush
     info.host_time_ns = w.host_time_ns;
     info.unrecorded_launches = w.unrecorded;
     // A clock sample at the first flush and then at most once a second.
@@ -283,7 +281,7 @@ void ContextState::drain_window(FlushWindow& w) {
     }
     std::memset(&slots_info_, 0, sizeof slots_info_);
     slots_info_.device_index = device_index_;
-    slots_info_.flush_seq = w.flush_seq;
+    slots_info_.flush_seq = info.flush_seq;
     slots_info_.device_quiet_ns = w.device_quiet_ns;
     std::vector<gpuobs_launch_count> counts;
     uint64_t arrivals_dropped_inside = 0;
@@ -306,11 +304,15 @@ void ContextState::drain_window(FlushWindow& w) {
         }
         // The freed positions zeroed (the memsets above), then the limits raised
         // past them, in this order on one stream; the read back waits for both.
-        sanitizer().memcpy_htod_async(ctl_->limits, event_ring_.limits.data(), stripe_count_ * sizeof(uint64_t),
-                                      stream);
-        if (config_.mode == GPUOBS_MODE_BLOCK_STARTS)
-            sanitizer().memcpy_htod_async(ctl_->warp_limits, arrival_ring_.limits.data(),
-                                          stripe_count_ * sizeof(uint64_t), stream);
+        // (The host arrays live until the read back: the copies are asynchronous.)
+        std::vector<uint64_t> limits = event_ring_.limits(stripe_capacity_);
+        sanitizer().memcpy_htod_async(ctl_->limits, limits.data(), stripe_count_ * sizeof(uint64_t), stream);
+        std::vector<uint64_t> warp_limits;
+        if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
+            warp_limits = arrival_ring_.limits(arrivals_per_stripe());
+            sanitizer().memcpy_htod_async(ctl_->warp_limits, warp_limits.data(), stripe_count_ * sizeof(uint64_t),
+                                          stream);
+        }
         uint32_t check;
         sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, stream);
         if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {

@@ -101,16 +101,12 @@ bool ContextState::setup(std::string* error) {
     gpuobs_control ctl;
     std::memset(&ctl, 0, sizeof ctl);
     // Every ring starts empty: free up to one lap ahead.
-    for (uint32_t s = 0; s < stripe_count_; ++s) {
-        ctl.limits[s] = stripe_capacity_;
-        ctl.warp_limits[s] = arrivals_per_stripe();
-    }
-    for (RingState* ring : {&event_ring_, &arrival_ring_}) {
-        ring->drained.assign(stripe_count_, 0);
-        ring->dropped_seen.assign(stripe_count_, 0);
-    }
-    event_ring_.limits.assign(stripe_count_, stripe_capacity_);
-    arrival_ring_.limits.assign(stripe_count_, arrivals_per_stripe());
+    event_ring_.reset(stripe_count_);
+    arrival_ring_.reset(stripe_count_);
+    const std::vector<uint64_t> limits = event_ring_.limits(stripe_capacity_),
+                                warp_limits = arrival_ring_.limits(arrivals_per_stripe());
+    std::copy(limits.begin(), limits.end(), ctl.limits);
+    std::copy(warp_limits.begin(), warp_limits.end(), ctl.warp_limits);
     counter_baseline_.assign(GPUOBS_LAUNCH_TABLE_SIZE, 0);
     ctl.magic = GPUOBS_CONTROL_MAGIC;
     ctl.mode = config_.mode;

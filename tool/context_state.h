@@ -22,6 +22,7 @@
 #include "graph_table.h"
 #include "gpuobs_schema.h"
 #include "recording_file.h"
+#include "ring_cut.h"
 
 namespace gpuobs {
 
@@ -47,7 +48,6 @@ struct LaunchInfo {
 struct FlushWindow {
     const char* reason = "";
     bool quiet = false;
-    uint32_t flush_seq = 0;
     uint64_t host_time_ns = 0;
     std::vector<gpuobs_launch> launches;
     std::vector<uint8_t> selected;  // by function slot: passes the kernel filter
@@ -63,7 +63,17 @@ struct FlushWindow {
 struct RingState {
     std::vector<uint64_t> drained;       // per stripe: positions before this are in the file
     std::vector<uint64_t> dropped_seen;  // per stripe: drops counted into the file so far
-    std::vector<uint64_t> limits;        // per stripe: what the device's limit was last set to
+
+    void reset(uint32_t stripes) {
+        drained.assign(stripes, 0);
+        dropped_seen.assign(stripes, 0);
+    }
+    // The device's limit for each stripe (ring_cut.h: one lap past what is drained).
+    std::vector<uint64_t> limits(uint64_t per_stripe) const {
+        std::vector<uint64_t> out;
+        for (uint64_t d : drained) out.push_back(ring_limit(d, per_stripe));
+        return out;
+    }
 };
 
 class ContextState {

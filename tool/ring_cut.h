@@ -17,12 +17,17 @@ struct RingCut {
     uint64_t next_limit = 0;      // one lap past the cut: every position below it is then free
 };
 
-// drained: the first position not yet read; limit: the limit last given to the
-// device; claimed, dropped: the stripe's counters read at the cut; dropped_seen:
-// the drops counted by earlier windows. Positions at or past `limit` were all
-// dropped (no claim read a higher one), so only those below it are read.
-inline RingCut plan_ring_cut(uint64_t drained, uint64_t limit, uint64_t claimed, uint64_t dropped,
-                             uint64_t dropped_seen, uint64_t per_stripe) {
+// The device's limit for a stripe drained up to `drained`: one lap past it, so
+// every position below the limit has a free record.
+inline uint64_t ring_limit(uint64_t drained, uint64_t per_stripe) { return drained + per_stripe; }
+
+// drained: the first position not yet read (the limit last given to the device
+// is ring_limit of it); claimed, dropped: the stripe's counters read at the cut;
+// dropped_seen: the drops counted by earlier windows. Positions at or past the
+// limit were all dropped (no claim read a higher one), so only those below it are read.
+inline RingCut plan_ring_cut(uint64_t drained, uint64_t claimed, uint64_t dropped, uint64_t dropped_seen,
+                             uint64_t per_stripe) {
+    const uint64_t limit = ring_limit(drained, per_stripe);
     RingCut c;
     c.from = drained;
     c.cut = std::max(claimed, drained);
@@ -31,7 +36,7 @@ inline RingCut plan_ring_cut(uint64_t drained, uint64_t limit, uint64_t claimed,
     c.dropped = dropped > dropped_seen ? dropped - dropped_seen : 0;
     const uint64_t past_limit = c.cut - c.to;
     c.dropped_inside = c.dropped > past_limit ? c.dropped - past_limit : 0;
-    c.next_limit = c.cut + per_stripe;
+    c.next_limit = ring_limit(c.cut, per_stripe);
     return c;
 }
 

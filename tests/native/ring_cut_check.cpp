@@ -34,7 +34,7 @@ int main() {
             std::vector<uint64_t> ring(per_stripe, kEmpty);  // the position each record holds
             std::vector<uint64_t> published{per_stripe};     // limits the device may read
             uint64_t claimed = 0, dropped = 0;
-            uint64_t drained = 0, limit = per_stripe, dropped_seen = 0;
+            uint64_t drained = 0, dropped_seen = 0;
             std::vector<int> read_count;                     // per position
             std::vector<bool> written;                       // per position
             std::deque<std::pair<uint64_t, uint64_t>> cuts;  // (claimed, dropped) read at each cut
@@ -43,7 +43,7 @@ int main() {
                 // Windows cut while a drain ran are drained together: the last cut counts.
                 const auto [c_claimed, c_dropped] = cuts.back();
                 cuts.clear();
-                const RingCut c = plan_ring_cut(drained, limit, c_claimed, c_dropped, dropped_seen, per_stripe);
+                const RingCut c = plan_ring_cut(drained, c_claimed, c_dropped, dropped_seen, per_stripe);
                 uint64_t got = 0, empty = 0;
                 for (uint64_t p = c.from; p < c.to; ++p) {
                     uint64_t& slot = ring[p & (per_stripe - 1)];
@@ -61,8 +61,7 @@ int main() {
                 if (empty != c.dropped_inside) return fail("unwritten positions read != drops inside", empty, seed);
                 drained = c.cut;
                 dropped_seen = c_dropped;
-                limit = c.next_limit;
-                published.push_back(limit);
+                published.push_back(c.next_limit);
                 return 0;
             };
             for (int step = 0; step < 4000; ++step) {
