@@ -3,7 +3,7 @@ under a block mode at default settings, side by side: wall time, the tool's
 device memory, and what the recording holds (blocks attempted, recorded,
 dropped; launches whose blocks are not all there).
 
-    python benchmarks/cold_compile.py [--modes block_trace,block_counter] [--rounds 1]
+    python benchmarks/cold_compile.py [--modes block_trace,block_counter] [--rounds 1] [--max-autotune]
 
 Each run gets a fresh compile cache, so each one autotunes from cold."""
 
@@ -39,9 +39,9 @@ def check(rec_path: Path) -> dict:
     return out
 
 
-def run(mode: str, work: Path) -> dict:
+def run(mode: str, work: Path, max_autotune: bool = False) -> dict:
     cache = Path(tempfile.mkdtemp(prefix="cache-", dir=work))
-    cmd = [sys.executable, str(PROGRAM), str(cache)]
+    cmd = [sys.executable, str(PROGRAM), str(cache), *(["--max-autotune"] if max_autotune else [])]
     rec = work / f"{mode}.gpuobs"
     if mode != "none":
         rec.unlink(missing_ok=True)
@@ -61,13 +61,14 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--modes", default="block_trace")
     p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--max-autotune", action="store_true", help="compile with max-autotune (GEMM template benchmarks)")
     a = p.parse_args()
     modes = ["none", *a.modes.split(",")]
     results = {m: [] for m in modes}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(a.rounds):
             for mode in modes:
-                res = run(mode, Path(tmp))
+                res = run(mode, Path(tmp), a.max_autotune)
                 results[mode].append(res)
                 print(f"round {r} {mode}: {json.dumps(res)}", flush=True)
     base = results["none"][-1]

@@ -460,10 +460,11 @@ def test_graph_replay_counts_in_block_counter(tmp_path, graph_program):
 
 
 def test_cold_compile_program_loses_nothing_at_defaults(tmp_path):
-    """A cold torch.compile (max-autotune: inductor benchmarks Triton GEMM templates),
-    a hand-written Triton kernel and a cuDNN convolution in one process, recorded in
-    block_trace at default settings: nothing dropped, every launch the host made
-    with all its blocks recorded (each with its kernel slice) and counted exactly."""
+    """A cold torch.compile (inductor autotunes its Triton kernels), a hand-written
+    Triton kernel and a cuDNN convolution in benchmark mode, in one process,
+    recorded in block_trace at default settings: nothing dropped, every launch the
+    host made with all its blocks recorded (each with its kernel slice) and
+    counted exactly."""
     pytest.importorskip("torch")
     pytest.importorskip("triton")
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))

@@ -138,6 +138,8 @@ bool ContextState::on_launch(const LaunchInfo& launch) {
     if (config_.api_trace) l.api_call_id = ApiTrace::current_call();
     pending_launches_.push_back(l);
     ++launches_total_;
+    const uint64_t threads = (uint64_t)ld.blockDim_x * ld.blockDim_y * ld.blockDim_z;
+    return plan_blocks((uint64_t)ld.gridDim_x * ld.gridDim_y * ld.gridDim_z, (threads + 31) / 32);
 }
 
 bool ContextState::on_graph_replay(const std::vector<LearnedNode>& nodes, uint64_t stream_key, uint32_t replay_id) {
