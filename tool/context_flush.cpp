@@ -435,9 +435,10 @@ void ContextState::start_drain_thread() {
             for (;;) {
                 {
                     std::unique_lock<std::mutex> lock(queue_mu_);
-                    queue_cv_.wait(lock, [this] { return !queue_.empty(); });
+                    queue_cv_.wait(lock, [this] { return !queue_.empty() || fill_check_requested_.load(); });
                 }
                 drain_loop();
+                if (fill_check_requested_.exchange(false)) check_fill_on_drain_thread();
             }
         }).detach();
     } catch (const std::exception& e) {

@@ -2,10 +2,12 @@
 // than the rings hold (an autotuner's timing loops, a long eager stretch) would
 // otherwise lose them as drops. The host plans each launch's blocks into the
 // window (ring_pressure.h); when the plan says a stripe may be filling, the
-// launching thread, once its launch is enqueued, reads the claim counters. Past
-// half a stripe it waits for a drain in progress, and if that is not enough and
-// its stream is the only one with launches in flight, it synchronises that
-// stream: a quiet point, where the window is cut and drained as at any other.
+// launching thread, once its launch is enqueued, asks the drain thread to read
+// the claim counters (a launching thread makes no driver call for it: one that
+// did hung an 8-thread storm on the H200). Past half a stripe, the next launch
+// waits for a drain in progress, and if that is not enough and its stream is the
+// only one with launches in flight, it synchronises that stream: a quiet point,
+// where the window is cut and drained as at any other.
 // The program's thread waits only when its records would otherwise be dropped.
 #include <mutex>
 #include <numeric>
@@ -46,28 +48,18 @@ bool ContextState::plan_blocks(uint64_t blocks, uint64_t warps_per_block) {
 }
 
 // How full the fullest stripe is (claims not yet drained), with the planned
-// share of the blocks launched but not yet started; sets the next check.
-bool ContextState::measure_fill(bool* relieve) {
-    if (!pressure_stream_tried_) {
-        pressure_stream_tried_ = true;
-        CUstream s = nullptr;
-        if (sanitizer().get_stream_handle == nullptr ||
-            driver().stream_create(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
-            sanitizer().get_stream_handle(ctx_, s, &pressure_stream_) != SANITIZER_SUCCESS)
-            pressure_stream_ = nullptr;
-        if (pressure_stream_ == nullptr)
-            GPUOBS_LOG("no stream of its own for ring fill checks; the rings are drained at quiet points only");
-    }
-    if (pressure_stream_ == nullptr) return false;
+// share of the blocks launched but not yet started; sets the next check. On the
+// drain thread, on its own stream.
+bool ContextState::measure_fill(Sanitizer_StreamHandle stream, bool* relieve) {
     std::vector<gpuobs_stripe> stripes(stripe_count_), warp_stripes;
-    if (sanitizer().memcpy_dtoh(stripes.data(), ctl_->stripes, stripe_count_ * sizeof(gpuobs_stripe),
-                                pressure_stream_) != SANITIZER_SUCCESS)
+    if (sanitizer().memcpy_dtoh(stripes.data(), ctl_->stripes, stripe_count_ * sizeof(gpuobs_stripe), stream) !=
+        SANITIZER_SUCCESS)
         return false;
     const bool starts = config_.mode == GPUOBS_MODE_BLOCK_STARTS;
     if (starts) {
         warp_stripes.resize(stripe_count_);
         if (sanitizer().memcpy_dtoh(warp_stripes.data(), ctl_->warp_stripes, stripe_count_ * sizeof(gpuobs_stripe),
-                                    pressure_stream_) != SANITIZER_SUCCESS)
+                                    stream) != SANITIZER_SUCCESS)
             return false;
     }
     std::vector<uint64_t> claimed, warp_claimed, drained, warp_drained;
@@ -103,30 +95,42 @@ bool ContextState::measure_fill(bool* relieve) {
     return true;
 }
 
+void ContextState::check_fill_on_drain_thread() {
+    std::lock_guard<std::mutex> flush_lock(flush_mu_);  // drain_stream() is the drain's
+    CurrentContext current(ctx_);
+    bool relieve = false;
+    if (current.pushed && measure_fill(drain_stream(), &relieve)) relieve_wanted_ = relieve;
+}
+
+// After a launch whose plan asked for a check: the drain thread is asked to read
+// the fill, and the answer of the last check (relieve_wanted_) is acted on here.
+// Past half a stripe the thread waits for a drain in progress (it frees what it
+// holds); if none is left and this stream is the only one with launches in
+// flight, it synchronises the stream: a quiet point, where the window is cut.
 void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
     InTool guard;
+    if (!active_ || paused_) return;
+    {
+        std::lock_guard<std::mutex> lock(queue_mu_);
+        fill_check_requested_ = true;
+    }
+    start_drain_thread();
+    queue_cv_.notify_all();
+    if (!relieve_wanted_.load()) return;
     std::unique_lock<std::mutex> pressure(pressure_mu_, std::try_to_lock);
-    if (!pressure.owns_lock() || !active_ || paused_) return;  // another thread is checking
-    CurrentContext current(ctx_);
-    if (!current.pushed) return;
-    bool relieve = false;
-    for (;;) {
-        if (!measure_fill(&relieve) || !relieve) return;
-        if (windows_drained_.load() >= windows_cut_.load()) break;
-        // A drain in progress frees what it holds: wait for it, then measure again.
-        if (!wait_for_drains(5000)) {
+    if (!pressure.owns_lock()) return;  // another thread is relieving
+    if (windows_drained_.load() < windows_cut_.load()) {
+        // The drain in progress frees what it holds; the next check says whether that was enough.
+        if (!wait_for_drains(5000))
             GPUOBS_LOG("device %u: a drain took over 5 s while a launching thread waited for it; going on",
                        device_index_);
-            return;
-        }
+        return;
     }
     {
         std::lock_guard<std::mutex> lock(launch_mu_);
-        if (unsynced_streams_.size() != 1 || unsynced_streams_.count(stream_key) == 0) {
-            // Other streams have launches in flight: their work is not this thread's
-            // to wait for. Their records are dropped (and counted) if the ring fills.
-            return;
-        }
+        // Other streams have launches in flight: their work is not this thread's
+        // to wait for. Their records are dropped (and counted) if the ring fills.
+        if (unsynced_streams_.size() != 1 || unsynced_streams_.count(stream_key) == 0) return;
     }
     // Never on a stream being captured (its launches do not run; a sync would end
     // the capture), and in the relaxed capture mode, so that another thread's
@@ -141,6 +145,7 @@ void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
     const CUresult synced = driver().stream_synchronize(stream);
     if (exchanged) driver().exchange_capture_mode(&mode);
     if (synced != CUDA_SUCCESS) return;
+    relieve_wanted_ = false;  // until the next check says otherwise
     if (pressure_syncs_++ == 0)
         GPUOBS_LOG(
             "device %u: the program launched more blocks between synchronisations than the rings hold; "

@@ -155,7 +155,8 @@ private:
     // Ring pressure (context_pressure.cpp). plan_blocks, under launch_mu_: a
     // launch's blocks are planned into the window; true when a check is due.
     bool plan_blocks(uint64_t blocks, uint64_t warps_per_block);
-    bool measure_fill(bool* relieve);
+    bool measure_fill(Sanitizer_StreamHandle stream, bool* relieve);
+    void check_fill_on_drain_thread();
     bool mark_synchronized(uint64_t stream_key, const char* reason);
     uint64_t arrivals_per_stripe() const { return stripe_capacity_ * GPUOBS_WARP_ARRIVALS_PER_EVENT; }
     // The flush's steps (context_flush.cpp). cut_window, under cut_mu_: the window's
@@ -239,9 +240,10 @@ private:
     uint64_t share_since_check_ = 0, next_check_share_ = 0;
     // One fill check at a time (pressure_mu_, tried, never waited on by a launch);
     // the rings' drained positions as of the last drain (drained_mu_, a leaf lock).
+    // The fill is read on the drain thread (a launching thread asks, and never calls
+    // the driver for it): relieve_wanted_ is its last answer.
     std::mutex pressure_mu_;
-    Sanitizer_StreamHandle pressure_stream_ = nullptr;
-    bool pressure_stream_tried_ = false;
+    std::atomic<bool> fill_check_requested_{false}, relieve_wanted_{false};
     std::mutex drained_mu_;
     std::vector<uint64_t> drained_view_, warp_drained_view_;
     uint64_t pressure_syncs_ = 0;  // quiet points the tool made (pressure_mu_)
