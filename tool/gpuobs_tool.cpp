@@ -79,26 +79,12 @@ void on_resource(Sanitizer_CallbackId cbid, const void* cbdata) {
     }
 }
 
-// The context whose rings are due a fill check once the calling thread's launch
-// (or graph replay) is enqueued: checked at its LAUNCH_END.
-thread_local ContextState* t_fill_check = nullptr;
-
-void check_fill_after_launch(CUstream stream, uint64_t stream_key) {
-    ContextState* s = t_fill_check;
-    t_fill_check = nullptr;
-    if (s != nullptr) s->relieve_ring_pressure(stream, stream_key);
-}
-
 void on_launch(Sanitizer_CallbackId cbid, const void* cbdata) {
-    auto* ld = static_cast<const Sanitizer_LaunchData*>(cbdata);
-    if (cbid == SANITIZER_CBID_LAUNCH_END) {
-        check_fill_after_launch(ld->stream, (uint64_t)ld->hStream);
-        return;
-    }
     if (cbid != SANITIZER_CBID_LAUNCH_BEGIN) return;
+    auto* ld = static_cast<const Sanitizer_LaunchData*>(cbdata);
     g_tool->launch_callbacks.fetch_add(1, std::memory_order_relaxed);
     if (ContextState* s = context_state(ld->context, ld->device, true))
-        if (s->on_launch({ld, (uint64_t)ld->hStream, 0, false})) t_fill_check = s;
+        s->on_launch({ld, (uint64_t)ld->hStream, 0, false});
 }
 
 void on_graph(Sanitizer_CallbackId cbid, const void* cbdata) {
@@ -129,20 +115,16 @@ void on_graph(Sanitizer_CallbackId cbid, const void* cbdata) {
         std::vector<LearnedNode> nodes;
         t_replay.source = t.graphs.begin_replay(gd->graphExec, node_callbacks_on(), &nodes);
         t_replay.begun = true;
-        if (t_replay.source == GraphTable::Source::kTable &&
-            s->on_graph_replay(nodes, (uint64_t)gd->hStream, t_replay.id))
-            t_fill_check = s;
+        if (t_replay.source == GraphTable::Source::kTable)
+            s->on_graph_replay(nodes, (uint64_t)gd->hStream, t_replay.id);
         return;
     }
     if (cbid == SANITIZER_CBID_GRAPHS_LAUNCH_END) {
         auto* gd = static_cast<const Sanitizer_GraphLaunchData*>(cbdata);
-        if (gd->isGraphUpload) return;
-        if (learn) {
-            if (t_replay.begun && t_replay.exec == gd->graphExec) t.graphs.end_replay(gd->graphExec, t_replay.source);
-            t_replay = ReplayInFlight();
-            update_node_callbacks();
-        }
-        check_fill_after_launch(gd->stream, (uint64_t)gd->hStream);
+        if (gd->isGraphUpload || !learn) return;
+        if (t_replay.begun && t_replay.exec == gd->graphExec) t.graphs.end_replay(gd->graphExec, t_replay.source);
+        t_replay = ReplayInFlight();
+        update_node_callbacks();
         return;
     }
     if (cbid != SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN) return;
@@ -152,8 +134,7 @@ void on_graph(Sanitizer_CallbackId cbid, const void* cbdata) {
     const Sanitizer_LaunchData& ld = nd->launchData;
     const uint32_t replay = t_replay.exec == nd->graphExec ? t_replay.id : nd->launchId;
     if (ContextState* s = context_state(ld.context, ld.device, true)) {
-        if (s->on_launch({&ld, (uint64_t)ld.hApiStream, replay, true}))
-            t_fill_check = s;  // checked at the replay's end
+        s->on_launch({&ld, (uint64_t)ld.hApiStream, replay, true});
         if (learn && !s->paused()) {
             LearnedNode node{nd->node,
                              0,
