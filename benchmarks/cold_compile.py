@@ -16,15 +16,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "tests" / "gpu_programs" / "cold_compile.py"
+sys.path.insert(0, str(ROOT / "exporter"))
+from gpuobs import load  # noqa: E402
+from gpuobs.analysis import launches as analysis  # noqa: E402
 
 
 def check(rec_path: Path) -> dict:
     """What a recording of the program holds: the accounting, and launches whose
     blocks are not all recorded (block_trace, block_starts) or counted."""
-    sys.path.insert(0, str(ROOT / "exporter"))
-    from gpuobs import load
-    from gpuobs.analysis import launches as analysis
-
     rec = load(rec_path)
     s = analysis.summary(rec)
     table = analysis.launch_table(rec)

@@ -17,6 +17,12 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "exporter"))
+from gpuobs import load  # noqa: E402
+from gpuobs.analysis import launches as analysis  # noqa: E402
+from gpuobs.record import native_build  # noqa: E402
+from gpuobs.record.run import RecordOptions, tool_environment  # noqa: E402
+
 MODES = ["none", "block_noop", "block_counter", "block_trace_noop", "block_trace", "mem_sampled"]
 
 
@@ -36,10 +42,6 @@ def run(exe: Path, mode: str, args: list, out_dir: Path, variant: tuple | None =
     rec_path = out_dir / f"{mode}.gpuobs"
     env = None
     if variant is not None:
-        sys.path.insert(0, str(ROOT / "exporter"))
-        from gpuobs.record import native_build
-        from gpuobs.record.run import RecordOptions, tool_environment
-
         vmode, fatbin, extra = variant
         rec_path.unlink(missing_ok=True)
         extra = dict(extra)
@@ -56,10 +58,6 @@ def run(exe: Path, mode: str, args: list, out_dir: Path, variant: tuple | None =
     if proc.returncode != 0:
         result["stderr"] = proc.stderr[-600:]
     if mode != "none" and rec_path.exists():
-        sys.path.insert(0, str(ROOT / "exporter"))
-        from gpuobs import load
-        from gpuobs.analysis import launches as analysis
-
         rec = load(rec_path)
         s = analysis.summary(rec)
         table = analysis.launch_table(rec)
