@@ -26,19 +26,6 @@
 namespace gpuobs {
 namespace {
 
-// Each stripe's claim and drop counters (positions so far), read from the device.
-bool read_claims(gpuobs_stripe* device, uint32_t count, Sanitizer_StreamHandle stream, std::vector<uint64_t>* claimed,
-                 std::vector<uint64_t>* dropped) {
-    std::vector<gpuobs_stripe> stripes(count);
-    if (sanitizer().memcpy_dtoh(stripes.data(), device, count * sizeof(gpuobs_stripe), stream) != SANITIZER_SUCCESS)
-        return false;
-    for (const gpuobs_stripe& st : stripes) {
-        claimed->push_back(st.claimed);
-        dropped->push_back(st.dropped);
-    }
-    return true;
-}
-
 struct Drained {
     uint64_t attempted = 0, dropped = 0, dropped_inside = 0;  // summed over stripes (see RingCut)
 };
@@ -72,6 +59,25 @@ Drained drain_ring(RingState& ring, Record* device, uint64_t per_stripe, const s
 }
 
 }  // namespace
+
+// Each stripe's claim and drop counters (positions so far), read from the device.
+bool read_claims(gpuobs_stripe* device, uint32_t count, Sanitizer_StreamHandle stream, std::vector<uint64_t>* claimed,
+                 std::vector<uint64_t>* dropped) {
+    std::vector<gpuobs_stripe> stripes(count);
+    if (sanitizer().memcpy_dtoh(stripes.data(), device, count * sizeof(gpuobs_stripe), stream) != SANITIZER_SUCCESS)
+        return false;
+    for (const gpuobs_stripe& st : stripes) {
+        claimed->push_back(st.claimed);
+        dropped->push_back(st.dropped);
+    }
+    return true;
+}
+
+uint64_t sum_of(const std::vector<uint64_t>& v) {
+    uint64_t total = 0;
+    for (uint64_t x : v) total += x;
+    return total;
+}
 
 // Grids launched by kernels (dynamic parallelism): the host never saw them,
 // and the sanitizer hands them the callback data of the kernel that launched
@@ -244,6 +250,10 @@ bool ContextState::cut_window(const char* reason, bool require_quiet, FlushWindo
     std::lock_guard<std::mutex> lock(launch_mu_);
     if (require_quiet && launches_total_ != launches_before) return false;
     w->launches.swap(pending_launches_);
+    // The ring pressure's plan starts again from this cut (context_pressure.cpp).
+    blocks_since_cut_ = warps_since_cut_ = 0;
+    claims_at_cut_ = sum_of(w->claimed);
+    warp_claims_at_cut_ = sum_of(w->warp_claimed);
     w->unrecorded = unrecorded_launches_;
     unrecorded_launches_ = 0;
     w->selected = function_selected_;
@@ -315,6 +325,11 @@ void ContextState::drain_window(FlushWindow& w) {
         }
         uint32_t check;
         sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, stream);
+        {
+            std::lock_guard<std::mutex> lock(drained_mu_);  // what fill checks measure against
+            drained_view_ = event_ring_.drained;
+            warp_drained_view_ = arrival_ring_.drained;
+        }
         if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
             fold_warp_arrivals(staging_, arrival_staging_, &slots_info_);
             // Arrivals dropped under an older limit left their positions unwritten: dropped, not unmatched.
@@ -420,9 +435,10 @@ void ContextState::start_drain_thread() {
             for (;;) {
                 {
                     std::unique_lock<std::mutex> lock(queue_mu_);
-                    queue_cv_.wait(lock, [this] { return !queue_.empty(); });
+                    queue_cv_.wait(lock, [this] { return !queue_.empty() || fill_check_requested_.load(); });
                 }
                 drain_loop();
+                if (fill_check_requested_.exchange(false)) check_fill_on_drain_thread();
             }
         }).detach();
     } catch (const std::exception& e) {

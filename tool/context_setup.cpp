@@ -103,6 +103,8 @@ bool ContextState::setup(std::string* error) {
     // Every ring starts empty: free up to one lap ahead.
     event_ring_.reset(stripe_count_);
     arrival_ring_.reset(stripe_count_);
+    drained_view_ = event_ring_.drained;
+    warp_drained_view_ = arrival_ring_.drained;
     const std::vector<uint64_t> limits = event_ring_.limits(stripe_capacity_),
                                 warp_limits = arrival_ring_.limits(arrivals_per_stripe());
     std::copy(limits.begin(), limits.end(), ctl.limits);

@@ -33,6 +33,10 @@ uint64_t stripe_capacity_for(const Config& config, uint32_t stripes);
 void install_crash_drain();
 void watch_drains_on_crash(ContextState* state);
 uint64_t clock_ns(clockid_t id);  // any clock_gettime clock, in ns
+// context_flush.cpp: each stripe's claim and drop counters, read on `stream`; a sum.
+bool read_claims(gpuobs_stripe* device, uint32_t count, Sanitizer_StreamHandle stream, std::vector<uint64_t>* claimed,
+                 std::vector<uint64_t>* dropped);
+uint64_t sum_of(const std::vector<uint64_t>& v);
 
 struct LaunchInfo {
     const Sanitizer_LaunchData* data;
@@ -88,7 +92,9 @@ public:
     bool active() const { return active_.load(); }
     uint32_t device_index() const { return device_index_; }
 
-    void on_launch(const LaunchInfo& launch);
+    // on_launch and on_graph_replay return true when the rings' fill is due a
+    // check: the caller then calls relieve_ring_pressure once the launch is enqueued.
+    bool on_launch(const LaunchInfo& launch);
     // Functions the driver has just loaded (lazy loading): each gets its slot and
     // callback data now, before any launch, so that kernels launched from the
     // device (which the host never sees) write under their own name.
@@ -100,7 +106,12 @@ public:
     void on_graph_launch(uint64_t stream_key);
     // A replay of an exec whose kernel nodes are learned: one launch per node,
     // listed from the table (flagged FROM_NODE_TABLE), no per-node callback.
-    void on_graph_replay(const std::vector<LearnedNode>& nodes, uint64_t stream_key, uint32_t replay_id);
+    bool on_graph_replay(const std::vector<LearnedNode>& nodes, uint64_t stream_key, uint32_t replay_id);
+    // After a launch on `stream` (context_pressure.cpp): reads how full the rings
+    // are; past half a stripe, waits for a drain in progress, and when none is left
+    // to free room and this stream is the only one with launches in flight,
+    // synchronises it: a quiet point of the tool's own, where the window is cut.
+    void relieve_ring_pressure(CUstream stream, uint64_t stream_key);
     // Both return true at a quiet point (no launch of this context in flight)
     // that ends an interval with launches in it: where a window may turn.
     bool on_stream_synchronized(uint64_t stream_key);
@@ -145,6 +156,12 @@ private:
     // (the caller has seen every stream synchronised); 0 when the probe cannot run.
     uint64_t device_time_now();
     bool run_probe();
+    // Ring pressure (context_pressure.cpp). plan_blocks, under launch_mu_: a
+    // launch's blocks are planned into the window; true when a check is due.
+    bool plan_blocks(uint64_t blocks, uint64_t warps_per_block);
+    bool measure_fill(Sanitizer_StreamHandle stream, bool* relieve);
+    void check_fill_on_drain_thread();
+    bool mark_synchronized(uint64_t stream_key, const char* reason);
     uint64_t arrivals_per_stripe() const { return stripe_capacity_ * GPUOBS_WARP_ARRIVALS_PER_EVENT; }
     // The flush's steps (context_flush.cpp). cut_window, under cut_mu_: the window's
     // launches and claim positions. drain_window, under flush_mu_ on the drain
@@ -219,6 +236,21 @@ private:
     uint64_t launches_total_ = 0;
     uint64_t unrecorded_launches_ = 0;  // while paused, since the last flush
     bool launched_since_quiet_ = false;
+    // Ring pressure (launch_mu_): blocks (and block_starts' warp arrivals) listed
+    // since the last cut, all stripes' claims at that cut, and the planned
+    // per-stripe share of launches since the last fill check.
+    uint64_t blocks_since_cut_ = 0, warps_since_cut_ = 0;
+    uint64_t claims_at_cut_ = 0, warp_claims_at_cut_ = 0;
+    uint64_t share_since_check_ = 0, next_check_share_ = 0;
+    // One fill check at a time (pressure_mu_, tried, never waited on by a launch);
+    // the rings' drained positions as of the last drain (drained_mu_, a leaf lock).
+    // The fill is read on the drain thread (a launching thread asks, and never calls
+    // the driver for it): relieve_wanted_ is its last answer.
+    std::mutex pressure_mu_;
+    std::atomic<bool> fill_check_requested_{false}, relieve_wanted_{false};
+    std::mutex drained_mu_;
+    std::vector<uint64_t> drained_view_, warp_drained_view_;
+    uint64_t pressure_syncs_ = 0;  // quiet points the tool made (pressure_mu_)
 
     // The context's own NULL stream, for the copies the tool makes in callbacks (the
     // calling thread's current context may be another one, or none).
