@@ -278,6 +278,7 @@ bool ContextState::cut_window(const char* reason, bool require_quiet, FlushWindo
 }
 
 void ContextState::drain_window(FlushWindow& w) {
+    const uint64_t drain_started_ns = monotonic_ns();
     gpuobs_flush_info info;
     std::memset(&info, 0, sizeof info);
     info.device_index = device_index_;
@@ -349,9 +350,11 @@ void ContextState::drain_window(FlushWindow& w) {
     }
     write_flush_chunks(w.launches, counts, info);
     if (std::getenv("GPUOBS_DEBUG"))
-        GPUOBS_LOG("flush %u (%s): attempted %llu recorded %llu dropped %llu kept %zu", info.flush_seq, w.reason,
-                   (unsigned long long)info.attempted, (unsigned long long)info.recorded,
-                   (unsigned long long)info.dropped, staging_.size());
+        GPUOBS_LOG(
+            "flush %u (%s): attempted %llu recorded %llu dropped %llu kept %zu; cut %.3f ms ago, drained in %.3f ms",
+            info.flush_seq, w.reason, (unsigned long long)info.attempted, (unsigned long long)info.recorded,
+            (unsigned long long)info.dropped, staging_.size(), (drain_started_ns - w.host_time_ns) / 1e6,
+            (monotonic_ns() - drain_started_ns) / 1e6);
 }
 
 // Drains every window cut so far, in order: the quiet windows a busy program
@@ -384,6 +387,7 @@ void ContextState::drain_loop() {
             drain_window(w);
         }
         windows_drained_ += taken;
+        remeasure_after_drain();  // the estimate of the rings' fill drops by what was freed
         {
             std::lock_guard<std::mutex> lock(queue_mu_);  // a waiter checks under this lock
         }
@@ -435,10 +439,9 @@ void ContextState::start_drain_thread() {
             for (;;) {
                 {
                     std::unique_lock<std::mutex> lock(queue_mu_);
-                    queue_cv_.wait(lock, [this] { return !queue_.empty() || fill_check_requested_.load(); });
+                    queue_cv_.wait(lock, [this] { return !queue_.empty(); });
                 }
                 drain_loop();
-                if (fill_check_requested_.exchange(false)) check_fill_on_drain_thread();
             }
         }).detach();
     } catch (const std::exception& e) {

@@ -54,6 +54,8 @@ bool ContextState::setup(std::string* error) {
     sm_count_ = (uint32_t)sms;
     stripe_count_ = std::min<uint32_t>(sm_count_, GPUOBS_MAX_STRIPES);
     stripe_capacity_ = stripe_capacity_for(config_, stripe_count_);
+    fill_.per_stripe = stripe_capacity_;
+    fill_.counts_plan = config_.mode != GPUOBS_MODE_MEM_SAMPLED && config_.mode != GPUOBS_MODE_MEM_FULL;
     if (config_.mode == GPUOBS_MODE_OFF) {
         write_device_info();
         active_ = true;

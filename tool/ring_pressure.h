@@ -1,8 +1,9 @@
 // When the rings are filling faster than quiet points drain them. The host knows
-// every launch's grid before it runs, so it can tell, between quiet points, when
-// a stripe may run out of room: it then reads the claim counters and, if a stripe
-// is past half full with nothing left to drain, makes a quiet point of its own
-// (context_pressure.cpp). Plain arithmetic, checked by tests/native/ring_cut_check.cpp.
+// every launch's grid before it runs, so it keeps an estimate of the fullest
+// stripe: what the last measurement of the claim counters found, plus the share
+// of every launch planned since. Past half a stripe the launching thread waits
+// for a drain, or makes a quiet point of its own (context_pressure.cpp). Plain
+// arithmetic, checked against a simulated device by tests/native/ring_pressure_check.cpp.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -18,26 +19,36 @@ inline uint64_t stripe_share(uint64_t blocks, uint32_t stripes) {
     return std::min(blocks, 2 * ((blocks + stripes - 1) / stripes) + 16);
 }
 
-struct FillCheck {
-    uint64_t worst = 0;       // the fullest stripe's undrained claims, plus the share still to come
-    bool relieve = false;     // past half the stripe: the ring needs draining now
-    uint64_t next_check = 0;  // planned shares until the next check
-};
-
-// claimed: each stripe's counter now; drained: each stripe's first undrained
-// position; coming: the planned share of blocks launched but not yet started.
-// Checks come sooner the fuller the fullest stripe is, and never more often
-// than every 1/32 of a stripe.
-inline FillCheck check_fill(const std::vector<uint64_t>& claimed, const std::vector<uint64_t>& drained, uint64_t coming,
-                            uint64_t per_stripe) {
-    FillCheck f;
+// The fullest stripe's claims not yet drained. claimed: each stripe's counter;
+// drained: each stripe's first undrained position.
+inline uint64_t undrained_worst(const std::vector<uint64_t>& claimed, const std::vector<uint64_t>& drained) {
+    uint64_t worst = 0;
     for (size_t s = 0; s < claimed.size() && s < drained.size(); ++s)
-        f.worst = std::max(f.worst, claimed[s] > drained[s] ? claimed[s] - drained[s] : 0);
-    f.worst += coming;
-    const uint64_t half = per_stripe / 2;
-    f.relieve = f.worst >= half;
-    f.next_check = std::max(f.relieve ? 0 : (half - f.worst) / 2, std::max<uint64_t>(per_stripe / 32, 1));
-    return f;
+        worst = std::max(worst, claimed[s] > drained[s] ? claimed[s] - drained[s] : 0);
+    return worst;
 }
+
+// The estimate of the fullest stripe's fill, in records of one stripe of
+// per_stripe. `planned` only grows; a measurement (taken while launches go on)
+// replaces everything planned before it began.
+struct FillEstimate {
+    uint64_t per_stripe = 1;
+    bool counts_plan = true;  // memory modes: records per block unknown, only measurements count
+    uint64_t planned = 0, planned_at_measure = 0, measured = 0, planned_at_request = 0;
+
+    void plan(uint64_t share) { planned += share; }
+    uint64_t estimate() const { return measured + (counts_plan ? planned - planned_at_measure : 0); }
+    bool needs_relief() const { return estimate() >= per_stripe / 2; }
+    // A measurement is asked for every sixteenth of a stripe planned.
+    bool measure_due() const { return planned - planned_at_request >= std::max<uint64_t>(per_stripe / 16, 1); }
+    void requested() { planned_at_request = planned; }
+    // fill: the undrained worst plus the planned share of blocks launched, not yet
+    // started, when the counters were read; planned_then: `planned` just before.
+    void measured_at(uint64_t fill, uint64_t planned_then) {
+        if (planned_then < planned_at_measure) return;  // an older measurement, finished late
+        measured = fill;
+        planned_at_measure = planned_then;
+    }
+};
 
 }  // namespace gpuobs

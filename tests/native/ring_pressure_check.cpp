@@ -1,15 +1,16 @@
 // A simulated program and device against tool/ring_pressure.h: the program
-// launches grids of random sizes on one stream and never synchronises; the
+// launches grids of random sizes on one stream and seldom synchronises; the
 // device starts queued blocks at its own pace, each block claiming a position on
 // one stripe (its blocks spread over a random half or more of the stripes, as a
 // grid does when other kernels hold some SMs); drains finish at random times.
-// The host plans every launch, checks the fill when the plan says so, waits for
-// a drain in progress or synchronises (every queued block starts and the window
-// is cut) when a stripe may pass half full. Checked: no claim ever passes its
-// stripe's limit (a drop), and the host synchronises no more than needed
-// (at most 6 times per ring's worth of blocks, plus one: blocks
-// crowd onto half the stripes and a stripe is relieved at half full). Prints "ok" or the
-// first broken promise.
+// The host plans every launch into its estimate of the fullest stripe; the
+// measurements it asks for arrive late or not at all; when the estimate passes
+// half a stripe it waits for a drain in progress and measures, and if still past
+// half, synchronises (every queued block starts), cuts and waits for that drain.
+// Checked: no claim ever passes its stripe's limit (a drop), and the host
+// synchronises no more than needed (at most 6 times per ring's worth of blocks,
+// plus one: blocks crowd onto half the stripes and a stripe is relieved at half
+// full). Prints "ok" or the first broken promise.
 #include <cstdint>
 #include <cstdio>
 #include <deque>
@@ -18,9 +19,9 @@
 
 #include "ring_pressure.h"
 
-using gpuobs::check_fill;
-using gpuobs::FillCheck;
+using gpuobs::FillEstimate;
 using gpuobs::stripe_share;
+using gpuobs::undrained_worst;
 
 namespace {
 
@@ -36,10 +37,18 @@ int main() {
         for (uint64_t per_stripe : {512ull, 4096ull, 32768ull}) {
             for (unsigned seed = 1; seed <= 10; ++seed) {
                 std::mt19937_64 rng(seed * 104729 + stripes * 31 + per_stripe);
-                std::vector<uint64_t> claimed(stripes, 0), drained(stripes, 0), cut_at;
+                std::vector<uint64_t> claimed(stripes, 0), drained(stripes, 0), cut_at(stripes, 0);
                 bool drain_running = false;
                 std::deque<Launch> queue;  // launched, blocks not all started
-                uint64_t queued = 0, planned = 0, next_check = per_stripe / 4, syncs = 0, total = 0;
+                uint64_t queued = 0, syncs = 0, total = 0;
+                FillEstimate est;
+                est.per_stripe = per_stripe;
+                // A measurement asked for reads the counters now and answers some launches later.
+                bool measuring = false;
+                uint64_t measured_fill = 0, measured_planned = 0;
+                auto measure_now = [&] {
+                    est.measured_at(undrained_worst(claimed, drained) + stripe_share(queued, stripes), est.planned);
+                };
                 // The largest grid a launch may have: one whose share fits an eighth of a stripe.
                 const uint64_t max_grid = std::max<uint64_t>(1, per_stripe / 8 * stripes / 4);
                 auto start_blocks = [&](uint64_t n) -> int {
@@ -68,28 +77,42 @@ int main() {
                     if (l.blocks < spread) l.stripes.resize(1);  // a small grid may land on one SM
                     queued += l.blocks;
                     total += l.blocks;
-                    planned += stripe_share(l.blocks, stripes);
+                    est.plan(stripe_share(l.blocks, stripes));
                     queue.push_back(std::move(l));
-                    // The device runs some of the queue; a drain may finish.
+                    // The device runs some of the queue; a drain may finish; a measurement may answer.
                     if (start_blocks(rng() % (2 * max_grid))) return 1;
                     if (drain_running && rng() % 3 == 0) {
                         drained = cut_at;
                         drain_running = false;
                     }
-                    if (planned < next_check) continue;
-                    planned = 0;
-                    // The host checks the fill, as ContextState::relieve_ring_pressure does.
-                    FillCheck f = check_fill(claimed, drained, stripe_share(queued, stripes), per_stripe);
-                    if (f.relieve && drain_running) {
-                        drained = cut_at;  // waited for
-                        drain_running = false;
-                        f = check_fill(claimed, drained, stripe_share(queued, stripes), per_stripe);
+                    if (!drain_running && rng() % 50 == 0) {  // the program synchronises: a cut, drained later
+                        if (start_blocks(queued)) return 1;
+                        cut_at = claimed;
+                        drain_running = true;
                     }
-                    next_check = f.next_check;
-                    if (!f.relieve) continue;
+                    if (measuring && rng() % 2 == 0) {
+                        est.measured_at(measured_fill, measured_planned);
+                        measuring = false;
+                    }
+                    if (!est.needs_relief()) {
+                        if (est.measure_due() && !measuring) {
+                            est.requested();
+                            measuring = true;
+                            measured_fill = undrained_worst(claimed, drained) + stripe_share(queued, stripes);
+                            measured_planned = est.planned;
+                        }
+                        continue;
+                    }
+                    // Relief, as ContextState::relieve_ring_pressure: wait for a drain in progress, measure.
+                    if (drain_running) {
+                        drained = cut_at;
+                        drain_running = false;
+                    }
+                    measure_now();
+                    if (!est.needs_relief()) continue;
                     if (start_blocks(queued)) return 1;  // synchronised: every queued block has run
-                    cut_at = claimed;
-                    drain_running = true;
+                    drained = claimed;                   // cut, and that drain waited for
+                    measure_now();
                     ++syncs;
                 }
                 const uint64_t ring_blocks = per_stripe * stripes;
