@@ -279,6 +279,7 @@ bool ContextState::cut_window(const char* reason, bool require_quiet, FlushWindo
 
 void ContextState::drain_window(FlushWindow& w) {
     const uint64_t drain_started_ns = monotonic_ns();
+    uint64_t harvest_ns = 0;
     gpuobs_flush_info info;
     std::memset(&info, 0, sizeof info);
     info.device_index = device_index_;
@@ -342,7 +343,10 @@ void ContextState::drain_window(FlushWindow& w) {
         classify_events(w.selected, info);
         // Positions dropped under an older limit were never written: not incomplete.
         info.incomplete -= (uint32_t)std::min<uint64_t>(info.incomplete, events.dropped_inside);
-        if (harvest_counts())
+        const uint64_t harvest_started_ns = monotonic_ns();
+        const bool harvested = harvest_counts();
+        harvest_ns = monotonic_ns() - harvest_started_ns;
+        if (harvested)
             write_launch_counts(w.launches, !w.quiet, &counts, &info.unattributed);
         else
             GPUOBS_LOG("flush %u (%s): cannot read the launch counters; this window's counts are lost", info.flush_seq,
@@ -351,7 +355,8 @@ void ContextState::drain_window(FlushWindow& w) {
     write_flush_chunks(w.launches, counts, info);
     if (std::getenv("GPUOBS_DEBUG"))
         GPUOBS_LOG(
-            "flush %u (%s): attempted %llu recorded %llu dropped %llu kept %zu; cut %.3f ms ago, drained in %.3f ms",
+            "flush %u (%s): attempted %llu recorded %llu dropped %llu kept %zu; cut %.3f ms ago, drained in %.3f ms "
+            "(harvest %.3f)",
             info.flush_seq, w.reason, (unsigned long long)info.attempted, (unsigned long long)info.recorded,
             (unsigned long long)info.dropped, staging_.size(), (drain_started_ns - w.host_time_ns) / 1e6,
             (monotonic_ns() - drain_started_ns) / 1e6);

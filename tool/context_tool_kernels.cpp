@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -132,6 +133,13 @@ bool ContextState::harvest_counts() {
                 ? sanitizer().memcpy_dtoh(counter_staging_.data(), totals_, slots * sizeof(uint64_t), drain_stream())
                 : SANITIZER_ERROR_NOT_READY;
         if (copied == SANITIZER_SUCCESS) return true;
+        if (std::getenv("GPUOBS_DEBUG")) {
+            void* probe_args[] = {&probe_out_};
+            const CUresult probe = d.launch_kernel(probe_fn_, 1, 1, 1, 1, 1, 1, 0, probe_stream_, probe_args, nullptr);
+            const CUresult small = d.launch_kernel(gather_fn_, 1, 1, 1, 32, 1, 1, 0, probe_stream_, args, nullptr);
+            GPUOBS_LOG("harvest debug: probe launch now %d, gather 1x32 %d, pushed %d", (int)probe, (int)small,
+                       (int)current.pushed);
+        }
         GPUOBS_LOG(
             "the counter harvest kernel failed (launch %d, sync %d, copy %d); copying the whole counter table "
             "from now on",
