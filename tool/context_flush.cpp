@@ -359,7 +359,7 @@ void ContextState::drain_window(FlushWindow& w) {
             "(harvest %.3f)",
             info.flush_seq, w.reason, (unsigned long long)info.attempted, (unsigned long long)info.recorded,
             (unsigned long long)info.dropped, staging_.size(), (drain_started_ns - w.host_time_ns) / 1e6,
-            (monotonic_ns() - drain_started_ns) / 1e6);
+            (monotonic_ns() - drain_started_ns) / 1e6, harvest_ns / 1e6);
 }
 
 // Drains every window cut so far, in order: the quiet windows a busy program

@@ -3,7 +3,6 @@
 #include <time.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -118,28 +117,21 @@ bool ContextState::harvest_counts() {
     const uint32_t slots = GPUOBS_LAUNCH_TABLE_SIZE, stripes = GPUOBS_LAUNCH_COUNTER_STRIPES + 1;
     counter_staging_.assign(slots, 0);
     load_tool_kernels();
-    if (gather_fn_ != nullptr) {
+    CurrentContext current(ctx_);
+    // At process exit the driver may be torn down before the last drain: the
+    // context cannot be made current, and the plain copy below is all there is.
+    if (gather_fn_ != nullptr && current.pushed) {
         CudaDriver& d = driver();
-        CurrentContext current(ctx_);
         uint64_t* table = reinterpret_cast<uint64_t*>(counters_);
         uint32_t n = slots, k = stripes;
         void* args[] = {&table, &totals_, &n, &k};
-        CUresult launched = current.pushed
-                                ? d.launch_kernel(gather_fn_, 128, 1, 1, 256, 1, 1, 0, probe_stream_, args, nullptr)
-                                : CUDA_ERROR_INVALID_CONTEXT;
+        CUresult launched = d.launch_kernel(gather_fn_, 128, 1, 1, 256, 1, 1, 0, probe_stream_, args, nullptr);
         CUresult synced = launched == CUDA_SUCCESS ? d.stream_synchronize(probe_stream_) : CUDA_ERROR_NOT_READY;
         SanitizerResult copied =
             synced == CUDA_SUCCESS
                 ? sanitizer().memcpy_dtoh(counter_staging_.data(), totals_, slots * sizeof(uint64_t), drain_stream())
                 : SANITIZER_ERROR_NOT_READY;
         if (copied == SANITIZER_SUCCESS) return true;
-        if (std::getenv("GPUOBS_DEBUG")) {
-            void* probe_args[] = {&probe_out_};
-            const CUresult probe = d.launch_kernel(probe_fn_, 1, 1, 1, 1, 1, 1, 0, probe_stream_, probe_args, nullptr);
-            const CUresult small = d.launch_kernel(gather_fn_, 1, 1, 1, 32, 1, 1, 0, probe_stream_, args, nullptr);
-            GPUOBS_LOG("harvest debug: probe launch now %d, gather 1x32 %d, pushed %d", (int)probe, (int)small,
-                       (int)current.pushed);
-        }
         GPUOBS_LOG(
             "the counter harvest kernel failed (launch %d, sync %d, copy %d); copying the whole counter table "
             "from now on",
