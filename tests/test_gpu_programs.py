@@ -262,15 +262,44 @@ def test_ring_wraps_exact(tmp_path, programs, mode):
     assert len(np.unique(ev[["grid_id", "block_x"]])) == len(ev)
 
 
-def test_a_small_ring_that_overflows_counts_what_it_drops(tmp_path, programs):
-    """The same small ring with no host work between batches: the program runs
-    faster than the drain, claims past a stripe's limit are dropped, and every
-    window still adds up (recorded + dropped == attempted); counts stay exact."""
+@pytest.mark.parametrize("mode", ["block_trace", "block_starts"])
+@pytest.mark.parametrize("every", [10, 1000])
+def test_a_small_ring_fills_without_dropping(tmp_path, programs, mode, every):
+    """The same small ring with no host work between batches (every=10), or no
+    synchronisation at all until the end (every=1000): 256,000 blocks through
+    67,584 records, faster than the drain. The tool estimates each stripe's fill
+    from every launch's grid; when a stripe may pass half full the launching thread
+    waits for the drain in progress (every=10: the program's own synchronisations
+    cut often enough) or, with none to wait for, synchronises the launching stream
+    (the only one in flight) and cuts there: nothing is dropped, every block recorded."""
     launches, blocks = 1000, 256
-    proc, rec = record(tmp_path, "block_trace", storm(programs, 1, launches, blocks, 10), "--capacity", str(512 * 132))
+    proc, rec = record(
+        tmp_path, mode, storm(programs, 1, launches, blocks, every), "--capacity", str(512 * 132), name=mode
+    )
+    assert ("synchronises the launching stream" in proc.stderr) == (every == 1000), proc.stderr
     f = rec.flushes
     assert (f["recorded"] + f["dropped"] == f["attempted"]).all()
     assert int(f["attempted"].sum()) == launches * blocks
+    assert rec.totals["dropped"] == 0 and rec.totals["incomplete"] == 0
+    table = analysis.launch_table(rec)
+    storm_launches = [i for i, launch in enumerate(rec.launches) if "storm_kernel" in rec.launch_function(launch).name]
+    assert (table.counted[storm_launches] == blocks).all()
+    assert (table.blocks_recorded[storm_launches] == blocks).all()
+
+
+def test_a_small_ring_that_overflows_counts_what_it_drops(tmp_path, programs):
+    """Four threads, each on its own stream, none synchronising until the end:
+    no thread may wait for another's work, so past a full stripe claims are
+    dropped, and every window still adds up (recorded + dropped == attempted);
+    counts stay exact."""
+    launches, blocks = 250, 256
+    proc, rec = record(
+        tmp_path, "block_trace", storm(programs, 4, launches, blocks, launches), "--capacity", str(512 * 132)
+    )
+    f = rec.flushes
+    assert (f["recorded"] + f["dropped"] == f["attempted"]).all()
+    assert int(f["attempted"].sum()) == 4 * launches * blocks
+    assert rec.totals["dropped"] > 0
     table = analysis.launch_table(rec)
     storm_launches = [i for i, launch in enumerate(rec.launches) if "storm_kernel" in rec.launch_function(launch).name]
     assert (table.counted[storm_launches] == blocks).all()

@@ -26,19 +26,6 @@
 namespace gpuobs {
 namespace {
 
-// Each stripe's claim and drop counters (positions so far), read from the device.
-bool read_claims(gpuobs_stripe* device, uint32_t count, Sanitizer_StreamHandle stream, std::vector<uint64_t>* claimed,
-                 std::vector<uint64_t>* dropped) {
-    std::vector<gpuobs_stripe> stripes(count);
-    if (sanitizer().memcpy_dtoh(stripes.data(), device, count * sizeof(gpuobs_stripe), stream) != SANITIZER_SUCCESS)
-        return false;
-    for (const gpuobs_stripe& st : stripes) {
-        claimed->push_back(st.claimed);
-        dropped->push_back(st.dropped);
-    }
-    return true;
-}
-
 struct Drained {
     uint64_t attempted = 0, dropped = 0, dropped_inside = 0;  // summed over stripes (see RingCut)
 };
@@ -72,6 +59,25 @@ Drained drain_ring(RingState& ring, Record* device, uint64_t per_stripe, const s
 }
 
 }  // namespace
+
+// Each stripe's claim and drop counters (positions so far), read from the device.
+bool read_claims(gpuobs_stripe* device, uint32_t count, Sanitizer_StreamHandle stream, std::vector<uint64_t>* claimed,
+                 std::vector<uint64_t>* dropped) {
+    std::vector<gpuobs_stripe> stripes(count);
+    if (sanitizer().memcpy_dtoh(stripes.data(), device, count * sizeof(gpuobs_stripe), stream) != SANITIZER_SUCCESS)
+        return false;
+    for (const gpuobs_stripe& st : stripes) {
+        claimed->push_back(st.claimed);
+        dropped->push_back(st.dropped);
+    }
+    return true;
+}
+
+uint64_t sum_of(const std::vector<uint64_t>& v) {
+    uint64_t total = 0;
+    for (uint64_t x : v) total += x;
+    return total;
+}
 
 // Grids launched by kernels (dynamic parallelism): the host never saw them,
 // and the sanitizer hands them the callback data of the kernel that launched
@@ -244,6 +250,10 @@ bool ContextState::cut_window(const char* reason, bool require_quiet, FlushWindo
     std::lock_guard<std::mutex> lock(launch_mu_);
     if (require_quiet && launches_total_ != launches_before) return false;
     w->launches.swap(pending_launches_);
+    // The ring pressure's plan starts again from this cut (context_pressure.cpp).
+    blocks_since_cut_ = warps_since_cut_ = 0;
+    claims_at_cut_ = sum_of(w->claimed);
+    warp_claims_at_cut_ = sum_of(w->warp_claimed);
     w->unrecorded = unrecorded_launches_;
     unrecorded_launches_ = 0;
     w->selected = function_selected_;
@@ -268,6 +278,8 @@ bool ContextState::cut_window(const char* reason, bool require_quiet, FlushWindo
 }
 
 void ContextState::drain_window(FlushWindow& w) {
+    const uint64_t drain_started_ns = monotonic_ns();
+    uint64_t harvest_ns = 0;
     gpuobs_flush_info info;
     std::memset(&info, 0, sizeof info);
     info.device_index = device_index_;
@@ -315,6 +327,11 @@ void ContextState::drain_window(FlushWindow& w) {
         }
         uint32_t check;
         sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, stream);
+        {
+            std::lock_guard<std::mutex> lock(drained_mu_);  // what fill checks measure against
+            drained_view_ = event_ring_.drained;
+            warp_drained_view_ = arrival_ring_.drained;
+        }
         if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
             fold_warp_arrivals(staging_, arrival_staging_, &slots_info_);
             // Arrivals dropped under an older limit left their positions unwritten: dropped, not unmatched.
@@ -326,7 +343,10 @@ void ContextState::drain_window(FlushWindow& w) {
         classify_events(w.selected, info);
         // Positions dropped under an older limit were never written: not incomplete.
         info.incomplete -= (uint32_t)std::min<uint64_t>(info.incomplete, events.dropped_inside);
-        if (harvest_counts())
+        const uint64_t harvest_started_ns = monotonic_ns();
+        const bool harvested = harvest_counts();
+        harvest_ns = monotonic_ns() - harvest_started_ns;
+        if (harvested)
             write_launch_counts(w.launches, !w.quiet, &counts, &info.unattributed);
         else
             GPUOBS_LOG("flush %u (%s): cannot read the launch counters; this window's counts are lost", info.flush_seq,
@@ -334,9 +354,12 @@ void ContextState::drain_window(FlushWindow& w) {
     }
     write_flush_chunks(w.launches, counts, info);
     if (std::getenv("GPUOBS_DEBUG"))
-        GPUOBS_LOG("flush %u (%s): attempted %llu recorded %llu dropped %llu kept %zu", info.flush_seq, w.reason,
-                   (unsigned long long)info.attempted, (unsigned long long)info.recorded,
-                   (unsigned long long)info.dropped, staging_.size());
+        GPUOBS_LOG(
+            "flush %u (%s): attempted %llu recorded %llu dropped %llu kept %zu; cut %.3f ms ago, drained in %.3f ms "
+            "(harvest %.3f)",
+            info.flush_seq, w.reason, (unsigned long long)info.attempted, (unsigned long long)info.recorded,
+            (unsigned long long)info.dropped, staging_.size(), (drain_started_ns - w.host_time_ns) / 1e6,
+            (monotonic_ns() - drain_started_ns) / 1e6, harvest_ns / 1e6);
 }
 
 // Drains every window cut so far, in order: the quiet windows a busy program
@@ -369,6 +392,7 @@ void ContextState::drain_loop() {
             drain_window(w);
         }
         windows_drained_ += taken;
+        remeasure_after_drain();  // the estimate of the rings' fill drops by what was freed
         {
             std::lock_guard<std::mutex> lock(queue_mu_);  // a waiter checks under this lock
         }

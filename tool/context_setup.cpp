@@ -54,6 +54,8 @@ bool ContextState::setup(std::string* error) {
     sm_count_ = (uint32_t)sms;
     stripe_count_ = std::min<uint32_t>(sm_count_, GPUOBS_MAX_STRIPES);
     stripe_capacity_ = stripe_capacity_for(config_, stripe_count_);
+    fill_.per_stripe = stripe_capacity_;
+    fill_.counts_plan = config_.mode != GPUOBS_MODE_MEM_SAMPLED && config_.mode != GPUOBS_MODE_MEM_FULL;
     if (config_.mode == GPUOBS_MODE_OFF) {
         write_device_info();
         active_ = true;
@@ -103,6 +105,8 @@ bool ContextState::setup(std::string* error) {
     // Every ring starts empty: free up to one lap ahead.
     event_ring_.reset(stripe_count_);
     arrival_ring_.reset(stripe_count_);
+    drained_view_ = event_ring_.drained;
+    warp_drained_view_ = arrival_ring_.drained;
     const std::vector<uint64_t> limits = event_ring_.limits(stripe_capacity_),
                                 warp_limits = arrival_ring_.limits(arrivals_per_stripe());
     std::copy(limits.begin(), limits.end(), ctl.limits);

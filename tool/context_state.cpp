@@ -102,10 +102,10 @@ void ContextState::on_module_unloading(CUmodule module) {
         it = it->second.module == module ? function_slots_.erase(it) : std::next(it);
 }
 
-void ContextState::on_launch(const LaunchInfo& launch) {
+bool ContextState::on_launch(const LaunchInfo& launch) {
     const Sanitizer_LaunchData& ld = *launch.data;
     std::lock_guard<std::mutex> lock(launch_mu_);
-    if (!active_ || destroyed_) return;
+    if (!active_ || destroyed_) return false;
     // Paused launches still count toward quietness: a window turns only when
     // none is in flight.
     ++unsynced_streams_[launch.stream_key];
@@ -115,7 +115,7 @@ void ContextState::on_launch(const LaunchInfo& launch) {
     uint32_t slot = function_slot_for(ld.function, ld.functionName, ld.module);
     if (paused_) {
         if (!launch.graph_node) ++unrecorded_launches_;  // replays count once, at on_graph_launch
-        return;
+        return false;
     }
     if (config_.mode != GPUOBS_MODE_OFF && config_.launch_scope && !launch.graph_node)
         sanitizer().set_launch_callback_data(ld.hLaunch, ld.function, ld.hStream, callback_data(slot));
@@ -138,11 +138,14 @@ void ContextState::on_launch(const LaunchInfo& launch) {
     if (config_.api_trace) l.api_call_id = ApiTrace::current_call();
     pending_launches_.push_back(l);
     ++launches_total_;
+    const uint64_t threads = (uint64_t)ld.blockDim_x * ld.blockDim_y * ld.blockDim_z;
+    return plan_blocks((uint64_t)ld.gridDim_x * ld.gridDim_y * ld.gridDim_z, (threads + 31) / 32);
 }
 
-void ContextState::on_graph_replay(const std::vector<LearnedNode>& nodes, uint64_t stream_key, uint32_t replay_id) {
+bool ContextState::on_graph_replay(const std::vector<LearnedNode>& nodes, uint64_t stream_key, uint32_t replay_id) {
     std::lock_guard<std::mutex> lock(launch_mu_);
-    if (!active_ || destroyed_) return;
+    if (!active_ || destroyed_) return false;
+    bool check = false;
     ++unsynced_streams_[stream_key];
     launched_since_quiet_ = true;
     const uint64_t now = monotonic_ns();
@@ -162,7 +165,10 @@ void ContextState::on_graph_replay(const std::vector<LearnedNode>& nodes, uint64
         if (config_.api_trace) l.api_call_id = ApiTrace::current_call();
         pending_launches_.push_back(l);
         ++launches_total_;
+        const uint64_t threads = (uint64_t)n.block[0] * n.block[1] * n.block[2];
+        check |= plan_blocks((uint64_t)n.grid[0] * n.grid[1] * n.grid[2], (threads + 31) / 32);
     }
+    return check;
 }
 
 void ContextState::on_graph_launch(uint64_t stream_key) {
@@ -174,6 +180,10 @@ void ContextState::on_graph_launch(uint64_t stream_key) {
 }
 
 bool ContextState::on_stream_synchronized(uint64_t stream_key) {
+    return mark_synchronized(stream_key, "stream synchronised");
+}
+
+bool ContextState::mark_synchronized(uint64_t stream_key, const char* reason) {
     bool quiet, pending;
     {
         std::lock_guard<std::mutex> lock(launch_mu_);
@@ -182,7 +192,7 @@ bool ContextState::on_stream_synchronized(uint64_t stream_key) {
         pending = !pending_launches_.empty() || unrecorded_launches_ != 0;
         if (quiet) launched_since_quiet_ = false;
     }
-    if (quiet && pending) flush("stream synchronised", true);
+    if (quiet && pending) flush(reason, true);
     return quiet;
 }
 
@@ -216,6 +226,7 @@ void ContextState::set_paused(bool paused) {
 void ContextState::on_destroy() {
     last_clock_sample_ns_ = 0;  // the final flush takes a last clock sample
     flush("context destroyed");
+    if (std::getenv("GPUOBS_DEBUG")) log_pressure_counts();
     std::lock_guard<std::mutex> flush_lock(flush_mu_);
     std::lock_guard<std::mutex> lock(launch_mu_);
     destroyed_ = true;

@@ -23,6 +23,7 @@
 #include "gpuobs_schema.h"
 #include "recording_file.h"
 #include "ring_cut.h"
+#include "ring_pressure.h"
 
 namespace gpuobs {
 
@@ -33,6 +34,10 @@ uint64_t stripe_capacity_for(const Config& config, uint32_t stripes);
 void install_crash_drain();
 void watch_drains_on_crash(ContextState* state);
 uint64_t clock_ns(clockid_t id);  // any clock_gettime clock, in ns
+// context_flush.cpp: each stripe's claim and drop counters, read on `stream`; a sum.
+bool read_claims(gpuobs_stripe* device, uint32_t count, Sanitizer_StreamHandle stream, std::vector<uint64_t>* claimed,
+                 std::vector<uint64_t>* dropped);
+uint64_t sum_of(const std::vector<uint64_t>& v);
 
 struct LaunchInfo {
     const Sanitizer_LaunchData* data;
@@ -88,7 +93,10 @@ public:
     bool active() const { return active_.load(); }
     uint32_t device_index() const { return device_index_; }
 
-    void on_launch(const LaunchInfo& launch);
+    // on_launch and on_graph_replay return true when the rings' fill is due a
+    // measurement or relief: the caller then calls relieve_ring_pressure once the
+    // launch is enqueued (when the launching API call returns).
+    bool on_launch(const LaunchInfo& launch);
     // Functions the driver has just loaded (lazy loading): each gets its slot and
     // callback data now, before any launch, so that kernels launched from the
     // device (which the host never sees) write under their own name.
@@ -100,7 +108,14 @@ public:
     void on_graph_launch(uint64_t stream_key);
     // A replay of an exec whose kernel nodes are learned: one launch per node,
     // listed from the table (flagged FROM_NODE_TABLE), no per-node callback.
-    void on_graph_replay(const std::vector<LearnedNode>& nodes, uint64_t stream_key, uint32_t replay_id);
+    bool on_graph_replay(const std::vector<LearnedNode>& nodes, uint64_t stream_key, uint32_t replay_id);
+    // After a launch on `stream` (context_pressure.cpp): asks for a measurement of
+    // the rings' fill when one is due; when the estimate passes half a stripe, waits
+    // for a drain in progress, and when none is left to free room and this stream is
+    // the only one with launches in flight, synchronises it: a quiet point of the
+    // tool's own, where the window is cut and drained before the program goes on.
+    void relieve_ring_pressure(CUstream stream, uint64_t stream_key);
+    void log_pressure_counts() const;  // GPUOBS_DEBUG
     // Both return true at a quiet point (no launch of this context in flight)
     // that ends an interval with launches in it: where a window may turn.
     bool on_stream_synchronized(uint64_t stream_key);
@@ -145,6 +160,11 @@ private:
     // (the caller has seen every stream synchronised); 0 when the probe cannot run.
     uint64_t device_time_now();
     bool run_probe();
+    // Ring pressure (context_pressure.cpp). plan_blocks, under launch_mu_: a
+    // launch's blocks are planned into the estimate; true when it asks for action.
+    bool plan_blocks(uint64_t blocks, uint64_t warps_per_block);
+    bool measure_fill(Sanitizer_StreamHandle stream);
+    bool mark_synchronized(uint64_t stream_key, const char* reason);
     uint64_t arrivals_per_stripe() const { return stripe_capacity_ * GPUOBS_WARP_ARRIVALS_PER_EVENT; }
     // The flush's steps (context_flush.cpp). cut_window, under cut_mu_: the window's
     // launches and claim positions. drain_window, under flush_mu_ on the drain
@@ -219,6 +239,34 @@ private:
     uint64_t launches_total_ = 0;
     uint64_t unrecorded_launches_ = 0;  // while paused, since the last flush
     bool launched_since_quiet_ = false;
+    // Ring pressure (context_pressure.cpp), under launch_mu_: blocks (and
+    // block_starts' warp arrivals) listed since the last cut and all stripes' claims
+    // at that cut; the estimate of the fullest stripe's fill (ring_pressure.h).
+    uint64_t blocks_since_cut_ = 0, warps_since_cut_ = 0;
+    uint64_t claims_at_cut_ = 0, warp_claims_at_cut_ = 0;
+    FillEstimate fill_;
+    // The measuring thread: asked (measure_mu_), it reads the claim counters on its
+    // own stream, so that no launching thread calls the driver for it (one that did,
+    // inside its launch, hung an 8-thread storm) and a long drain does not delay it.
+    std::mutex measure_mu_;
+    std::condition_variable measure_cv_;
+    bool measure_requested_ = false, measuring_ = false, measure_thread_started_ = false;
+    uint64_t measures_done_ = 0;
+    Sanitizer_StreamHandle measure_stream_ = nullptr;
+    void request_measure();
+    void remeasure_after_drain();      // once measuring has begun
+    bool measure_now(int timeout_ms);  // asks, and waits for the answer
+    void measure_loop();
+    // One relief at a time (pressure_mu_, only ever tried); the rings' drained
+    // positions as of the last drain (drained_mu_, a leaf lock).
+    std::mutex pressure_mu_;
+    std::mutex drained_mu_;
+    std::vector<uint64_t> drained_view_, warp_drained_view_;
+    // What the pressure path did: the first synchronisation is said, the rest
+    // are in GPUOBS_DEBUG's line at the end.
+    struct PressureCounts {
+        std::atomic<uint64_t> asked{0}, measured{0}, relieve{0}, waited{0}, other_streams{0}, capturing{0}, synced{0};
+    } pressure_counts_;
 
     // The context's own NULL stream, for the copies the tool makes in callbacks (the
     // calling thread's current context may be another one, or none).

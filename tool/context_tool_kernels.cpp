@@ -117,15 +117,15 @@ bool ContextState::harvest_counts() {
     const uint32_t slots = GPUOBS_LAUNCH_TABLE_SIZE, stripes = GPUOBS_LAUNCH_COUNTER_STRIPES + 1;
     counter_staging_.assign(slots, 0);
     load_tool_kernels();
-    if (gather_fn_ != nullptr) {
+    CurrentContext current(ctx_);
+    // At process exit the driver may be torn down before the last drain: the
+    // context cannot be made current, and the plain copy below is all there is.
+    if (gather_fn_ != nullptr && current.pushed) {
         CudaDriver& d = driver();
-        CurrentContext current(ctx_);
         uint64_t* table = reinterpret_cast<uint64_t*>(counters_);
         uint32_t n = slots, k = stripes;
         void* args[] = {&table, &totals_, &n, &k};
-        CUresult launched = current.pushed
-                                ? d.launch_kernel(gather_fn_, 128, 1, 1, 256, 1, 1, 0, probe_stream_, args, nullptr)
-                                : CUDA_ERROR_INVALID_CONTEXT;
+        CUresult launched = d.launch_kernel(gather_fn_, 128, 1, 1, 256, 1, 1, 0, probe_stream_, args, nullptr);
         CUresult synced = launched == CUDA_SUCCESS ? d.stream_synchronize(probe_stream_) : CUDA_ERROR_NOT_READY;
         SanitizerResult copied =
             synced == CUDA_SUCCESS

@@ -37,6 +37,7 @@ bool CudaDriver::load() {
     bind(h, "cuGraphNodeGetType", &graph_node_get_type);
     bind(h, "cuGraphChildGraphNodeGetGraph", &graph_child_graph);
     bind(h, "cuThreadExchangeStreamCaptureMode", &exchange_capture_mode);
+    bind(h, "cuStreamIsCapturing", &stream_is_capturing);
     loaded = ok;
     return ok;
 }

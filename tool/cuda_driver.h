@@ -26,6 +26,8 @@ struct CudaDriver {
     // Optional: the tool's drain thread takes the relaxed capture mode, so that its
     // copies never invalidate a graph capture another thread has open.
     CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
+    // Optional: ring pressure never synchronises a stream being captured.
+    CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
     bool loaded = false;
 
     bool load();

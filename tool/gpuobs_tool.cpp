@@ -14,7 +14,9 @@
 #include <sanitizer.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -79,12 +81,80 @@ void on_resource(Sanitizer_CallbackId cbid, const void* cbdata) {
     }
 }
 
+// The context whose rings are due a fill check once the calling thread's launch
+// (or graph replay) is enqueued. LAUNCH_END notes the stream; the check runs when
+// the launching API call returns (its outermost exit), where the driver holds no
+// lock of the launch: a driver call made inside LAUNCH_END hung an 8-thread storm.
+thread_local ContextState* t_fill_check = nullptr;
+struct PendingFillCheck {
+    ContextState* state = nullptr;
+    CUstream stream = nullptr;
+    uint64_t stream_key = 0;
+};
+thread_local PendingFillCheck t_pending_check;
+thread_local int t_launch_api_depth = 0;
+
+void check_fill_after_launch(CUstream stream, uint64_t stream_key) {
+    if (t_fill_check == nullptr) return;
+    t_pending_check = {t_fill_check, stream, stream_key};
+    t_fill_check = nullptr;
+    if (t_launch_api_depth == 0) {  // no launch API call seen around it: check now
+        PendingFillCheck c = t_pending_check;
+        t_pending_check = PendingFillCheck();
+        c.state->relieve_ring_pressure(c.stream, c.stream_key);
+    }
+}
+
+constexpr Sanitizer_CallbackId kLaunchDriverApis[] = {SANITIZER_CBID_DRIVER_API_cuLaunchKernel,
+                                                      SANITIZER_CBID_DRIVER_API_cuLaunchKernel_ptsz,
+                                                      SANITIZER_CBID_DRIVER_API_cuLaunchKernelEx,
+                                                      SANITIZER_CBID_DRIVER_API_cuLaunchKernelEx_ptsz,
+                                                      SANITIZER_CBID_DRIVER_API_cuLaunchCooperativeKernel,
+                                                      SANITIZER_CBID_DRIVER_API_cuLaunchCooperativeKernel_ptsz,
+                                                      SANITIZER_CBID_DRIVER_API_cuGraphLaunch,
+                                                      SANITIZER_CBID_DRIVER_API_cuGraphLaunch_ptsz};
+constexpr Sanitizer_CallbackId kLaunchRuntimeApis[] = {SANITIZER_CBID_RUNTIME_API_cudaLaunchKernel,
+                                                       SANITIZER_CBID_RUNTIME_API_cudaLaunchKernel_ptsz,
+                                                       SANITIZER_CBID_RUNTIME_API_cudaLaunchKernelExC,
+                                                       SANITIZER_CBID_RUNTIME_API_cudaLaunchKernelExC_ptsz,
+                                                       SANITIZER_CBID_RUNTIME_API_cudaLaunchCooperativeKernel,
+                                                       SANITIZER_CBID_RUNTIME_API_cudaLaunchCooperativeKernel_ptsz,
+                                                       SANITIZER_CBID_RUNTIME_API_cudaGraphLaunch,
+                                                       SANITIZER_CBID_RUNTIME_API_cudaGraphLaunch_ptsz};
+
+bool is_launch_api(Sanitizer_CallbackDomain domain, Sanitizer_CallbackId cbid) {
+    if (domain == SANITIZER_CB_DOMAIN_DRIVER_API)
+        return std::find(std::begin(kLaunchDriverApis), std::end(kLaunchDriverApis), cbid) !=
+               std::end(kLaunchDriverApis);
+    if (domain == SANITIZER_CB_DOMAIN_RUNTIME_API)
+        return std::find(std::begin(kLaunchRuntimeApis), std::end(kLaunchRuntimeApis), cbid) !=
+               std::end(kLaunchRuntimeApis);
+    return false;
+}
+
+// The outermost launch API call's exit runs the check its launch asked for.
+void on_launch_api(Sanitizer_CallbackDomain domain, Sanitizer_CallbackId cbid, const Sanitizer_CallbackData* cd) {
+    if (!is_launch_api(domain, cbid)) return;
+    if (cd->callbackSite == SANITIZER_API_ENTER) {
+        ++t_launch_api_depth;
+        return;
+    }
+    if (t_launch_api_depth > 0 && --t_launch_api_depth > 0) return;
+    PendingFillCheck c = t_pending_check;
+    t_pending_check = PendingFillCheck();
+    if (c.state != nullptr) c.state->relieve_ring_pressure(c.stream, c.stream_key);
+}
+
 void on_launch(Sanitizer_CallbackId cbid, const void* cbdata) {
-    if (cbid != SANITIZER_CBID_LAUNCH_BEGIN) return;
     auto* ld = static_cast<const Sanitizer_LaunchData*>(cbdata);
+    if (cbid == SANITIZER_CBID_LAUNCH_END) {
+        check_fill_after_launch(ld->stream, (uint64_t)ld->hStream);
+        return;
+    }
+    if (cbid != SANITIZER_CBID_LAUNCH_BEGIN) return;
     g_tool->launch_callbacks.fetch_add(1, std::memory_order_relaxed);
     if (ContextState* s = context_state(ld->context, ld->device, true))
-        s->on_launch({ld, (uint64_t)ld->hStream, 0, false});
+        if (s->on_launch({ld, (uint64_t)ld->hStream, 0, false})) t_fill_check = s;
 }
 
 void on_graph(Sanitizer_CallbackId cbid, const void* cbdata) {
@@ -115,16 +185,20 @@ void on_graph(Sanitizer_CallbackId cbid, const void* cbdata) {
         std::vector<LearnedNode> nodes;
         t_replay.source = t.graphs.begin_replay(gd->graphExec, node_callbacks_on(), &nodes);
         t_replay.begun = true;
-        if (t_replay.source == GraphTable::Source::kTable)
-            s->on_graph_replay(nodes, (uint64_t)gd->hStream, t_replay.id);
+        if (t_replay.source == GraphTable::Source::kTable &&
+            s->on_graph_replay(nodes, (uint64_t)gd->hStream, t_replay.id))
+            t_fill_check = s;
         return;
     }
     if (cbid == SANITIZER_CBID_GRAPHS_LAUNCH_END) {
         auto* gd = static_cast<const Sanitizer_GraphLaunchData*>(cbdata);
-        if (gd->isGraphUpload || !learn) return;
-        if (t_replay.begun && t_replay.exec == gd->graphExec) t.graphs.end_replay(gd->graphExec, t_replay.source);
-        t_replay = ReplayInFlight();
-        update_node_callbacks();
+        if (gd->isGraphUpload) return;
+        if (learn) {
+            if (t_replay.begun && t_replay.exec == gd->graphExec) t.graphs.end_replay(gd->graphExec, t_replay.source);
+            t_replay = ReplayInFlight();
+            update_node_callbacks();
+        }
+        check_fill_after_launch(gd->stream, (uint64_t)gd->hStream);
         return;
     }
     if (cbid != SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN) return;
@@ -134,7 +208,8 @@ void on_graph(Sanitizer_CallbackId cbid, const void* cbdata) {
     const Sanitizer_LaunchData& ld = nd->launchData;
     const uint32_t replay = t_replay.exec == nd->graphExec ? t_replay.id : nd->launchId;
     if (ContextState* s = context_state(ld.context, ld.device, true)) {
-        s->on_launch({&ld, (uint64_t)ld.hApiStream, replay, true});
+        if (s->on_launch({&ld, (uint64_t)ld.hApiStream, replay, true}))
+            t_fill_check = s;  // checked at the replay's end
         if (learn && !s->paused()) {
             LearnedNode node{nd->node,
                              0,
@@ -204,6 +279,7 @@ void SANITIZERAPI callback(void*, Sanitizer_CallbackDomain domain, Sanitizer_Cal
             case SANITIZER_CB_DOMAIN_SYNCHRONIZE: on_sync(cbid, cbdata); break;
             case SANITIZER_CB_DOMAIN_DRIVER_API:
             case SANITIZER_CB_DOMAIN_RUNTIME_API:
+                on_launch_api(domain, cbid, static_cast<const Sanitizer_CallbackData*>(cbdata));
                 if (domain == SANITIZER_CB_DOMAIN_DRIVER_API)
                     on_driver_api(cbid, static_cast<const Sanitizer_CallbackData*>(cbdata));
                 if (!g_tool->config.api_trace) break;
@@ -258,6 +334,15 @@ bool start() {
     if (t.config.graph_nodes == Config::GraphNodes::kLearn)
         for (Sanitizer_CallbackId id : kGraphExecChanges)
             sanitizer().enable_callback(1, t.subscriber, SANITIZER_CB_DOMAIN_DRIVER_API, id);
+    // Modes that fill rings check them when a launch API call returns (ring pressure).
+    const uint32_t m = t.config.mode;
+    if (m == GPUOBS_MODE_BLOCK_TRACE || m == GPUOBS_MODE_BLOCK_STARTS || m == GPUOBS_MODE_MEM_SAMPLED ||
+        m == GPUOBS_MODE_MEM_FULL) {
+        for (Sanitizer_CallbackId id : kLaunchDriverApis)
+            sanitizer().enable_callback(1, t.subscriber, SANITIZER_CB_DOMAIN_DRIVER_API, id);
+        for (Sanitizer_CallbackId id : kLaunchRuntimeApis)
+            sanitizer().enable_callback(1, t.subscriber, SANITIZER_CB_DOMAIN_RUNTIME_API, id);
+    }
     if (t.config.api_trace)
         for (Sanitizer_CallbackDomain d : {SANITIZER_CB_DOMAIN_DRIVER_API, SANITIZER_CB_DOMAIN_RUNTIME_API})
             sanitizer().enable_domain(1, t.subscriber, d);

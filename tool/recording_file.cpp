@@ -15,21 +15,40 @@
 
 namespace gpuobs {
 
-// CRC-32 (IEEE 802.3, as zlib.crc32), table-driven.
-uint32_t crc32_update(uint32_t crc, const void* data, size_t size) {
-    static uint32_t table[256];
-    static bool ready = [] {
+// CRC-32 (IEEE 802.3, as zlib.crc32), eight bytes a step (slicing-by-8): a
+// drain checksums every record it writes, and a byte at a time held a drain of
+// 3.3 million records to 180 MB/s on the H200 machine.
+namespace {
+
+struct Crc32Tables {
+    uint32_t t[8][256];
+    Crc32Tables() {
         for (uint32_t i = 0; i < 256; ++i) {
             uint32_t c = i;
             for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-            table[i] = c;
+            t[0][i] = c;
         }
-        return true;
-    }();
-    (void)ready;
+        for (uint32_t i = 0; i < 256; ++i)
+            for (int k = 1; k < 8; ++k) t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xff];
+    }
+};
+
+}  // namespace
+
+uint32_t crc32_update(uint32_t crc, const void* data, size_t size) {
+    static const Crc32Tables tables;
+    const auto& t = tables.t;
     const uint8_t* p = static_cast<const uint8_t*>(data);
     crc = ~crc;
-    for (size_t i = 0; i < size; ++i) crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+    for (; size >= 8; size -= 8, p += 8) {
+        uint32_t lo, hi;  // little-endian words, as the CPUs the tool runs on
+        std::memcpy(&lo, p, 4);
+        std::memcpy(&hi, p + 4, 4);
+        lo ^= crc;
+        crc = t[7][lo & 0xff] ^ t[6][(lo >> 8) & 0xff] ^ t[5][(lo >> 16) & 0xff] ^ t[4][lo >> 24] ^ t[3][hi & 0xff] ^
+              t[2][(hi >> 8) & 0xff] ^ t[1][(hi >> 16) & 0xff] ^ t[0][hi >> 24];
+    }
+    for (; size > 0; --size) crc = t[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
     return ~crc;
 }
 

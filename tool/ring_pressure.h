@@ -1,0 +1,54 @@
+// When the rings are filling faster than quiet points drain them. The host knows
+// every launch's grid before it runs, so it keeps an estimate of the fullest
+// stripe: what the last measurement of the claim counters found, plus the share
+// of every launch planned since. Past half a stripe the launching thread waits
+// for a drain, or makes a quiet point of its own (context_pressure.cpp). Plain
+// arithmetic, checked against a simulated device by tests/native/ring_pressure_check.cpp.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace gpuobs {
+
+// How many of a launch's blocks one stripe (SM) may take, as planned from the
+// grid alone: a grid wider than the GPU spreads over every SM (twice the even
+// share, for SMs other kernels keep busy), a small one may land on a single SM.
+inline uint64_t stripe_share(uint64_t blocks, uint32_t stripes) {
+    if (stripes == 0) return blocks;
+    return std::min(blocks, 2 * ((blocks + stripes - 1) / stripes) + 16);
+}
+
+// The fullest stripe's claims not yet drained. claimed: each stripe's counter;
+// drained: each stripe's first undrained position.
+inline uint64_t undrained_worst(const std::vector<uint64_t>& claimed, const std::vector<uint64_t>& drained) {
+    uint64_t worst = 0;
+    for (size_t s = 0; s < claimed.size() && s < drained.size(); ++s)
+        worst = std::max(worst, claimed[s] > drained[s] ? claimed[s] - drained[s] : 0);
+    return worst;
+}
+
+// The estimate of the fullest stripe's fill, in records of one stripe of
+// per_stripe. `planned` only grows; a measurement (taken while launches go on)
+// replaces everything planned before it began.
+struct FillEstimate {
+    uint64_t per_stripe = 1;
+    bool counts_plan = true;  // memory modes: records per block unknown, only measurements count
+    uint64_t planned = 0, planned_at_measure = 0, measured = 0, planned_at_request = 0;
+
+    void plan(uint64_t share) { planned += share; }
+    uint64_t estimate() const { return measured + (counts_plan ? planned - planned_at_measure : 0); }
+    bool needs_relief() const { return estimate() >= per_stripe / 2; }
+    // A measurement is asked for every sixteenth of a stripe planned.
+    bool measure_due() const { return planned - planned_at_request >= std::max<uint64_t>(per_stripe / 16, 1); }
+    void requested() { planned_at_request = planned; }
+    // fill: the undrained worst plus the planned share of blocks launched, not yet
+    // started, when the counters were read; planned_then: `planned` just before.
+    void measured_at(uint64_t fill, uint64_t planned_then) {
+        if (planned_then < planned_at_measure) return;  // an older measurement, finished late
+        measured = fill;
+        planned_at_measure = planned_then;
+    }
+};
+
+}  // namespace gpuobs
