@@ -51,7 +51,7 @@ bool ContextState::plan_blocks(uint64_t blocks, uint64_t warps_per_block) {
     // Memory modes write an unknown number of records per block: the plan only
     // paces their measurements, and what is measured decides.
     fill_.plan(share);
-    return fill_.needs_relief() || fill_.measure_due();
+    return fill_.needs_relief() || fill_.measure_due();  // past half: a measurement at every launch
 }
 
 // The fullest stripe's undrained claims (each ring in records of the event
@@ -170,15 +170,15 @@ bool ContextState::measure_now(int timeout_ms) {
 void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
     InTool guard;
     if (!active_ || paused_) return;
-    bool relieve, measure;
+    bool wait, measure;
     {
         std::lock_guard<std::mutex> lock(launch_mu_);
-        relieve = fill_.needs_relief();
-        measure = fill_.measure_due();
+        wait = fill_.must_wait();
+        measure = fill_.measure_due() || fill_.needs_relief();
         if (measure) fill_.requested();
     }
     ++pressure_counts_.asked;
-    if (!relieve) {
+    if (!wait) {
         if (measure) request_measure();
         return;
     }

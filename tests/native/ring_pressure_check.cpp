@@ -4,9 +4,10 @@
 // one stripe (its blocks spread over a random half or more of the stripes, as a
 // grid does when other kernels hold some SMs); drains finish at random times.
 // The host plans every launch into its estimate of the fullest stripe; the
-// measurements it asks for arrive late or not at all; when the estimate passes
-// half a stripe it waits for a drain in progress and measures, and if still past
-// half, synchronises (every queued block starts), cuts and waits for that drain.
+// measurements it asks for (every sixteenth of a stripe, and at every launch past
+// half) arrive late or not at all; when the estimate passes three quarters it
+// waits for a drain in progress and measures, and if still past half,
+// synchronises (every queued block starts), cuts and waits for that drain.
 // Checked: no claim ever passes its stripe's limit (a drop), and the host
 // synchronises no more than needed (at most 6 times per ring's worth of blocks,
 // plus one: blocks crowd onto half the stripes and a stripe is relieved at half
@@ -94,8 +95,8 @@ int main() {
                         est.measured_at(measured_fill, measured_planned);
                         measuring = false;
                     }
-                    if (!est.needs_relief()) {
-                        if (est.measure_due() && !measuring) {
+                    if (!est.must_wait()) {
+                        if ((est.measure_due() || est.needs_relief()) && !measuring) {
                             est.requested();
                             measuring = true;
                             measured_fill = undrained_worst(claimed, drained) + stripe_share(queued, stripes);
