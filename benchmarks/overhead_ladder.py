@@ -4,6 +4,14 @@ either in a process or not), and each cell is the median over rounds of the
 per-process median of device times.
 
     python benchmarks/overhead_ladder.py --rounds 2 --out docs/benchmarks.md
+
+Two builds of the tool side by side in one run (an A/B of a change): build the
+other one with its own Makefile and name it; `MODE@NAME` runs MODE under it.
+
+    git archive main tool schemas device_patches | tar -x -C ab_base
+    make -C ab_base/tool OUT=$PWD/ab_base/build
+    python benchmarks/overhead_ladder.py --tool-variant base=ab_base/build \
+        --configs none,block_noop,block_noop@base,block_starts,block_starts@base
 """
 
 import argparse
@@ -18,6 +26,11 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "exporter"))
+from gpuobs.record import native_build  # noqa: E402
+from gpuobs.record.run import RecordOptions, tool_environment  # noqa: E402
+
+TOOL_VARIANTS: dict = {}  # NAME -> NativeBuild (--tool-variant)
 CONFIGS = [
     "none",
     "off",
@@ -64,13 +77,48 @@ def run_worker(cmd: list, env: dict | None = None) -> dict:
     return json.loads(line[len("GPUOBS_BENCH ") :])
 
 
+def split_config(config: str) -> tuple[str, list, str]:
+    """MODE+VARIANT...@TOOL -> (MODE, [VARIANT, ...], TOOL or "")."""
+    body, _, tool = config.partition("@")
+    mode, *variants = body.split("+")
+    return mode, variants, tool
+
+
+def variant_builds(specs: list) -> dict:
+    """NAME=DIR (a folder built by tool/Makefile) -> the NativeBuild to inject."""
+    builds = {}
+    for spec in specs:
+        name, sep, folder = spec.partition("=")
+        d = Path(folder).resolve()
+        files = [d / "libgpuobs_tool.so", d / "gpuobs_patches.fatbin", d / "gpuobs_clock_probe.fatbin"]
+        missing = [p.name for p in files if not p.is_file()]
+        if not sep or not name or missing:
+            wanted = ", ".join(missing) or "the three built files"
+            sys.exit(f"--tool-variant {spec}: want NAME=DIR with {wanted} in DIR")
+        build = native_build.NativeBuild(d, *files, native_build.find_toolchain().sanitizer_lib)
+        builds[name] = build
+    return builds
+
+
+def run_variant(mode: str, tool: str, reps: int, only: str, workdir: Path) -> dict:
+    """MODE under another build of the tool: the worker with that build's environment
+    (as `gpuobs record` makes it, with the ladder's buffer)."""
+    opts = RecordOptions(mode=mode, capacity=1 << 24, output=workdir / f"bench_{mode}@{tool}.gpuobs")
+    opts.output.unlink(missing_ok=True)
+    return run_worker(worker_command(reps, only), tool_environment(TOOL_VARIANTS[tool], opts))
+
+
 def run_config(config: str, reps: int, only: str, workdir: Path) -> dict:
     worker = worker_command(reps, only)
     env = None
     if config == "none":
         cmd = worker
     else:
-        mode, *variants = config.split("+")
+        mode, variants, tool = split_config(config)
+        if tool:
+            if variants:
+                sys.exit(f"{config}: a tool variant takes no +VARIANT")
+            return run_variant(mode, tool, reps, only, workdir)
         flags = {"api": ["--api-trace"], "nographs": ["--graph-nodes", "none"], "everynode": ["--graph-nodes", "every"]}
         window = next((v for v in variants if v.startswith("window")), "")
         if window:  # windowN: the worker records 1 repetition in N (recording windows)
@@ -145,10 +193,10 @@ def table(samples: dict, configs: list, rounds_done: int, args) -> str:
             text = fmt(v)
             if base and c != "none":
                 text += f" ({v / base:.2f}x"
-                mode, *variants = c.split("+")
+                mode, variants, tool = split_config(c)
                 for noop in NOOP_OF.get(mode, ()):
-                    # the no-op rung with the same variants (e.g. +nographs), else the plain one
-                    same = "+".join([noop, *variants])
+                    # the no-op rung with the same variants (e.g. +nographs) and tool, else the plain one
+                    same = "+".join([noop, *variants]) + (f"@{tool}" if tool else "")
                     ref = same if cell.get((same, w)) else noop
                     if cell.get((ref, w)):
                         text += f"; {v / cell[ref, w]:.2f}x {ref}"
@@ -197,6 +245,13 @@ def main():
     p.add_argument("--only", default="")
     p.add_argument("--configs", default=",".join(CONFIGS))
     p.add_argument("--out", default="", help="the table, rewritten after every round")
+    p.add_argument(
+        "--tool-variant",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="another build of the tool (tool/Makefile's OUT folder); configs MODE@NAME run under it",
+    )
     p.add_argument("--from-log", default="", help="only print the table of an earlier run's log")
     p.add_argument(
         "--across-rounds",
@@ -207,6 +262,10 @@ def main():
     )
     args = p.parse_args()
     configs = args.configs.split(",")
+    TOOL_VARIANTS.update(variant_builds(args.tool_variant))
+    unknown = sorted({split_config(c)[2] for c in configs} - set(TOOL_VARIANTS) - {""})
+    if unknown and not args.from_log:
+        sys.exit(f"configs name tool variants not given with --tool-variant: {', '.join(unknown)}")
     if args.from_log:
         samples, done = samples_from_log(Path(args.from_log), configs)
         print(table(samples, configs, done, args))

@@ -50,3 +50,38 @@ def test_table_from_a_log_cut_short(tmp_path):
     text = ladder.table(samples, configs, rounds, args)
     row = next(line for line in text.splitlines() if line.startswith("| w |")).rstrip(" |").split(" | ")
     assert row[4] == "5.000 (5.00x; 1.25x block_trace_noop; 2.50x block_noop)" and "--across-rounds min" in text
+
+
+def test_a_tool_variant_is_compared_with_its_own_noop_rung(tmp_path):
+    """MODE@NAME (another build of the tool, --tool-variant) against NAME's no-op
+    rung, and against the plain one when NAME has none."""
+    ladder = _ladder()
+    log = tmp_path / "ladder.log"
+    log.write_text(
+        "round 0 none: {'w': 1.0}\n"
+        "round 0 block_noop: {'w': 2.0}\n"
+        "round 0 block_noop@base: {'w': 2.5}\n"
+        "round 0 block_starts: {'w': 3.0}\n"
+        "round 0 block_starts@base: {'w': 5.0}\n"
+        "round 0 block_counter@base: {'w': 4.0}\n"
+    )
+    configs = ["none", "block_noop", "block_noop@base", "block_starts", "block_starts@base", "block_counter@base"]
+    samples, rounds = ladder.samples_from_log(log, configs)
+    args = argparse.Namespace(rounds=1, reps=10, from_log=str(log), across_rounds="median")
+    row = next(line for line in ladder.table(samples, configs, rounds, args).splitlines() if line.startswith("| w |"))
+    cells = row.rstrip(" |").split(" | ")
+    assert cells[4] == "3.000 (3.00x; 1.50x block_noop)"
+    assert cells[5] == "5.000 (5.00x; 2.00x block_noop@base)"
+    assert cells[6] == "4.000 (4.00x; 1.60x block_noop@base)"
+    assert ladder.split_config("block_counter+nographs@base") == ("block_counter", ["nographs"], "base")
+
+
+def test_a_tool_variant_folder_missing_its_files_is_refused(tmp_path):
+    ladder = _ladder()
+    (tmp_path / "libgpuobs_tool.so").write_bytes(b"")
+    try:
+        ladder.variant_builds([f"base={tmp_path}"])
+    except SystemExit as e:
+        assert "gpuobs_patches.fatbin, gpuobs_clock_probe.fatbin" in str(e)
+    else:
+        raise AssertionError("a folder without the patches was accepted")
