@@ -323,6 +323,28 @@ def _runs_alone(code, env=None):
     return proc.returncode == 0, proc.stderr[-800:]
 
 
+def test_relief_gives_up_on_a_stream_that_waits_for_its_own_thread(tmp_path, programs):
+    """The launching stream first runs a kernel that spins until the launching
+    thread writes a host flag, which it does only after its last launch: a tool
+    that synchronised that stream to make room would wait forever. The relief
+    polls it for 2 s, gives up (said on stderr) and does not wait on it again until
+    the program synchronises it; the program finishes, the blocks that did not fit
+    are dropped and counted, and counts stay exact."""
+    launches, blocks = 1000, 256
+    env = dict(os.environ, STORM_HOST_GATE="1")
+    proc, rec = record(
+        tmp_path, "block_trace", storm(programs, 1, launches, blocks, launches), "--capacity", str(512 * 132), env=env
+    )
+    assert "still busy after 2 s" in proc.stderr, proc.stderr
+    f = rec.flushes
+    assert (f["recorded"] + f["dropped"] == f["attempted"]).all()
+    table = analysis.launch_table(rec)
+    storm_launches = [i for i, launch in enumerate(rec.launches) if "storm_kernel" in rec.launch_function(launch).name]
+    assert len(storm_launches) == launches
+    assert (table.counted[storm_launches] == blocks).all()
+    assert rec.totals["recorded"] + rec.totals["dropped"] == rec.totals["attempted"] >= launches * blocks
+
+
 @pytest.mark.parametrize("preallocate", ["true", "false"])
 def test_jax(tmp_path, preallocate):
     pytest.importorskip("jax")

@@ -167,6 +167,21 @@ bool ContextState::measure_now(int timeout_ms) {
     return measure_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return measures_done_ >= target; });
 }
 
+// Polled, not synchronised: the stream's work may wait on something this thread
+// does after its launch (a host-written flag, an event it records later), and a
+// tool that waited for it forever would hang the program.
+bool ContextState::wait_for_stream(CUstream stream, int timeout_ms) {
+    CudaDriver& d = driver();
+    if (d.stream_query == nullptr) return false;
+    const uint64_t deadline = monotonic_ns() + (uint64_t)timeout_ms * 1000000ull;
+    for (;;) {
+        const CUresult r = d.stream_query(stream);
+        if (r == CUDA_SUCCESS) return true;
+        if (r != CUDA_ERROR_NOT_READY || monotonic_ns() > deadline) return false;
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+}
+
 void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
     InTool guard;
     if (!active_ || paused_) return;
@@ -208,6 +223,7 @@ void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
             ++pressure_counts_.other_streams;
             return;
         }
+        if (busy_streams_.count(stream_key)) return;  // given up on until the program synchronises it
     }
     // Never on a stream being captured (its launches do not run; a sync would end
     // the capture), and in the relaxed capture mode, so that another thread's
@@ -221,9 +237,20 @@ void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     const bool exchanged =
         driver().exchange_capture_mode != nullptr && driver().exchange_capture_mode(&mode) == CUDA_SUCCESS;
-    const CUresult synced = driver().stream_synchronize(stream);
+    const bool idle = wait_for_stream(stream, 2000);
     if (exchanged) driver().exchange_capture_mode(&mode);
-    if (synced != CUDA_SUCCESS) return;
+    if (!idle) {
+        {
+            std::lock_guard<std::mutex> lock(launch_mu_);
+            busy_streams_.insert(stream_key);
+        }
+        if (pressure_counts_.gave_up++ == 0)
+            GPUOBS_LOG(
+                "device %u: the launching stream was still busy after 2 s while its rings were filling; gpuobs "
+                "goes on without a quiet point (its work may wait on this thread), and what does not fit is dropped",
+                device_index_);
+        return;
+    }
     if (pressure_counts_.synced++ == 0)
         GPUOBS_LOG(
             "device %u: the program launched more blocks between synchronisations than the rings hold; "
@@ -240,11 +267,11 @@ void ContextState::log_pressure_counts() const {
     if (c.asked == 0) return;
     GPUOBS_LOG(
         "device %u ring pressure: %llu launches asked, %llu measurements, %llu reliefs; %llu waits for a drain, "
-        "%llu left to other streams, %llu on a capturing stream, %llu synchronisations",
+        "%llu left to other streams, %llu on a capturing stream, %llu synchronisations, %llu given up",
         device_index_, (unsigned long long)c.asked.load(), (unsigned long long)c.measured.load(),
         (unsigned long long)c.relieve.load(), (unsigned long long)c.waited.load(),
         (unsigned long long)c.other_streams.load(), (unsigned long long)c.capturing.load(),
-        (unsigned long long)c.synced.load());
+        (unsigned long long)c.synced.load(), (unsigned long long)c.gave_up.load());
 }
 
 }  // namespace gpuobs

@@ -188,6 +188,7 @@ bool ContextState::mark_synchronized(uint64_t stream_key, const char* reason) {
     {
         std::lock_guard<std::mutex> lock(launch_mu_);
         unsynced_streams_.erase(stream_key);
+        busy_streams_.erase(stream_key);
         quiet = unsynced_streams_.empty() && launched_since_quiet_;
         pending = !pending_launches_.empty() || unrecorded_launches_ != 0;
         if (quiet) launched_since_quiet_ = false;
@@ -201,6 +202,7 @@ bool ContextState::on_context_synchronized() {
     {
         std::lock_guard<std::mutex> lock(launch_mu_);
         unsynced_streams_.clear();
+        busy_streams_.clear();
         quiet = launched_since_quiet_;
         pending = !pending_launches_.empty() || unrecorded_launches_ != 0;
         launched_since_quiet_ = false;

@@ -164,6 +164,7 @@ private:
     // launch's blocks are planned into the estimate; true when it asks for action.
     bool plan_blocks(uint64_t blocks, uint64_t warps_per_block);
     bool measure_fill(Sanitizer_StreamHandle stream);
+    bool wait_for_stream(CUstream stream, int timeout_ms);  // true once idle
     bool mark_synchronized(uint64_t stream_key, const char* reason);
     uint64_t arrivals_per_stripe() const { return stripe_capacity_ * GPUOBS_WARP_ARRIVALS_PER_EVENT; }
     // The flush's steps (context_flush.cpp). cut_window, under cut_mu_: the window's
@@ -245,6 +246,9 @@ private:
     uint64_t blocks_since_cut_ = 0, warps_since_cut_ = 0;
     uint64_t claims_at_cut_ = 0, warp_claims_at_cut_ = 0;
     FillEstimate fill_;
+    // Streams a relief waited 2 s for in vain: not waited for again until the
+    // program synchronises them (their work may wait on the program's thread).
+    std::unordered_set<uint64_t> busy_streams_;
     // The measuring thread: asked (measure_mu_), it reads the claim counters on its
     // own stream, so that no launching thread calls the driver for it (one that did,
     // inside its launch, hung an 8-thread storm) and a long drain does not delay it.
@@ -265,7 +269,8 @@ private:
     // What the pressure path did: the first synchronisation is said, the rest
     // are in GPUOBS_DEBUG's line at the end.
     struct PressureCounts {
-        std::atomic<uint64_t> asked{0}, measured{0}, relieve{0}, waited{0}, other_streams{0}, capturing{0}, synced{0};
+        std::atomic<uint64_t> asked{0}, measured{0}, relieve{0}, waited{0}, other_streams{0}, capturing{0}, synced{0},
+            gave_up{0};
     } pressure_counts_;
 
     // The context's own NULL stream, for the copies the tool makes in callbacks (the
