@@ -277,6 +277,8 @@ def test_a_small_ring_fills_without_dropping(tmp_path, programs, mode, every):
         tmp_path, mode, storm(programs, 1, launches, blocks, every), "--capacity", str(512 * 132), name=mode
     )
     assert ("synchronises the launching stream" in proc.stderr) == (every == 1000), proc.stderr
+    # The recording says the program was made to wait, how often and how long.
+    assert [n for n in rec.notices if n.code == "program_waited" and "waited" in n.text], rec.notices
     f = rec.flushes
     assert (f["recorded"] + f["dropped"] == f["attempted"]).all()
     assert int(f["attempted"].sum()) == launches * blocks
@@ -336,6 +338,7 @@ def test_relief_gives_up_on_a_stream_that_waits_for_its_own_thread(tmp_path, pro
         tmp_path, "block_trace", storm(programs, 1, launches, blocks, launches), "--capacity", str(512 * 132), env=env
     )
     assert "still busy after 2 s" in proc.stderr, proc.stderr
+    assert [n for n in rec.notices if n.code == "program_waited"], rec.notices
     f = rec.flushes
     assert (f["recorded"] + f["dropped"] == f["attempted"]).all()
     table = analysis.launch_table(rec)

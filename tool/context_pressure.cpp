@@ -14,6 +14,7 @@
 #include <pthread.h>
 
 #include <chrono>
+#include <cstdio>
 #include <thread>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "context_state.h"
 #include "cuda_driver.h"
 #include "log.h"
+#include "notice.h"
 #include "sanitizer_api.h"
 
 namespace gpuobs {
@@ -200,6 +202,15 @@ void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
     std::unique_lock<std::mutex> pressure(pressure_mu_, std::try_to_lock);
     if (!pressure.owns_lock()) return;  // another thread is relieving
     ++pressure_counts_.relieve;
+    // From here the launching thread waits (for a measurement at least): counted.
+    struct Waited {
+        PressureCounts& c;
+        uint64_t from = monotonic_ns();
+        ~Waited() {
+            ++c.waits;
+            c.waited_ns += monotonic_ns() - from;
+        }
+    } waited{pressure_counts_};
     auto still_full = [&] {
         if (!measure_now(1000)) return true;
         std::lock_guard<std::mutex> lock(launch_mu_);
@@ -260,6 +271,19 @@ void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
     mark_synchronized(stream_key, "rings filling");
     wait_for_drains(5000);
     measure_now(1000);
+}
+
+void ContextState::note_program_waits() {
+    const PressureCounts& c = pressure_counts_;
+    if (c.waits == 0 || waits_noted_.exchange(true)) return;
+    char text[400];
+    std::snprintf(text, sizeof text,
+                  "device %u: so that no record was dropped, the program's launching threads waited %llu times for "
+                  "the rings, %.1f ms in all (%llu of them for a stream synchronisation gpuobs made: quiet points "
+                  "the program did not make); host timings in this recording include those waits",
+                  device_index_, (unsigned long long)c.waits.load(), c.waited_ns.load() / 1e6,
+                  (unsigned long long)c.synced.load());
+    write_notice(file_, GPUOBS_NOTICE_PROGRAM_WAITED, device_index_, text);
 }
 
 void ContextState::log_pressure_counts() const {

@@ -228,6 +228,7 @@ void ContextState::set_paused(bool paused) {
 void ContextState::on_destroy() {
     last_clock_sample_ns_ = 0;  // the final flush takes a last clock sample
     flush("context destroyed");
+    note_program_waits();
     if (std::getenv("GPUOBS_DEBUG")) log_pressure_counts();
     std::lock_guard<std::mutex> flush_lock(flush_mu_);
     std::lock_guard<std::mutex> lock(launch_mu_);

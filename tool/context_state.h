@@ -116,6 +116,9 @@ public:
     // tool's own, where the window is cut and drained before the program goes on.
     void relieve_ring_pressure(CUstream stream, uint64_t stream_key);
     void log_pressure_counts() const;  // GPUOBS_DEBUG
+    // A notice in the file (and on stderr), once: how often and how long the
+    // program's threads waited for the rings, so its timings are read knowingly.
+    void note_program_waits();
     // Both return true at a quiet point (no launch of this context in flight)
     // that ends an interval with launches in it: where a window may turn.
     bool on_stream_synchronized(uint64_t stream_key);
@@ -249,6 +252,7 @@ private:
     // Streams a relief waited 2 s for in vain: not waited for again until the
     // program synchronises them (their work may wait on the program's thread).
     std::unordered_set<uint64_t> busy_streams_;
+    std::atomic<bool> waits_noted_{false};
     // The measuring thread: asked (measure_mu_), it reads the claim counters on its
     // own stream, so that no launching thread calls the driver for it (one that did,
     // inside its launch, hung an 8-thread storm) and a long drain does not delay it.
@@ -270,7 +274,7 @@ private:
     // are in GPUOBS_DEBUG's line at the end.
     struct PressureCounts {
         std::atomic<uint64_t> asked{0}, measured{0}, relieve{0}, waited{0}, other_streams{0}, capturing{0}, synced{0},
-            gave_up{0};
+            gave_up{0}, waits{0}, waited_ns{0};
     } pressure_counts_;
 
     // The context's own NULL stream, for the copies the tool makes in callbacks (the
