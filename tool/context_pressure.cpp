@@ -121,7 +121,16 @@ void ContextState::measure_loop() {
             CurrentContext current(ctx_);
             ok = current.pushed && measure_fill(measure_stream_);
         }
-        if (ok) ++pressure_counts_.measured;
+        if (ok) {
+            ++pressure_counts_.measured;
+        } else if (!measuring_broken_.exchange(true)) {
+            // Without readings the estimate never falls: relief would synchronise at
+            // every launch. Left to drops (counted) instead, said once.
+            GPUOBS_LOG(
+                "device %u: cannot read the rings' claim counters on the measuring thread; rings that fill "
+                "drop what they cannot hold",
+                device_index_);
+        }
         {
             std::lock_guard<std::mutex> lock(measure_mu_);
             ++measures_done_;
@@ -142,6 +151,7 @@ void ContextState::request_measure() {
             } catch (const std::exception& e) {
                 GPUOBS_LOG("cannot start the ring-measuring thread (%s); rings that fill drop what they cannot hold",
                            e.what());
+                measuring_broken_ = true;
             }
         }
     }
@@ -186,7 +196,7 @@ bool ContextState::wait_for_stream(CUstream stream, int timeout_ms) {
 
 void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
     InTool guard;
-    if (!active_ || paused_) return;
+    if (!active_ || paused_ || measuring_broken_) return;
     bool wait, measure;
     {
         std::lock_guard<std::mutex> lock(launch_mu_);

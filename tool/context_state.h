@@ -253,6 +253,7 @@ private:
     // program synchronises them (their work may wait on the program's thread).
     std::unordered_set<uint64_t> busy_streams_;
     std::atomic<bool> waits_noted_{false};
+    std::atomic<bool> measuring_broken_{false};  // no thread or no stream to measure with: relief is off
     // The measuring thread: asked (measure_mu_), it reads the claim counters on its
     // own stream, so that no launching thread calls the driver for it (one that did,
     // inside its launch, hung an 8-thread storm) and a long drain does not delay it.
