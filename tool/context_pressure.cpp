@@ -226,10 +226,10 @@ void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
         std::lock_guard<std::mutex> lock(launch_mu_);
         return fill_.needs_relief();
     };
-    // A drain in progress frees what it holds.
-    if (windows_drained_.load() < windows_cut_.load()) {
+    // A drain in progress frees what it holds (once its copies are done).
+    if (windows_released_.load() < windows_cut_.load()) {
         ++pressure_counts_.waited;
-        if (!wait_for_drains(5000))
+        if (!wait_for_release(5000))
             GPUOBS_LOG("device %u: a drain took over 5 s while a launching thread waited for it; going on",
                        device_index_);
         if (!still_full()) return;
@@ -279,7 +279,7 @@ void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
             device_index_);
     // The quiet point's window is cut and drained before the program goes on.
     mark_synchronized(stream_key, "rings filling");
-    wait_for_drains(5000);
+    wait_for_release(5000);
     measure_now(1000);
 }
 

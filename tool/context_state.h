@@ -192,6 +192,12 @@ private:
     std::condition_variable queue_cv_;
     std::deque<FlushWindow> queue_;
     std::atomic<uint64_t> windows_cut_{0}, windows_drained_{0};  // read without the lock by wait_for_drains
+    // Windows whose ring positions are free again (limits raised), which comes
+    // before their records are classified and written: what a relief waits for.
+    // release_target_ (flush_mu_): the count the drain under way releases.
+    std::atomic<uint64_t> windows_released_{0};
+    uint64_t release_target_ = 0;
+    bool wait_for_release(int timeout_ms) const;
     bool drain_thread_started_ = false;
     std::atomic<bool> drain_thread_failed_{false};
     CUcontext ctx_;
