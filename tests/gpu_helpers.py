@@ -15,6 +15,7 @@ def record(tmp_path, mode, cmd, *extra, name=None, check=True, env=None):
         capture_output=True,
         text=True,
         env=env,
+        timeout=900,  # a hang fails the test instead of the run
     )
     print(proc.stdout[-4000:], proc.stderr[-4000:])
     if check:

@@ -6,6 +6,7 @@ storm, and the frameworks users run (JAX, CuPy, numba-cuda). Marked gpu."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -277,8 +278,9 @@ def test_a_small_ring_fills_without_dropping(tmp_path, programs, mode, every):
         tmp_path, mode, storm(programs, 1, launches, blocks, every), "--capacity", str(512 * 132), name=mode
     )
     assert ("synchronises the launching stream" in proc.stderr) == (every == 1000), proc.stderr
-    # The recording says the program was made to wait, how often and how long.
-    assert [n for n in rec.notices if n.code == "program_waited" and "waited" in n.text], rec.notices
+    if every == 1000:  # the tool's own quiet points: the recording says the program waited, how often
+        waited = [n for n in rec.notices if n.code == "program_waited"]
+        assert waited and int(re.search(r"waited (\d+) times", waited[0].text).group(1)) > 0, rec.notices
     f = rec.flushes
     assert (f["recorded"] + f["dropped"] == f["attempted"]).all()
     assert int(f["attempted"].sum()) == launches * blocks
@@ -337,8 +339,12 @@ def test_relief_gives_up_on_a_stream_that_waits_for_its_own_thread(tmp_path, pro
     proc, rec = record(
         tmp_path, "block_trace", storm(programs, 1, launches, blocks, launches), "--capacity", str(512 * 132), env=env
     )
-    assert "still busy after 2 s" in proc.stderr, proc.stderr
+    # Polled for 2 s once, then the stream is left alone until the program syncs it.
+    assert proc.stderr.count("still busy after 2 s") == 1, proc.stderr
+    ran = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert ran["ms"] < 10000, ran
     assert [n for n in rec.notices if n.code == "program_waited"], rec.notices
+    assert rec.totals["dropped"] > 0  # the gate held the blocks back until the ring could not take them all
     f = rec.flushes
     assert (f["recorded"] + f["dropped"] == f["attempted"]).all()
     table = analysis.launch_table(rec)

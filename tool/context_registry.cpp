@@ -169,6 +169,10 @@ void synchronize_context(CUcontext ctx) {
     if (current.pushed) driver().ctx_synchronize();
 }
 
+void stop_all_measuring() {
+    for (auto& [ctx, state] : all_contexts()) state->stop_measuring();
+}
+
 uint64_t flush_all(const char* reason, bool synchronize) {
     auto states = all_contexts();
     for (auto& [ctx, state] : states) {

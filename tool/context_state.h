@@ -116,6 +116,12 @@ public:
     // tool's own, where the window is cut and drained before the program goes on.
     void relieve_ring_pressure(CUstream stream, uint64_t stream_key);
     void log_pressure_counts() const;  // GPUOBS_DEBUG
+    // A launch whose API call was not seen around it: only a measurement is asked
+    // for (waiting inside the launch callback itself hung a storm on the H200).
+    void ask_for_measurement();
+    // Before the context goes (destroy, process exit): no measurement is started
+    // again, and one under way is waited for (up to 0.5 s).
+    void stop_measuring();
     // A notice in the file (and on stderr), once: how often and how long the
     // program's threads waited for the rings, so its timings are read knowingly.
     void note_program_waits();
@@ -167,8 +173,11 @@ private:
     // launch's blocks are planned into the estimate; true when it asks for action.
     bool plan_blocks(uint64_t blocks, uint64_t warps_per_block);
     bool measure_fill(Sanitizer_StreamHandle stream);
-    bool wait_for_stream(CUstream stream, int timeout_ms);  // true once idle
-    bool mark_synchronized(uint64_t stream_key, const char* reason);
+    enum class StreamWait { kIdle, kBusy, kUnknown };  // kUnknown: no query, or it failed
+    StreamWait wait_for_stream(CUstream stream, int timeout_ms);
+    // expected_in_flight: when not 0, the stream is marked only if it still has
+    // exactly that many launches in flight (no other thread launched on it since).
+    bool mark_synchronized(uint64_t stream_key, const char* reason, uint64_t expected_in_flight = 0);
     uint64_t arrivals_per_stripe() const { return stripe_capacity_ * GPUOBS_WARP_ARRIVALS_PER_EVENT; }
     // The flush's steps (context_flush.cpp). cut_window, under cut_mu_: the window's
     // launches and claim positions. drain_window, under flush_mu_ on the drain
@@ -259,7 +268,11 @@ private:
     // program synchronises them (their work may wait on the program's thread).
     std::unordered_set<uint64_t> busy_streams_;
     std::atomic<bool> waits_noted_{false};
-    std::atomic<bool> measuring_broken_{false};  // no thread or no stream to measure with: relief is off
+    std::atomic<bool> measuring_broken_{false};   // no thread or no stream to measure with: relief is off
+    std::atomic<bool> measuring_stopped_{false};  // the context is going (stop_measuring)
+    // A wait for a drain's release that ran out: not waited for again until the
+    // rings are released past this window count.
+    std::atomic<uint64_t> stuck_release_{0};
     // The measuring thread: asked (measure_mu_), it reads the claim counters on its
     // own stream, so that no launching thread calls the driver for it (one that did,
     // inside its launch, hung an 8-thread storm) and a long drain does not delay it.
