@@ -405,15 +405,23 @@ void ContextState::drain_loop() {
     }
 }
 
+// A non-blocking stream of the tool's own in this context, as the sanitizer
+// names it (its copies take that handle); null when it cannot be made.
+Sanitizer_StreamHandle ContextState::create_own_stream() {
+    CurrentContext current(ctx_);
+    CUstream s = nullptr;
+    Sanitizer_StreamHandle handle = nullptr;
+    if (current.pushed && sanitizer().get_stream_handle != nullptr &&
+        driver().stream_create(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+        sanitizer().get_stream_handle(ctx_, s, &handle) != SANITIZER_SUCCESS)
+        handle = nullptr;
+    return handle;
+}
+
 Sanitizer_StreamHandle ContextState::drain_stream() {
     if (!drain_stream_tried_) {
         drain_stream_tried_ = true;
-        CurrentContext current(ctx_);
-        CUstream s = nullptr;
-        if (current.pushed && sanitizer().get_stream_handle != nullptr &&
-            driver().stream_create(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
-            sanitizer().get_stream_handle(ctx_, s, &drain_stream_) != SANITIZER_SUCCESS)
-            drain_stream_ = nullptr;
+        drain_stream_ = create_own_stream();
         if (drain_stream_ == nullptr) GPUOBS_LOG("no stream of its own for the drain; it copies on the NULL stream");
     }
     return drain_stream_ != nullptr ? drain_stream_ : stream_;

@@ -103,14 +103,7 @@ void ContextState::measure_loop() {
     // own, nothing another thread's capture can depend on.
     CUstreamCaptureMode relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
     if (driver().exchange_capture_mode != nullptr) driver().exchange_capture_mode(&relaxed);
-    {
-        CurrentContext current(ctx_);
-        CUstream s = nullptr;
-        if (current.pushed && sanitizer().get_stream_handle != nullptr &&
-            driver().stream_create(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
-            sanitizer().get_stream_handle(ctx_, s, &measure_stream_) != SANITIZER_SUCCESS)
-            measure_stream_ = nullptr;
-    }
+    measure_stream_ = create_own_stream();
     for (;;) {
         {
             std::unique_lock<std::mutex> lock(measure_mu_);
