@@ -400,15 +400,23 @@ void ContextState::drain_loop() {
     }
 }
 
+// A non-blocking stream of the tool's own in this context, as the sanitizer
+// names it (its copies take that handle); null when it cannot be made.
+Sanitizer_StreamHandle ContextState::create_own_stream() {
+    CurrentContext current(ctx_);
+    CUstream s = nullptr;
+    Sanitizer_StreamHandle handle = nullptr;
+    if (current.pushed && sanitizer().get_stream_handle != nullptr &&
+        driver().stream_create(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+        sanitizer().get_stream_handle(ctx_, s, &handle) != SANITIZER_SUCCESS)
+        handle = nullptr;
+    return handle;
+}
+
 Sanitizer_StreamHandle ContextState::drain_stream() {
     if (!drain_stream_tried_) {
         drain_stream_tried_ = true;
-        CurrentContext current(ctx_);
-        CUstream s = nullptr;
-        if (current.pushed && sanitizer().get_stream_handle != nullptr &&
-            driver().stream_create(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
-            sanitizer().get_stream_handle(ctx_, s, &drain_stream_) != SANITIZER_SUCCESS)
-            drain_stream_ = nullptr;
+        drain_stream_ = create_own_stream();
         if (drain_stream_ == nullptr) GPUOBS_LOG("no stream of its own for the drain; it copies on the NULL stream");
     }
     return drain_stream_ != nullptr ? drain_stream_ : stream_;
@@ -435,12 +443,7 @@ void ContextState::start_drain_thread() {
     watch_drains_on_crash(this);
     try {
         std::thread([this] {
-            g_in_tool = true;  // every CUDA call on this thread is the tool's own
-            // Relaxed: this thread's copies may run while another thread captures a
-            // graph in global mode, and do not invalidate that capture (they use the
-            // drain's own non-blocking stream, nothing the capture can depend on).
-            CUstreamCaptureMode relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
-            if (driver().exchange_capture_mode != nullptr) driver().exchange_capture_mode(&relaxed);
+            become_tool_thread();
             for (;;) {
                 {
                     std::unique_lock<std::mutex> lock(queue_mu_);

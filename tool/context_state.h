@@ -254,8 +254,9 @@ private:
     uint64_t measures_done_ = 0;
     Sanitizer_StreamHandle measure_stream_ = nullptr;
     void request_measure();
-    void remeasure_after_drain();      // once measuring has begun
-    bool measure_now(int timeout_ms);  // asks, and waits for the answer
+    Sanitizer_StreamHandle create_own_stream();  // context_flush.cpp
+    void remeasure_after_drain();                // once measuring has begun
+    bool measure_now(int timeout_ms);            // asks, and waits for the answer
     void measure_loop();
     // One relief at a time (pressure_mu_, only ever tried); the rings' drained
     // positions as of the last drain (drained_mu_, a leaf lock).
