@@ -31,6 +31,8 @@ from gpuobs.record import native_build  # noqa: E402
 from gpuobs.record.run import RecordOptions, tool_environment  # noqa: E402
 
 TOOL_VARIANTS: dict = {}  # NAME -> NativeBuild (--tool-variant)
+# A buffer big enough for every repetition: timed runs record, not drop.
+CAPACITY = 1 << 24
 CONFIGS = [
     "none",
     "off",
@@ -103,7 +105,7 @@ def variant_builds(specs: list) -> dict:
 def run_variant(mode: str, tool: str, reps: int, only: str, workdir: Path) -> dict:
     """MODE under another build of the tool: the worker with that build's environment
     (as `gpuobs record` makes it, with the ladder's buffer)."""
-    opts = RecordOptions(mode=mode, capacity=1 << 24, output=workdir / f"bench_{mode}@{tool}.gpuobs")
+    opts = RecordOptions(mode=mode, capacity=CAPACITY, output=workdir / f"bench_{mode}@{tool}.gpuobs")
     opts.output.unlink(missing_ok=True)
     return run_worker(worker_command(reps, only), tool_environment(TOOL_VARIANTS[tool], opts))
 
@@ -124,7 +126,6 @@ def run_config(config: str, reps: int, only: str, workdir: Path) -> dict:
         if window:  # windowN: the worker records 1 repetition in N (recording windows)
             env = dict(os.environ, GPUOBS_BENCH_WINDOW=window[len("window") :])
             flags[window] = ["--paused"]
-        # A buffer big enough for every repetition: timed runs record, not drop.
         cmd = [
             sys.executable,
             "-m",
@@ -134,7 +135,7 @@ def run_config(config: str, reps: int, only: str, workdir: Path) -> dict:
             "--mode",
             mode,
             "--capacity",
-            str(1 << 24),
+            str(CAPACITY),
             *[f for v in variants for f in flags[v]],
             "-o",
             str(workdir / f"bench_{config}.gpuobs"),

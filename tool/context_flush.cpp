@@ -458,12 +458,7 @@ void ContextState::start_drain_thread() {
     watch_drains_on_crash(this);
     try {
         std::thread([this] {
-            g_in_tool = true;  // every CUDA call on this thread is the tool's own
-            // Relaxed: this thread's copies may run while another thread captures a
-            // graph in global mode, and do not invalidate that capture (they use the
-            // drain's own non-blocking stream, nothing the capture can depend on).
-            CUstreamCaptureMode relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
-            if (driver().exchange_capture_mode != nullptr) driver().exchange_capture_mode(&relaxed);
+            become_tool_thread();
             for (;;) {
                 {
                     std::unique_lock<std::mutex> lock(queue_mu_);

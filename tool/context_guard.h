@@ -16,6 +16,16 @@ struct InTool {
     ~InTool() { g_in_tool = saved; }
 };
 
+// At the start of a thread of the tool's own (the drain, the ring measurement):
+// every CUDA call on it is the tool's, made in the relaxed capture mode. Its
+// copies use a non-blocking stream of its own, nothing a graph captured in the
+// global mode on another thread can depend on, so they do not invalidate it.
+inline void become_tool_thread() {
+    g_in_tool = true;
+    CUstreamCaptureMode relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (driver().exchange_capture_mode != nullptr) driver().exchange_capture_mode(&relaxed);
+}
+
 // Makes a context current on this thread for a scope. Callbacks run on the
 // program's threads, whose current context may be another one or none (a
 // driver-API program's context is created before it is made current).

@@ -11,8 +11,6 @@
 // flight, it synchronises that stream: a quiet point, where the window is cut,
 // and waits for that drain. The program waits only when its records would
 // otherwise be dropped.
-#include <pthread.h>
-
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -32,9 +30,13 @@ namespace {
 bool records_blocks(uint32_t m) { return m == GPUOBS_MODE_BLOCK_TRACE || m == GPUOBS_MODE_BLOCK_STARTS; }
 bool records_accesses(uint32_t m) { return m == GPUOBS_MODE_MEM_SAMPLED || m == GPUOBS_MODE_MEM_FULL; }
 
-uint64_t claimed_since(const std::vector<uint64_t>& claimed, uint64_t at_cut) {
+// The planned per-stripe share of what was launched since the cut and has not
+// started: `launched` blocks (or warps) against the claims made since the cut.
+uint64_t unstarted_share(uint64_t launched, const std::vector<uint64_t>& claimed, uint64_t claims_at_cut,
+                         uint32_t stripes) {
     const uint64_t total = sum_of(claimed);
-    return total > at_cut ? total - at_cut : 0;
+    const uint64_t started = total > claims_at_cut ? total - claims_at_cut : 0;
+    return stripe_share(launched > started ? launched - started : 0, stripes);
 }
 
 }  // namespace
@@ -82,14 +84,10 @@ bool ContextState::measure_fill(Sanitizer_StreamHandle stream) {
         warp_drained = warp_drained_view_;
     }
     uint64_t fill = undrained_worst(claimed, drained);
-    if (records_blocks(config_.mode)) {
-        const uint64_t started = claimed_since(claimed, claims_at_cut);
-        fill += stripe_share(blocks_then > started ? blocks_then - started : 0, stripe_count_);
-    }
+    if (records_blocks(config_.mode)) fill += unstarted_share(blocks_then, claimed, claims_at_cut, stripe_count_);
     if (starts) {
-        const uint64_t started = claimed_since(warp_claimed, warp_claims_at_cut);
         const uint64_t warps = undrained_worst(warp_claimed, warp_drained) +
-                               stripe_share(warps_then > started ? warps_then - started : 0, stripe_count_);
+                               unstarted_share(warps_then, warp_claimed, warp_claims_at_cut, stripe_count_);
         fill = std::max(fill, warps / GPUOBS_WARP_ARRIVALS_PER_EVENT);
     }
     std::lock_guard<std::mutex> lock(launch_mu_);
@@ -98,11 +96,7 @@ bool ContextState::measure_fill(Sanitizer_StreamHandle stream) {
 }
 
 void ContextState::measure_loop() {
-    g_in_tool = true;  // every CUDA call on this thread is the tool's own
-    // Relaxed, as the drain thread: its reads use a non-blocking stream of its
-    // own, nothing another thread's capture can depend on.
-    CUstreamCaptureMode relaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
-    if (driver().exchange_capture_mode != nullptr) driver().exchange_capture_mode(&relaxed);
+    become_tool_thread();
     measure_stream_ = create_own_stream();
     for (;;) {
         {
