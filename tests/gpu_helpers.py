@@ -6,7 +6,7 @@ import sys
 import gpuobs
 
 
-def record(tmp_path, mode, cmd, *extra, name=None, check=True, env=None):
+def record(tmp_path, mode, cmd, *extra, name=None, check=True, env=None, timeout=900):
     """Runs cmd under `gpuobs record --mode MODE [extra]`; returns the process and the
     recording (None when none was written). check: the run must exit 0."""
     out = tmp_path / f"{name or mode}.gpuobs"
@@ -15,7 +15,7 @@ def record(tmp_path, mode, cmd, *extra, name=None, check=True, env=None):
         capture_output=True,
         text=True,
         env=env,
-        timeout=900,  # a hang fails the test instead of the run
+        timeout=timeout,  # a hang fails the test instead of the run
     )
     print(proc.stdout[-4000:], proc.stderr[-4000:])
     if check:

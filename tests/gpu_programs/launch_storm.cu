@@ -42,9 +42,9 @@ int main(int argc, char** argv) {
     if (const char* stack = std::getenv("STORM_STACK_BYTES"))
         CHECK(cudaDeviceSetLimit(cudaLimitStackSize, std::atoi(stack)));
     const bool gate = std::getenv("STORM_HOST_GATE") != nullptr;
-    if (gate && every < launches) {
+    if (gate && every <= launches) {
         std::fprintf(stderr,
-                     "STORM_HOST_GATE needs SYNC_EVERY >= LAUNCHES (a sync before the gate opens never returns)\n");
+                     "STORM_HOST_GATE needs SYNC_EVERY > LAUNCHES (a sync before the gate opens never returns)\n");
         return 2;
     }
     std::vector<int*> gates(threads, nullptr);
