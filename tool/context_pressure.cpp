@@ -259,7 +259,14 @@ void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
             return;
         }
     }
-    if (!measure_now(1000)) return;
+    if (!measure_now(1000)) {
+        // The tool's own stream did not answer within 1 s: the GPU is held by work
+        // that may wait on this very thread (a kernel spinning on a host flag). A
+        // relief that waited again at every launch would stall the program a
+        // second a launch; the stream is given up on as below.
+        give_up_on_stream(stream_key, "a measurement of the rings did not return within 1 s");
+        return;
+    }
     {
         std::lock_guard<std::mutex> lock(launch_mu_);
         if (!fill_.needs_relief()) return;
@@ -285,19 +292,10 @@ void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
     } restore{exchanged, mode};
     const StreamWait idle = wait_for_stream(stream, 2000);
     if (idle != StreamWait::kIdle) {
-        {
-            std::lock_guard<std::mutex> lock(launch_mu_);
-            busy_streams_.insert(stream_key);
-        }
-        if (pressure_counts_.gave_up++ == 0)
-            GPUOBS_LOG(
-                "device %u: %s; gpuobs goes on without a quiet point of its own, and what does not fit in "
-                "the rings is dropped (counted)",
-                device_index_,
-                idle == StreamWait::kBusy
-                    ? "the launching stream was still busy after 2 s while its rings were filling (its work "
-                      "may wait on this thread)"
-                    : "the launching stream cannot be queried");
+        give_up_on_stream(stream_key, idle == StreamWait::kBusy
+                                          ? "the launching stream was still busy after 2 s while its rings were "
+                                            "filling (its work may wait on this thread)"
+                                          : "the launching stream cannot be queried");
         return;
     }
     if (pressure_counts_.synced++ == 0)
@@ -310,6 +308,19 @@ void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
     if (mark_synchronized(stream_key, "rings filling", in_flight) || windows_released_.load() < windows_cut_.load())
         if (!wait_for_release(5000)) stuck_release_ = windows_cut_.load();
     measure_now(1000);
+}
+
+// Not waited on again until the program synchronises it; said once.
+void ContextState::give_up_on_stream(uint64_t stream_key, const char* why) {
+    {
+        std::lock_guard<std::mutex> lock(launch_mu_);
+        busy_streams_.insert(stream_key);
+    }
+    if (pressure_counts_.gave_up++ == 0)
+        GPUOBS_LOG(
+            "device %u: %s; gpuobs goes on without a quiet point of its own, and what does not fit in the rings "
+            "is dropped (counted)",
+            device_index_, why);
 }
 
 void ContextState::note_program_waits() {

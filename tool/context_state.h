@@ -175,6 +175,7 @@ private:
     bool measure_fill(Sanitizer_StreamHandle stream);
     enum class StreamWait { kIdle, kBusy, kUnknown };  // kUnknown: no query, or it failed
     StreamWait wait_for_stream(CUstream stream, int timeout_ms);
+    void give_up_on_stream(uint64_t stream_key, const char* why);
     // expected_in_flight: when not 0, the stream is marked only if it still has
     // exactly that many launches in flight (no other thread launched on it since).
     bool mark_synchronized(uint64_t stream_key, const char* reason, uint64_t expected_in_flight = 0);
