@@ -16,7 +16,7 @@
 /* gpuobs:cdef-begin */
 #define GPUOBS_FORMAT_VERSION 1
 /* FNV-1a 64 of the canonical layout text (see gpuobs/recording_file/schema.py: layout_text). */
-#define GPUOBS_SCHEMA_HASH 0x5c1e4bd4a6af10ca
+#define GPUOBS_SCHEMA_HASH 0x73b702bbe2b866cc
 #define GPUOBS_EVENT_SIZE 64
 #define GPUOBS_MAX_STRIPES 256
 #define GPUOBS_DEFAULT_CAPACITY 0 /* event records per context: 0 = as many as the device memory budget holds */
@@ -218,7 +218,9 @@ enum gpuobs_notice_code {
     GPUOBS_NOTICE_MODULE_UNPATCHED = 2,       /* a module could not be patched: its kernels run unrecorded */
     GPUOBS_NOTICE_FUNCTION_UNBOUND = 3,       /* a function's callback data could not be bound */
     GPUOBS_NOTICE_CONTEXT_SETUP_RETRIED = 4,  /* the first setup of a context failed and a later one worked */
-    GPUOBS_NOTICE_DEVICE_LAUNCHES = 5         /* grids were launched from the device: what is and is not known */
+    GPUOBS_NOTICE_DEVICE_LAUNCHES = 5,        /* grids were launched from the device: what is and is not known */
+    GPUOBS_NOTICE_PROGRAM_WAITED = 6          /* ring pressure: how often and how long the tool made the program's
+                                                 launching threads wait for drains, so that nothing was dropped */
 };
 
 typedef struct gpuobs_file_header {

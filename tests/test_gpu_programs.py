@@ -6,6 +6,7 @@ storm, and the frameworks users run (JAX, CuPy, numba-cuda). Marked gpu."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -277,6 +278,9 @@ def test_a_small_ring_fills_without_dropping(tmp_path, programs, mode, every):
         tmp_path, mode, storm(programs, 1, launches, blocks, every), "--capacity", str(512 * 132), name=mode
     )
     assert ("synchronises the launching stream" in proc.stderr) == (every == 1000), proc.stderr
+    if every == 1000:  # the tool's own quiet points: the recording says the program waited, how often
+        waited = [n for n in rec.notices if n.code == "program_waited"]
+        assert waited and int(re.search(r"waited (\d+) times", waited[0].text).group(1)) > 0, rec.notices
     f = rec.flushes
     assert (f["recorded"] + f["dropped"] == f["attempted"]).all()
     assert int(f["attempted"].sum()) == launches * blocks
@@ -321,6 +325,44 @@ print(jax.devices())
 def _runs_alone(code, env=None):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     return proc.returncode == 0, proc.stderr[-800:]
+
+
+def test_relief_gives_up_on_a_stream_that_waits_for_its_own_thread(tmp_path, programs):
+    """The launching stream first runs a kernel that spins until the launching
+    thread writes a host flag, which it does only after its last launch: a tool
+    that synchronised that stream to make room would wait forever. The relief
+    polls it for 2 s, gives up (said on stderr) and does not wait on it again until
+    the program synchronises it; the program finishes, the blocks that did not fit
+    are dropped and counted, and counts stay exact."""
+    # 500 launches of 256 blocks: twice what the rings hold, and few enough that the
+    # driver's launch queue takes them all while the gate is shut (the program, not
+    # the tool, would block there). SYNC_EVERY past the end: the only sync follows
+    # the gate's opening.
+    launches, blocks = 500, 256
+    env = dict(os.environ, STORM_HOST_GATE="1")
+    proc, rec = record(
+        tmp_path,
+        "block_trace",
+        storm(programs, 1, launches, blocks, launches + 1),
+        "--capacity",
+        str(512 * 132),
+        env=env,
+        timeout=60,
+    )
+    # Given up on once (its stream polled for 2 s, or the tool's own measurement
+    # held up behind the gate for 1 s), then left alone until the program syncs it.
+    assert proc.stderr.count("without a quiet point of its own") == 1, proc.stderr
+    ran = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert ran["ms"] < 10000, ran
+    assert [n for n in rec.notices if n.code == "program_waited"], rec.notices
+    assert rec.totals["dropped"] > 0  # the gate held the blocks back until the ring could not take them all
+    f = rec.flushes
+    assert (f["recorded"] + f["dropped"] == f["attempted"]).all()
+    table = analysis.launch_table(rec)
+    storm_launches = [i for i, launch in enumerate(rec.launches) if "storm_kernel" in rec.launch_function(launch).name]
+    assert len(storm_launches) == launches
+    assert (table.counted[storm_launches] == blocks).all()
+    assert rec.totals["recorded"] + rec.totals["dropped"] == rec.totals["attempted"] >= launches * blocks
 
 
 @pytest.mark.parametrize("preallocate", ["true", "false"])

@@ -332,6 +332,10 @@ void ContextState::drain_window(FlushWindow& w) {
             drained_view_ = event_ring_.drained;
             warp_drained_view_ = arrival_ring_.drained;
         }
+        // The rings have room again: a launching thread waiting on this drain goes
+        // on now, not after the records are classified and written.
+        windows_released_.store(release_target_);
+        remeasure_after_drain();
         if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
             fold_warp_arrivals(staging_, arrival_staging_, &slots_info_);
             // Arrivals dropped under an older limit left their positions unwritten: dropped, not unmatched.
@@ -387,12 +391,13 @@ void ContextState::drain_loop() {
                 queue_.pop_front();
             }
         }
+        release_target_ = windows_drained_.load() + taken;
         {
             CurrentContext current(ctx_);  // the tool's kernels (clock, counter harvest) need it
             drain_window(w);
         }
         windows_drained_ += taken;
-        remeasure_after_drain();  // the estimate of the rings' fill drops by what was freed
+        if (windows_released_.load() < release_target_) windows_released_.store(release_target_);
         {
             std::lock_guard<std::mutex> lock(queue_mu_);  // a waiter checks under this lock
         }
@@ -420,6 +425,16 @@ Sanitizer_StreamHandle ContextState::drain_stream() {
         if (drain_stream_ == nullptr) GPUOBS_LOG("no stream of its own for the drain; it copies on the NULL stream");
     }
     return drain_stream_ != nullptr ? drain_stream_ : stream_;
+}
+
+bool ContextState::wait_for_release(int timeout_ms) const {
+    const uint64_t deadline = monotonic_ns() + (uint64_t)timeout_ms * 1000000ull;
+    while (windows_released_.load() < windows_cut_.load()) {
+        if (monotonic_ns() > deadline) return false;
+        timespec pause{0, 50000};
+        nanosleep(&pause, nullptr);
+    }
+    return true;
 }
 
 bool ContextState::wait_for_drains(int timeout_ms) const {

@@ -12,6 +12,7 @@
 // and waits for that drain. The program waits only when its records would
 // otherwise be dropped.
 #include <chrono>
+#include <cstdio>
 #include <thread>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "context_state.h"
 #include "cuda_driver.h"
 #include "log.h"
+#include "notice.h"
 #include "sanitizer_api.h"
 
 namespace gpuobs {
@@ -41,7 +43,9 @@ uint64_t unstarted_share(uint64_t launched, const std::vector<uint64_t>& claimed
 
 bool ContextState::plan_blocks(uint64_t blocks, uint64_t warps_per_block) {
     const uint32_t mode = config_.mode;
-    if (!records_blocks(mode) && !records_accesses(mode)) return false;
+    // Rings of a few records per SM (a test's --capacity) are left to drop: a
+    // quarter of one is no slack for the plan's guesses.
+    if ((!records_blocks(mode) && !records_accesses(mode)) || stripe_capacity_ < 64) return false;
     blocks_since_cut_ += blocks;
     uint64_t share = stripe_share(blocks, stripe_count_);
     if (mode == GPUOBS_MODE_BLOCK_STARTS && warps_per_block > 1) {
@@ -53,7 +57,7 @@ bool ContextState::plan_blocks(uint64_t blocks, uint64_t warps_per_block) {
     // Memory modes write an unknown number of records per block: the plan only
     // paces their measurements, and what is measured decides.
     fill_.plan(share);
-    return fill_.needs_relief() || fill_.measure_due();
+    return fill_.needs_relief() || fill_.measure_due();  // past half: a measurement at every launch
 }
 
 // The fullest stripe's undrained claims (each ring in records of the event
@@ -99,6 +103,7 @@ void ContextState::measure_loop() {
             std::unique_lock<std::mutex> lock(measure_mu_);
             measure_cv_.wait(lock, [this] { return measure_requested_; });
             measure_requested_ = false;
+            if (measuring_stopped_) continue;  // the context is going: its stream may be gone
             measuring_ = true;
         }
         bool ok = false;
@@ -106,7 +111,16 @@ void ContextState::measure_loop() {
             CurrentContext current(ctx_);
             ok = current.pushed && measure_fill(measure_stream_);
         }
-        if (ok) ++pressure_counts_.measured;
+        if (ok) {
+            ++pressure_counts_.measured;
+        } else if (!measuring_broken_.exchange(true)) {
+            // Without readings the estimate never falls: relief would synchronise at
+            // every launch. Left to drops (counted) instead, said once.
+            GPUOBS_LOG(
+                "device %u: cannot read the rings' claim counters on the measuring thread; rings that fill "
+                "drop what they cannot hold",
+                device_index_);
+        }
         {
             std::lock_guard<std::mutex> lock(measure_mu_);
             ++measures_done_;
@@ -116,7 +130,14 @@ void ContextState::measure_loop() {
     }
 }
 
+void ContextState::stop_measuring() {
+    std::unique_lock<std::mutex> lock(measure_mu_);
+    measuring_stopped_ = true;
+    measure_cv_.wait_for(lock, std::chrono::milliseconds(500), [this] { return !measuring_; });
+}
+
 void ContextState::request_measure() {
+    if (measuring_stopped_) return;
     {
         std::lock_guard<std::mutex> lock(measure_mu_);
         measure_requested_ = true;
@@ -127,6 +148,7 @@ void ContextState::request_measure() {
             } catch (const std::exception& e) {
                 GPUOBS_LOG("cannot start the ring-measuring thread (%s); rings that fill drop what they cannot hold",
                            e.what());
+                measuring_broken_ = true;
             }
         }
     }
@@ -143,6 +165,7 @@ void ContextState::remeasure_after_drain() {
 }
 
 bool ContextState::measure_now(int timeout_ms) {
+    if (measuring_stopped_ || measuring_broken_) return false;
     uint64_t target;
     {
         std::lock_guard<std::mutex> lock(measure_mu_);
@@ -154,51 +177,103 @@ bool ContextState::measure_now(int timeout_ms) {
     return measure_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return measures_done_ >= target; });
 }
 
-void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
-    InTool guard;
-    if (!active_ || paused_) return;
-    bool relieve, measure;
+// Polled, not synchronised: the stream's work may wait on something this thread
+// does after its launch (a host-written flag, an event it records later), and a
+// tool that waited for it forever would hang the program.
+ContextState::StreamWait ContextState::wait_for_stream(CUstream stream, int timeout_ms) {
+    CudaDriver& d = driver();
+    if (d.stream_query == nullptr) return StreamWait::kUnknown;
+    const uint64_t deadline = monotonic_ns() + (uint64_t)timeout_ms * 1000000ull;
+    for (;;) {
+        const CUresult r = d.stream_query(stream);
+        if (r == CUDA_SUCCESS) return StreamWait::kIdle;
+        if (r != CUDA_ERROR_NOT_READY) return StreamWait::kUnknown;
+        if (monotonic_ns() > deadline) return StreamWait::kBusy;
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+}
+
+void ContextState::ask_for_measurement() {
+    if (!active_ || paused_ || measuring_broken_ || measuring_stopped_) return;
     {
         std::lock_guard<std::mutex> lock(launch_mu_);
-        relieve = fill_.needs_relief();
-        measure = fill_.measure_due();
+        fill_.requested();
+    }
+    request_measure();
+}
+
+void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
+    InTool guard;
+    if (!active_ || paused_ || measuring_broken_ || measuring_stopped_) return;
+    bool wait, measure, can_sync;
+    uint64_t in_flight = 0;
+    {
+        std::lock_guard<std::mutex> lock(launch_mu_);
+        wait = fill_.must_wait();
+        measure = fill_.measure_due() || fill_.needs_relief();
         if (measure) fill_.requested();
+        // Only a stream that is the only one with launches in flight may be waited
+        // for: other streams' work is not this thread's to wait for (their records
+        // are dropped, and counted, if the ring fills), and a stream given up on
+        // stays so until the program synchronises it.
+        auto it = unsynced_streams_.find(stream_key);
+        can_sync = unsynced_streams_.size() == 1 && it != unsynced_streams_.end() && !busy_streams_.count(stream_key);
+        if (it != unsynced_streams_.end()) in_flight = it->second;
     }
     ++pressure_counts_.asked;
-    if (!relieve) {
+    if (!wait) {
         if (measure) request_measure();
         return;
     }
     std::unique_lock<std::mutex> pressure(pressure_mu_, std::try_to_lock);
     if (!pressure.owns_lock()) return;  // another thread is relieving
     ++pressure_counts_.relieve;
-    auto still_full = [&] {
-        if (!measure_now(1000)) return true;
-        std::lock_guard<std::mutex> lock(launch_mu_);
-        return fill_.needs_relief();
-    };
-    // A drain in progress frees what it holds.
-    if (windows_drained_.load() < windows_cut_.load()) {
+    // A drain in progress frees what it holds once its copies are done; one that
+    // ran past 5 s (its copies may wait behind the program's work) is not waited
+    // for again until it has released.
+    const uint64_t released = windows_released_.load();
+    const bool draining = released < windows_cut_.load() && released >= stuck_release_.load();
+    if (!draining && !can_sync) {
+        ++pressure_counts_.other_streams;
+        request_measure();
+        return;
+    }
+    // From here the launching thread waits: counted, for the notice.
+    struct Waited {
+        PressureCounts& c;
+        uint64_t from = monotonic_ns();
+        ~Waited() {
+            ++c.waits;
+            c.waited_ns += monotonic_ns() - from;
+        }
+    } waited{pressure_counts_};
+    if (draining) {
         ++pressure_counts_.waited;
-        if (!wait_for_drains(5000))
+        if (!wait_for_release(5000)) {
+            stuck_release_ = windows_cut_.load();
             GPUOBS_LOG("device %u: a drain took over 5 s while a launching thread waited for it; going on",
                        device_index_);
-        if (!still_full()) return;
-    } else if (!still_full()) {
+        }
+        if (!can_sync) {
+            request_measure();
+            return;
+        }
+    }
+    if (!measure_now(1000)) {
+        // The tool's own stream did not answer within 1 s: the GPU is held by work
+        // that may wait on this very thread (a kernel spinning on a host flag). A
+        // relief that waited again at every launch would stall the program a
+        // second a launch; the stream is given up on as below.
+        give_up_on_stream(stream_key, "a measurement of the rings did not return within 1 s");
         return;
     }
     {
         std::lock_guard<std::mutex> lock(launch_mu_);
-        // Other streams have launches in flight: their work is not this thread's
-        // to wait for. Their records are dropped (and counted) if the ring fills.
-        if (unsynced_streams_.size() != 1 || unsynced_streams_.count(stream_key) == 0) {
-            ++pressure_counts_.other_streams;
-            return;
-        }
+        if (!fill_.needs_relief()) return;
     }
     // Never on a stream being captured (its launches do not run; a sync would end
     // the capture), and in the relaxed capture mode, so that another thread's
-    // capture in the global mode is not invalidated by this synchronisation.
+    // capture in the global mode is not invalidated by this wait or the cut.
     CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
     if (driver().stream_is_capturing == nullptr || driver().stream_is_capturing(stream, &capturing) != CUDA_SUCCESS ||
         capturing != CU_STREAM_CAPTURE_STATUS_NONE) {
@@ -208,18 +283,57 @@ void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     const bool exchanged =
         driver().exchange_capture_mode != nullptr && driver().exchange_capture_mode(&mode) == CUDA_SUCCESS;
-    const CUresult synced = driver().stream_synchronize(stream);
-    if (exchanged) driver().exchange_capture_mode(&mode);
-    if (synced != CUDA_SUCCESS) return;
+    struct RestoreMode {
+        bool exchanged;
+        CUstreamCaptureMode& mode;
+        ~RestoreMode() {
+            if (exchanged) driver().exchange_capture_mode(&mode);
+        }
+    } restore{exchanged, mode};
+    const StreamWait idle = wait_for_stream(stream, 2000);
+    if (idle != StreamWait::kIdle) {
+        give_up_on_stream(stream_key, idle == StreamWait::kBusy
+                                          ? "the launching stream was still busy after 2 s while its rings were "
+                                            "filling (its work may wait on this thread)"
+                                          : "the launching stream cannot be queried");
+        return;
+    }
     if (pressure_counts_.synced++ == 0)
         GPUOBS_LOG(
             "device %u: the program launched more blocks between synchronisations than the rings hold; "
             "gpuobs synchronises the launching stream when they fill, so that nothing is dropped",
             device_index_);
-    // The quiet point's window is cut and drained before the program goes on.
-    mark_synchronized(stream_key, "rings filling");
-    wait_for_drains(5000);
+    // The quiet point's window is cut (unless another thread launched on this
+    // stream meanwhile) and released before the program goes on.
+    if (mark_synchronized(stream_key, "rings filling", in_flight) || windows_released_.load() < windows_cut_.load())
+        if (!wait_for_release(5000)) stuck_release_ = windows_cut_.load();
     measure_now(1000);
+}
+
+// Not waited on again until the program synchronises it; said once.
+void ContextState::give_up_on_stream(uint64_t stream_key, const char* why) {
+    {
+        std::lock_guard<std::mutex> lock(launch_mu_);
+        busy_streams_.insert(stream_key);
+    }
+    if (pressure_counts_.gave_up++ == 0)
+        GPUOBS_LOG(
+            "device %u: %s; gpuobs goes on without a quiet point of its own, and what does not fit in the rings "
+            "is dropped (counted)",
+            device_index_, why);
+}
+
+void ContextState::note_program_waits() {
+    const PressureCounts& c = pressure_counts_;
+    if (c.waits == 0 || waits_noted_.exchange(true)) return;
+    char text[400];
+    std::snprintf(text, sizeof text,
+                  "device %u: to make room in the rings, the program's launching threads waited %llu times, %.1f ms "
+                  "in all (%llu of them for a stream synchronisation gpuobs made: quiet points the program did not "
+                  "make); host timings in this recording include those waits",
+                  device_index_, (unsigned long long)c.waits.load(), c.waited_ns.load() / 1e6,
+                  (unsigned long long)c.synced.load());
+    write_notice(file_, GPUOBS_NOTICE_PROGRAM_WAITED, device_index_, text);
 }
 
 void ContextState::log_pressure_counts() const {
@@ -227,11 +341,11 @@ void ContextState::log_pressure_counts() const {
     if (c.asked == 0) return;
     GPUOBS_LOG(
         "device %u ring pressure: %llu launches asked, %llu measurements, %llu reliefs; %llu waits for a drain, "
-        "%llu left to other streams, %llu on a capturing stream, %llu synchronisations",
+        "%llu left to other streams, %llu on a capturing stream, %llu synchronisations, %llu given up",
         device_index_, (unsigned long long)c.asked.load(), (unsigned long long)c.measured.load(),
         (unsigned long long)c.relieve.load(), (unsigned long long)c.waited.load(),
         (unsigned long long)c.other_streams.load(), (unsigned long long)c.capturing.load(),
-        (unsigned long long)c.synced.load());
+        (unsigned long long)c.synced.load(), (unsigned long long)c.gave_up.load());
 }
 
 }  // namespace gpuobs

@@ -169,11 +169,16 @@ void synchronize_context(CUcontext ctx) {
     if (current.pushed) driver().ctx_synchronize();
 }
 
+void stop_all_measuring() {
+    for (auto& [ctx, state] : all_contexts()) state->stop_measuring();
+}
+
 uint64_t flush_all(const char* reason, bool synchronize) {
     auto states = all_contexts();
     for (auto& [ctx, state] : states) {
         if (synchronize) synchronize_context(ctx);
         state->flush(reason);
+        state->note_program_waits();
         if (std::getenv("GPUOBS_DEBUG")) state->log_pressure_counts();
     }
     if (g_tool->config.api_trace) g_tool->api.write_pending(g_tool->file);

@@ -183,11 +183,16 @@ bool ContextState::on_stream_synchronized(uint64_t stream_key) {
     return mark_synchronized(stream_key, "stream synchronised");
 }
 
-bool ContextState::mark_synchronized(uint64_t stream_key, const char* reason) {
+bool ContextState::mark_synchronized(uint64_t stream_key, const char* reason, uint64_t expected_in_flight) {
     bool quiet, pending;
     {
         std::lock_guard<std::mutex> lock(launch_mu_);
+        if (expected_in_flight != 0) {
+            auto it = unsynced_streams_.find(stream_key);
+            if (it != unsynced_streams_.end() && it->second != expected_in_flight) return false;
+        }
         unsynced_streams_.erase(stream_key);
+        busy_streams_.erase(stream_key);
         quiet = unsynced_streams_.empty() && launched_since_quiet_;
         pending = !pending_launches_.empty() || unrecorded_launches_ != 0;
         if (quiet) launched_since_quiet_ = false;
@@ -201,6 +206,7 @@ bool ContextState::on_context_synchronized() {
     {
         std::lock_guard<std::mutex> lock(launch_mu_);
         unsynced_streams_.clear();
+        busy_streams_.clear();
         quiet = launched_since_quiet_;
         pending = !pending_launches_.empty() || unrecorded_launches_ != 0;
         launched_since_quiet_ = false;
@@ -225,7 +231,9 @@ void ContextState::set_paused(bool paused) {
 
 void ContextState::on_destroy() {
     last_clock_sample_ns_ = 0;  // the final flush takes a last clock sample
+    stop_measuring();
     flush("context destroyed");
+    note_program_waits();
     if (std::getenv("GPUOBS_DEBUG")) log_pressure_counts();
     std::lock_guard<std::mutex> flush_lock(flush_mu_);
     std::lock_guard<std::mutex> lock(launch_mu_);

@@ -116,6 +116,15 @@ public:
     // tool's own, where the window is cut and drained before the program goes on.
     void relieve_ring_pressure(CUstream stream, uint64_t stream_key);
     void log_pressure_counts() const;  // GPUOBS_DEBUG
+    // A launch whose API call was not seen around it: only a measurement is asked
+    // for (waiting inside the launch callback itself hung a storm on the H200).
+    void ask_for_measurement();
+    // Before the context goes (destroy, process exit): no measurement is started
+    // again, and one under way is waited for (up to 0.5 s).
+    void stop_measuring();
+    // A notice in the file (and on stderr), once: how often and how long the
+    // program's threads waited for the rings, so its timings are read knowingly.
+    void note_program_waits();
     // Both return true at a quiet point (no launch of this context in flight)
     // that ends an interval with launches in it: where a window may turn.
     bool on_stream_synchronized(uint64_t stream_key);
@@ -164,7 +173,12 @@ private:
     // launch's blocks are planned into the estimate; true when it asks for action.
     bool plan_blocks(uint64_t blocks, uint64_t warps_per_block);
     bool measure_fill(Sanitizer_StreamHandle stream);
-    bool mark_synchronized(uint64_t stream_key, const char* reason);
+    enum class StreamWait { kIdle, kBusy, kUnknown };  // kUnknown: no query, or it failed
+    StreamWait wait_for_stream(CUstream stream, int timeout_ms);
+    void give_up_on_stream(uint64_t stream_key, const char* why);
+    // expected_in_flight: when not 0, the stream is marked only if it still has
+    // exactly that many launches in flight (no other thread launched on it since).
+    bool mark_synchronized(uint64_t stream_key, const char* reason, uint64_t expected_in_flight = 0);
     uint64_t arrivals_per_stripe() const { return stripe_capacity_ * GPUOBS_WARP_ARRIVALS_PER_EVENT; }
     // The flush's steps (context_flush.cpp). cut_window, under cut_mu_: the window's
     // launches and claim positions. drain_window, under flush_mu_ on the drain
@@ -188,6 +202,12 @@ private:
     std::condition_variable queue_cv_;
     std::deque<FlushWindow> queue_;
     std::atomic<uint64_t> windows_cut_{0}, windows_drained_{0};  // read without the lock by wait_for_drains
+    // Windows whose ring positions are free again (limits raised), which comes
+    // before their records are classified and written: what a relief waits for.
+    // release_target_ (flush_mu_): the count the drain under way releases.
+    std::atomic<uint64_t> windows_released_{0};
+    uint64_t release_target_ = 0;
+    bool wait_for_release(int timeout_ms) const;
     bool drain_thread_started_ = false;
     std::atomic<bool> drain_thread_failed_{false};
     CUcontext ctx_;
@@ -245,6 +265,15 @@ private:
     uint64_t blocks_since_cut_ = 0, warps_since_cut_ = 0;
     uint64_t claims_at_cut_ = 0, warp_claims_at_cut_ = 0;
     FillEstimate fill_;
+    // Streams a relief waited 2 s for in vain: not waited for again until the
+    // program synchronises them (their work may wait on the program's thread).
+    std::unordered_set<uint64_t> busy_streams_;
+    std::atomic<bool> waits_noted_{false};
+    std::atomic<bool> measuring_broken_{false};   // no thread or no stream to measure with: relief is off
+    std::atomic<bool> measuring_stopped_{false};  // the context is going (stop_measuring)
+    // A wait for a drain's release that ran out: not waited for again until the
+    // rings are released past this window count.
+    std::atomic<uint64_t> stuck_release_{0};
     // The measuring thread: asked (measure_mu_), it reads the claim counters on its
     // own stream, so that no launching thread calls the driver for it (one that did,
     // inside its launch, hung an 8-thread storm) and a long drain does not delay it.
@@ -266,7 +295,8 @@ private:
     // What the pressure path did: the first synchronisation is said, the rest
     // are in GPUOBS_DEBUG's line at the end.
     struct PressureCounts {
-        std::atomic<uint64_t> asked{0}, measured{0}, relieve{0}, waited{0}, other_streams{0}, capturing{0}, synced{0};
+        std::atomic<uint64_t> asked{0}, measured{0}, relieve{0}, waited{0}, other_streams{0}, capturing{0}, synced{0},
+            gave_up{0}, waits{0}, waited_ns{0};
     } pressure_counts_;
 
     // The context's own NULL stream, for the copies the tool makes in callbacks (the

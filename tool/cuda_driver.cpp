@@ -38,6 +38,7 @@ bool CudaDriver::load() {
     bind(h, "cuGraphChildGraphNodeGetGraph", &graph_child_graph);
     bind(h, "cuThreadExchangeStreamCaptureMode", &exchange_capture_mode);
     bind(h, "cuStreamIsCapturing", &stream_is_capturing);
+    bind(h, "cuStreamQuery", &stream_query);
     loaded = ok;
     return ok;
 }

@@ -18,6 +18,7 @@ struct CudaDriver {
     decltype(&::cuLaunchKernel) launch_kernel = nullptr;
     decltype(&::cuStreamCreate) stream_create = nullptr;
     decltype(&::cuStreamSynchronize) stream_synchronize = nullptr;
+    CUresult (*stream_query)(CUstream) = nullptr;                   // optional
     CUresult (*func_get_name)(const char**, CUfunction) = nullptr;  // CUDA 12.3+; null before
     // Optional: walking a graph for conditional nodes.
     CUresult (*graph_get_nodes)(CUgraph, CUgraphNode*, size_t*) = nullptr;

@@ -98,10 +98,10 @@ void check_fill_after_launch(CUstream stream, uint64_t stream_key) {
     if (t_fill_check == nullptr) return;
     t_pending_check = {t_fill_check, stream, stream_key};
     t_fill_check = nullptr;
-    if (t_launch_api_depth == 0) {  // no launch API call seen around it: check now
+    if (t_launch_api_depth == 0) {  // no launch API call seen around it: never wait here
         PendingFillCheck c = t_pending_check;
         t_pending_check = PendingFillCheck();
-        c.state->relieve_ring_pressure(c.stream, c.stream_key);
+        c.state->ask_for_measurement();
     }
 }
 
@@ -153,8 +153,10 @@ void on_launch(Sanitizer_CallbackId cbid, const void* cbdata) {
     }
     if (cbid != SANITIZER_CBID_LAUNCH_BEGIN) return;
     g_tool->launch_callbacks.fetch_add(1, std::memory_order_relaxed);
-    if (ContextState* s = context_state(ld->context, ld->device, true))
-        if (s->on_launch({ld, (uint64_t)ld->hStream, 0, false})) t_fill_check = s;
+    ContextState* s = context_state(ld->context, ld->device, true);
+    // Set or cleared at every launch: a launch that never reached its end must not
+    // leave its request to the next one.
+    t_fill_check = s != nullptr && s->on_launch({ld, (uint64_t)ld->hStream, 0, false}) ? s : nullptr;
 }
 
 void on_graph(Sanitizer_CallbackId cbid, const void* cbdata) {
@@ -173,6 +175,7 @@ void on_graph(Sanitizer_CallbackId cbid, const void* cbdata) {
         auto* gd = static_cast<const Sanitizer_GraphLaunchData*>(cbdata);
         if (gd->isGraphUpload) return;
         t.graph_launches.fetch_add(1, std::memory_order_relaxed);
+        t_fill_check = nullptr;  // this replay's own request, if any, comes below or from its nodes
         ContextState* s = known_context(gd->context);
         t_replay = ReplayInFlight{gd->graphExec, t.replay_ids.fetch_add(1, std::memory_order_relaxed) + 1,
                                   GraphTable::Source::kNodeCallbacks};
@@ -376,6 +379,7 @@ __attribute__((destructor)) void gpuobs_fini() {
                        (unsigned long long)t.graph_launches.load(), (unsigned long long)t.sync_callbacks.load());
         // Contexts the program never destroyed still hold events: flush them
         // (destroyed ones were flushed at CONTEXT_DESTROY_STARTING).
+        stop_all_measuring();
         flush_all("process exit", false);
         t.active = false;  // no callback may touch the file after this
         gpuobs_end_info end;

@@ -1,6 +1,7 @@
-// Notices: what the tool could not record, and why. Each is printed on stderr
-// and stored in the recording (NOTICE chunk), so that `gpuobs record` and
-// `gpuobs info` can say why something that ran on the GPU is missing.
+// Notices: what the tool could not record, or made the program do (wait for its
+// rings), and why. Each is printed on stderr and stored in the recording (NOTICE
+// chunk), so that `gpuobs record` and `gpuobs info` can say why something that
+// ran on the GPU is missing, or why the program's timings include waits.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -38,7 +38,13 @@ struct FillEstimate {
 
     void plan(uint64_t share) { planned += share; }
     uint64_t estimate() const { return measured + (counts_plan ? planned - planned_at_measure : 0); }
+    // Past half a stripe a measurement is asked for at every launch, without
+    // waiting; past three quarters the launching thread waits (for a drain, a
+    // measurement, or a quiet point of its own). A wait at every launch past
+    // half kept the GPU idle inside a timed repetition (the ladder's block_starts
+    // rows); the quarter left is the slack for a plan that guessed an SM's share low.
     bool needs_relief() const { return estimate() >= per_stripe / 2; }
+    bool must_wait() const { return estimate() >= per_stripe / 4 * 3; }
     // A measurement is asked for every sixteenth of a stripe planned.
     bool measure_due() const { return planned - planned_at_request >= std::max<uint64_t>(per_stripe / 16, 1); }
     void requested() { planned_at_request = planned; }

@@ -105,6 +105,8 @@ ContextState* known_context(CUcontext ctx);
 std::vector<std::pair<CUcontext, ContextState*>> all_contexts();
 void synchronize_context(CUcontext ctx);
 uint64_t flush_all(const char* reason, bool synchronize);
+// At process exit, before the last flush: no context's rings are measured again.
+void stop_all_measuring();
 
 // patching.cpp: module patching.
 void patch_module(ContextState* state, const Sanitizer_ResourceModuleData& md);

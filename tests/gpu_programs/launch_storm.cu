@@ -19,6 +19,13 @@ __global__ void storm_kernel(const float* in, float* out) {
     out[i] = in[i] * 2.0f + 1.0f;
 }
 
+// STORM_HOST_GATE=1: each thread's stream first runs this, which spins until the
+// thread writes its flag after its last launch: every launch queues behind work
+// that waits on the launching thread itself (as a host-written flag can).
+__global__ void gate_kernel(const volatile int* open) {
+    while (*open == 0) {}
+}
+
 int main(int argc, char** argv) {
     if (argc < 5) {
         std::fprintf(stderr, "usage: launch_storm THREADS LAUNCHES BLOCKS SYNC_EVERY\n");
@@ -34,6 +41,18 @@ int main(int argc, char** argv) {
     const int sync_sleep_us = sleep_env ? std::atoi(sleep_env) : 0;
     if (const char* stack = std::getenv("STORM_STACK_BYTES"))
         CHECK(cudaDeviceSetLimit(cudaLimitStackSize, std::atoi(stack)));
+    const bool gate = std::getenv("STORM_HOST_GATE") != nullptr;
+    if (gate && every <= launches) {
+        std::fprintf(stderr,
+                     "STORM_HOST_GATE needs SYNC_EVERY > LAUNCHES (a sync before the gate opens never returns)\n");
+        return 2;
+    }
+    std::vector<int*> gates(threads, nullptr);
+    if (gate)
+        for (auto& g : gates) {
+            CHECK(cudaHostAlloc(&g, sizeof(int), cudaHostAllocMapped));
+            *g = 0;
+        }
     std::vector<float*> bufs(2 * threads);
     for (auto& b : bufs) CHECK(cudaMalloc(&b, blocks * 128 * sizeof(float)));
     CHECK(cudaDeviceSynchronize());
@@ -49,6 +68,11 @@ int main(int argc, char** argv) {
         pool.emplace_back([&, t] {
             cudaStream_t s;
             CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+            if (gate) {
+                int* open = nullptr;
+                CHECK(cudaHostGetDevicePointer(&open, gates[t], 0));
+                gate_kernel<<<1, 1, 0, s>>>(open);
+            }
             for (int l = 0; l < launches; ++l) {
                 storm_kernel<<<blocks, 128, 0, s>>>(bufs[2 * t], bufs[2 * t + 1]);
                 if (l == 0) first_launch[t] = since();
@@ -58,6 +82,7 @@ int main(int argc, char** argv) {
                     if (sync_sleep_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(sync_sleep_us));
                 }
             }
+            if (gate) *static_cast<volatile int*>(gates[t]) = 1;
             CHECK(cudaStreamSynchronize(s));
         });
     }

@@ -47,7 +47,7 @@ class RunInfo:
 
 @dataclass
 class Notice:
-    """Something the tool could not record, and why (it also said so on stderr)."""
+    """Something the tool could not record, or made the program do, and why (also said on stderr)."""
 
     device_index: int  # 0xFFFFFFFF: no one device
     code: str  # schema.NoticeCode name, lower case

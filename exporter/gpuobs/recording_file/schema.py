@@ -137,6 +137,7 @@ NO_FLUSH = constant("GPUOBS_NO_FLUSH")
 # are a subset of today's, unchanged (only enums, a struct and a chunk type were
 # added since), so only what the writer did differently is listed here.
 COMPATIBLE_SCHEMAS = {
+    0x5C1E4BD4A6AF10CA: {},  # before the program-waited notice (ring pressure)
     0x49906C504643937C: {"launch_table_size": 4096},  # before notices and device-launched grids (2026-12-01)
     0xE78BC05CF512A957: {},  # before block_starts (its mode, flag, warp arrivals and SLOTS chunk)
     0x8DC623220B0E97DB: {},  # before the device rings' limits (gpuobs_control only: no file layout changed)
