@@ -334,11 +334,12 @@ def test_relief_gives_up_on_a_stream_that_waits_for_its_own_thread(tmp_path, pro
     polls it for 2 s, gives up (said on stderr) and does not wait on it again until
     the program synchronises it; the program finishes, the blocks that did not fit
     are dropped and counted, and counts stay exact."""
-    # 500 launches of 256 blocks: twice what the rings hold, and few enough that the
-    # driver's launch queue takes them all while the gate is shut (the program, not
-    # the tool, would block there). SYNC_EVERY past the end: the only sync follows
-    # the gate's opening.
-    launches, blocks = 500, 256
+    # 100 launches of 1,024 blocks: half again what the rings hold, in few launches:
+    # every one waits behind the gate, and a queue of in-flight launches (the
+    # driver's, the sanitizer's) that fills would block the program itself (500
+    # launches of 256 hung here on the H200, cause not yet known). SYNC_EVERY past
+    # the end: the only sync follows the gate's opening.
+    launches, blocks = 100, 1024
     env = dict(os.environ, STORM_HOST_GATE="1")
     proc, rec = record(
         tmp_path,
