@@ -1,0 +1,111 @@
+"""Writes a variant of the shipped device patches for benchmarks/patch_ab.py,
+made by replacing named pieces of device_patches/gpuobs_patches.cu, so that a
+variant follows the shipped code instead of a stale copy. Each variant is a
+question to measure on the GPU before building the change it stands for:
+
+  store_only     (cost probe, block_starts) Every claim's atomic round trip replaced
+                 by a position the warp computes from its block and warp index, as
+                 per-launch record ranges handed out by the host would let it. Its
+                 records land in wrong places and are never drained: it measures
+                 what the round trips cost, nothing else. Near block_noop: per-launch
+                 ranges are worth building (issue 17).
+  exit_cta_scope (candidate, block_trace) The exit reads its block's slot at CTA
+                 scope instead of GPU scope. The slot is written by the block's own
+                 leader, on the same SM, so CTA scope is all the memory model asks
+                 for, and such a load may be served from the SM's L1: of a block's
+                 exiting warps, only the first should wait for L2. Predicted: part of
+                 block_trace's cost over block_trace_noop on small-block kernels
+                 (issue 16's graph kernels: 1.15-1.24x, target 1.10x).
+
+    python benchmarks/patch_variants.py store_only /tmp/store_only.cu
+    python benchmarks/patch_ab.py --mode block_starts --variant base=device_patches/gpuobs_patches.cu \\
+        --variant store_only=/tmp/store_only.cu
+
+Fails, saying which piece, when the shipped code no longer has what a variant replaces.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+SOURCE = Path(__file__).resolve().parent.parent / "device_patches" / "gpuobs_patches.cu"
+
+# variant -> (function it changes, [(shipped code, variant's code), ...])
+VARIANTS = {
+    "store_only": (
+        "gpuobs_block_starts_enter",
+        [
+            (
+                """        uint64_t index;
+        gpuobs_event* r = claim(userdata, sm, &index);
+        if (r == nullptr) return SANITIZER_PATCH_SUCCESS;""",
+                """        // Probe: the block's position computed, no atomic round trip.
+        const uint32_t stripes = GPUOBS_ENTRY_U32(userdata, stripe_count);
+        const uint64_t capacity = GPUOBS_ENTRY_U64(userdata, stripe_capacity);
+        gpuobs_event* r = event_at(userdata, (uint64_t)stripe_of(sm, stripes) * capacity +
+                                                 (flat_block_index() & (capacity - 1)));""",
+            ),
+            (
+                """    const uint64_t limit = ld_limit(&ctl->warp_limits[stripe]);
+    const uint64_t i = atom_add(&ctl->warp_stripes[stripe].claimed, 1);
+    const uint64_t arrivals = capacity * GPUOBS_WARP_ARRIVALS_PER_EVENT;  // a power of two, as capacity
+    if (i >= limit) {
+        red_add(&ctl->warp_stripes[stripe].dropped, 1);
+        return SANITIZER_PATCH_SUCCESS;
+    }""",
+                """    // Probe: the warp's position computed from its block and warp index.
+    (void)ctl;
+    const uint64_t i = flat_block_index() * ((threads_per_block() + 31) / 32) + flat / 32;
+    const uint64_t arrivals = capacity * GPUOBS_WARP_ARRIVALS_PER_EVENT;  // a power of two, as capacity""",
+            ),
+        ],
+    ),
+    "exit_cta_scope": (
+        "ld_slot",
+        [
+            (
+                'asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];"',
+                'asm volatile("ld.relaxed.cta.global.v2.u64 {%0, %1}, [%2];"',
+            )
+        ],
+    ),
+}
+
+
+def function_span(source: str, name: str) -> tuple:
+    """Where the definition of `name` starts and its body's closing brace ends."""
+    start = source.index(f" {name}(")
+    start = source.rindex("\n", 0, start) + 1
+    depth, i = 0, source.index("{", start)
+    while True:
+        depth += {"{": 1, "}": -1}.get(source[i], 0)
+        i += 1
+        if depth == 0:
+            return start, i
+
+
+def make_variant(source: str, variant: str) -> str:
+    function, replacements = VARIANTS[variant]
+    start, end = function_span(source, function)
+    body = source[start:end]
+    for n, (shipped, changed) in enumerate(replacements, 1):
+        if body.count(shipped) != 1:
+            raise SystemExit(
+                f"{SOURCE}: {function} no longer has piece {n} of variant {variant} "
+                f"(first line: {shipped.strip().splitlines()[0]!r}); update {Path(__file__).name}"
+            )
+        body = body.replace(shipped, changed)
+    return source[:start] + body + source[end:]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("variant", choices=sorted(VARIANTS))
+    p.add_argument("out", type=Path, help="where to write the variant's .cu")
+    args = p.parse_args(argv)
+    args.out.write_text(make_variant(SOURCE.read_text(), args.variant))
+    print(f"wrote {args.out} ({args.variant})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
