@@ -86,14 +86,16 @@ uint32_t ContextState::function_slot_for(CUfunction f, const char* name, CUmodul
 }
 
 void ContextState::on_functions_loaded(CUmodule module, const CUfunction* functions, uint32_t count) {
+    // The names are asked of the driver before launch_mu_ is taken: a thread
+    // holding launch_mu_ must not wait on the driver, whose locks a launching
+    // thread (which takes launch_mu_ in its callbacks) may hold.
     CudaDriver& d = driver();
+    std::vector<const char*> names(count, nullptr);
+    for (uint32_t i = 0; i < count; ++i)
+        if (d.func_get_name == nullptr || d.func_get_name(&names[i], functions[i]) != CUDA_SUCCESS) names[i] = nullptr;
     std::lock_guard<std::mutex> lock(launch_mu_);
     if (!active_ || destroyed_) return;
-    for (uint32_t i = 0; i < count; ++i) {
-        const char* name = nullptr;
-        if (d.func_get_name == nullptr || d.func_get_name(&name, functions[i]) != CUDA_SUCCESS) name = nullptr;
-        function_slot_for(functions[i], name, module);
-    }
+    for (uint32_t i = 0; i < count; ++i) function_slot_for(functions[i], names[i], module);
 }
 
 void ContextState::on_module_unloading(CUmodule module) {
