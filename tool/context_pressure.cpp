@@ -105,6 +105,7 @@ void ContextState::measure_loop() {
             measure_requested_ = false;
             if (measuring_stopped_) continue;  // the context is going: its stream may be gone
             measuring_ = true;
+            measure_began_ns_ = monotonic_ns();
         }
         bool ok = false;
         if (measure_stream_ != nullptr) {
@@ -175,6 +176,14 @@ bool ContextState::measure_now(int timeout_ms) {
     request_measure();
     std::unique_lock<std::mutex> lock(measure_mu_);
     return measure_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return measures_done_ >= target; });
+}
+
+// A measurement under way for longer than for_ns: its copy waits behind work
+// the GPU will not finish soon (a kernel spinning on a host flag), and asking
+// again would only wait as long.
+bool ContextState::measurement_stuck(uint64_t for_ns) {
+    std::lock_guard<std::mutex> lock(measure_mu_);
+    return measuring_ && monotonic_ns() - measure_began_ns_ > for_ns;
 }
 
 // Polled, not synchronised: the stream's work may wait on something this thread
@@ -259,7 +268,7 @@ void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
             return;
         }
     }
-    if (!measure_now(1000)) {
+    if (measurement_stuck(1000000000ull) || !measure_now(1000)) {
         // The tool's own stream did not answer within 1 s: the GPU is held by work
         // that may wait on this very thread (a kernel spinning on a host flag). A
         // relief that waited again at every launch would stall the program a

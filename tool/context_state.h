@@ -281,11 +281,13 @@ private:
     std::condition_variable measure_cv_;
     bool measure_requested_ = false, measuring_ = false, measure_thread_started_ = false;
     uint64_t measures_done_ = 0;
+    uint64_t measure_began_ns_ = 0;  // when the measurement under way began (measuring_)
     Sanitizer_StreamHandle measure_stream_ = nullptr;
     void request_measure();
     Sanitizer_StreamHandle create_own_stream();  // context_flush.cpp
     void remeasure_after_drain();                // once measuring has begun
     bool measure_now(int timeout_ms);            // asks, and waits for the answer
+    bool measurement_stuck(uint64_t for_ns);     // one under way for longer than that
     void measure_loop();
     // One relief at a time (pressure_mu_, only ever tried); the rings' drained
     // positions as of the last drain (drained_mu_, a leaf lock).

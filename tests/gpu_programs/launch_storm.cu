@@ -48,6 +48,12 @@ int main(int argc, char** argv) {
         return 2;
     }
     std::vector<int*> gates(threads, nullptr);
+    if (gate) {
+        // Loaded before the gate shuts: a lazily loaded kernel's first launch may
+        // need the context idle, which a spinning gate never lets it be.
+        cudaFuncAttributes attributes;
+        CHECK(cudaFuncGetAttributes(&attributes, storm_kernel));
+    }
     if (gate)
         for (auto& g : gates) {
             CHECK(cudaHostAlloc(&g, sizeof(int), cudaHostAllocMapped));
