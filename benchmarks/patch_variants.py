@@ -15,7 +15,10 @@ question to measure on the GPU before building the change it stands for:
                  for, and such a load may be served from the SM's L1: of a block's
                  exiting warps, only the first should wait for L2. Predicted: part of
                  block_trace's cost over block_trace_noop on small-block kernels
-                 (issue 16's graph kernels: 1.15-1.24x, target 1.10x).
+                 (issue 16's graph kernels: 1.15-1.24x, target 1.10x). A load at
+                 block exit may find the line gone from L1, or never there (stores
+                 do not bring it); exit_cta_scope_prefetch also has the leader
+                 prefetch its slot's line into L1 at entry, which no register waits for.
 
     python benchmarks/patch_variants.py store_only /tmp/store_only.cu
     python benchmarks/patch_ab.py --mode block_starts --variant base=device_patches/gpuobs_patches.cu \\
@@ -30,45 +33,50 @@ from pathlib import Path
 
 SOURCE = Path(__file__).resolve().parent.parent / "device_patches" / "gpuobs_patches.cu"
 
-# variant -> (function it changes, [(shipped code, variant's code), ...])
-VARIANTS = {
-    "store_only": (
-        "gpuobs_block_starts_enter",
-        [
-            (
-                """        uint64_t index;
+# Pieces: (function, shipped code, the variant's code).
+STARTS_BLOCK_AT_COMPUTED_POSITION = (
+    "gpuobs_block_starts_enter",
+    """        uint64_t index;
         gpuobs_event* r = claim(userdata, sm, &index);
         if (r == nullptr) return SANITIZER_PATCH_SUCCESS;""",
-                """        // Probe: the block's position computed, no atomic round trip.
+    """        // Probe: the block's position computed, no atomic round trip.
         const uint32_t stripes = GPUOBS_ENTRY_U32(userdata, stripe_count);
         const uint64_t capacity = GPUOBS_ENTRY_U64(userdata, stripe_capacity);
         gpuobs_event* r = event_at(userdata, (uint64_t)stripe_of(sm, stripes) * capacity +
                                                  (flat_block_index() & (capacity - 1)));""",
-            ),
-            (
-                """    const uint64_t limit = ld_limit(&ctl->warp_limits[stripe]);
+)
+STARTS_WARP_AT_COMPUTED_POSITION = (
+    "gpuobs_block_starts_enter",
+    """    const uint64_t limit = ld_limit(&ctl->warp_limits[stripe]);
     const uint64_t i = atom_add(&ctl->warp_stripes[stripe].claimed, 1);
     const uint64_t arrivals = capacity * GPUOBS_WARP_ARRIVALS_PER_EVENT;  // a power of two, as capacity
     if (i >= limit) {
         red_add(&ctl->warp_stripes[stripe].dropped, 1);
         return SANITIZER_PATCH_SUCCESS;
     }""",
-                """    // Probe: the warp's position computed from its block and warp index.
+    """    // Probe: the warp's position computed from its block and warp index.
     (void)ctl;
     const uint64_t i = flat_block_index() * ((threads_per_block() + 31) / 32) + flat / 32;
     const uint64_t arrivals = capacity * GPUOBS_WARP_ARRIVALS_PER_EVENT;  // a power of two, as capacity""",
-            ),
-        ],
-    ),
-    "exit_cta_scope": (
-        "ld_slot",
-        [
-            (
-                'asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];"',
-                'asm volatile("ld.relaxed.cta.global.v2.u64 {%0, %1}, [%2];"',
-            )
-        ],
-    ),
+)
+SLOT_READ_AT_CTA_SCOPE = (
+    "ld_slot",
+    'asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];"',
+    'asm volatile("ld.relaxed.cta.global.v2.u64 {%0, %1}, [%2];"',
+)
+SLOT_PREFETCHED_TO_L1 = (
+    "gpuobs_block_trace_enter",
+    """    st_slot(block_slot(userdata, grid, block), block_key(grid, block), index);""",
+    """    gpuobs_block_slot* s = block_slot(userdata, grid, block);
+    st_slot(s, block_key(grid, block), index);
+    // Variant: the line brought into this SM's L1 for the exits (no register waits on it).
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(s) : "memory");""",
+)
+
+VARIANTS = {
+    "store_only": [STARTS_BLOCK_AT_COMPUTED_POSITION, STARTS_WARP_AT_COMPUTED_POSITION],
+    "exit_cta_scope": [SLOT_READ_AT_CTA_SCOPE],
+    "exit_cta_scope_prefetch": [SLOT_READ_AT_CTA_SCOPE, SLOT_PREFETCHED_TO_L1],
 }
 
 
@@ -85,17 +93,16 @@ def function_span(source: str, name: str) -> tuple:
 
 
 def make_variant(source: str, variant: str) -> str:
-    function, replacements = VARIANTS[variant]
-    start, end = function_span(source, function)
-    body = source[start:end]
-    for n, (shipped, changed) in enumerate(replacements, 1):
+    for n, (function, shipped, changed) in enumerate(VARIANTS[variant], 1):
+        start, end = function_span(source, function)
+        body = source[start:end]
         if body.count(shipped) != 1:
             raise SystemExit(
                 f"{SOURCE}: {function} no longer has piece {n} of variant {variant} "
                 f"(first line: {shipped.strip().splitlines()[0]!r}); update {Path(__file__).name}"
             )
-        body = body.replace(shipped, changed)
-    return source[:start] + body + source[end:]
+        source = source[:start] + body.replace(shipped, changed) + source[end:]
+    return source
 
 
 def main(argv=None):
