@@ -112,9 +112,11 @@ void ContextState::measure_loop() {
             CurrentContext current(ctx_);
             ok = current.pushed && measure_fill(measure_stream_);
         }
+        // Three failures in a row (not a context going away) turn relief off.
+        failed_measures_ = ok || measuring_stopped_ ? 0 : failed_measures_ + 1;
         if (ok) {
             ++pressure_counts_.measured;
-        } else if (!measuring_broken_.exchange(true)) {
+        } else if (failed_measures_ >= 3 && !measuring_broken_.exchange(true)) {
             // Without readings the estimate never falls: relief would synchronise at
             // every launch. Left to drops (counted) instead, said once.
             GPUOBS_LOG(
@@ -221,12 +223,15 @@ void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
         wait = fill_.must_wait();
         measure = fill_.measure_due() || fill_.needs_relief();
         if (measure) fill_.requested();
-        // Only a stream that is the only one with launches in flight may be waited
-        // for: other streams' work is not this thread's to wait for (their records
-        // are dropped, and counted, if the ring fills), and a stream given up on
+        // Only a stream that is the only one with launches in flight, all of them
+        // this thread's, may be waited for: other streams' work is not this
+        // thread's to wait for (their records are dropped, and counted, if the ring
+        // fills), another thread's launch on this stream may be begun and not yet
+        // enqueued (an idle stream would not mean it ran), and a stream given up on
         // stays so until the program synchronises it.
         auto it = unsynced_streams_.find(stream_key);
-        can_sync = unsynced_streams_.size() == 1 && it != unsynced_streams_.end() && !busy_streams_.count(stream_key);
+        can_sync = unsynced_streams_.size() == 1 && it != unsynced_streams_.end() &&
+                   launcher_of(stream_key) == thread_tag() && !busy_streams_.count(stream_key);
         if (it != unsynced_streams_.end()) in_flight = it->second;
     }
     ++pressure_counts_.asked;
@@ -247,6 +252,15 @@ void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
         request_measure();
         return;
     }
+    if (can_sync && measurement_stuck(1000000000ull)) {
+        // The measurement under way began over 1 s ago: its copy is held behind
+        // work the GPU will not finish soon (a kernel spinning on a host flag).
+        give_up_on_stream(stream_key, "a measurement of the rings has not returned for over 1 s");
+        return;
+    }
+    // Once a stream was given up on, this program is one whose streams can wait
+    // on its threads: later waits for a measurement or a stream are kept short.
+    const bool wary = pressure_counts_.gave_up.load() != 0;
     // From here the launching thread waits: counted, for the notice.
     struct Waited {
         PressureCounts& c;
@@ -268,11 +282,10 @@ void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
             return;
         }
     }
-    if (measurement_stuck(1000000000ull) || !measure_now(1000)) {
-        // The tool's own stream did not answer within 1 s: the GPU is held by work
-        // that may wait on this very thread (a kernel spinning on a host flag). A
-        // relief that waited again at every launch would stall the program a
-        // second a launch; the stream is given up on as below.
+    if (!measure_now(wary ? 20 : 1000)) {
+        // The tool's own stream did not answer: the GPU is held by work that may
+        // wait on this very thread. A relief that waited again at every launch
+        // would stall the program a second a launch; the stream is given up on.
         give_up_on_stream(stream_key, "a measurement of the rings did not return within 1 s");
         return;
     }
@@ -299,7 +312,7 @@ void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
             if (exchanged) driver().exchange_capture_mode(&mode);
         }
     } restore{exchanged, mode};
-    const StreamWait idle = wait_for_stream(stream, 2000);
+    const StreamWait idle = wait_for_stream(stream, wary ? 20 : 2000);
     if (idle != StreamWait::kIdle) {
         give_up_on_stream(stream_key, idle == StreamWait::kBusy
                                           ? "the launching stream was still busy after 2 s while its rings were "
@@ -307,16 +320,18 @@ void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
                                           : "the launching stream cannot be queried");
         return;
     }
-    if (pressure_counts_.synced++ == 0)
+    // The quiet point's window is cut (unless another thread launched on this
+    // stream meanwhile) and released before the program goes on; a drain that
+    // already kept a relief waiting 5 s is not waited for again.
+    if (mark_synchronized(stream_key, "rings filling", in_flight, thread_tag()) && pressure_counts_.synced++ == 0)
         GPUOBS_LOG(
             "device %u: the program launched more blocks between synchronisations than the rings hold; "
             "gpuobs synchronises the launching stream when they fill, so that nothing is dropped",
             device_index_);
-    // The quiet point's window is cut (unless another thread launched on this
-    // stream meanwhile) and released before the program goes on.
-    if (mark_synchronized(stream_key, "rings filling", in_flight) || windows_released_.load() < windows_cut_.load())
+    const uint64_t released_now = windows_released_.load();
+    if (released_now < windows_cut_.load() && released_now >= stuck_release_.load())
         if (!wait_for_release(5000)) stuck_release_ = windows_cut_.load();
-    measure_now(1000);
+    measure_now(wary ? 20 : 1000);
 }
 
 // Not waited on again until the program synchronises it; said once.
@@ -334,14 +349,17 @@ void ContextState::give_up_on_stream(uint64_t stream_key, const char* why) {
 
 void ContextState::note_program_waits() {
     const PressureCounts& c = pressure_counts_;
-    if (c.waits == 0 || waits_noted_.exchange(true)) return;
+    // Written again (totals so far) when there were waits since the last one: a
+    // gpuobs.flush() may note them before the run's end.
+    const uint64_t waits = c.waits.load();
+    if (waits == 0 || waits_noted_.exchange(waits) == waits) return;
     char text[400];
-    std::snprintf(text, sizeof text,
-                  "device %u: to make room in the rings, the program's launching threads waited %llu times, %.1f ms "
-                  "in all (%llu of them for a stream synchronisation gpuobs made: quiet points the program did not "
-                  "make); host timings in this recording include those waits",
-                  device_index_, (unsigned long long)c.waits.load(), c.waited_ns.load() / 1e6,
-                  (unsigned long long)c.synced.load());
+    std::snprintf(
+        text, sizeof text,
+        "device %u: to make room in the rings, the program's launching threads have waited %llu times so far, "
+        "%.1f ms in all (%llu of them for a stream synchronisation gpuobs made: quiet points the program did not "
+        "make); host timings in this recording include those waits",
+        device_index_, (unsigned long long)waits, c.waited_ns.load() / 1e6, (unsigned long long)c.synced.load());
     write_notice(file_, GPUOBS_NOTICE_PROGRAM_WAITED, device_index_, text);
 }
 

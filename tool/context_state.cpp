@@ -111,6 +111,7 @@ bool ContextState::on_launch(const LaunchInfo& launch) {
     // Paused launches still count toward quietness: a window turns only when
     // none is in flight.
     ++unsynced_streams_[launch.stream_key];
+    note_launcher(launch.stream_key);
     launched_since_quiet_ = true;
     // A function first seen while paused gets its slot and callback data now,
     // ready for the next window.
@@ -149,6 +150,7 @@ bool ContextState::on_graph_replay(const std::vector<LearnedNode>& nodes, uint64
     if (!active_ || destroyed_) return false;
     bool check = false;
     ++unsynced_streams_[stream_key];
+    note_launcher(stream_key);
     launched_since_quiet_ = true;
     const uint64_t now = monotonic_ns();
     for (const LearnedNode& n : nodes) {
@@ -177,6 +179,7 @@ void ContextState::on_graph_launch(uint64_t stream_key) {
     std::lock_guard<std::mutex> lock(launch_mu_);
     if (!paused_ || !active_ || destroyed_) return;  // recorded replays are seen node by node
     ++unsynced_streams_[stream_key];
+    note_launcher(stream_key);
     launched_since_quiet_ = true;
     ++unrecorded_launches_;
 }
@@ -185,15 +188,37 @@ bool ContextState::on_stream_synchronized(uint64_t stream_key) {
     return mark_synchronized(stream_key, "stream synchronised");
 }
 
-bool ContextState::mark_synchronized(uint64_t stream_key, const char* reason, uint64_t expected_in_flight) {
+uintptr_t ContextState::thread_tag() {
+    static thread_local char tag;  // its address names the calling thread
+    return reinterpret_cast<uintptr_t>(&tag);
+}
+
+void ContextState::note_launcher(uint64_t stream_key) {
+    const uintptr_t me = thread_tag();
+    auto [it, fresh] = stream_launchers_.try_emplace(stream_key, me);
+    if (!fresh && it->second != me) it->second = kSharedStream;
+}
+
+uintptr_t ContextState::launcher_of(uint64_t stream_key) const {
+    auto it = stream_launchers_.find(stream_key);
+    return it == stream_launchers_.end() ? 0 : it->second;
+}
+
+// expected_in_flight (the tool's own quiet point): the stream is marked only if
+// it still has exactly that many launches in flight, all by expected_launcher.
+bool ContextState::mark_synchronized(uint64_t stream_key, const char* reason, uint64_t expected_in_flight,
+                                     uintptr_t expected_launcher) {
     bool quiet, pending;
     {
         std::lock_guard<std::mutex> lock(launch_mu_);
         if (expected_in_flight != 0) {
             auto it = unsynced_streams_.find(stream_key);
-            if (it != unsynced_streams_.end() && it->second != expected_in_flight) return false;
+            if (it == unsynced_streams_.end() || it->second != expected_in_flight ||
+                launcher_of(stream_key) != expected_launcher)
+                return false;
         }
         unsynced_streams_.erase(stream_key);
+        stream_launchers_.erase(stream_key);
         busy_streams_.erase(stream_key);
         quiet = unsynced_streams_.empty() && launched_since_quiet_;
         pending = !pending_launches_.empty() || unrecorded_launches_ != 0;
@@ -208,6 +233,7 @@ bool ContextState::on_context_synchronized() {
     {
         std::lock_guard<std::mutex> lock(launch_mu_);
         unsynced_streams_.clear();
+        stream_launchers_.clear();
         busy_streams_.clear();
         quiet = launched_since_quiet_;
         pending = !pending_launches_.empty() || unrecorded_launches_ != 0;

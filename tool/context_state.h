@@ -178,7 +178,8 @@ private:
     void give_up_on_stream(uint64_t stream_key, const char* why);
     // expected_in_flight: when not 0, the stream is marked only if it still has
     // exactly that many launches in flight (no other thread launched on it since).
-    bool mark_synchronized(uint64_t stream_key, const char* reason, uint64_t expected_in_flight = 0);
+    bool mark_synchronized(uint64_t stream_key, const char* reason, uint64_t expected_in_flight = 0,
+                           uintptr_t expected_launcher = 0);
     uint64_t arrivals_per_stripe() const { return stripe_capacity_ * GPUOBS_WARP_ARRIVALS_PER_EVENT; }
     // The flush's steps (context_flush.cpp). cut_window, under cut_mu_: the window's
     // launches and claim positions. drain_window, under flush_mu_ on the drain
@@ -244,6 +245,14 @@ private:
     std::vector<uint8_t> function_selected_;  // by slot: passes the kernel filter
     std::vector<gpuobs_launch> pending_launches_;
     std::unordered_map<uint64_t, uint64_t> unsynced_streams_;  // stream -> launches since its sync
+    // stream -> the thread that launched on it since its sync (its tag), or
+    // kSharedStream once two have: only a stream of one thread may be cut by the
+    // tool's own quiet point (another thread's launch may be begun, not enqueued).
+    std::unordered_map<uint64_t, uintptr_t> stream_launchers_;
+    static constexpr uintptr_t kSharedStream = 1;
+    static uintptr_t thread_tag();                     // names the calling thread, never 0 or kSharedStream
+    void note_launcher(uint64_t stream_key);           // under launch_mu_
+    uintptr_t launcher_of(uint64_t stream_key) const;  // under launch_mu_; 0: none since its sync
     std::vector<gpuobs_event> staging_;
     std::vector<uint64_t> counter_staging_;  // one total per launch-counter slot
     // block_starts: this window's warp arrivals and the SLOTS chunk
@@ -268,7 +277,7 @@ private:
     // Streams a relief waited 2 s for in vain: not waited for again until the
     // program synchronises them (their work may wait on the program's thread).
     std::unordered_set<uint64_t> busy_streams_;
-    std::atomic<bool> waits_noted_{false};
+    std::atomic<uint64_t> waits_noted_{0};        // the waits the last PROGRAM_WAITED notice counted
     std::atomic<bool> measuring_broken_{false};   // no thread or no stream to measure with: relief is off
     std::atomic<bool> measuring_stopped_{false};  // the context is going (stop_measuring)
     // A wait for a drain's release that ran out: not waited for again until the
@@ -282,6 +291,7 @@ private:
     bool measure_requested_ = false, measuring_ = false, measure_thread_started_ = false;
     uint64_t measures_done_ = 0;
     uint64_t measure_began_ns_ = 0;  // when the measurement under way began (measuring_)
+    uint32_t failed_measures_ = 0;   // in a row; the measuring thread's own
     Sanitizer_StreamHandle measure_stream_ = nullptr;
     void request_measure();
     Sanitizer_StreamHandle create_own_stream();  // context_flush.cpp
