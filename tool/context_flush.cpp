@@ -234,14 +234,18 @@ bool ContextState::cut_window(const char* reason, bool require_quiet, FlushWindo
     // (the drain thread's first load of them failed on the H200).
     load_tool_kernels();
     if (config_.mode != GPUOBS_MODE_OFF) {
-        if (!read_claims(ctl_->stripes, stripe_count_, stream_, &w->claimed, &w->dropped) ||
+        // On a stream of the tool's own: a copy on the context's NULL stream would wait
+        // for the program's work on blocking streams (a cut that is not quiet would
+        // synchronise the program), and would break another thread's capture there.
+        const Sanitizer_StreamHandle stream = cut_stream();
+        if (!read_claims(ctl_->stripes, stripe_count_, stream, &w->claimed, &w->dropped) ||
             sanitizer().memcpy_dtoh(&w->unmatched_exit_threads, &ctl_->unmatched_exit_threads,
-                                    sizeof w->unmatched_exit_threads, stream_) != SANITIZER_SUCCESS) {
+                                    sizeof w->unmatched_exit_threads, stream) != SANITIZER_SUCCESS) {
             GPUOBS_LOG("flush (%s): cannot read the claim counters; the window stays open", reason);
             return false;
         }
         if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
-            if (!read_claims(ctl_->warp_stripes, stripe_count_, stream_, &w->warp_claimed, &w->warp_dropped))
+            if (!read_claims(ctl_->warp_stripes, stripe_count_, stream, &w->warp_claimed, &w->warp_dropped))
                 return false;
             // Every launch of this window has run: a device time read now bounds each of their blocks' ends.
             if (require_quiet) w->device_quiet_ns = device_time_now();
@@ -416,6 +420,16 @@ Sanitizer_StreamHandle ContextState::create_own_stream() {
         sanitizer().get_stream_handle(ctx_, s, &handle) != SANITIZER_SUCCESS)
         handle = nullptr;
     return handle;
+}
+
+// The cut's stream (under cut_mu_, on the cutting thread); the NULL stream if
+// none can be made.
+Sanitizer_StreamHandle ContextState::cut_stream() {
+    if (!cut_stream_tried_) {
+        cut_stream_tried_ = true;
+        cut_stream_ = create_own_stream();
+    }
+    return cut_stream_ != nullptr ? cut_stream_ : stream_;
 }
 
 Sanitizer_StreamHandle ContextState::drain_stream() {

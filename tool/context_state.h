@@ -318,7 +318,10 @@ private:
     // join, the program's streams (a graph capture in progress among them).
     Sanitizer_StreamHandle drain_stream_ = nullptr;
     bool drain_stream_tried_ = false;
+    Sanitizer_StreamHandle cut_stream_ = nullptr;  // cut_mu_
+    bool cut_stream_tried_ = false;
     Sanitizer_StreamHandle drain_stream();
+    Sanitizer_StreamHandle cut_stream();  // cut_window and what it calls, under cut_mu_
 
     // the tool's own kernels: clock probe, counter harvest. Their output buffers are
     // shared by the cut (quiet time) and the drain (clock, counts): tool_kernels_mu_.

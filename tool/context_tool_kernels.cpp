@@ -104,7 +104,8 @@ uint64_t ContextState::device_time_now() {
     if (!load_tool_kernels()) return 0;
     CurrentContext current(ctx_);
     uint64_t t = 0;
-    if (!current.pushed || !run_probe() || sanitizer().memcpy_dtoh(&t, probe_out_, 8, stream_) != SANITIZER_SUCCESS)
+    if (!current.pushed || !run_probe() ||
+        sanitizer().memcpy_dtoh(&t, probe_out_, 8, cut_stream()) != SANITIZER_SUCCESS)
         return 0;
     return t;
 }
