@@ -1,4 +1,5 @@
-// A launch storm: T host threads, each on its own non-blocking stream, each
+// A launch storm: T host threads, each on its own non-blocking stream (or one
+// shared: STORM_SHARED_STREAM=1), each
 // launching N small kernels (B blocks of 128 threads; every thread one load and
 // one store) with a stream sync every K launches, so the context is never
 // quiet. Prints the wall time and what it launched as JSON.
@@ -6,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -47,6 +49,17 @@ int main(int argc, char** argv) {
                      "STORM_HOST_GATE needs SYNC_EVERY > LAUNCHES (a sync before the gate opens never returns)\n");
         return 2;
     }
+    // STORM_SHARED_STREAM=1: every thread launches on one stream, shared.
+    const bool shared = std::getenv("STORM_SHARED_STREAM") != nullptr;
+    if (shared && gate) {
+        std::fprintf(stderr, "STORM_SHARED_STREAM and STORM_HOST_GATE do not go together\n");
+        return 2;
+    }
+    cudaStream_t shared_stream = nullptr;
+    if (shared) CHECK(cudaStreamCreateWithFlags(&shared_stream, cudaStreamNonBlocking));
+    // On a shared stream every thread launches once before any goes on: from
+    // then on the stream is known to be launched on by several threads.
+    std::atomic<int> launched_once{0};
     std::vector<int*> gates(threads, nullptr);
     if (gate) {
         // Loaded before the gate shuts: a lazily loaded kernel's first launch may
@@ -72,8 +85,8 @@ int main(int argc, char** argv) {
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t) {
         pool.emplace_back([&, t] {
-            cudaStream_t s;
-            CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+            cudaStream_t s = shared_stream;
+            if (!shared) CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
             if (gate) {
                 int* open = nullptr;
                 CHECK(cudaHostGetDevicePointer(&open, gates[t], 0));
@@ -82,6 +95,10 @@ int main(int argc, char** argv) {
             for (int l = 0; l < launches; ++l) {
                 storm_kernel<<<blocks, 128, 0, s>>>(bufs[2 * t], bufs[2 * t + 1]);
                 if (l == 0) first_launch[t] = since();
+                if (l == 0 && shared) {
+                    ++launched_once;
+                    while (launched_once.load() < threads) std::this_thread::yield();
+                }
                 if ((l + 1) % every == 0) {
                     CHECK(cudaStreamSynchronize(s));
                     if (l + 1 == every) first_batch[t] = since();
