@@ -106,6 +106,14 @@ int main(int argc, char** argv) {
                 }
             }
             if (gate) *static_cast<volatile int*>(gates[t]) = 1;
+            // A shared stream is synchronised once, after every thread's last launch
+            // (a sync while another thread launches on the stream would settle launches
+            // it did not wait for: gpuobs cannot tell those apart yet).
+            if (shared) {
+                ++launched_once;
+                while (launched_once.load() < 2 * threads) std::this_thread::yield();
+                if (t != 0) return;
+            }
             CHECK(cudaStreamSynchronize(s));
         });
     }
