@@ -5,12 +5,12 @@
 // measurements of the claim counters that a thread of the tool's own takes, on
 // its own stream: a launching thread never calls the driver for one (one that
 // did, inside its launch, hung an 8-thread storm on the H200), and a long drain
-// does not hold one up. When the estimate passes half a stripe, the launching
-// thread, once its launch API call returns, waits for a drain in progress; if
-// none is left to free room and its stream is the only one with launches in
-// flight, it synchronises that stream: a quiet point, where the window is cut,
-// and waits for that drain. The program waits only when its records would
-// otherwise be dropped.
+// does not hold one up. Past half a stripe a launch asks for a measurement; past
+// three quarters the launching thread, once its launch API call returns, waits
+// for a drain in progress; if none is left to free room and its stream is the
+// only one with launches in flight, all its own, it waits (2 s at most) for that
+// stream to go idle: a quiet point, where the window is cut, and waits for that
+// drain. The program waits only when its records would otherwise be dropped.
 #include <chrono>
 #include <cstdio>
 #include <thread>

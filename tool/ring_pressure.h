@@ -1,8 +1,9 @@
 // When the rings are filling faster than quiet points drain them. The host knows
 // every launch's grid before it runs, so it keeps an estimate of the fullest
 // stripe: what the last measurement of the claim counters found, plus the share
-// of every launch planned since. Past half a stripe the launching thread waits
-// for a drain, or makes a quiet point of its own (context_pressure.cpp). Plain
+// of every launch planned since. Past half a stripe a measurement is asked for;
+// past three quarters the launching thread waits for a drain, or makes a quiet
+// point of its own (context_pressure.cpp). Plain
 // arithmetic, checked against a simulated device by tests/native/ring_pressure_check.cpp.
 #pragma once
 #include <algorithm>
@@ -41,8 +42,9 @@ struct FillEstimate {
     // Past half a stripe a measurement is asked for at every launch, without
     // waiting; past three quarters the launching thread waits (for a drain, a
     // measurement, or a quiet point of its own). A wait at every launch past
-    // half kept the GPU idle inside a timed repetition (the ladder's block_starts
-    // rows); the quarter left is the slack for a plan that guessed an SM's share low.
+    // half was the suspected cost (not measured) of the ladder's block_starts
+    // rows in a timed repetition; the quarter left is the slack for a plan that
+    // guessed an SM's share low.
     bool needs_relief() const { return estimate() >= per_stripe / 2; }
     bool must_wait() const { return estimate() >= per_stripe / 4 * 3; }
     // A measurement is asked for every sixteenth of a stripe planned.
