@@ -441,23 +441,29 @@ Sanitizer_StreamHandle ContextState::drain_stream() {
     return drain_stream_ != nullptr ? drain_stream_ : stream_;
 }
 
-bool ContextState::wait_for_release(int timeout_ms) const {
+namespace {
+
+// Until `done` reaches `cut` (windows the drain has released or written), polled
+// every pause_ns; false past timeout_ms.
+bool wait_for_windows(const std::atomic<uint64_t>& done, const std::atomic<uint64_t>& cut, int timeout_ms,
+                      long pause_ns) {
     const uint64_t deadline = monotonic_ns() + (uint64_t)timeout_ms * 1000000ull;
-    while (windows_released_.load() < windows_cut_.load()) {
+    while (done.load() < cut.load()) {
         if (monotonic_ns() > deadline) return false;
-        timespec pause{0, 50000};
+        timespec pause{0, pause_ns};
         nanosleep(&pause, nullptr);
     }
     return true;
 }
 
+}  // namespace
+
+bool ContextState::wait_for_release(int timeout_ms) const {
+    return wait_for_windows(windows_released_, windows_cut_, timeout_ms, 50000);
+}
+
 bool ContextState::wait_for_drains(int timeout_ms) const {
-    for (int waited = 0; windows_drained_.load() < windows_cut_.load(); ++waited) {
-        if (waited >= timeout_ms) return false;
-        timespec ms{0, 1000000};
-        nanosleep(&ms, nullptr);
-    }
-    return true;
+    return wait_for_windows(windows_drained_, windows_cut_, timeout_ms, 1000000);
 }
 
 // One thread per context moves cut windows into the file, so that a program's

@@ -13,6 +13,7 @@
 // drain. The program waits only when its records would otherwise be dropped.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -41,8 +42,10 @@ uint64_t unstarted_share(uint64_t launched, const std::vector<uint64_t>& claimed
 
 }  // namespace
 
-bool ContextState::plan_blocks(uint64_t blocks, uint64_t warps_per_block) {
+bool ContextState::plan_blocks(const uint32_t grid[3], const uint32_t block[3]) {
     const uint32_t mode = config_.mode;
+    const uint64_t blocks = (uint64_t)grid[0] * grid[1] * grid[2];
+    const uint64_t warps_per_block = ((uint64_t)block[0] * block[1] * block[2] + 31) / 32;
     // Rings of a few records per SM (a test's --capacity) are left to drop: a
     // quarter of one is no slack for the plan's guesses.
     if ((!records_blocks(mode) && !records_accesses(mode)) || stripe_capacity_ < 64) return false;
@@ -345,6 +348,12 @@ void ContextState::give_up_on_stream(uint64_t stream_key, const char* why) {
             "device %u: %s; gpuobs goes on without a quiet point of its own, and what does not fit in the rings "
             "is dropped (counted)",
             device_index_, why);
+}
+
+// The notice, and under GPUOBS_DEBUG what the pressure path did.
+void ContextState::report_program_waits() {
+    note_program_waits();
+    if (std::getenv("GPUOBS_DEBUG")) log_pressure_counts();
 }
 
 void ContextState::note_program_waits() {

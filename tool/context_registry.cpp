@@ -178,8 +178,7 @@ uint64_t flush_all(const char* reason, bool synchronize) {
     for (auto& [ctx, state] : states) {
         if (synchronize) synchronize_context(ctx);
         state->flush(reason);
-        state->note_program_waits();
-        if (std::getenv("GPUOBS_DEBUG")) state->log_pressure_counts();
+        state->report_program_waits();
     }
     if (g_tool->config.api_trace) g_tool->api.write_pending(g_tool->file);
     return states.size();

@@ -141,8 +141,7 @@ bool ContextState::on_launch(const LaunchInfo& launch) {
     if (config_.api_trace) l.api_call_id = ApiTrace::current_call();
     pending_launches_.push_back(l);
     ++launches_total_;
-    const uint64_t threads = (uint64_t)ld.blockDim_x * ld.blockDim_y * ld.blockDim_z;
-    return plan_blocks((uint64_t)ld.gridDim_x * ld.gridDim_y * ld.gridDim_z, (threads + 31) / 32);
+    return plan_blocks(l.grid, l.block);
 }
 
 bool ContextState::on_graph_replay(const std::vector<LearnedNode>& nodes, uint64_t stream_key, uint32_t replay_id) {
@@ -169,8 +168,7 @@ bool ContextState::on_graph_replay(const std::vector<LearnedNode>& nodes, uint64
         if (config_.api_trace) l.api_call_id = ApiTrace::current_call();
         pending_launches_.push_back(l);
         ++launches_total_;
-        const uint64_t threads = (uint64_t)n.block[0] * n.block[1] * n.block[2];
-        check |= plan_blocks((uint64_t)n.grid[0] * n.grid[1] * n.grid[2], (threads + 31) / 32);
+        check |= plan_blocks(l.grid, l.block);
     }
     return check;
 }
@@ -261,8 +259,7 @@ void ContextState::on_destroy() {
     last_clock_sample_ns_ = 0;  // the final flush takes a last clock sample
     stop_measuring();
     flush("context destroyed");
-    note_program_waits();
-    if (std::getenv("GPUOBS_DEBUG")) log_pressure_counts();
+    report_program_waits();
     std::lock_guard<std::mutex> flush_lock(flush_mu_);
     std::lock_guard<std::mutex> lock(launch_mu_);
     destroyed_ = true;

@@ -110,21 +110,22 @@ public:
     // listed from the table (flagged FROM_NODE_TABLE), no per-node callback.
     bool on_graph_replay(const std::vector<LearnedNode>& nodes, uint64_t stream_key, uint32_t replay_id);
     // After a launch on `stream` (context_pressure.cpp): asks for a measurement of
-    // the rings' fill when one is due; when the estimate passes half a stripe, waits
-    // for a drain in progress, and when none is left to free room and this stream is
-    // the only one with launches in flight, synchronises it: a quiet point of the
-    // tool's own, where the window is cut and drained before the program goes on.
+    // the rings' fill when one is due; past three quarters of a stripe, waits for a
+    // drain in progress, and when none is left to free room and this stream is the
+    // only one with launches in flight, all this thread's, waits (2 s at most) for
+    // it to go idle: a quiet point of the tool's own, where the window is cut and
+    // released before the program goes on.
     void relieve_ring_pressure(CUstream stream, uint64_t stream_key);
-    void log_pressure_counts() const;  // GPUOBS_DEBUG
     // A launch whose API call was not seen around it: only a measurement is asked
     // for (waiting inside the launch callback itself hung a storm on the H200).
     void ask_for_measurement();
     // Before the context goes (destroy, process exit): no measurement is started
     // again, and one under way is waited for (up to 0.5 s).
     void stop_measuring();
-    // A notice in the file (and on stderr), once: how often and how long the
-    // program's threads waited for the rings, so its timings are read knowingly.
-    void note_program_waits();
+    // A notice in the file (and on stderr) when the program's threads waited for
+    // the rings since the last one (the totals so far), so its timings are read
+    // knowingly; under GPUOBS_DEBUG, also what the pressure path did.
+    void report_program_waits();
     // Both return true at a quiet point (no launch of this context in flight)
     // that ends an interval with launches in it: where a window may turn.
     bool on_stream_synchronized(uint64_t stream_key);
@@ -171,7 +172,9 @@ private:
     bool run_probe();
     // Ring pressure (context_pressure.cpp). plan_blocks, under launch_mu_: a
     // launch's blocks are planned into the estimate; true when it asks for action.
-    bool plan_blocks(uint64_t blocks, uint64_t warps_per_block);
+    bool plan_blocks(const uint32_t grid[3], const uint32_t block[3]);
+    void note_program_waits();
+    void log_pressure_counts() const;
     bool measure_fill(Sanitizer_StreamHandle stream);
     enum class StreamWait { kIdle, kBusy, kUnknown };  // kUnknown: no query, or it failed
     StreamWait wait_for_stream(CUstream stream, int timeout_ms);
@@ -274,8 +277,9 @@ private:
     uint64_t blocks_since_cut_ = 0, warps_since_cut_ = 0;
     uint64_t claims_at_cut_ = 0, warp_claims_at_cut_ = 0;
     FillEstimate fill_;
-    // Streams a relief waited 2 s for in vain: not waited for again until the
-    // program synchronises them (their work may wait on the program's thread).
+    // Streams given up on (still busy after 2 s, or the measurement held up): not
+    // waited for again until the program synchronises them (their work may wait on
+    // the program's thread).
     std::unordered_set<uint64_t> busy_streams_;
     std::atomic<uint64_t> waits_noted_{0};        // the waits the last PROGRAM_WAITED notice counted
     std::atomic<bool> measuring_broken_{false};   // no thread or no stream to measure with: relief is off

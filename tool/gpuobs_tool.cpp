@@ -94,15 +94,18 @@ struct PendingFillCheck {
 thread_local PendingFillCheck t_pending_check;
 thread_local int t_launch_api_depth = 0;
 
+PendingFillCheck take_pending_check() {
+    PendingFillCheck c = t_pending_check;
+    t_pending_check = PendingFillCheck();
+    return c;
+}
+
 void check_fill_after_launch(CUstream stream, uint64_t stream_key) {
     if (t_fill_check == nullptr) return;
     t_pending_check = {t_fill_check, stream, stream_key};
     t_fill_check = nullptr;
-    if (t_launch_api_depth == 0) {  // no launch API call seen around it: never wait here
-        PendingFillCheck c = t_pending_check;
-        t_pending_check = PendingFillCheck();
-        c.state->ask_for_measurement();
-    }
+    if (t_launch_api_depth == 0)  // no launch API call seen around it: never wait here
+        take_pending_check().state->ask_for_measurement();
 }
 
 constexpr Sanitizer_CallbackId kLaunchDriverApis[] = {SANITIZER_CBID_DRIVER_API_cuLaunchKernel,
@@ -140,8 +143,7 @@ void on_launch_api(Sanitizer_CallbackDomain domain, Sanitizer_CallbackId cbid, c
         return;
     }
     if (t_launch_api_depth > 0 && --t_launch_api_depth > 0) return;
-    PendingFillCheck c = t_pending_check;
-    t_pending_check = PendingFillCheck();
+    const PendingFillCheck c = take_pending_check();
     if (c.state != nullptr) c.state->relieve_ring_pressure(c.stream, c.stream_key);
 }
 

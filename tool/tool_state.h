@@ -46,9 +46,9 @@ struct ModuleRecord {
 // contexts_mu, modules_mu, file_mu and GraphTable::mu_ take nothing else while held but
 // RecordingFile::mu_ (a notice or the run's first chunks are written under them). A launch callback
 // never waits for a flush (a flush calls the driver, and a launching thread may hold driver locks), with
-// one exception: after its launch is enqueued (LAUNCH_END), a thread whose rings are filling takes
-// ContextState::pressure_mu_ (only ever tried, before cut_mu_) and may wait for a drain in progress
-// and synchronise its own stream, as the sanitizer's samples do there. drained_mu_ is a leaf.
+// one exception: when its launch API call returns (after LAUNCH_END), a thread whose rings are filling
+// takes ContextState::pressure_mu_ (only ever tried, before cut_mu_) and may wait, each wait bounded,
+// for a drain in progress, a measurement, and its own stream to go idle. drained_mu_ is a leaf.
 struct Tool {
     Config config;
     RecordingFile file;
