@@ -20,6 +20,13 @@ question to measure on the GPU before building the change it stands for:
                  do not bring it); exit_cta_scope_prefetch also has the leader
                  prefetch its slot's line into L1 at entry, which no register waits for.
 
+  starts_empty   (floor, block_starts) The entry patch returns at once: block_noop's
+                 cost, inside the same A/B, so that each candidate's distance to the
+                 issue's 1.05x block_noop target is read in one run.
+  trace_exit_empty (split, block_trace) The exit patch returns at once, the entry
+                 records as shipped: how much of block_trace over block_trace_noop is
+                 the exit's slot read and stamps, how much the entry's claim and stores.
+
     python benchmarks/patch_variants.py store_only /tmp/store_only.cu
     python benchmarks/patch_ab.py --mode block_starts --variant base=device_patches/gpuobs_patches.cu \\
         --variant store_only=/tmp/store_only.cu
@@ -72,11 +79,27 @@ SLOT_PREFETCHED_TO_L1 = (
     // Variant: the line brought into this SM's L1 for the exits (no register waits on it).
     asm volatile("prefetch.global.L1 [%0];" ::"l"(s) : "memory");""",
 )
+STARTS_ENTRY_EMPTY = (
+    "gpuobs_block_starts_enter",
+    """    if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
+    const uint32_t flat = flat_thread_index();""",
+    """    if (userdata != nullptr) return SANITIZER_PATCH_SUCCESS;  // Probe: the floor, nothing recorded
+    const uint32_t flat = flat_thread_index();""",
+)
+TRACE_EXIT_EMPTY = (
+    "gpuobs_block_trace_exit",
+    """    if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
+    const uint32_t mask = __activemask();""",
+    """    if (userdata != nullptr) return SANITIZER_PATCH_SUCCESS;  // Probe: the exit does nothing
+    const uint32_t mask = __activemask();""",
+)
 
 VARIANTS = {
     "store_only": [STARTS_BLOCK_AT_COMPUTED_POSITION, STARTS_WARP_AT_COMPUTED_POSITION],
     "exit_cta_scope": [SLOT_READ_AT_CTA_SCOPE],
     "exit_cta_scope_prefetch": [SLOT_READ_AT_CTA_SCOPE, SLOT_PREFETCHED_TO_L1],
+    "starts_empty": [STARTS_ENTRY_EMPTY],
+    "trace_exit_empty": [TRACE_EXIT_EMPTY],
 }
 
 
