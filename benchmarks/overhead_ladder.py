@@ -170,7 +170,8 @@ def table(samples: dict, configs: list, rounds_done: int, args) -> str:
             vals = [v for v in samples[c].get(w, []) if isinstance(v, (int, float))]
             across = min if args.across_rounds == "min" else statistics.median
             cell[c, w] = across(vals) if vals else None
-    gpu = f"see {args.from_log}" if args.from_log else environment()
+    logs = [args.from_log] if isinstance(args.from_log, str) else args.from_log
+    gpu = f"see {', '.join(map(str, logs))}" if args.from_log else environment()
     lines = [
         f"GPU: {gpu}; date: {datetime.date.today()}; command: "
         f"`python benchmarks/overhead_ladder.py --rounds {args.rounds} --reps {args.reps}"
@@ -218,10 +219,51 @@ def table(samples: dict, configs: list, rounds_done: int, args) -> str:
                     f"- {c} {w}: inside {d['in_ms']:.3f}, outside {d['out_ms']:.3f}, "
                     f"toggle {d['toggle_host_ms']:.1f} ms"
                 )
+    lines += ab_lines(samples, configs, workloads)
     errors = {c: samples[c].get("_error") for c in configs if samples[c].get("_error")}
     if errors:
         lines += ["", "Errors: " + json.dumps(errors)]
     return "\n".join(lines)
+
+
+def ab_lines(samples: dict, configs: list, workloads: list) -> list:
+    """MODE against MODE@NAME, where both ran: every process's median on each side,
+    so that a difference can be read against the spread between processes (which
+    on some kernels is wider than the 2% a change is held to)."""
+    pairs = [(split_config(c)[0], c) for c in configs if split_config(c)[2] and split_config(c)[0] in configs]
+    if not pairs:
+        return []
+    lines = [
+        "",
+        "A/B, each side's processes (device ms: median [fastest-slowest], n): this build against the "
+        "other, the change of the medians and of the fastest processes:",
+        "",
+    ]
+    for base, other in pairs:
+        for w in workloads:
+            a = [v for v in samples[base].get(w, []) if isinstance(v, (int, float))]
+            b = [v for v in samples[other].get(w, []) if isinstance(v, (int, float))]
+            if not a or not b:
+                continue
+            ma, mb = statistics.median(a), statistics.median(b)
+            lines.append(
+                f"- {w}, {base} vs {other}: {fmt(ma)} [{fmt(min(a))}-{fmt(max(a))}] n={len(a)} vs "
+                f"{fmt(mb)} [{fmt(min(b))}-{fmt(max(b))}] n={len(b)}: {ma / mb - 1:+.1%} median, "
+                f"{min(a) / min(b) - 1:+.1%} fastest"
+            )
+    return lines
+
+
+def samples_from_logs(paths: list, configs: list) -> tuple[dict, int]:
+    """Several runs' logs pooled (the same configurations run again, in other processes)."""
+    samples, rounds = {c: {} for c in configs}, 0
+    for path in paths:
+        more, done = samples_from_log(path, configs)
+        rounds += done
+        for c in configs:
+            for w, vals in more[c].items():
+                samples[c].setdefault(w, []).extend(vals)
+    return samples, rounds
 
 
 def samples_from_log(path: Path, configs: list) -> tuple[dict, int]:
@@ -253,7 +295,12 @@ def main():
         metavar="NAME=DIR",
         help="another build of the tool (tool/Makefile's OUT folder); configs MODE@NAME run under it",
     )
-    p.add_argument("--from-log", default="", help="only print the table of an earlier run's log")
+    p.add_argument(
+        "--from-log",
+        nargs="+",
+        default=[],
+        help="only print the table of an earlier run's log (several: their rounds pooled)",
+    )
     p.add_argument(
         "--across-rounds",
         choices=("median", "min"),
@@ -268,7 +315,7 @@ def main():
     if unknown and not args.from_log:
         sys.exit(f"configs name tool variants not given with --tool-variant: {', '.join(unknown)}")
     if args.from_log:
-        samples, done = samples_from_log(Path(args.from_log), configs)
+        samples, done = samples_from_logs([Path(f) for f in args.from_log], configs)
         print(table(samples, configs, done, args))
         return
     samples = {c: {} for c in configs}

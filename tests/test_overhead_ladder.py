@@ -85,3 +85,29 @@ def test_a_tool_variant_folder_missing_its_files_is_refused(tmp_path):
         assert "gpuobs_patches.fatbin, gpuobs_clock_probe.fatbin" in str(e)
     else:
         raise AssertionError("a folder without the patches was accepted")
+
+
+def test_an_ab_pools_runs_and_shows_each_sides_spread(tmp_path):
+    """MODE against MODE@NAME over two runs' logs pooled: each side's processes with
+    their spread, the change of the medians and of the fastest processes."""
+    ladder = _ladder()
+    first, second = tmp_path / "one.log", tmp_path / "two.log"
+    first.write_text(
+        "round 0 none: {'w': 1.0}\n"
+        "round 0 block_starts: {'w': 2.2}\n"
+        "round 0 block_starts@before: {'w': 2.0}\n"
+    )
+    second.write_text(
+        "round 0 none: {'w': 1.0}\n"
+        "round 0 block_starts: {'w': 2.0}\n"
+        "round 0 block_starts@before: {'w': 2.1}\n"
+        "round 1 block_starts: {'w': 2.4}\n"
+        "round 1 block_starts@before: {'w': 2.2}\n"
+    )
+    configs = ["none", "block_starts", "block_starts@before"]
+    samples, rounds = ladder.samples_from_logs([first, second], configs)
+    assert rounds == 3 and samples["block_starts"]["w"] == [2.2, 2.0, 2.4]
+    args = argparse.Namespace(rounds=3, reps=10, from_log=[str(first), str(second)], across_rounds="median")
+    text = ladder.table(samples, configs, rounds, args)
+    line = next(line for line in text.splitlines() if line.startswith("- w, block_starts vs block_starts@before"))
+    assert "2.200 [2.000-2.400] n=3 vs 2.100 [2.000-2.200] n=3: +4.8% median, +0.0% fastest" in line
