@@ -93,9 +93,7 @@ def test_an_ab_pools_runs_and_shows_each_sides_spread(tmp_path):
     ladder = _ladder()
     first, second = tmp_path / "one.log", tmp_path / "two.log"
     first.write_text(
-        "round 0 none: {'w': 1.0}\n"
-        "round 0 block_starts: {'w': 2.2}\n"
-        "round 0 block_starts@before: {'w': 2.0}\n"
+        "round 0 none: {'w': 1.0}\nround 0 block_starts: {'w': 2.2}\nround 0 block_starts@before: {'w': 2.0}\n"
     )
     second.write_text(
         "round 0 none: {'w': 1.0}\n"
