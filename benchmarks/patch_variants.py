@@ -26,6 +26,11 @@ question to measure on the GPU before building the change it stands for:
   trace_exit_empty (split, block_trace) The exit patch returns at once, the entry
                  records as shipped: how much of block_trace over block_trace_noop is
                  the exit's slot read and stamps, how much the entry's claim and stores.
+  exit_no_load   (cost probe, block_trace) The exit stamps its block's slot with two
+                 fire-and-forget atomics at an address it computes, and loads nothing:
+                 the exit of the "exit that never loads" design (device_patches/README.md).
+                 Its records lose their ends (the stamps land in the slot, over its key):
+                 it measures the exit's cost, nothing else.
 
     python benchmarks/patch_variants.py store_only /tmp/store_only.cu
     python benchmarks/patch_ab.py --mode block_starts --variant base=device_patches/gpuobs_patches.cu \\
@@ -93,6 +98,23 @@ TRACE_EXIT_EMPTY = (
     """    if (userdata != nullptr) return SANITIZER_PATCH_SUCCESS;  // Probe: the exit does nothing
     const uint32_t mask = __activemask();""",
 )
+EXIT_STAMPS_ITS_SLOT = (
+    "gpuobs_block_trace_exit",
+    """    uint64_t key, index;
+    ld_slot(block_slot(userdata, grid, block), &key, &index);
+    if (key != block_key(grid, block)) {
+        red_add(&control(userdata)->unmatched_exit_threads, __popc(mask));
+        return SANITIZER_PATCH_SUCCESS;
+    }
+    if (index == ~0ULL) return SANITIZER_PATCH_SUCCESS;  // the block's event was dropped
+    gpuobs_event* r = event_at(userdata, index);
+    red_max(&r->time_end, globaltimer());
+    red_add32(reinterpret_cast<uint32_t*>(&r->flags), (uint32_t)__popc(mask) << 16);  // exit_count""",
+    """    // Probe: stamps into the block's slot, nothing loaded.
+    uint64_t* s = reinterpret_cast<uint64_t*>(block_slot(userdata, grid, block));
+    red_max(s, globaltimer());
+    red_add(s + 1, (uint64_t)__popc(mask));""",
+)
 
 VARIANTS = {
     "store_only": [STARTS_BLOCK_AT_COMPUTED_POSITION, STARTS_WARP_AT_COMPUTED_POSITION],
@@ -100,6 +122,7 @@ VARIANTS = {
     "exit_cta_scope_prefetch": [SLOT_READ_AT_CTA_SCOPE, SLOT_PREFETCHED_TO_L1],
     "starts_empty": [STARTS_ENTRY_EMPTY],
     "trace_exit_empty": [TRACE_EXIT_EMPTY],
+    "exit_no_load": [EXIT_STAMPS_ITS_SLOT],
 }
 
 
