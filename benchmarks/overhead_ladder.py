@@ -230,7 +230,11 @@ def ab_lines(samples: dict, configs: list, workloads: list) -> list:
     """MODE against MODE@NAME, where both ran: every process's median on each side,
     so that a difference can be read against the spread between processes (which
     on some kernels is wider than the 2% a change is held to)."""
-    pairs = [(split_config(c)[0], c) for c in configs if split_config(c)[2] and split_config(c)[0] in configs]
+    pairs = []
+    for c in configs:
+        mode, _, tool = split_config(c)
+        if tool and mode in configs:
+            pairs.append((mode, c))
     if not pairs:
         return []
     lines = [

@@ -31,3 +31,14 @@ def record(tmp_path, mode, cmd, *extra, name=None, check=True, env=None, timeout
     if check:
         assert proc.returncode == 0, proc.stderr
     return proc, (gpuobs.load(out) if out.exists() else None)
+
+
+def launches_named(rec, pattern):
+    """Rows of rec.launches whose function name contains pattern."""
+    return [i for i, launch in enumerate(rec.launches) if pattern in rec.launch_function(launch).name]
+
+
+def assert_windows_add_up(rec):
+    """Every flush window: what was recorded and what was dropped make what was attempted."""
+    f = rec.flushes
+    assert (f["recorded"] + f["dropped"] == f["attempted"]).all()

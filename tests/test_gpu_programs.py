@@ -18,7 +18,7 @@ import pytest
 from gpuobs.analysis import launches as analysis
 from gpuobs.recording_file import schema
 
-from .gpu_helpers import record
+from .gpu_helpers import assert_windows_add_up, launches_named, record
 
 pytestmark = pytest.mark.gpu
 SRC = Path(__file__).resolve().parent / "gpu_programs"
@@ -218,7 +218,7 @@ def test_launch_storm_exact(tmp_path, programs, mode):
     proc, rec = record(tmp_path, mode, storm(programs), name=mode)
     ran = json.loads(proc.stdout.strip().splitlines()[-1])
     n = ran["threads"] * ran["launches_per_thread"]
-    storm_launches = [i for i, launch in enumerate(rec.launches) if "storm_kernel" in rec.launch_function(launch).name]
+    storm_launches = launches_named(rec, "storm_kernel")
     assert len(storm_launches) == n
     table = analysis.launch_table(rec)
     expect = ran["blocks"] if mode != "mem_sampled" else ran["accesses_per_launch"]
@@ -251,10 +251,10 @@ def test_ring_wraps_exact(tmp_path, programs, mode):
     env = dict(os.environ, STORM_SYNC_SLEEP_US="20000")
     proc, rec = record(tmp_path, mode, storm(programs, 1, launches, blocks, 10), "--capacity", str(512 * 132), env=env)
     table = analysis.launch_table(rec)
-    storm_launches = [i for i, launch in enumerate(rec.launches) if "storm_kernel" in rec.launch_function(launch).name]
+    storm_launches = launches_named(rec, "storm_kernel")
     assert len(storm_launches) == launches
+    assert_windows_add_up(rec)
     f = rec.flushes
-    assert (f["recorded"] + f["dropped"] == f["attempted"]).all()
     assert len(f) >= launches // 20  # windows cut while a drain ran are drained together
     assert rec.totals["dropped"] == 0 and rec.totals["incomplete"] == 0
     assert (table.blocks_recorded[storm_launches] == blocks).all()
@@ -284,12 +284,12 @@ def test_a_small_ring_fills_without_dropping(tmp_path, programs, mode, every):
         # The last notice has the run's totals: some of the waits were the tool's own synchronisations.
         made = re.search(r"\((\d+) of them for a stream synchronisation gpuobs made", waited[-1].text)
         assert made and int(made.group(1)) > 0, waited[-1].text
+    assert_windows_add_up(rec)
     f = rec.flushes
-    assert (f["recorded"] + f["dropped"] == f["attempted"]).all()
     assert int(f["attempted"].sum()) == launches * blocks
     assert rec.totals["dropped"] == 0 and rec.totals["incomplete"] == 0
     table = analysis.launch_table(rec)
-    storm_launches = [i for i, launch in enumerate(rec.launches) if "storm_kernel" in rec.launch_function(launch).name]
+    storm_launches = launches_named(rec, "storm_kernel")
     assert (table.counted[storm_launches] == blocks).all()
     assert (table.blocks_recorded[storm_launches] == blocks).all()
 
@@ -303,12 +303,12 @@ def test_a_small_ring_that_overflows_counts_what_it_drops(tmp_path, programs):
     proc, rec = record(
         tmp_path, "block_trace", storm(programs, 4, launches, blocks, launches), "--capacity", str(512 * 132)
     )
+    assert_windows_add_up(rec)
     f = rec.flushes
-    assert (f["recorded"] + f["dropped"] == f["attempted"]).all()
     assert int(f["attempted"].sum()) == 4 * launches * blocks
     assert rec.totals["dropped"] > 0
     table = analysis.launch_table(rec)
-    storm_launches = [i for i, launch in enumerate(rec.launches) if "storm_kernel" in rec.launch_function(launch).name]
+    storm_launches = launches_named(rec, "storm_kernel")
     assert (table.counted[storm_launches] == blocks).all()
     assert int(table.blocks_recorded[storm_launches].sum()) == int(f["recorded"].sum()) - rec.totals["incomplete"]
     assert (table.blocks_recorded[storm_launches] <= blocks).all()
@@ -360,10 +360,9 @@ def test_relief_gives_up_on_a_stream_that_waits_for_its_own_thread(tmp_path, pro
     assert ran["ms"] < 10000, ran
     assert [n for n in rec.notices if n.code == "program_waited"], rec.notices
     assert rec.totals["dropped"] > 0  # the gate held the blocks back until the ring could not take them all
-    f = rec.flushes
-    assert (f["recorded"] + f["dropped"] == f["attempted"]).all()
+    assert_windows_add_up(rec)
     table = analysis.launch_table(rec)
-    storm_launches = [i for i, launch in enumerate(rec.launches) if "storm_kernel" in rec.launch_function(launch).name]
+    storm_launches = launches_named(rec, "storm_kernel")
     assert len(storm_launches) == launches
     assert (table.counted[storm_launches] == blocks).all()
     assert rec.totals["recorded"] + rec.totals["dropped"] == rec.totals["attempted"] >= launches * blocks
@@ -390,9 +389,8 @@ def test_no_quiet_point_of_its_own_on_a_stream_two_threads_launch_on(tmp_path, p
     )
     assert "synchronises the launching stream" not in proc.stderr, proc.stderr[-2000:]
     assert rec.totals["dropped"] > 0  # 153,600 blocks through 67,584 records, no quiet point until the end
-    f = rec.flushes
-    assert (f["recorded"] + f["dropped"] == f["attempted"]).all()
-    rows = [i for i, launch in enumerate(rec.launches) if "storm_kernel" in rec.launch_function(launch).name]
+    assert_windows_add_up(rec)
+    rows = launches_named(rec, "storm_kernel")
     assert len(rows) == 2 * launches
     assert (analysis.launch_table(rec).counted[rows] == blocks).all()
     assert ((rec.launches["flags"] & schema.LaunchFlag.RACED_FLUSH) == 0).all()
@@ -435,7 +433,7 @@ assert float(x.sum()) == 2 * 60 * 64
 def test_cupy_raw_kernel(tmp_path):
     pytest.importorskip("cupy")
     proc, rec = record(tmp_path, "block_trace", [sys.executable, "-c", CUPY_PROGRAM], name="cupy")
-    k3 = [i for i, launch in enumerate(rec.launches) if "k3" in rec.launch_function(launch).name]
+    k3 = launches_named(rec, "k3")
     assert len(k3) == 2
     table = analysis.launch_table(rec)
     assert (table.blocks_recorded[k3] == 60).all()
@@ -462,7 +460,7 @@ def test_numba_cuda(tmp_path):
         last_line = why.strip().splitlines()[-1] if why.strip() else why
         pytest.skip(f"numba-cuda does not run on this machine by itself (without gpuobs): {last_line}")
     proc, rec = record(tmp_path, "block_trace", [sys.executable, "-c", NUMBA_PROGRAM], name="numba")
-    add = [i for i, launch in enumerate(rec.launches) if "add_one" in rec.launch_function(launch).name]
+    add = launches_named(rec, "add_one")
     assert len(add) == 1
     assert analysis.launch_table(rec).blocks_recorded[add[0]] == 100
 

@@ -13,7 +13,7 @@ import gpuobs
 from gpuobs.analysis import launches as analysis
 from gpuobs.recording_file import schema
 
-from .gpu_helpers import record
+from .gpu_helpers import assert_windows_add_up, launches_named, record
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,8 +23,7 @@ SILU_BLOCKS, SILU_ACCESSES = 6098, 39_807_744
 
 
 def check_accounting(rec):
-    f = rec.flushes
-    assert (f["recorded"] + f["dropped"] == f["attempted"]).all()
+    assert_windows_add_up(rec)
     assert rec.totals["incomplete"] == 0
 
 
@@ -58,10 +57,6 @@ def check_every_block_recorded(rec):
     table = analysis.launch_table(rec, of)
     assert (table.blocks_recorded == table.grid_blocks).all()
     check_exit_accounting(rec)
-
-
-def launches_named(rec, pattern):
-    return [i for i, launch in enumerate(rec.launches) if pattern in rec.launch_function(launch).name]
 
 
 @pytest.fixture(scope="module")
@@ -323,8 +318,7 @@ def test_crashes_keep_exit_status_and_what_was_flushed(tmp_path, silu_lib, crash
     assert proc.returncode == status, proc.stderr[-2000:]
     rec = gpuobs.load(tmp_path / "block_trace.gpuobs", salvage=True)
     assert len(rec.events) > 0 and len(rec.launches) > 0
-    f = rec.flushes
-    assert (f["recorded"] + f["dropped"] == f["attempted"]).all()
+    assert_windows_add_up(rec)
     assert (analysis.launch_index_of_events(rec) >= 0).all()
     if crash in ("abort", "kill9"):
         assert not rec.complete
