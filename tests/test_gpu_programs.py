@@ -213,12 +213,28 @@ def storm(programs, threads=8, launches=1000, blocks=64, every=100):
     return [str(programs / "launch_storm"), str(threads), str(launches), str(blocks), str(every)]
 
 
+def storm_rows(rec):
+    """The launch table's rows of the storm's own kernel."""
+    return launches_named(rec, "storm_kernel")
+
+
+def check_storm_accounting(rec, launches, blocks):
+    """Every window adds up, every storm launch is listed and counted exactly;
+    returns the launch table and the storm's rows."""
+    assert_windows_add_up(rec)
+    table = analysis.launch_table(rec)
+    rows = storm_rows(rec)
+    assert len(rows) == launches
+    assert (table.counted[rows] == blocks).all()
+    return table, rows
+
+
 @pytest.mark.parametrize("mode", ["block_counter", "block_trace", "mem_sampled"])
 def test_launch_storm_exact(tmp_path, programs, mode):
     proc, rec = record(tmp_path, mode, storm(programs), name=mode)
     ran = json.loads(proc.stdout.strip().splitlines()[-1])
     n = ran["threads"] * ran["launches_per_thread"]
-    storm_launches = launches_named(rec, "storm_kernel")
+    storm_launches = storm_rows(rec)
     assert len(storm_launches) == n
     table = analysis.launch_table(rec)
     expect = ran["blocks"] if mode != "mem_sampled" else ran["accesses_per_launch"]
@@ -251,7 +267,7 @@ def test_ring_wraps_exact(tmp_path, programs, mode):
     env = dict(os.environ, STORM_SYNC_SLEEP_US="20000")
     proc, rec = record(tmp_path, mode, storm(programs, 1, launches, blocks, 10), "--capacity", str(512 * 132), env=env)
     table = analysis.launch_table(rec)
-    storm_launches = launches_named(rec, "storm_kernel")
+    storm_launches = storm_rows(rec)
     assert len(storm_launches) == launches
     assert_windows_add_up(rec)
     f = rec.flushes
@@ -289,7 +305,7 @@ def test_a_small_ring_fills_without_dropping(tmp_path, programs, mode, every):
     assert int(f["attempted"].sum()) == launches * blocks
     assert rec.totals["dropped"] == 0 and rec.totals["incomplete"] == 0
     table = analysis.launch_table(rec)
-    storm_launches = launches_named(rec, "storm_kernel")
+    storm_launches = storm_rows(rec)
     assert (table.counted[storm_launches] == blocks).all()
     assert (table.blocks_recorded[storm_launches] == blocks).all()
 
@@ -308,7 +324,7 @@ def test_a_small_ring_that_overflows_counts_what_it_drops(tmp_path, programs):
     assert int(f["attempted"].sum()) == 4 * launches * blocks
     assert rec.totals["dropped"] > 0
     table = analysis.launch_table(rec)
-    storm_launches = launches_named(rec, "storm_kernel")
+    storm_launches = storm_rows(rec)
     assert (table.counted[storm_launches] == blocks).all()
     assert int(table.blocks_recorded[storm_launches].sum()) == int(f["recorded"].sum()) - rec.totals["incomplete"]
     assert (table.blocks_recorded[storm_launches] <= blocks).all()
@@ -360,11 +376,7 @@ def test_relief_gives_up_on_a_stream_that_waits_for_its_own_thread(tmp_path, pro
     assert ran["ms"] < 10000, ran
     assert [n for n in rec.notices if n.code == "program_waited"], rec.notices
     assert rec.totals["dropped"] > 0  # the gate held the blocks back until the ring could not take them all
-    assert_windows_add_up(rec)
-    table = analysis.launch_table(rec)
-    storm_launches = launches_named(rec, "storm_kernel")
-    assert len(storm_launches) == launches
-    assert (table.counted[storm_launches] == blocks).all()
+    check_storm_accounting(rec, launches, blocks)
     assert rec.totals["recorded"] + rec.totals["dropped"] == rec.totals["attempted"] >= launches * blocks
 
 
@@ -389,10 +401,7 @@ def test_no_quiet_point_of_its_own_on_a_stream_two_threads_launch_on(tmp_path, p
     )
     assert "synchronises the launching stream" not in proc.stderr, proc.stderr[-2000:]
     assert rec.totals["dropped"] > 0  # 153,600 blocks through 67,584 records, no quiet point until the end
-    assert_windows_add_up(rec)
-    rows = launches_named(rec, "storm_kernel")
-    assert len(rows) == 2 * launches
-    assert (analysis.launch_table(rec).counted[rows] == blocks).all()
+    check_storm_accounting(rec, 2 * launches, blocks)
     assert ((rec.launches["flags"] & schema.LaunchFlag.RACED_FLUSH) == 0).all()
 
 
