@@ -47,18 +47,18 @@ SOURCE = Path(__file__).resolve().parent.parent / "device_patches" / "gpuobs_pat
 
 # Pieces: (function, shipped code, the variant's code).
 STARTS_BLOCK_AT_COMPUTED_POSITION = (
-    "gpuobs_block_starts_enter",
-    """        uint64_t index;
-        gpuobs_event* r = claim(userdata, sm, &index);
-        if (r == nullptr) return SANITIZER_PATCH_SUCCESS;""",
-    """        // Probe: the block's position computed, no atomic round trip.
-        const uint32_t stripes = GPUOBS_ENTRY_U32(userdata, stripe_count);
-        const uint64_t capacity = GPUOBS_ENTRY_U64(userdata, stripe_capacity);
-        gpuobs_event* r = event_at(userdata, (uint64_t)stripe_of(sm, stripes) * capacity +
-                                                 (flat_block_index() & (capacity - 1)));""",
+    "record_block_start",
+    """    uint64_t index;
+    gpuobs_event* r = claim(userdata, sm, &index);
+    if (r == nullptr) return SANITIZER_PATCH_SUCCESS;""",
+    """    // Probe: the block's position computed, no atomic round trip.
+    const uint32_t stripes = GPUOBS_ENTRY_U32(userdata, stripe_count);
+    const uint64_t capacity = GPUOBS_ENTRY_U64(userdata, stripe_capacity);
+    gpuobs_event* r = event_at(userdata, (uint64_t)stripe_of(sm, stripes) * capacity +
+                                             (flat_block_index() & (capacity - 1)));""",
 )
 STARTS_WARP_AT_COMPUTED_POSITION = (
-    "gpuobs_block_starts_enter",
+    "record_warp_arrival",
     """    const uint64_t limit = ld_limit(&ctl->warp_limits[stripe]);
     const uint64_t i = atom_add(&ctl->warp_stripes[stripe].claimed, 1);
     const uint64_t arrivals = capacity * GPUOBS_WARP_ARRIVALS_PER_EVENT;  // a power of two, as capacity
@@ -68,7 +68,7 @@ STARTS_WARP_AT_COMPUTED_POSITION = (
     }""",
     """    // Probe: the warp's position computed from its block and warp index.
     (void)ctl;
-    const uint64_t i = flat_block_index() * ((threads_per_block() + 31) / 32) + flat / 32;
+    const uint64_t i = flat_block_index() * ((threads_per_block() + 31) / 32) + flat_thread_index() / 32;
     const uint64_t arrivals = capacity * GPUOBS_WARP_ARRIVALS_PER_EVENT;  // a power of two, as capacity""",
 )
 SLOT_READ_AT_CTA_SCOPE = (
@@ -77,7 +77,7 @@ SLOT_READ_AT_CTA_SCOPE = (
     'asm volatile("ld.relaxed.cta.global.v2.u64 {%0, %1}, [%2];"',
 )
 SLOT_PREFETCHED_TO_L1 = (
-    "gpuobs_block_trace_enter",
+    "record_block_trace_start",
     """    st_slot(block_slot(userdata, grid, block), block_key(grid, block), index);""",
     """    gpuobs_block_slot* s = block_slot(userdata, grid, block);
     st_slot(s, block_key(grid, block), index);
@@ -87,9 +87,9 @@ SLOT_PREFETCHED_TO_L1 = (
 STARTS_ENTRY_EMPTY = (
     "gpuobs_block_starts_enter",
     """    if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
-    const uint32_t flat = flat_thread_index();""",
+    if ((threadIdx.x""",
     """    if (userdata != nullptr) return SANITIZER_PATCH_SUCCESS;  // Probe: the floor, nothing recorded
-    const uint32_t flat = flat_thread_index();""",
+    if ((threadIdx.x""",
 )
 TRACE_EXIT_EMPTY = (
     "gpuobs_block_trace_exit",

@@ -198,8 +198,8 @@ GPUOBS_PATCH gpuobs_block_counter(void* userdata, uint64_t pc) {
 // Block start: the leader (thread 0,0,0) claims the block's event, writes all of
 // it but the end and the exit count (zero until exits stamp them), then
 // publishes the event in the block's slot for the block's exits to find.
-GPUOBS_PATCH gpuobs_block_trace_enter(void* userdata, uint64_t pc) {
-    if ((threadIdx.x | threadIdx.y | threadIdx.z) != 0 || userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
+// Out of line: see gpuobs_block_trace_enter.
+static __device__ __noinline__ SanitizerPatchResult record_block_trace_start(const void* userdata, uint64_t pc) {
     const uint64_t t0 = globaltimer();
     const uint32_t sm = sm_id();
     const uint64_t grid = grid_id();
@@ -220,6 +220,15 @@ GPUOBS_PATCH gpuobs_block_trace_enter(void* userdata, uint64_t pc) {
     const uint64_t block = flat_block_index();
     st_slot(block_slot(userdata, grid, block), block_key(grid, block), index);
     return SANITIZER_PATCH_SUCCESS;
+}
+
+// Every thread of every block runs a block-entry patch, and a patch saves and
+// restores each register it uses past the ABI's scratch ones, on every path
+// (device_patches/README.md). The leader's work needs more than those, so it is
+// a call: the other threads pay the call's three saves, not the work's five.
+GPUOBS_PATCH gpuobs_block_trace_enter(void* userdata, uint64_t pc) {
+    if ((threadIdx.x | threadIdx.y | threadIdx.z) != 0 || userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
+    return record_block_trace_start(userdata, pc);
 }
 
 // Block end, defined as the moment the block's last thread passes its exit:
@@ -254,31 +263,28 @@ GPUOBS_PATCH gpuobs_block_trace_exit(void* userdata, uint64_t pc) {
 // mask: warps of a block do not take consecutive slots (measured on the H200),
 // so the leader cannot name them. A block's end is bounded on the host by the
 // next arrivals in its slots. Arrivals live after the events, GPUOBS_WARP_ARRIVALS_PER_EVENT
-// per event, in the same stripes.
-GPUOBS_PATCH gpuobs_block_starts_enter(void* userdata, uint64_t pc) {
-    if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
-    const uint32_t flat = flat_thread_index();
-    if (flat == 0) {
-        const uint64_t t0 = globaltimer();
-        const uint32_t sm = sm_id(), slot = warp_slot();
-        const uint64_t grid = grid_id();
-        count_for_launch(userdata, grid, sm, 1);
-        uint64_t index;
-        gpuobs_event* r = claim(userdata, sm, &index);
-        if (r == nullptr) return SANITIZER_PATCH_SUCCESS;
-        const uint64_t mask = slot < 64 ? 1ull << slot : 0;
-        uint32_t* w = reinterpret_cast<uint32_t*>(r);
-        st_v4(w, (uint32_t)t0, (uint32_t)(t0 >> 32), 0, 0);  // time_start, time_end 0
-        st_v4(w + 4, (uint32_t)grid, (uint32_t)(grid >> 32), (uint32_t)mask, (uint32_t)(mask >> 32));
-        st_v4(w + 8, (uint32_t)pc, (uint32_t)(pc >> 32), GPUOBS_ENTRY_U32(userdata, function_slot), blockIdx.x);
-        st_v2(w + 12, pack_by_bz(), threads_per_block() | (sm << 16));
-        // sm_id_end and kind, then flags and exit count: kind in the last store.
-        st_v2(w + 14, sm | ((uint32_t)GPUOBS_EVENT_BLOCK << 16),
-              slot < 64 ? 0u : (uint32_t)GPUOBS_BLOCK_SLOTS_INCOMPLETE);
-        return SANITIZER_PATCH_SUCCESS;
-    }
-    // One arrival per warp, from its first active thread; warp 0 is the leader's.
-    if (flat < 32 || lane_id() != (uint32_t)(__ffs(__activemask()) - 1)) return SANITIZER_PATCH_SUCCESS;
+// per event, in the same stripes. Both records are written out of line, as in
+// gpuobs_block_trace_enter.
+static __device__ __noinline__ SanitizerPatchResult record_block_start(const void* userdata, uint64_t pc) {
+    const uint64_t t0 = globaltimer();
+    const uint32_t sm = sm_id(), slot = warp_slot();
+    const uint64_t grid = grid_id();
+    count_for_launch(userdata, grid, sm, 1);
+    uint64_t index;
+    gpuobs_event* r = claim(userdata, sm, &index);
+    if (r == nullptr) return SANITIZER_PATCH_SUCCESS;
+    const uint64_t mask = slot < 64 ? 1ull << slot : 0;
+    uint32_t* w = reinterpret_cast<uint32_t*>(r);
+    st_v4(w, (uint32_t)t0, (uint32_t)(t0 >> 32), 0, 0);  // time_start, time_end 0
+    st_v4(w + 4, (uint32_t)grid, (uint32_t)(grid >> 32), (uint32_t)mask, (uint32_t)(mask >> 32));
+    st_v4(w + 8, (uint32_t)pc, (uint32_t)(pc >> 32), GPUOBS_ENTRY_U32(userdata, function_slot), blockIdx.x);
+    st_v2(w + 12, pack_by_bz(), threads_per_block() | (sm << 16));
+    // sm_id_end and kind, then flags and exit count: kind in the last store.
+    st_v2(w + 14, sm | ((uint32_t)GPUOBS_EVENT_BLOCK << 16), slot < 64 ? 0u : (uint32_t)GPUOBS_BLOCK_SLOTS_INCOMPLETE);
+    return SANITIZER_PATCH_SUCCESS;
+}
+
+static __device__ __noinline__ SanitizerPatchResult record_warp_arrival(const void* userdata) {
     const uint64_t t = globaltimer();
     const uint32_t sm = sm_id(), slot = warp_slot();
     const uint32_t stripes = GPUOBS_ENTRY_U32(userdata, stripe_count);
@@ -299,6 +305,14 @@ GPUOBS_PATCH gpuobs_block_starts_enter(void* userdata, uint64_t pc) {
     st_v4(w, (uint32_t)grid, (uint32_t)(grid >> 32), (uint32_t)t, (uint32_t)(t >> 32));
     st_v4(w + 4, blockIdx.x, pack_by_bz(), sm | ((slot & 0xff) << 16) | (1u << 24), 0);
     return SANITIZER_PATCH_SUCCESS;
+}
+
+GPUOBS_PATCH gpuobs_block_starts_enter(void* userdata, uint64_t pc) {
+    if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
+    if ((threadIdx.x | threadIdx.y | threadIdx.z) == 0) return record_block_start(userdata, pc);
+    // One arrival per warp, from its first active thread; warp 0 is the leader's.
+    if (flat_thread_index() < 32 || lane_id() != (uint32_t)(__ffs(__activemask()) - 1)) return SANITIZER_PATCH_SUCCESS;
+    return record_warp_arrival(userdata);
 }
 
 // ---- memory rungs ---------------------------------------------------------
