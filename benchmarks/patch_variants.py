@@ -77,7 +77,7 @@ SLOT_READ_AT_CTA_SCOPE = (
     'asm volatile("ld.relaxed.cta.global.v2.u64 {%0, %1}, [%2];"',
 )
 SLOT_PREFETCHED_TO_L1 = (
-    "record_block_trace_start",
+    "gpuobs_block_trace_enter",
     """    st_slot(block_slot(userdata, grid, block), block_key(grid, block), index);""",
     """    gpuobs_block_slot* s = block_slot(userdata, grid, block);
     st_slot(s, block_key(grid, block), index);
