@@ -20,9 +20,10 @@ question to measure on the GPU before building the change it stands for:
                  do not bring it); exit_cta_scope_prefetch also has the leader
                  prefetch its slot's line into L1 at entry, which no register waits for.
 
-  starts_empty   (floor, block_starts) The entry patch returns at once: block_noop's
-                 cost, inside the same A/B, so that each candidate's distance to the
-                 issue's 1.05x block_noop target is read in one run.
+  starts_empty   (floor, block_starts) The entry patch returns at once: what the entry
+                 costs with no record written (its register saves and checks, not
+                 block_noop's cost: 1.09-1.34x no tool against 1.00-1.03x, measured),
+                 inside the same A/B as the candidates.
   trace_exit_empty (split, block_trace) The exit patch returns at once, the entry
                  records as shipped: how much of block_trace over block_trace_noop is
                  the exit's slot read and stamps, how much the entry's claim and stores.
