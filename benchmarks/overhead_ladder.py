@@ -170,8 +170,7 @@ def table(samples: dict, configs: list, rounds_done: int, args) -> str:
             vals = [v for v in samples[c].get(w, []) if isinstance(v, (int, float))]
             across = min if args.across_rounds == "min" else statistics.median
             cell[c, w] = across(vals) if vals else None
-    logs = [args.from_log] if isinstance(args.from_log, str) else args.from_log
-    gpu = f"see {', '.join(map(str, logs))}" if args.from_log else environment()
+    gpu = f"see {', '.join(map(str, args.from_log))}" if args.from_log else environment()
     lines = [
         f"GPU: {gpu}; date: {datetime.date.today()}; command: "
         f"`python benchmarks/overhead_ladder.py --rounds {args.rounds} --reps {args.reps}"

@@ -37,7 +37,7 @@ def test_table_from_a_log_cut_short(tmp_path):
     configs = ["none", "block_noop", "block_trace_noop", "block_trace", "block_noop+nographs", "block_counter+nographs"]
     samples, rounds = ladder.samples_from_log(log, configs)
     assert rounds == 2 and samples["block_trace"]["w"] == [5.0, 7.0] and samples["none"]["w"] == [1.0]
-    args = argparse.Namespace(rounds=3, reps=10, from_log=str(log), across_rounds="median")
+    args = argparse.Namespace(rounds=3, reps=10, from_log=[str(log)], across_rounds="median")
     text = ladder.table(samples, configs, rounds, args)
     row = next(line for line in text.splitlines() if line.startswith("| w |")).rstrip(" |").split(" | ")
     assert "(2 rounds done)" in text
@@ -67,7 +67,7 @@ def test_a_tool_variant_is_compared_with_its_own_noop_rung(tmp_path):
     )
     configs = ["none", "block_noop", "block_noop@base", "block_starts", "block_starts@base", "block_counter@base"]
     samples, rounds = ladder.samples_from_log(log, configs)
-    args = argparse.Namespace(rounds=1, reps=10, from_log=str(log), across_rounds="median")
+    args = argparse.Namespace(rounds=1, reps=10, from_log=[str(log)], across_rounds="median")
     row = next(line for line in ladder.table(samples, configs, rounds, args).splitlines() if line.startswith("| w |"))
     cells = row.rstrip(" |").split(" | ")
     assert cells[4] == "3.000 (3.00x; 1.50x block_noop)"
