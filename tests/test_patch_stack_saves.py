@@ -24,8 +24,9 @@ MOST_STACK_OPS = {
     "gpuobs_block_noop": 0,
     "gpuobs_block_exit_noop": 0,
     "gpuobs_block_counter": 0,
+    "gpuobs_block_trace_enter": 4,
     "gpuobs_block_trace_exit": 0,
-    "gpuobs_block_starts_enter": 6,
+    "gpuobs_block_starts_enter": 0,
     "gpuobs_mem_noop": 0,
     "gpuobs_mem_access": 6,
 }
