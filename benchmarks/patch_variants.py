@@ -32,6 +32,13 @@ question to measure on the GPU before building the change it stands for:
                  Its records lose their ends (the stamps land in the slot, over its key):
                  it measures the exit's cost, nothing else.
 
+  arrival_loads_first (candidate, block_starts) Each warp's arrival loads the entry's
+                 stripe count and capacity before its claim instead of after it, so
+                 the stores need not wait for a load once the claim returns (one
+                 round trip fewer on the path; still 0 register saves on sm_90,
+                 `patch_sass.py`). Predicted: a small gain where warps per block are
+                 many (cuBLAS, SDPA), nothing on 4-warp blocks. Not GPU-run.
+
     python benchmarks/patch_variants.py store_only /tmp/store_only.cu
     python benchmarks/patch_ab.py --mode block_starts --variant base=device_patches/gpuobs_patches.cu \\
         --variant store_only=/tmp/store_only.cu
@@ -110,6 +117,40 @@ EXIT_STAMPS_ITS_SLOT = (
     red_add(s + 1, (uint64_t)__popc(mask));""",
 )
 
+ARRIVAL_LOADS_BEFORE_CLAIM = (
+    "gpuobs_block_starts_enter",
+    """    const uint32_t t0 = globaltimer_lo();
+    const uint32_t stripe = stripe_of(sm_id(), GPUOBS_ENTRY_U32(userdata, stripe_count));
+    bool dropped;
+    const uint32_t i =
+        claim_low(&control(userdata)->warp_stripes[stripe], &control(userdata)->warp_limits[stripe], &dropped);
+    userdata = (void*)opaque((uint64_t)userdata);
+    if (dropped) {
+        red_add(&control(userdata)->warp_stripes[stripe].dropped, 1);
+        return SANITIZER_PATCH_SUCCESS;
+    }
+    const uint32_t capacity = GPUOBS_ENTRY_U32(userdata, stripe_capacity);
+    const uint32_t arrivals = capacity * GPUOBS_WARP_ARRIVALS_PER_EVENT;  // a power of two, as capacity
+    gpuobs_warp_arrival* first = reinterpret_cast<gpuobs_warp_arrival*>(
+        event_at(userdata, (uint64_t)GPUOBS_ENTRY_U32(userdata, stripe_count) * capacity));""",
+    """    // Candidate: the entry's constants loaded before the claim, not after it.
+    const uint32_t t0 = globaltimer_lo();
+    const uint32_t stripes = GPUOBS_ENTRY_U32(userdata, stripe_count);
+    const uint32_t capacity = GPUOBS_ENTRY_U32(userdata, stripe_capacity);
+    const uint32_t stripe = stripe_of(sm_id(), stripes);
+    bool dropped;
+    const uint32_t i =
+        claim_low(&control(userdata)->warp_stripes[stripe], &control(userdata)->warp_limits[stripe], &dropped);
+    userdata = (void*)opaque((uint64_t)userdata);
+    if (dropped) {
+        red_add(&control(userdata)->warp_stripes[stripe].dropped, 1);
+        return SANITIZER_PATCH_SUCCESS;
+    }
+    const uint32_t arrivals = capacity * GPUOBS_WARP_ARRIVALS_PER_EVENT;  // a power of two, as capacity
+    gpuobs_warp_arrival* first =
+        reinterpret_cast<gpuobs_warp_arrival*>(event_at(userdata, (uint64_t)stripes * capacity));""",
+)
+
 VARIANTS = {
     "store_only": [STARTS_BLOCK_AT_COMPUTED_POSITION, STARTS_WARP_AT_COMPUTED_POSITION],
     "exit_cta_scope": [SLOT_READ_AT_CTA_SCOPE],
@@ -117,6 +158,7 @@ VARIANTS = {
     "starts_empty": [STARTS_ENTRY_EMPTY],
     "trace_exit_empty": [TRACE_EXIT_EMPTY],
     "exit_no_load": [EXIT_STAMPS_ITS_SLOT],
+    "arrival_loads_first": [ARRIVAL_LOADS_BEFORE_CLAIM],
 }
 
 
