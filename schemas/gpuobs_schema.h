@@ -101,8 +101,7 @@ typedef struct gpuobs_event {
  * So the host drains while kernels keep writing, and loses nothing it did
  * not count. */
 typedef struct gpuobs_stripe {
-    uint64_t claimed; /* attempts so far; the atomic add that counts also claims (the block entries add to
-                         its low 32 bits only: the host widens it from what it drained) */
+    uint64_t claimed; /* attempts so far; the atomic add that counts also claims */
     uint64_t dropped; /* attempts so far that found the stripe's limit reached */
     uint64_t pad[6];
 } gpuobs_stripe;

@@ -34,10 +34,9 @@ uint64_t stripe_capacity_for(const Config& config, uint32_t stripes);
 void install_crash_drain();
 void watch_drains_on_crash(ContextState* state);
 uint64_t clock_ns(clockid_t id);  // any clock_gettime clock, in ns
-// context_flush.cpp: each stripe's claim and drop counters, read on `stream`, the
-// claims widened from `drained` (ring_cut.h: widen_claims); a sum.
-bool read_claims(gpuobs_stripe* device, uint32_t count, Sanitizer_StreamHandle stream,
-                 const std::vector<uint64_t>& drained, std::vector<uint64_t>* claimed, std::vector<uint64_t>* dropped);
+// context_flush.cpp: each stripe's claim and drop counters, read on `stream`; a sum.
+bool read_claims(gpuobs_stripe* device, uint32_t count, Sanitizer_StreamHandle stream, std::vector<uint64_t>* claimed,
+                 std::vector<uint64_t>* dropped);
 uint64_t sum_of(const std::vector<uint64_t>& v);
 
 struct LaunchInfo {

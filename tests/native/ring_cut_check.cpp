@@ -2,9 +2,7 @@
 // published (sometimes a stale one), take positions from a counter that never
 // resets, and write their record unless past that limit (a drop); the host cuts
 // windows (reads the counters) and later drains them (reads, zeroes, raises the
-// limit). The device counts on 32 bits, as the block entries do, from a start
-// just below 2^32, so every run wraps it; the host widens it (widen_claims).
-// Checked: no claim ever overwrites a record not yet read; every written
+// limit). Checked: no claim ever overwrites a record not yet read; every written
 // record is read exactly once, in its window; every window's written + dropped
 // equals its claims, and its drops among the positions read are exactly the
 // unwritten ones. Prints "ok" or the first broken promise.
@@ -18,7 +16,6 @@
 
 using gpuobs::plan_ring_cut;
 using gpuobs::RingCut;
-using gpuobs::widen_claims;
 
 namespace {
 
@@ -34,12 +31,10 @@ int main() {
         for (unsigned seed = 1; seed <= 40; ++seed) {
             std::mt19937_64 rng(seed * 7919 + per_stripe);
             const uint64_t kEmpty = ~0ull;
-            const uint64_t origin = (1ull << 32) - 1500 - seed * 17;  // positions start here: the counter wraps
-            std::vector<uint64_t> ring(per_stripe, kEmpty);           // the position each record holds
-            std::vector<uint64_t> published{origin + per_stripe};     // limits the device may read
-            uint64_t claimed = origin, dropped = 0;                   // the truth, 64-bit
-            uint32_t device_counter = (uint32_t)origin;               // what the device keeps
-            uint64_t drained = origin, dropped_seen = 0;
+            std::vector<uint64_t> ring(per_stripe, kEmpty);  // the position each record holds
+            std::vector<uint64_t> published{per_stripe};     // limits the device may read
+            uint64_t claimed = 0, dropped = 0;
+            uint64_t drained = 0, dropped_seen = 0;
             std::vector<int> read_count;                     // per position
             std::vector<bool> written;                       // per position
             std::deque<std::pair<uint64_t, uint64_t>> cuts;  // (claimed, dropped) read at each cut
@@ -54,11 +49,11 @@ int main() {
                     uint64_t& slot = ring[p & (per_stripe - 1)];
                     if (slot == kEmpty) {
                         ++empty;
-                        if (written[p - origin]) return fail("a written record was not there when read", p, seed);
+                        if (written[p]) return fail("a written record was not there when read", p, seed);
                     } else {
                         if (slot != p) return fail("a record read held another position", p, slot);
                         ++got;
-                        ++read_count[p - origin];
+                        ++read_count[p];
                     }
                     slot = kEmpty;  // zeroed
                 }
@@ -77,33 +72,26 @@ int main() {
                     const size_t k = n - 1 - std::min<size_t>(n - 1, rng() % 3);
                     const uint64_t seen = published[k];
                     const uint64_t p = claimed++;
-                    const uint32_t i = device_counter++;
                     read_count.push_back(0);
                     written.push_back(false);
-                    // The device's test, on low halves (gpuobs_patches.cu: claim_low).
-                    const bool past_limit = (int32_t)(i - (uint32_t)seen) >= 0;
-                    if (past_limit != (p >= seen)) return fail("the 32-bit limit test disagrees", p, seen);
-                    if (past_limit) {
+                    if (p >= seen) {
                         ++dropped;
                         continue;
                     }
                     uint64_t& slot = ring[p & (per_stripe - 1)];
                     if (slot != kEmpty) return fail("a claim overwrote a record not yet read", p, slot);
                     slot = p;
-                    written[p - origin] = true;
+                    written[p] = true;
                 } else if (r < claim_p + (1 - claim_p) / 2) {
-                    const uint64_t seen = widen_claims(device_counter, drained);
-                    if (seen != claimed) return fail("the widened counter is not the count", seen, claimed);
-                    cuts.emplace_back(seen, dropped);
+                    cuts.emplace_back(claimed, dropped);
                 } else if (!cuts.empty()) {
                     if (drain()) return 1;
                 }
             }
-            cuts.emplace_back(widen_claims(device_counter, drained), dropped);
+            cuts.emplace_back(claimed, dropped);
             if (drain()) return 1;
-            if (claimed < (1ull << 32) + 100) return fail("the run did not wrap the device counter", claimed, seed);
-            for (uint64_t p = origin; p < claimed; ++p)
-                if (read_count[p - origin] != (written[p - origin] ? 1 : 0))
+            for (uint64_t p = 0; p < claimed; ++p)
+                if (read_count[p] != (written[p] ? 1 : 0))
                     return fail("a record was read a wrong number of times", p, seed);
         }
     }
