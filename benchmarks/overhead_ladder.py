@@ -159,6 +159,11 @@ def fmt(v):
     return f"{v:.3f}" if isinstance(v, float) else str(v)
 
 
+def timings(samples: dict, config: str, workload: str) -> list:
+    """A configuration's per-process times for a workload (rounds that failed left no number)."""
+    return [v for v in samples[config].get(workload, []) if isinstance(v, (int, float))]
+
+
 def table(samples: dict, configs: list, rounds_done: int, args) -> str:
     workloads = sorted(
         {w for c in samples.values() for w in c if not w.startswith("_")},
@@ -167,7 +172,7 @@ def table(samples: dict, configs: list, rounds_done: int, args) -> str:
     cell = {}
     for c in configs:
         for w in workloads:
-            vals = [v for v in samples[c].get(w, []) if isinstance(v, (int, float))]
+            vals = timings(samples, c, w)
             across = min if args.across_rounds == "min" else statistics.median
             cell[c, w] = across(vals) if vals else None
     gpu = f"see {', '.join(map(str, args.from_log))}" if args.from_log else environment()
@@ -244,8 +249,7 @@ def ab_lines(samples: dict, configs: list, workloads: list) -> list:
     ]
     for base, other in pairs:
         for w in workloads:
-            a = [v for v in samples[base].get(w, []) if isinstance(v, (int, float))]
-            b = [v for v in samples[other].get(w, []) if isinstance(v, (int, float))]
+            a, b = timings(samples, base, w), timings(samples, other, w)
             if not a or not b:
                 continue
             ma, mb = statistics.median(a), statistics.median(b)
