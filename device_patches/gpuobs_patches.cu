@@ -206,13 +206,14 @@ __device__ __forceinline__ uint32_t claim_low(gpuobs_stripe* stripe, const uint6
 
 __device__ __forceinline__ uint32_t pack_by_bz() { return (blockIdx.y & 0xffff) | ((blockIdx.z & 0xffff) << 16); }
 
-// What tells a slot's blocks apart: blocks that share a slot (gpuobs_block_table_slot)
-// differ in grid id or by a multiple of the table's size in block index, so
-// grid + (block << 40) differs for any two of them in flight together (their grid
-// ids differ by less than 2^40, their block indices by less than 2^24). Shifts and adds only: a hash's multiplies cost
-// the leader 2 more registers. Odd, so that an empty (zero) slot never matches.
+// What tells a slot's blocks apart: the block index's low 32 bits over the grid
+// id's low 31. Blocks of one grid share a slot only 2^18 blocks apart
+// (gpuobs_block_table_slot), so equal keys in one grid need blocks 2^32 apart; grids
+// share a slot only when their ids agree modulo 64, so equal keys need ids 2^31
+// apart. 32-bit arithmetic only: a hash's 64-bit multiplies cost the leader 2 more
+// registers. Odd, so that an empty (zero) slot never matches.
 __device__ __forceinline__ uint64_t block_key(uint64_t grid, uint64_t block) {
-    return ((grid + (block << 40)) << 1) | 1ULL;
+    return ((uint64_t)(uint32_t)block << 32) | ((uint32_t)grid << 1) | 1u;
 }
 
 // The slot mapping is the schema's (gpuobs_block_table_slot).
@@ -248,7 +249,7 @@ GPUOBS_PATCH gpuobs_block_counter(void* userdata, uint64_t pc) {
 // Block start: the leader (thread 0,0,0) claims the block's event, publishes it
 // in the block's slot for the block's exits to find, and writes all of it but the
 // end and the exit count (zero until exits stamp them). Its path fits the scratch
-// registers but for 2 (see the helpers above; 7 with vector stores and a hashed key).
+// registers but for 1 (see the helpers above; 7 with vector stores and a hashed key).
 GPUOBS_PATCH gpuobs_block_trace_enter(void* userdata, uint64_t pc) {
     if ((threadIdx.x | threadIdx.y | threadIdx.z) != 0 || userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
     const uint32_t t0 = globaltimer_lo();

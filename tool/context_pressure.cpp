@@ -83,8 +83,10 @@ bool ContextState::measure_fill(Sanitizer_StreamHandle stream) {
         drained = drained_view_;
         warp_drained = warp_drained_view_;
     }
-    if (!read_claims(ctl_->stripes, stripe_count_, stream, drained, &claimed, &dropped) ||
-        (starts && !read_claims(ctl_->warp_stripes, stripe_count_, stream, warp_drained, &warp_claimed, &dropped)))
+    if (!read_claims(ctl_->stripes, stripe_count_, stream, drained, claims_on_low_half(config_.mode), &claimed,
+                     &dropped) ||
+        (starts &&
+         !read_claims(ctl_->warp_stripes, stripe_count_, stream, warp_drained, true, &warp_claimed, &dropped)))
         return false;
     uint64_t fill = undrained_worst(claimed, drained);
     if (records_blocks(config_.mode)) fill += unstarted_share(blocks_then, claimed, claims_at_cut, stripe_count_);

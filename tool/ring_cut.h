@@ -21,12 +21,15 @@ struct RingCut {
 // every position below the limit has a free record.
 inline uint64_t ring_limit(uint64_t drained, uint64_t per_stripe) { return drained + per_stripe; }
 
-// A stripe's claim count from the device's counter: the block entries claim on
-// its low 32 bits only (gpuobs_patches.cu, claim_low), so the count is the one at
-// or above `base` (a position already drained: never past the count, and less
-// than 2^32 below it) with the counter's low bits.
-inline uint64_t widen_claims(uint64_t device_counter, uint64_t base) {
-    return base + (uint32_t)((uint32_t)device_counter - (uint32_t)base);
+// A stripe's claim count from the device's counter. The block entries claim on
+// its low 32 bits only (gpuobs_patches.cu, claim_low), so their count is the one
+// at or above `drained` (a position already drained: never past the count, and
+// less than 2^32 below it) with the counter's low bits. The memory patch claims
+// with 64-bit atomics: its counter is the count, and inside one long kernel it can
+// run more than 2^32 past `drained`, so it is never widened.
+inline uint64_t claims_from_counter(uint64_t device_counter, uint64_t drained, bool low_half_only) {
+    if (!low_half_only) return device_counter;
+    return drained + (uint32_t)((uint32_t)device_counter - (uint32_t)drained);
 }
 
 // drained: the first position not yet read (the limit last given to the device

@@ -3,7 +3,8 @@
 // resets, and write their record unless past that limit (a drop); the host cuts
 // windows (reads the counters) and later drains them (reads, zeroes, raises the
 // limit). The device counts on 32 bits, as the block entries do, from a start
-// just below 2^32, so every run wraps it; the host widens it (widen_claims).
+// just below 2^32, so every run wraps it; the host widens it (claims_from_counter).
+// Then a memory mode's 64-bit counter more than 2^32 past the last drain: read whole.
 // Checked: no claim ever overwrites a record not yet read; every written
 // record is read exactly once, in its window; every window's written + dropped
 // equals its claims, and its drops among the positions read are exactly the
@@ -16,9 +17,9 @@
 
 #include "ring_cut.h"
 
+using gpuobs::claims_from_counter;
 using gpuobs::plan_ring_cut;
 using gpuobs::RingCut;
-using gpuobs::widen_claims;
 
 namespace {
 
@@ -92,20 +93,31 @@ int main() {
                     slot = p;
                     written[p - origin] = true;
                 } else if (r < claim_p + (1 - claim_p) / 2) {
-                    const uint64_t seen = widen_claims(device_counter, drained);
+                    const uint64_t seen = claims_from_counter(device_counter, drained, true);
                     if (seen != claimed) return fail("the widened counter is not the count", seen, claimed);
                     cuts.emplace_back(seen, dropped);
                 } else if (!cuts.empty()) {
                     if (drain()) return 1;
                 }
             }
-            cuts.emplace_back(widen_claims(device_counter, drained), dropped);
+            cuts.emplace_back(claims_from_counter(device_counter, drained, true), dropped);
             if (drain()) return 1;
             if (claimed < (1ull << 32) + 100) return fail("the run did not wrap the device counter", claimed, seed);
             for (uint64_t p = origin; p < claimed; ++p)
                 if (read_count[p - origin] != (written[p - origin] ? 1 : 0))
                     return fail("a record was read a wrong number of times", p, seed);
         }
+    }
+    // Memory modes claim with 64-bit atomics: one long kernel can claim more than
+    // 2^32 past the last drain (the ring full, every later claim dropped). Its count
+    // comes back whole, and the next limit lies past it, so later claims are written.
+    {
+        const uint64_t per_stripe = 64, drained = 1000, dropped = (5ull << 32) + 3;
+        const uint64_t counter = drained + per_stripe + dropped;
+        const RingCut c = plan_ring_cut(drained, claims_from_counter(counter, drained, false), dropped, 0, per_stripe);
+        if (c.attempted != per_stripe + dropped || c.dropped != dropped)
+            return fail("a 64-bit count was cut short", c.attempted, per_stripe + dropped);
+        if (c.next_limit <= counter) return fail("the next limit lies below the device's count", c.next_limit, counter);
     }
     std::printf("ok\n");
     return 0;
