@@ -250,6 +250,8 @@ GPUOBS_PATCH gpuobs_block_counter(void* userdata, uint64_t pc) {
 // in the block's slot for the block's exits to find, and writes all of it but the
 // end and the exit count (zero until exits stamp them). Its path fits the scratch
 // registers but for 1 (see the helpers above; 7 with vector stores and a hashed key).
+// Its claim is written out again in block_starts' leader on purpose: shared as one
+// inline helper, ptxas gave this entry 3 saves instead of 1.
 GPUOBS_PATCH gpuobs_block_trace_enter(void* userdata, uint64_t pc) {
     if ((threadIdx.x | threadIdx.y | threadIdx.z) != 0 || userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
     const uint32_t t0 = globaltimer_lo();
