@@ -156,8 +156,10 @@ __device__ __forceinline__ uint32_t entry_u32(const void* userdata, uint32_t off
 #define GPUOBS_ENTRY_U32(ud, field) entry_u32(ud, offsetof(gpuobs_function_entry, field))
 
 // An SM's own stripe; SM ids past the stripe count (ids can have gaps) wrap.
-// A subtraction loop, not %: the division took 20 more instructions. An
-// unwritten entry (0 stripes, capacity 0) must not spin: its claims drop.
+// A subtraction loop, not %: the division took 20 more instructions. With 0
+// stripes (an unwritten entry) it must not spin; a claim through such an entry
+// would not drop but write outside its stripe, so setup writes every function
+// entry before any module is patched (context_setup.cpp): none is read unwritten.
 __device__ __forceinline__ uint32_t stripe_of(uint32_t sm, uint32_t stripes) {
     uint32_t stripe = sm;
     while (stripe >= stripes && stripes != 0) stripe -= stripes;
