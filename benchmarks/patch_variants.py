@@ -21,21 +21,23 @@ question to measure on the GPU before building the change it stands for:
                  prefetch its slot's line into L1 at entry, which no register waits for.
 
   starts_empty   (floor, block_starts) The entry patch returns at once: what the entry
-                 costs with no record written (its register saves and checks, not
-                 block_noop's cost: 1.09-1.34x no tool against 1.00-1.03x, measured),
-                 inside the same A/B as the candidates.
+                 costs with no record written (its checks, and its register saves
+                 where it has any), inside the same A/B as the candidates.
   trace_exit_empty (split, block_trace) The exit patch returns at once, the entry
                  records as shipped: how much of block_trace over block_trace_noop is
                  the exit's slot read and stamps, how much the entry's claim and stores.
-  trace_entry_fewer_saves (candidate, block_trace) The entry as shipped, written so
-                 that fewer values live across the claim: 3 register saves in every
-                 thread instead of 4 (sm_90, `patch_sass.py`), the slot still published
-                 inline (as a call it came later and cost more, measured).
   exit_no_load   (cost probe, block_trace) The exit stamps its block's slot with two
                  fire-and-forget atomics at an address it computes, and loads nothing:
                  the exit of the "exit that never loads" design (device_patches/README.md).
                  Its records lose their ends (the stamps land in the slot, over its key):
                  it measures the exit's cost, nothing else.
+
+  arrival_loads_first (candidate, block_starts) Each warp's arrival loads the entry's
+                 stripe count and capacity before its claim instead of after it, so
+                 the stores need not wait for a load once the claim returns (one
+                 round trip fewer on the path; still 0 register saves on sm_90,
+                 `patch_sass.py`). Predicted: a small gain where warps per block are
+                 many (cuBLAS, SDPA), nothing on 4-warp blocks. Not GPU-run.
 
     python benchmarks/patch_variants.py store_only /tmp/store_only.cu
     python benchmarks/patch_ab.py --mode block_starts --variant base=device_patches/gpuobs_patches.cu \\
@@ -52,29 +54,20 @@ SOURCE = Path(__file__).resolve().parent.parent / "device_patches" / "gpuobs_pat
 
 # Pieces: (function, shipped code, the variant's code).
 STARTS_BLOCK_AT_COMPUTED_POSITION = (
-    "record_block_start",
-    """    uint64_t index;
-    gpuobs_event* r = claim(userdata, sm, &index);
-    if (r == nullptr) return SANITIZER_PATCH_SUCCESS;""",
-    """    // Probe: the block's position computed, no atomic round trip.
-    const uint32_t stripes = GPUOBS_ENTRY_U32(userdata, stripe_count);
-    const uint64_t capacity = GPUOBS_ENTRY_U64(userdata, stripe_capacity);
-    gpuobs_event* r = event_at(userdata, (uint64_t)stripe_of(sm, stripes) * capacity +
-                                             (flat_block_index() & (capacity - 1)));""",
+    "gpuobs_block_starts_enter",
+    "        const uint32_t i = claim_low(&control(userdata)->stripes[stripe], &control(userdata)->limits[stripe], "
+    "&dropped);",
+    """        // Probe: the block's position computed, no atomic round trip.
+        const uint32_t i = (uint32_t)flat_block_index();
+        dropped = false;""",
 )
 STARTS_WARP_AT_COMPUTED_POSITION = (
-    "record_warp_arrival",
-    """    const uint64_t limit = ld_limit(&ctl->warp_limits[stripe]);
-    const uint64_t i = atom_add(&ctl->warp_stripes[stripe].claimed, 1);
-    const uint64_t arrivals = capacity * GPUOBS_WARP_ARRIVALS_PER_EVENT;  // a power of two, as capacity
-    if (i >= limit) {
-        red_add(&ctl->warp_stripes[stripe].dropped, 1);
-        return SANITIZER_PATCH_SUCCESS;
-    }""",
+    "gpuobs_block_starts_enter",
+    """    const uint32_t i =
+        claim_low(&control(userdata)->warp_stripes[stripe], &control(userdata)->warp_limits[stripe], &dropped);""",
     """    // Probe: the warp's position computed from its block and warp index.
-    (void)ctl;
-    const uint64_t i = flat_block_index() * ((threads_per_block() + 31) / 32) + flat_thread_index() / 32;
-    const uint64_t arrivals = capacity * GPUOBS_WARP_ARRIVALS_PER_EVENT;  // a power of two, as capacity""",
+    const uint32_t i = (uint32_t)(flat_block_index() * ((threads_per_block() + 31) / 32) + flat_thread_index() / 32);
+    dropped = false;""",
 )
 SLOT_READ_AT_CTA_SCOPE = (
     "ld_slot",
@@ -83,12 +76,15 @@ SLOT_READ_AT_CTA_SCOPE = (
 )
 SLOT_PREFETCHED_TO_L1 = (
     "gpuobs_block_trace_enter",
-    """    st_slot(block_slot(userdata, grid, block), block_key(grid, block), index);""",
-    """    gpuobs_block_slot* s = block_slot(userdata, grid, block);
-    st_slot(s, block_key(grid, block), index);
+    """    publish_block(userdata, index);
+""",
+    """    publish_block(userdata, index);
     // Variant: the line brought into this SM's L1 for the exits (no register waits on it).
-    asm volatile("prefetch.global.L1 [%0];" ::"l"(s) : "memory");""",
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(block_slot(userdata, grid_id_here(), flat_block_index()))
+                 : "memory");
+""",
 )
+
 STARTS_ENTRY_EMPTY = (
     "gpuobs_block_starts_enter",
     """    if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
@@ -121,75 +117,38 @@ EXIT_STAMPS_ITS_SLOT = (
     red_add(s + 1, (uint64_t)__popc(mask));""",
 )
 
-TRACE_ENTRY_FEWER_SAVES = (
-    "gpuobs_block_trace_enter",
-    """    const uint64_t t0 = globaltimer();
-    const uint32_t sm = sm_id();
-    const uint64_t grid = grid_id();
-    count_for_launch(userdata, grid, sm, 1);
-    uint64_t index;
-    gpuobs_event* r = claim(userdata, sm, &index);
-    if (r != nullptr) {
-        uint32_t* w = reinterpret_cast<uint32_t*>(r);
-        st_u64(w, t0);                                               // time_start; time_end stays 0
-        st_v4(w + 4, (uint32_t)grid, (uint32_t)(grid >> 32), 0, 0);  // grid_id, address
-        // pc: where the block entered, inside its own function's code. A grid
-        // launched from the device gets its launcher's callback data (seen on the
-        // H200), so its function is found from this pc on the host.
-        st_v4(w + 8, (uint32_t)pc, (uint32_t)(pc >> 32), GPUOBS_ENTRY_U32(userdata, function_slot), blockIdx.x);
-        st_v2(w + 12, pack_by_bz(), threads_per_block() | (sm << 16));
-        st_u32(w + 14, sm | ((uint32_t)GPUOBS_EVENT_BLOCK << 16));  // sm_id_end, kind; flags word untouched
+ARRIVAL_LOADS_BEFORE_CLAIM = (
+    "gpuobs_block_starts_enter",
+    """    const uint32_t t0 = globaltimer_lo();
+    const uint32_t stripe = stripe_of(sm_id(), GPUOBS_ENTRY_U32(userdata, stripe_count));
+    bool dropped;
+    const uint32_t i =
+        claim_low(&control(userdata)->warp_stripes[stripe], &control(userdata)->warp_limits[stripe], &dropped);
+    userdata = (void*)opaque((uint64_t)userdata);
+    if (dropped) {
+        red_add(&control(userdata)->warp_stripes[stripe].dropped, 1);
+        return SANITIZER_PATCH_SUCCESS;
     }
-    const uint64_t block = flat_block_index();
-    st_slot(block_slot(userdata, grid, block), block_key(grid, block), index);""",
-    """    // Candidate: fewer values live across the claim (4 saves -> 3 on sm_90): the
-    // arena's base and the entry made in inline PTX at each use, the start's low
-    // half kept, no 128-bit stores (their register quads force copies).
-    auto arena_now = [userdata]() {
-        uint64_t a;
-        asm volatile("and.b64 %0, %1, %2;" : "=l"(a) : "l"((uint64_t)userdata), "l"(~(GPUOBS_ARENA_ALIGN - 1)));
-        return reinterpret_cast<char*>(a);
-    };
-    auto entry_now = [userdata]() {
-        uint64_t a;
-        asm volatile("and.b64 %0, %1, %2;"
-                     : "=l"(a)
-                     : "l"((uint64_t)userdata), "l"(~(uint64_t)(sizeof(gpuobs_function_entry) - 1)));
-        return reinterpret_cast<const gpuobs_function_entry*>(a);
-    };
-    auto control_now = [&]() { return reinterpret_cast<gpuobs_control*>(arena_now() + GPUOBS_ARENA_CONTROL); };
-    uint32_t t0_lo;
-    asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(t0_lo));
-    const uint32_t counter_stripe = sm_id() % (GPUOBS_LAUNCH_COUNTER_STRIPES + 1);
-    red_add(reinterpret_cast<uint64_t*>(arena_now() + GPUOBS_ARENA_COUNTERS) +
-                gpuobs_launch_counter_index(gpuobs_launch_slot(grid_id()), counter_stripe),
-            1);
-    const uint32_t stripe = stripe_of(sm_id(), __ldg(&entry_now()->stripe_count));
-    const uint64_t limit = ld_limit(&control_now()->limits[stripe]);
-    const uint64_t i = atom_add(&control_now()->stripes[stripe].claimed, 1);
-    uint64_t index = ~0ULL;
-    if (i < limit) {
-        const uint64_t capacity = __ldg((const unsigned long long*)&entry_now()->stripe_capacity);
-        index = (uint64_t)stripe * capacity + (i & (capacity - 1));
-        gpuobs_event* r = reinterpret_cast<gpuobs_event*>(arena_now() + GPUOBS_ARENA_EVENTS) + index;
-        uint32_t* w = reinterpret_cast<uint32_t*>(r);
-        const uint64_t now = globaltimer();  // the start's high half: now's, less one if the low half wrapped since
-        st_u64(w, (now & 0xffffffff00000000ull) - ((uint32_t)now < t0_lo ? 0x100000000ull : 0) + t0_lo);
-        st_u64(w + 8, pc);
-        const uint64_t grid = grid_id();
-        st_v2(w + 4, (uint32_t)grid, (uint32_t)(grid >> 32));  // grid_id
-        st_v2(w + 6, 0, 0);                                      // address
-        st_v2(w + 10, __ldg(&entry_now()->function_slot), blockIdx.x);
-        st_v2(w + 12, pack_by_bz(), threads_per_block() | (sm_id() << 16));
-        st_u32(w + 14, sm_id() | ((uint32_t)GPUOBS_EVENT_BLOCK << 16));  // sm_id_end, kind; flags word untouched
-    } else {
-        red_add(&control_now()->stripes[stripe].dropped, 1);
+    const uint32_t capacity = GPUOBS_ENTRY_U32(userdata, stripe_capacity);
+    const uint32_t arrivals = capacity * GPUOBS_WARP_ARRIVALS_PER_EVENT;  // a power of two, as capacity
+    gpuobs_warp_arrival* first = reinterpret_cast<gpuobs_warp_arrival*>(
+        event_at(userdata, (uint64_t)GPUOBS_ENTRY_U32(userdata, stripe_count) * capacity));""",
+    """    // Candidate: the entry's constants loaded before the claim, not after it.
+    const uint32_t t0 = globaltimer_lo();
+    const uint32_t stripes = GPUOBS_ENTRY_U32(userdata, stripe_count);
+    const uint32_t capacity = GPUOBS_ENTRY_U32(userdata, stripe_capacity);
+    const uint32_t stripe = stripe_of(sm_id(), stripes);
+    bool dropped;
+    const uint32_t i =
+        claim_low(&control(userdata)->warp_stripes[stripe], &control(userdata)->warp_limits[stripe], &dropped);
+    userdata = (void*)opaque((uint64_t)userdata);
+    if (dropped) {
+        red_add(&control(userdata)->warp_stripes[stripe].dropped, 1);
+        return SANITIZER_PATCH_SUCCESS;
     }
-    const uint64_t grid = grid_id();
-    const uint64_t block = flat_block_index();
-    st_slot(reinterpret_cast<gpuobs_block_slot*>(arena_now() + GPUOBS_ARENA_BLOCK_TABLE) +
-                gpuobs_block_table_slot(grid, block),
-            block_key(grid, block), index);""",
+    const uint32_t arrivals = capacity * GPUOBS_WARP_ARRIVALS_PER_EVENT;  // a power of two, as capacity
+    gpuobs_warp_arrival* first =
+        reinterpret_cast<gpuobs_warp_arrival*>(event_at(userdata, (uint64_t)stripes * capacity));""",
 )
 
 VARIANTS = {
@@ -198,8 +157,8 @@ VARIANTS = {
     "exit_cta_scope_prefetch": [SLOT_READ_AT_CTA_SCOPE, SLOT_PREFETCHED_TO_L1],
     "starts_empty": [STARTS_ENTRY_EMPTY],
     "trace_exit_empty": [TRACE_EXIT_EMPTY],
-    "trace_entry_fewer_saves": [TRACE_ENTRY_FEWER_SAVES],
     "exit_no_load": [EXIT_STAMPS_ITS_SLOT],
+    "arrival_loads_first": [ARRIVAL_LOADS_BEFORE_CLAIM],
 }
 
 

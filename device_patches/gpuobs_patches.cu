@@ -77,15 +77,6 @@ __device__ __forceinline__ uint64_t atom_add(uint64_t* p, uint64_t v) {
 __device__ __forceinline__ void st_v4(void* p, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
     asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
 }
-__device__ __forceinline__ void st_v2(void* p, uint32_t a, uint32_t b) {
-    asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(a), "r"(b) : "memory");
-}
-__device__ __forceinline__ void st_u32(void* p, uint32_t a) {
-    asm volatile("st.global.u32 [%0], %1;" ::"l"(p), "r"(a) : "memory");
-}
-__device__ __forceinline__ void st_u64(void* p, uint64_t a) {
-    asm volatile("st.global.u64 [%0], %1;" ::"l"(p), "l"(a) : "memory");
-}
 // Published block slots are read from L2 (another SM may have rewritten the
 // line since this SM's L1 saw it).
 __device__ __forceinline__ void ld_slot(const gpuobs_block_slot* p, uint64_t* key, uint64_t* index) {
@@ -93,6 +84,41 @@ __device__ __forceinline__ void ld_slot(const gpuobs_block_slot* p, uint64_t* ke
 }
 __device__ __forceinline__ void st_slot(gpuobs_block_slot* p, uint64_t key, uint64_t index) {
     asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(key), "l"(index) : "memory");
+}
+
+// ---- for the block entries, which every thread runs --------------------------
+// A patch saves and restores every register it uses past the ABI's scratch ones
+// (R0, R3-R15), in every thread, whichever path it takes (device_patches/README.md).
+// The block entries record from one thread per block or warp, so their record
+// paths are written to fit those registers; these helpers keep ptxas from holding
+// values across the claim's round trip, which is where it ran out.
+
+// The same value, opaque to the compiler: derived again where used, not kept live.
+__device__ __forceinline__ uint64_t opaque(uint64_t v) {
+    asm volatile("mov.b64 %0, %0;" : "+l"(v));
+    return v;
+}
+__device__ __forceinline__ uint32_t globaltimer_lo() {
+    uint32_t t;
+    asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(t));
+    return t;
+}
+// A time whose low half t0_lo was read earlier: the full timer now, less the
+// time since (under 2^32 ns), so only 32 bits stay live across a round trip.
+__device__ __forceinline__ uint64_t globaltimer_at(uint32_t t0_lo) {
+    const uint64_t t = globaltimer();
+    return t - (uint32_t)((uint32_t)t - t0_lo);
+}
+// %gridid, read where it is used (volatile: not hoisted over the claim).
+__device__ __forceinline__ uint64_t grid_id_here() {
+    uint64_t g;
+    asm volatile("mov.u64 %0, %%gridid;" : "=l"(g));
+    return g;
+}
+// One 32-bit store at a time, in program order: wider stores need four aligned
+// registers free at once, and the kind word must still land last.
+__device__ __forceinline__ void st_word(uint32_t* p, uint32_t a) {
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(a) : "memory");
 }
 
 // The context's arena, from the callback data pointer alone (see the schema).
@@ -130,8 +156,10 @@ __device__ __forceinline__ uint32_t entry_u32(const void* userdata, uint32_t off
 #define GPUOBS_ENTRY_U32(ud, field) entry_u32(ud, offsetof(gpuobs_function_entry, field))
 
 // An SM's own stripe; SM ids past the stripe count (ids can have gaps) wrap.
-// A subtraction loop, not %: the division took 20 more instructions. An
-// unwritten entry (0 stripes, capacity 0) must not spin: its claims drop.
+// A subtraction loop, not %: the division took 20 more instructions. With 0
+// stripes (an unwritten entry) it must not spin; a claim through such an entry
+// would not drop but write outside its stripe, so setup writes every function
+// entry before any module is patched (context_setup.cpp): none is read unwritten.
 __device__ __forceinline__ uint32_t stripe_of(uint32_t sm, uint32_t stripes) {
     uint32_t stripe = sm;
     while (stripe >= stripes && stripes != 0) stripe -= stripes;
@@ -165,10 +193,29 @@ __device__ __forceinline__ gpuobs_event* claim(const void* ud, uint32_t sm, uint
     return event_at(ud, index);
 }
 
+// The block entries' claim, on the low halves of the stripe's counter and limit
+// (little-endian: the first word of each), so it keeps 2 registers where claim()
+// keeps 4. Positions are compared modulo 2^32: the host widens the counter from
+// what it has drained (read_claims), which holds while fewer than 2^31 claims
+// past the limit go undrained on one stripe (each one a block dropped).
+__device__ __forceinline__ uint32_t claim_low(gpuobs_stripe* stripe, const uint64_t* limit, bool* dropped) {
+    uint32_t l, i;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(l) : "l"(limit) : "memory");
+    asm volatile("atom.relaxed.gpu.global.add.u32 %0, [%1], 1;" : "=r"(i) : "l"(&stripe->claimed) : "memory");
+    *dropped = (int32_t)(i - l) >= 0;
+    return i;
+}
+
 __device__ __forceinline__ uint32_t pack_by_bz() { return (blockIdx.y & 0xffff) | ((blockIdx.z & 0xffff) << 16); }
 
+// What tells a slot's blocks apart: the block index's low 32 bits over the grid
+// id's low 31. Blocks of one grid share a slot only 2^18 blocks apart
+// (gpuobs_block_table_slot), so equal keys in one grid need blocks 2^32 apart; grids
+// share a slot only when their ids agree modulo 64, so equal keys need ids 2^31
+// apart. 32-bit arithmetic only: a hash's 64-bit multiplies cost the leader 2 more
+// registers. Odd, so that an empty (zero) slot never matches.
 __device__ __forceinline__ uint64_t block_key(uint64_t grid, uint64_t block) {
-    return gpuobs_fmix64(grid * 0x9e3779b97f4a7c15ULL + block) | 1ULL;
+    return ((uint64_t)(uint32_t)block << 32) | ((uint32_t)grid << 1) | 1u;
 }
 
 // The slot mapping is the schema's (gpuobs_block_table_slot).
@@ -178,6 +225,12 @@ __device__ __forceinline__ gpuobs_block_slot* block_slot(const void* ud, uint64_
 }
 
 __device__ __forceinline__ uint32_t threads_per_block() { return blockDim.x * blockDim.y * blockDim.z; }
+
+// The block's slot, keyed, pointing at its event (~0: the event was dropped).
+__device__ __forceinline__ void publish_block(const void* ud, uint64_t index) {
+    const uint64_t grid = grid_id_here(), block = flat_block_index();
+    st_slot(block_slot(ud, grid, block), block_key(grid, block), index);
+}
 
 }  // namespace
 
@@ -195,30 +248,51 @@ GPUOBS_PATCH gpuobs_block_counter(void* userdata, uint64_t pc) {
     return SANITIZER_PATCH_SUCCESS;
 }
 
-// Block start: the leader (thread 0,0,0) claims the block's event, writes all of
-// it but the end and the exit count (zero until exits stamp them), then
-// publishes the event in the block's slot for the block's exits to find.
+// Block start: the leader (thread 0,0,0) claims the block's event, publishes it
+// in the block's slot for the block's exits to find, and writes all of it but the
+// end and the exit count (zero until exits stamp them). Its path fits the scratch
+// registers but for 1 (see the helpers above; 7 with vector stores and a hashed key).
+// Its claim is written out again in block_starts' leader on purpose: shared as one
+// inline helper, ptxas gave this entry 3 saves instead of 1.
 GPUOBS_PATCH gpuobs_block_trace_enter(void* userdata, uint64_t pc) {
     if ((threadIdx.x | threadIdx.y | threadIdx.z) != 0 || userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
-    const uint64_t t0 = globaltimer();
-    const uint32_t sm = sm_id();
-    const uint64_t grid = grid_id();
-    count_for_launch(userdata, grid, sm, 1);
-    uint64_t index;
-    gpuobs_event* r = claim(userdata, sm, &index);
-    if (r != nullptr) {
-        uint32_t* w = reinterpret_cast<uint32_t*>(r);
-        st_u64(w, t0);                                               // time_start; time_end stays 0
-        st_v4(w + 4, (uint32_t)grid, (uint32_t)(grid >> 32), 0, 0);  // grid_id, address
-        // pc: where the block entered, inside its own function's code. A grid
-        // launched from the device gets its launcher's callback data (seen on the
-        // H200), so its function is found from this pc on the host.
-        st_v4(w + 8, (uint32_t)pc, (uint32_t)(pc >> 32), GPUOBS_ENTRY_U32(userdata, function_slot), blockIdx.x);
-        st_v2(w + 12, pack_by_bz(), threads_per_block() | (sm << 16));
-        st_u32(w + 14, sm | ((uint32_t)GPUOBS_EVENT_BLOCK << 16));  // sm_id_end, kind; flags word untouched
+    const uint32_t t0 = globaltimer_lo();
+    const uint32_t stripe = stripe_of(sm_id(), GPUOBS_ENTRY_U32(userdata, stripe_count));
+    bool dropped;
+    const uint32_t i = claim_low(&control(userdata)->stripes[stripe], &control(userdata)->limits[stripe], &dropped);
+    userdata = (void*)opaque((uint64_t)userdata);
+    if (dropped) {
+        red_add(&control(userdata)->stripes[stripe].dropped, 1);
+        count_for_launch(userdata, grid_id_here(), sm_id(), 1);
+        publish_block(userdata, ~0ULL);
+        return SANITIZER_PATCH_SUCCESS;
     }
-    const uint64_t block = flat_block_index();
-    st_slot(block_slot(userdata, grid, block), block_key(grid, block), index);
+    const uint32_t capacity = GPUOBS_ENTRY_U32(userdata, stripe_capacity);
+    const uint64_t index = (uint64_t)stripe * capacity + (i & (capacity - 1));
+    uint32_t* w = reinterpret_cast<uint32_t*>(opaque((uint64_t)event_at(userdata, index)));
+    // pc: where the block entered, inside its own function's code. A grid
+    // launched from the device gets its launcher's callback data (seen on the
+    // H200), so its function is found from this pc on the host.
+    st_word(w + 8, (uint32_t)pc);
+    st_word(w + 9, (uint32_t)(pc >> 32));
+    // Published before the rest is written, so fewer early exits miss it: the
+    // exits stamp only the end and the exit count, which the leader leaves as
+    // the drain zeroed them.
+    publish_block(userdata, index);
+    st_word(w + 10, GPUOBS_ENTRY_U32(userdata, function_slot));
+    count_for_launch(userdata, grid_id_here(), sm_id(), 1);
+    st_word(w + 11, blockIdx.x);
+    const uint64_t start = globaltimer_at(t0);
+    st_word(w + 0, (uint32_t)start);
+    st_word(w + 1, (uint32_t)(start >> 32));
+    const uint64_t grid = grid_id_here();
+    st_word(w + 4, (uint32_t)grid);
+    st_word(w + 5, (uint32_t)(grid >> 32));
+    st_word(w + 6, 0);  // address
+    st_word(w + 7, 0);
+    st_word(w + 12, pack_by_bz());
+    st_word(w + 13, threads_per_block() | (sm_id() << 16));
+    st_word(w + 14, sm_id() | ((uint32_t)GPUOBS_EVENT_BLOCK << 16));  // sm_id_end, kind: last
     return SANITIZER_PATCH_SUCCESS;
 }
 
@@ -255,62 +329,78 @@ GPUOBS_PATCH gpuobs_block_trace_exit(void* userdata, uint64_t pc) {
 // so the leader cannot name them. A block's end is bounded on the host by the
 // next arrivals in its slots. Arrivals live after the events, GPUOBS_WARP_ARRIVALS_PER_EVENT
 // per event, in the same stripes.
-static __device__ __noinline__ SanitizerPatchResult record_block_start(const void* userdata, uint64_t pc) {
-    const uint64_t t0 = globaltimer();
-    const uint32_t sm = sm_id(), slot = warp_slot();
-    const uint64_t grid = grid_id();
-    count_for_launch(userdata, grid, sm, 1);
-    uint64_t index;
-    gpuobs_event* r = claim(userdata, sm, &index);
-    if (r == nullptr) return SANITIZER_PATCH_SUCCESS;
-    const uint64_t mask = slot < 64 ? 1ull << slot : 0;
-    uint32_t* w = reinterpret_cast<uint32_t*>(r);
-    st_v4(w, (uint32_t)t0, (uint32_t)(t0 >> 32), 0, 0);  // time_start, time_end 0
-    st_v4(w + 4, (uint32_t)grid, (uint32_t)(grid >> 32), (uint32_t)mask, (uint32_t)(mask >> 32));
-    st_v4(w + 8, (uint32_t)pc, (uint32_t)(pc >> 32), GPUOBS_ENTRY_U32(userdata, function_slot), blockIdx.x);
-    st_v2(w + 12, pack_by_bz(), threads_per_block() | (sm << 16));
-    // sm_id_end and kind, then flags and exit count: kind in the last store.
-    st_v2(w + 14, sm | ((uint32_t)GPUOBS_EVENT_BLOCK << 16), slot < 64 ? 0u : (uint32_t)GPUOBS_BLOCK_SLOTS_INCOMPLETE);
-    return SANITIZER_PATCH_SUCCESS;
-}
-
-static __device__ __noinline__ SanitizerPatchResult record_warp_arrival(const void* userdata) {
-    const uint64_t t = globaltimer();
-    const uint32_t sm = sm_id(), slot = warp_slot();
-    const uint32_t stripes = GPUOBS_ENTRY_U32(userdata, stripe_count);
-    const uint64_t capacity = GPUOBS_ENTRY_U64(userdata, stripe_capacity);
-    const uint32_t stripe = stripe_of(sm, stripes);
-    gpuobs_control* ctl = control(userdata);
-    const uint64_t limit = ld_limit(&ctl->warp_limits[stripe]);
-    const uint64_t i = atom_add(&ctl->warp_stripes[stripe].claimed, 1);
-    const uint64_t arrivals = capacity * GPUOBS_WARP_ARRIVALS_PER_EVENT;  // a power of two, as capacity
-    if (i >= limit) {
-        red_add(&ctl->warp_stripes[stripe].dropped, 1);
-        return SANITIZER_PATCH_SUCCESS;
-    }
-    gpuobs_warp_arrival* a = reinterpret_cast<gpuobs_warp_arrival*>(event_at(userdata, (uint64_t)stripes * capacity)) +
-                             (uint64_t)stripe * arrivals + (i & (arrivals - 1));
-    const uint64_t grid = grid_id();
-    uint32_t* w = reinterpret_cast<uint32_t*>(a);
-    st_v4(w, (uint32_t)grid, (uint32_t)(grid >> 32), (uint32_t)t, (uint32_t)(t >> 32));
-    st_v4(w + 4, blockIdx.x, pack_by_bz(), sm | ((slot & 0xff) << 16) | (1u << 24), 0);
-    return SANITIZER_PATCH_SUCCESS;
-}
-
-// Every thread of every block runs this, and a patch saves and restores each
-// register it uses past the ABI's scratch ones on every path it can take
-// (device_patches/README.md). The two records need more than those, so they are
-// calls: the threads that record nothing (most of them) pay the call's 3 saves,
-// not the records' 5. Measured on the H200: 0.88-0.94x the inline version's time on
-// three of four ladder workloads, equal on the fourth. block_trace's entry stays
-// inline: as a call it published the block's slot later, more exits missed it,
-// and it ran up to 1.09x slower.
+//
+// Every thread of every block runs this, so both records are written to fit the
+// ABI's scratch registers (the helpers above): the entry saves none, as
+// block_noop. Out of line they cost every thread the call's 3 saves, inline and
+// written plainly 5 (measured on the H200: 1.09-1.27x no tool for the call alone).
 GPUOBS_PATCH gpuobs_block_starts_enter(void* userdata, uint64_t pc) {
     if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
-    if ((threadIdx.x | threadIdx.y | threadIdx.z) == 0) return record_block_start(userdata, pc);
+    if ((threadIdx.x | threadIdx.y | threadIdx.z) == 0) {
+        const uint32_t t0 = globaltimer_lo();
+        const uint32_t stripe = stripe_of(sm_id(), GPUOBS_ENTRY_U32(userdata, stripe_count));
+        bool dropped;
+        const uint32_t i = claim_low(&control(userdata)->stripes[stripe], &control(userdata)->limits[stripe], &dropped);
+        userdata = (void*)opaque((uint64_t)userdata);
+        if (dropped) {
+            red_add(&control(userdata)->stripes[stripe].dropped, 1);
+            count_for_launch(userdata, grid_id_here(), sm_id(), 1);
+            return SANITIZER_PATCH_SUCCESS;
+        }
+        const uint32_t capacity = GPUOBS_ENTRY_U32(userdata, stripe_capacity);
+        uint32_t* w = reinterpret_cast<uint32_t*>(
+            opaque((uint64_t)event_at(userdata, (uint64_t)stripe * capacity + (i & (capacity - 1)))));
+        st_word(w + 8, (uint32_t)pc);
+        st_word(w + 9, (uint32_t)(pc >> 32));
+        st_word(w + 10, GPUOBS_ENTRY_U32(userdata, function_slot));
+        count_for_launch(userdata, grid_id_here(), sm_id(), 1);
+        st_word(w + 11, blockIdx.x);
+        const uint64_t start = globaltimer_at(t0);
+        st_word(w + 0, (uint32_t)start);
+        st_word(w + 1, (uint32_t)(start >> 32));
+        st_word(w + 2, 0);  // time_end: none, bounded on the host
+        st_word(w + 3, 0);
+        const uint32_t slot = warp_slot();
+        const uint64_t grid = grid_id_here();
+        st_word(w + 4, (uint32_t)grid);
+        st_word(w + 5, (uint32_t)(grid >> 32));
+        st_word(w + 6, slot < 32 ? 1u << slot : 0);  // address: the slot mask
+        st_word(w + 7, slot >= 32 && slot < 64 ? 1u << (slot - 32) : 0);
+        st_word(w + 12, pack_by_bz());
+        st_word(w + 13, threads_per_block() | (sm_id() << 16));
+        st_word(w + 15, slot < 64 ? 0u : (uint32_t)GPUOBS_BLOCK_SLOTS_INCOMPLETE);  // flags, exit count
+        st_word(w + 14, sm_id() | ((uint32_t)GPUOBS_EVENT_BLOCK << 16));            // sm_id_end, kind: last
+        return SANITIZER_PATCH_SUCCESS;
+    }
     // One arrival per warp, from its first active thread; warp 0 is the leader's.
     if (flat_thread_index() < 32 || lane_id() != (uint32_t)(__ffs(__activemask()) - 1)) return SANITIZER_PATCH_SUCCESS;
-    return record_warp_arrival(userdata);
+    const uint32_t t0 = globaltimer_lo();
+    const uint32_t stripe = stripe_of(sm_id(), GPUOBS_ENTRY_U32(userdata, stripe_count));
+    bool dropped;
+    const uint32_t i =
+        claim_low(&control(userdata)->warp_stripes[stripe], &control(userdata)->warp_limits[stripe], &dropped);
+    userdata = (void*)opaque((uint64_t)userdata);
+    if (dropped) {
+        red_add(&control(userdata)->warp_stripes[stripe].dropped, 1);
+        return SANITIZER_PATCH_SUCCESS;
+    }
+    const uint32_t capacity = GPUOBS_ENTRY_U32(userdata, stripe_capacity);
+    const uint32_t arrivals = capacity * GPUOBS_WARP_ARRIVALS_PER_EVENT;  // a power of two, as capacity
+    gpuobs_warp_arrival* first = reinterpret_cast<gpuobs_warp_arrival*>(
+        event_at(userdata, (uint64_t)GPUOBS_ENTRY_U32(userdata, stripe_count) * capacity));
+    uint32_t* w =
+        reinterpret_cast<uint32_t*>(opaque((uint64_t)(first + (uint64_t)stripe * arrivals + (i & (arrivals - 1)))));
+    const uint64_t grid = grid_id_here();
+    st_word(w + 0, (uint32_t)grid);
+    st_word(w + 1, (uint32_t)(grid >> 32));
+    const uint64_t t = globaltimer_at(t0);
+    st_word(w + 2, (uint32_t)t);
+    st_word(w + 3, (uint32_t)(t >> 32));
+    st_word(w + 4, blockIdx.x);
+    st_word(w + 5, pack_by_bz());
+    st_word(w + 7, 0);
+    st_word(w + 6, sm_id() | ((warp_slot() & 0xff) << 16) | (1u << 24));  // kind: last
+    return SANITIZER_PATCH_SUCCESS;
 }
 
 // ---- memory rungs ---------------------------------------------------------

@@ -101,15 +101,17 @@ typedef struct gpuobs_event {
  * So the host drains while kernels keep writing, and loses nothing it did
  * not count. */
 typedef struct gpuobs_stripe {
-    uint64_t claimed; /* attempts so far; the atomic add that counts also claims */
+    uint64_t claimed; /* attempts so far; the atomic add that counts also claims (the block entries add to
+                         its low 32 bits only and compare with the limit's modulo 2^32: the host widens it
+                         from what it drained; right while fewer than 2^31 drops wait undrained) */
     uint64_t dropped; /* attempts so far that found the stripe's limit reached */
     uint64_t pad[6];
 } gpuobs_stripe;
 
 /* block_starts: a warp other than its block's first, arriving in its slot. The
- * host folds these into their blocks' events (address) at the flush. Two 16-byte
- * stores; kind goes in the second, so an entry reads as complete only when all
- * of it is there. */
+ * host folds these into their blocks' events (address) at the flush. Written one
+ * 32-bit word at a time, kind's word last, so an entry reads as complete only
+ * when all of it is there. */
 typedef struct gpuobs_warp_arrival {
     uint64_t grid_id;
     uint64_t time; /* %globaltimer at the warp's entry */
@@ -150,10 +152,10 @@ typedef struct gpuobs_launch_counter {
 } gpuobs_launch_counter;
 
 /* block_trace: where a running block's exits find its event, in a direct-mapped
- * table (slot = hash of grid, plus the block index). The leader publishes both
- * words with one 16-byte store at block start. */
+ * table (slot: gpuobs_block_table_slot). The leader publishes both words with one
+ * 16-byte store at block start. */
 typedef struct gpuobs_block_slot {
-    uint64_t key;         /* hash of (grid, block), odd; 0 = never used */
+    uint64_t key;         /* the block index's low 32 bits over the grid id's low 31, then 1; 0 = never used */
     uint64_t event_index; /* the block's event, or ~0 when its claim was dropped */
 } gpuobs_block_slot;
 
@@ -460,7 +462,7 @@ GPUOBS_STATIC_ASSERT(sizeof(gpuobs_file_header) == 56, "file header is 56 bytes"
 GPUOBS_STATIC_ASSERT(sizeof(gpuobs_events_header) == 16, "events header is 16 bytes");
 GPUOBS_STATIC_ASSERT(sizeof(gpuobs_launch_counter) == 128, "launch counter is two lines");
 GPUOBS_STATIC_ASSERT(sizeof(gpuobs_block_slot) == 16, "block slot is one 16-byte store");
-GPUOBS_STATIC_ASSERT(sizeof(gpuobs_warp_arrival) == 32, "a warp arrival is two 16-byte stores");
+GPUOBS_STATIC_ASSERT(sizeof(gpuobs_warp_arrival) == 32, "a warp arrival is 32 bytes");
 GPUOBS_STATIC_ASSERT(sizeof(gpuobs_function_entry) == 64, "a function entry is one 64-byte line");
 GPUOBS_STATIC_ASSERT(GPUOBS_FUNCTION_TABLE_SIZE * sizeof(gpuobs_function_entry) <= GPUOBS_ARENA_COUNTERS,
                      "function entries fit before the launch counters");

@@ -61,14 +61,15 @@ Drained drain_ring(RingState& ring, Record* device, uint64_t per_stripe, const s
 }  // namespace
 
 // Each stripe's claim and drop counters (positions so far), read from the device.
-bool read_claims(gpuobs_stripe* device, uint32_t count, Sanitizer_StreamHandle stream, std::vector<uint64_t>* claimed,
+bool read_claims(gpuobs_stripe* device, uint32_t count, Sanitizer_StreamHandle stream,
+                 const std::vector<uint64_t>& drained, bool low_half_only, std::vector<uint64_t>* claimed,
                  std::vector<uint64_t>* dropped) {
     std::vector<gpuobs_stripe> stripes(count);
     if (sanitizer().memcpy_dtoh(stripes.data(), device, count * sizeof(gpuobs_stripe), stream) != SANITIZER_SUCCESS)
         return false;
-    for (const gpuobs_stripe& st : stripes) {
-        claimed->push_back(st.claimed);
-        dropped->push_back(st.dropped);
+    for (uint32_t s = 0; s < count; ++s) {
+        claimed->push_back(claims_from_counter(stripes[s].claimed, s < drained.size() ? drained[s] : 0, low_half_only));
+        dropped->push_back(stripes[s].dropped);
     }
     return true;
 }
@@ -238,14 +239,22 @@ bool ContextState::cut_window(const char* reason, bool require_quiet, FlushWindo
         // for the program's work on blocking streams (a cut that is not quiet would
         // synchronise the program), and would break another thread's capture there.
         const Sanitizer_StreamHandle stream = cut_stream();
-        if (!read_claims(ctl_->stripes, stripe_count_, stream, &w->claimed, &w->dropped) ||
+        std::vector<uint64_t> drained, warp_drained;  // what the claims are widened from
+        {
+            std::lock_guard<std::mutex> lock(drained_mu_);
+            drained = drained_view_;
+            warp_drained = warp_drained_view_;
+        }
+        if (!read_claims(ctl_->stripes, stripe_count_, stream, drained, claims_on_low_half(config_.mode), &w->claimed,
+                         &w->dropped) ||
             sanitizer().memcpy_dtoh(&w->unmatched_exit_threads, &ctl_->unmatched_exit_threads,
                                     sizeof w->unmatched_exit_threads, stream) != SANITIZER_SUCCESS) {
             GPUOBS_LOG("flush (%s): cannot read the claim counters; the window stays open", reason);
             return false;
         }
         if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
-            if (!read_claims(ctl_->warp_stripes, stripe_count_, stream, &w->warp_claimed, &w->warp_dropped))
+            if (!read_claims(ctl_->warp_stripes, stripe_count_, stream, warp_drained, true, &w->warp_claimed,
+                             &w->warp_dropped))
                 return false;
             // Every launch of this window has run: a device time read now bounds each of their blocks' ends.
             if (require_quiet) w->device_quiet_ns = device_time_now();

@@ -78,14 +78,16 @@ bool ContextState::measure_fill(Sanitizer_StreamHandle stream) {
         warp_claims_at_cut = warp_claims_at_cut_;
     }
     std::vector<uint64_t> claimed, warp_claimed, drained, warp_drained, dropped;
-    if (!read_claims(ctl_->stripes, stripe_count_, stream, &claimed, &dropped) ||
-        (starts && !read_claims(ctl_->warp_stripes, stripe_count_, stream, &warp_claimed, &dropped)))
-        return false;
     {
         std::lock_guard<std::mutex> lock(drained_mu_);
         drained = drained_view_;
         warp_drained = warp_drained_view_;
     }
+    if (!read_claims(ctl_->stripes, stripe_count_, stream, drained, claims_on_low_half(config_.mode), &claimed,
+                     &dropped) ||
+        (starts &&
+         !read_claims(ctl_->warp_stripes, stripe_count_, stream, warp_drained, true, &warp_claimed, &dropped)))
+        return false;
     uint64_t fill = undrained_worst(claimed, drained);
     if (records_blocks(config_.mode)) fill += unstarted_share(blocks_then, claimed, claims_at_cut, stripe_count_);
     if (starts) {

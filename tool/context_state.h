@@ -34,8 +34,14 @@ uint64_t stripe_capacity_for(const Config& config, uint32_t stripes);
 void install_crash_drain();
 void watch_drains_on_crash(ContextState* state);
 uint64_t clock_ns(clockid_t id);  // any clock_gettime clock, in ns
-// context_flush.cpp: each stripe's claim and drop counters, read on `stream`; a sum.
-bool read_claims(gpuobs_stripe* device, uint32_t count, Sanitizer_StreamHandle stream, std::vector<uint64_t>* claimed,
+// Whether a mode's claims count on the low 32 bits of the stripe counters (the block entries').
+inline bool claims_on_low_half(uint32_t mode) {
+    return mode == GPUOBS_MODE_BLOCK_TRACE || mode == GPUOBS_MODE_BLOCK_STARTS;
+}
+// context_flush.cpp: each stripe's claim and drop counters, read on `stream`, the
+// claims widened from `drained` where `low_half_only` (ring_cut.h: claims_from_counter); a sum.
+bool read_claims(gpuobs_stripe* device, uint32_t count, Sanitizer_StreamHandle stream,
+                 const std::vector<uint64_t>& drained, bool low_half_only, std::vector<uint64_t>* claimed,
                  std::vector<uint64_t>* dropped);
 uint64_t sum_of(const std::vector<uint64_t>& v);
 

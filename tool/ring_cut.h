@@ -21,6 +21,17 @@ struct RingCut {
 // every position below the limit has a free record.
 inline uint64_t ring_limit(uint64_t drained, uint64_t per_stripe) { return drained + per_stripe; }
 
+// A stripe's claim count from the device's counter. The block entries claim on
+// its low 32 bits only (gpuobs_patches.cu, claim_low), so their count is the one
+// at or above `drained` (a position already drained: never past the count, and
+// less than 2^32 below it) with the counter's low bits. The memory patch claims
+// with 64-bit atomics: its counter is the count, and inside one long kernel it can
+// run more than 2^32 past `drained`, so it is never widened.
+inline uint64_t claims_from_counter(uint64_t device_counter, uint64_t drained, bool low_half_only) {
+    if (!low_half_only) return device_counter;
+    return drained + (uint32_t)((uint32_t)device_counter - (uint32_t)drained);
+}
+
 // drained: the first position not yet read (the limit last given to the device
 // is ring_limit of it); claimed, dropped: the stripe's counters read at the cut;
 // dropped_seen: the drops counted by earlier windows. Positions at or past the

@@ -2,7 +2,10 @@
 // published (sometimes a stale one), take positions from a counter that never
 // resets, and write their record unless past that limit (a drop); the host cuts
 // windows (reads the counters) and later drains them (reads, zeroes, raises the
-// limit). Checked: no claim ever overwrites a record not yet read; every written
+// limit). The device counts on 32 bits, as the block entries do, from a start
+// just below 2^32, so every run wraps it; the host widens it (claims_from_counter).
+// Then a memory mode's 64-bit counter more than 2^32 past the last drain: read whole.
+// Checked: no claim ever overwrites a record not yet read; every written
 // record is read exactly once, in its window; every window's written + dropped
 // equals its claims, and its drops among the positions read are exactly the
 // unwritten ones. Prints "ok" or the first broken promise.
@@ -14,6 +17,7 @@
 
 #include "ring_cut.h"
 
+using gpuobs::claims_from_counter;
 using gpuobs::plan_ring_cut;
 using gpuobs::RingCut;
 
@@ -31,10 +35,12 @@ int main() {
         for (unsigned seed = 1; seed <= 40; ++seed) {
             std::mt19937_64 rng(seed * 7919 + per_stripe);
             const uint64_t kEmpty = ~0ull;
-            std::vector<uint64_t> ring(per_stripe, kEmpty);  // the position each record holds
-            std::vector<uint64_t> published{per_stripe};     // limits the device may read
-            uint64_t claimed = 0, dropped = 0;
-            uint64_t drained = 0, dropped_seen = 0;
+            const uint64_t origin = (1ull << 32) - 1500 - seed * 17;  // positions start here: the counter wraps
+            std::vector<uint64_t> ring(per_stripe, kEmpty);           // the position each record holds
+            std::vector<uint64_t> published{origin + per_stripe};     // limits the device may read
+            uint64_t claimed = origin, dropped = 0;                   // the truth, 64-bit
+            uint32_t device_counter = (uint32_t)origin;               // what the device keeps
+            uint64_t drained = origin, dropped_seen = 0;
             std::vector<int> read_count;                     // per position
             std::vector<bool> written;                       // per position
             std::deque<std::pair<uint64_t, uint64_t>> cuts;  // (claimed, dropped) read at each cut
@@ -49,11 +55,11 @@ int main() {
                     uint64_t& slot = ring[p & (per_stripe - 1)];
                     if (slot == kEmpty) {
                         ++empty;
-                        if (written[p]) return fail("a written record was not there when read", p, seed);
+                        if (written[p - origin]) return fail("a written record was not there when read", p, seed);
                     } else {
                         if (slot != p) return fail("a record read held another position", p, slot);
                         ++got;
-                        ++read_count[p];
+                        ++read_count[p - origin];
                     }
                     slot = kEmpty;  // zeroed
                 }
@@ -72,28 +78,46 @@ int main() {
                     const size_t k = n - 1 - std::min<size_t>(n - 1, rng() % 3);
                     const uint64_t seen = published[k];
                     const uint64_t p = claimed++;
+                    const uint32_t i = device_counter++;
                     read_count.push_back(0);
                     written.push_back(false);
-                    if (p >= seen) {
+                    // The device's test, on low halves (gpuobs_patches.cu: claim_low).
+                    const bool past_limit = (int32_t)(i - (uint32_t)seen) >= 0;
+                    if (past_limit != (p >= seen)) return fail("the 32-bit limit test disagrees", p, seen);
+                    if (past_limit) {
                         ++dropped;
                         continue;
                     }
                     uint64_t& slot = ring[p & (per_stripe - 1)];
                     if (slot != kEmpty) return fail("a claim overwrote a record not yet read", p, slot);
                     slot = p;
-                    written[p] = true;
+                    written[p - origin] = true;
                 } else if (r < claim_p + (1 - claim_p) / 2) {
-                    cuts.emplace_back(claimed, dropped);
+                    const uint64_t seen = claims_from_counter(device_counter, drained, true);
+                    if (seen != claimed) return fail("the widened counter is not the count", seen, claimed);
+                    cuts.emplace_back(seen, dropped);
                 } else if (!cuts.empty()) {
                     if (drain()) return 1;
                 }
             }
-            cuts.emplace_back(claimed, dropped);
+            cuts.emplace_back(claims_from_counter(device_counter, drained, true), dropped);
             if (drain()) return 1;
-            for (uint64_t p = 0; p < claimed; ++p)
-                if (read_count[p] != (written[p] ? 1 : 0))
+            if (claimed < (1ull << 32) + 100) return fail("the run did not wrap the device counter", claimed, seed);
+            for (uint64_t p = origin; p < claimed; ++p)
+                if (read_count[p - origin] != (written[p - origin] ? 1 : 0))
                     return fail("a record was read a wrong number of times", p, seed);
         }
+    }
+    // Memory modes claim with 64-bit atomics: one long kernel can claim more than
+    // 2^32 past the last drain (the ring full, every later claim dropped). Its count
+    // comes back whole, and the next limit lies past it, so later claims are written.
+    {
+        const uint64_t per_stripe = 64, drained = 1000, dropped = (5ull << 32) + 3;
+        const uint64_t counter = drained + per_stripe + dropped;
+        const RingCut c = plan_ring_cut(drained, claims_from_counter(counter, drained, false), dropped, 0, per_stripe);
+        if (c.attempted != per_stripe + dropped || c.dropped != dropped)
+            return fail("a 64-bit count was cut short", c.attempted, per_stripe + dropped);
+        if (c.next_limit <= counter) return fail("the next limit lies below the device's count", c.next_limit, counter);
     }
     std::printf("ok\n");
     return 0;
