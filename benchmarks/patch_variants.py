@@ -39,6 +39,19 @@ question to measure on the GPU before building the change it stands for:
                  `patch_sass.py`). Predicted: a small gain where warps per block are
                  many (cuBLAS, SDPA), nothing on 4-warp blocks. Not GPU-run.
 
+  slot_rings_compact (cost probe, block_starts) The design with no atomic at all:
+                 every warp, the leader's too, writes one 16-byte record (time, grid
+                 id's low bits, block, SM, slot) into a ring of its own SM warp slot,
+                 at a position from that slot's counter, which only the slot's
+                 occupant touches: a plain load (served from L1 when the slot's last
+                 warp left it there) and a plain store. No block event: the host
+                 would build blocks from their warps. Its records are never drained:
+                 it measures the cost of that design's entry, nothing else.
+  compact_store_only (split, block_starts) As slot_rings_compact, at a position
+                 computed from the block and warp index (store_only's), no counter:
+                 against store_only what the record's size and stores cost, against
+                 slot_rings_compact what the slot counter's load costs.
+
     python benchmarks/patch_variants.py store_only /tmp/store_only.cu
     python benchmarks/patch_ab.py --mode block_starts --variant base=device_patches/gpuobs_patches.cu \\
         --variant store_only=/tmp/store_only.cu
@@ -151,6 +164,47 @@ ARRIVAL_LOADS_BEFORE_CLAIM = (
         reinterpret_cast<gpuobs_warp_arrival*>(event_at(userdata, (uint64_t)stripes * capacity));""",
 )
 
+# Both probes of a 16-byte record per warp; {position} and {ring} say where it goes.
+_COMPACT_RECORD = """    // Probe: one 16-byte record per warp, the leader's too, and no block event.
+    if (lane_id() != (uint32_t)(__ffs(__activemask()) - 1)) return SANITIZER_PATCH_SUCCESS;
+    {{
+        const uint32_t t0 = globaltimer_lo();
+{position}
+        const uint32_t capacity = GPUOBS_ENTRY_U32(userdata, stripe_capacity);  // events: 4 records each
+        const uint32_t stripe = stripe_of(sm_id(), GPUOBS_ENTRY_U32(userdata, stripe_count));
+{ring}
+        const uint64_t t = globaltimer_at(t0);
+        st_v4(at, (uint32_t)t, ((uint32_t)(t >> 32) & 0xffff) | ((uint32_t)grid_id_here() << 16),
+              (uint32_t)flat_block_index(), sm_id() | ((warp_slot() & 0xff) << 8) | (1u << 24));
+    }}
+    return SANITIZER_PATCH_SUCCESS;
+    if ((threadIdx.x"""
+STARTS_SLOT_RING_COMPACT = (
+    "gpuobs_block_starts_enter",
+    """    if ((threadIdx.x""",
+    _COMPACT_RECORD.format(
+        position="""        // The slot's counter: only its occupant touches it, so a plain load and store.
+        uint32_t* count = reinterpret_cast<uint32_t*>(arena(userdata) + GPUOBS_ARENA_BLOCK_TABLE) +
+                          ((sm_id() & 255) * 64 + (warp_slot() & 63));
+        uint32_t c;
+        asm volatile("ld.global.ca.u32 %0, [%1];" : "=r"(c) : "l"(count) : "memory");
+        asm volatile("st.global.u32 [%0], %1;" ::"l"(count), "r"(c + 1) : "memory");""",
+        ring="""        const uint32_t per_slot = capacity * 4 / 64;  // the stripe split among its SM's 64 slots
+        uint4* at = reinterpret_cast<uint4*>(event_at(userdata, (uint64_t)stripe * capacity)) +
+                    (warp_slot() & 63) * per_slot + (c & (per_slot - 1));""",
+    ),
+)
+STARTS_COMPUTED_COMPACT = (
+    "gpuobs_block_starts_enter",
+    """    if ((threadIdx.x""",
+    _COMPACT_RECORD.format(
+        position="""        const uint32_t c =
+            (uint32_t)(flat_block_index() * ((threads_per_block() + 31) / 32) + flat_thread_index() / 32);""",
+        ring="""        uint4* at =
+            reinterpret_cast<uint4*>(event_at(userdata, (uint64_t)stripe * capacity)) + (c & (capacity * 4 - 1));""",
+    ),
+)
+
 VARIANTS = {
     "store_only": [STARTS_BLOCK_AT_COMPUTED_POSITION, STARTS_WARP_AT_COMPUTED_POSITION],
     "exit_cta_scope": [SLOT_READ_AT_CTA_SCOPE],
@@ -159,6 +213,8 @@ VARIANTS = {
     "trace_exit_empty": [TRACE_EXIT_EMPTY],
     "exit_no_load": [EXIT_STAMPS_ITS_SLOT],
     "arrival_loads_first": [ARRIVAL_LOADS_BEFORE_CLAIM],
+    "slot_rings_compact": [STARTS_SLOT_RING_COMPACT],
+    "compact_store_only": [STARTS_COMPUTED_COMPACT],
 }
 
 
