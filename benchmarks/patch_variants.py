@@ -46,11 +46,26 @@ question to measure on the GPU before building the change it stands for:
                  occupant touches: a plain load (served from L1 when the slot's last
                  warp left it there) and a plain store. No block event: the host
                  would build blocks from their warps. Its records are never drained:
-                 it measures the cost of that design's entry, nothing else.
+                 it measures the cost of that design's entry, nothing else. Measured
+                 (docs/benchmarks.md): no better than store_only, and 12% slower than
+                 the shipped atomics on torch_silu_mul. Rejected.
   compact_store_only (split, block_starts) As slot_rings_compact, at a position
                  computed from the block and warp index (store_only's), no counter:
                  against store_only what the record's size and stores cost, against
-                 slot_rings_compact what the slot counter's load costs.
+                 slot_rings_compact what the slot counter's load costs. Measured: as
+                 store_only; the records' size is not what costs.
+
+  compact_slot_atomics (split, block_starts) As slot_rings_compact with an atomic on
+                 the slot's own counter (32 bytes from the next) instead of the plain
+                 load and store: against the shipped per-SM atomics, what contention
+                 costs; against compact_store_only, what one uncontended round trip does.
+  compact_range_lookup (cost probe, block_starts) compact_store_only's position plus a
+                 base found through two dependent loads L1 may serve (an entry by grid
+                 id, then the word it points to): the path of per-grid record ranges
+                 (device_patches/README.md) when its tables are in place.
+  compact_no_loads (split, block_starts) compact_store_only with the ring's size as
+                 constants instead of loads from the function entry: what those loads
+                 cost every warp.
 
     python benchmarks/patch_variants.py store_only /tmp/store_only.cu
     python benchmarks/patch_ab.py --mode block_starts --variant base=device_patches/gpuobs_patches.cu \\
@@ -164,14 +179,23 @@ ARRIVAL_LOADS_BEFORE_CLAIM = (
         reinterpret_cast<gpuobs_warp_arrival*>(event_at(userdata, (uint64_t)stripes * capacity));""",
 )
 
-# Both probes of a 16-byte record per warp; {position} and {ring} say where it goes.
+# The probes of a 16-byte record per warp: {position} and {ring} say where it goes,
+# {constants} where the ring's size comes from (an event is 4 such records).
+_ENTRY_CONSTANTS = """        const uint32_t capacity = GPUOBS_ENTRY_U32(userdata, stripe_capacity);
+        const uint32_t stripe = stripe_of(sm_id(), GPUOBS_ENTRY_U32(userdata, stripe_count));"""
+_SLOT_RING = """        const uint32_t per_slot = capacity * 4 / 64;  // the stripe split among its SM's 64 slots
+        uint4* at = reinterpret_cast<uint4*>(event_at(userdata, (uint64_t)stripe * capacity)) +
+                    (warp_slot() & 63) * per_slot + (c & (per_slot - 1));"""
+_STRIPE_RING = """        uint4* at =
+            reinterpret_cast<uint4*>(event_at(userdata, (uint64_t)stripe * capacity)) + (c & (capacity * 4 - 1));"""
+_COMPUTED_POSITION = """        const uint32_t c =
+            (uint32_t)(flat_block_index() * ((threads_per_block() + 31) / 32) + flat_thread_index() / 32);"""
 _COMPACT_RECORD = """    // Probe: one 16-byte record per warp, the leader's too, and no block event.
     if (lane_id() != (uint32_t)(__ffs(__activemask()) - 1)) return SANITIZER_PATCH_SUCCESS;
     {{
         const uint32_t t0 = globaltimer_lo();
 {position}
-        const uint32_t capacity = GPUOBS_ENTRY_U32(userdata, stripe_capacity);  // events: 4 records each
-        const uint32_t stripe = stripe_of(sm_id(), GPUOBS_ENTRY_U32(userdata, stripe_count));
+{constants}
 {ring}
         const uint64_t t = globaltimer_at(t0);
         st_v4(at, (uint32_t)t, ((uint32_t)(t >> 32) & 0xffff) | ((uint32_t)grid_id_here() << 16),
@@ -189,19 +213,57 @@ STARTS_SLOT_RING_COMPACT = (
         uint32_t c;
         asm volatile("ld.global.ca.u32 %0, [%1];" : "=r"(c) : "l"(count) : "memory");
         asm volatile("st.global.u32 [%0], %1;" ::"l"(count), "r"(c + 1) : "memory");""",
-        ring="""        const uint32_t per_slot = capacity * 4 / 64;  // the stripe split among its SM's 64 slots
-        uint4* at = reinterpret_cast<uint4*>(event_at(userdata, (uint64_t)stripe * capacity)) +
-                    (warp_slot() & 63) * per_slot + (c & (per_slot - 1));""",
+        constants=_ENTRY_CONSTANTS,
+        ring=_SLOT_RING,
     ),
 )
 STARTS_COMPUTED_COMPACT = (
     "gpuobs_block_starts_enter",
     """    if ((threadIdx.x""",
+    _COMPACT_RECORD.format(position=_COMPUTED_POSITION, constants=_ENTRY_CONSTANTS, ring=_STRIPE_RING),
+)
+STARTS_SLOT_ATOMIC_COMPACT = (
+    "gpuobs_block_starts_enter",
+    """    if ((threadIdx.x""",
     _COMPACT_RECORD.format(
-        position="""        const uint32_t c =
-            (uint32_t)(flat_block_index() * ((threads_per_block() + 31) / 32) + flat_thread_index() / 32);""",
-        ring="""        uint4* at =
-            reinterpret_cast<uint4*>(event_at(userdata, (uint64_t)stripe * capacity)) + (c & (capacity * 4 - 1));""",
+        position="""        // An atomic on the slot's own counter, 32 bytes from the next: a round trip, no contention.
+        uint32_t* count = reinterpret_cast<uint32_t*>(arena(userdata) + GPUOBS_ARENA_BLOCK_TABLE) +
+                          ((sm_id() & 255) * 64 + (warp_slot() & 63)) * 8;
+        uint32_t c;
+        asm volatile("atom.relaxed.gpu.global.add.u32 %0, [%1], 1;" : "=r"(c) : "l"(count) : "memory");""",
+        constants=_ENTRY_CONSTANTS,
+        ring=_SLOT_RING,
+    ),
+)
+STARTS_RANGE_LOOKUP_COMPACT = (
+    "gpuobs_block_starts_enter",
+    """    if ((threadIdx.x""",
+    _COMPACT_RECORD.format(
+        position="""        // A grid's range found through two dependent loads that L1 may serve: the grid's
+        // entry (by grid id) and the word it points to (its replay's base).
+        const uint64_t* grids = reinterpret_cast<const uint64_t*>(arena(userdata) + GPUOBS_ARENA_BLOCK_TABLE);
+        uint64_t e;
+        asm volatile("ld.global.ca.u64 %0, [%1];" : "=l"(e) : "l"(grids + (grid_id_here() & 1023)) : "memory");
+        uint32_t base;
+        asm volatile("ld.global.ca.u32 %0, [%1];"
+                     : "=r"(base)
+                     : "l"(reinterpret_cast<const uint32_t*>(grids + 1024) + (e & 1023))
+                     : "memory");
+        const uint32_t c = base + (uint32_t)(flat_block_index() * ((threads_per_block() + 31) / 32) +
+                                             flat_thread_index() / 32);""",
+        constants=_ENTRY_CONSTANTS,
+        ring=_STRIPE_RING,
+    ),
+)
+STARTS_COMPUTED_COMPACT_NO_LOADS = (
+    "gpuobs_block_starts_enter",
+    """    if ((threadIdx.x""",
+    _COMPACT_RECORD.format(
+        position=_COMPUTED_POSITION,
+        constants="""        // Constants, not the entry's loads (within the H200's default ring: 132 x 16,384).
+        const uint32_t capacity = 4096;
+        const uint32_t stripe = stripe_of(sm_id(), 132);""",
+        ring=_STRIPE_RING,
     ),
 )
 
@@ -215,6 +277,9 @@ VARIANTS = {
     "arrival_loads_first": [ARRIVAL_LOADS_BEFORE_CLAIM],
     "slot_rings_compact": [STARTS_SLOT_RING_COMPACT],
     "compact_store_only": [STARTS_COMPUTED_COMPACT],
+    "compact_slot_atomics": [STARTS_SLOT_ATOMIC_COMPACT],
+    "compact_range_lookup": [STARTS_RANGE_LOOKUP_COMPACT],
+    "compact_no_loads": [STARTS_COMPUTED_COMPACT_NO_LOADS],
 }
 
 
