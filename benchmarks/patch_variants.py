@@ -67,6 +67,13 @@ question to measure on the GPU before building the change it stands for:
                  constants instead of loads from the function entry: what those loads
                  cost every warp.
 
+  trace_l1_position (cost probe, block_trace) block_trace's leader without its claim:
+                 its position from one load L1 serves plus its block's x index (the
+                 path per-grid record ranges would take; records never drained, exits
+                 stamp them where the slot says), with the shipped entry's 1 register
+                 save. What the claim's round trip costs block_trace on graph replays,
+                 where issue 16 asks 1.10x block_trace_noop.
+
     python benchmarks/patch_variants.py store_only /tmp/store_only.cu
     python benchmarks/patch_ab.py --mode block_starts --variant base=device_patches/gpuobs_patches.cu \\
         --variant store_only=/tmp/store_only.cu
@@ -267,6 +274,19 @@ STARTS_COMPUTED_COMPACT_NO_LOADS = (
     ),
 )
 
+TRACE_BLOCK_AT_L1_POSITION = (
+    "gpuobs_block_trace_enter",
+    "    const uint32_t i = claim_low(&control(userdata)->stripes[stripe], &control(userdata)->limits[stripe], "
+    "&dropped);",
+    """    // Probe: the position from one load the SM's L1 serves (the stripe's limit, which
+    // moves only at drains) plus the block's x index: no atomic. Both shapes without a
+    // load gave the entry 3 register saves where this one keeps the shipped 1.
+    uint32_t i;
+    asm volatile("ld.global.ca.u32 %0, [%1];" : "=r"(i) : "l"(&control(userdata)->limits[stripe]) : "memory");
+    i += blockIdx.x;
+    dropped = false;""",
+)
+
 VARIANTS = {
     "store_only": [STARTS_BLOCK_AT_COMPUTED_POSITION, STARTS_WARP_AT_COMPUTED_POSITION],
     "exit_cta_scope": [SLOT_READ_AT_CTA_SCOPE],
@@ -280,6 +300,7 @@ VARIANTS = {
     "compact_slot_atomics": [STARTS_SLOT_ATOMIC_COMPACT],
     "compact_range_lookup": [STARTS_RANGE_LOOKUP_COMPACT],
     "compact_no_loads": [STARTS_COMPUTED_COMPACT_NO_LOADS],
+    "trace_l1_position": [TRACE_BLOCK_AT_L1_POSITION],
 }
 
 
