@@ -13,6 +13,7 @@ unmatched exit threads, unconfirmed ends)."""
 
 import argparse
 import json
+import signal
 import statistics
 import subprocess
 import sys
@@ -78,39 +79,50 @@ def main():
     )
     args = p.parse_args()
     variants = dict(v.split("=", 1) for v in args.variant)
-    with tempfile.TemporaryDirectory() as tmp:
-        fatbins = build_variants(variants, Path(tmp))
-        configs = ["none", *variants]
-        samples = {c: {} for c in configs}
-        totals = {c: [] for c in variants}
-        for r in range(args.rounds):
-            for c in configs if r % 2 == 0 else reversed(configs):
-                res = run_once(args, fatbins.get(c), Path(tmp) / f"{c}.gpuobs")
-                print(f"round {r} {c}: {res}", flush=True)
-                if "_totals" in res:
-                    totals[c].append(res.pop("_totals"))
-                for w, v in res.items():
-                    samples[c].setdefault(w, []).append(v)
-    base = next(iter(variants))
-    print(f"\nmode {args.mode}; median device ms (ratio to none; ratio to {base})")
+    configs = ["none", *variants]
+    samples = {c: {} for c in configs}
+    totals = {c: [] for c in variants}
+    # Stopped by a time limit (timeout(1) sends SIGTERM), still print what ran.
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            fatbins = build_variants(variants, Path(tmp))
+            for r in range(args.rounds):
+                for c in configs if r % 2 == 0 else reversed(configs):
+                    res = run_once(args, fatbins.get(c), Path(tmp) / f"{c}.gpuobs")
+                    print(f"round {r} {c}: {res}", flush=True)
+                    if "_totals" in res:
+                        totals[c].append(res.pop("_totals"))
+                    for w, v in res.items():
+                        samples[c].setdefault(w, []).append(v)
+    except KeyboardInterrupt:
+        print("\nstopped before the last round ended: the table below is from the processes that finished")
+    print_table(args.mode, configs, next(iter(variants)), samples, totals)
+
+
+def _stop(signum, frame):
+    raise KeyboardInterrupt
+
+
+def print_table(mode: str, configs: list, base: str, samples: dict, totals: dict):
+    print(f"\nmode {mode}; median device ms (ratio to none; ratio to {base})")
     print("| workload | " + " | ".join(configs) + " |\n" + "|---" * (len(configs) + 1) + "|")
-    workloads = [w for w in samples["none"] if not w.startswith("_")]
+    workloads = dict.fromkeys(w for c in configs for w in samples[c] if not w.startswith("_"))
     for w in workloads:
         med = {c: statistics.median(samples[c][w]) for c in configs if w in samples[c]}
         cells = []
         for c in configs:
             if c not in med:
-                cells.append("failed")
-            elif c == "none":
-                cells.append(f"{med[c]:.3f}")
-            else:
-                cells.append(
-                    f"{med[c]:.3f} ({med[c] / med['none']:.2f}x; {med[c] / med[base]:.3f}x {base})"
-                    if base in med
-                    else f"{med[c]:.3f} ({med[c] / med['none']:.2f}x)"
-                )
+                cells.append("failed" if any(samples[c].values()) else "not run")
+                continue
+            ratios = [
+                f"{med[c] / med[ref]:.2f}x" if ref == "none" else f"{med[c] / med[ref]:.3f}x {ref}"
+                for ref in ("none", base)
+                if ref in med and c not in ("none", ref)
+            ]
+            cells.append(f"{med[c]:.3f}" + (f" ({'; '.join(ratios)})" if ratios else ""))
         print(f"| {w} | " + " | ".join(cells) + " |")
-    for c in variants:
+    for c in configs[1:]:
         if totals[c]:
             keys = totals[c][0].keys()
             print(f"{c}: " + ", ".join(f"{k} {statistics.median(t[k] for t in totals[c]):,}" for k in keys))
