@@ -124,14 +124,17 @@ STARTS_ENTRY_EMPTY = (
     "gpuobs_block_starts_enter",
     """    if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
     if ((threadIdx.x""",
-    """    if (userdata != nullptr) return SANITIZER_PATCH_SUCCESS;  // Probe: the floor, nothing recorded
+    """    // Probe: the floor, nothing recorded. Always returns (null callback data included,
+    // which the body below would fault on); opaque() keeps the body compiled.
+    if (userdata == nullptr || opaque((uint64_t)userdata) != 0) return SANITIZER_PATCH_SUCCESS;
     if ((threadIdx.x""",
 )
 TRACE_EXIT_EMPTY = (
     "gpuobs_block_trace_exit",
     """    if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
     const uint32_t mask = __activemask();""",
-    """    if (userdata != nullptr) return SANITIZER_PATCH_SUCCESS;  // Probe: the exit does nothing
+    """    // Probe: the exit does nothing, null callback data included.
+    if (userdata == nullptr || opaque((uint64_t)userdata) != 0) return SANITIZER_PATCH_SUCCESS;
     const uint32_t mask = __activemask();""",
 )
 EXIT_STAMPS_ITS_SLOT = (
@@ -190,7 +193,8 @@ ARRIVAL_LOADS_BEFORE_CLAIM = (
 # {constants} where the ring's size comes from (an event is 4 such records).
 _ENTRY_CONSTANTS = """        const uint32_t capacity = GPUOBS_ENTRY_U32(userdata, stripe_capacity);
         const uint32_t stripe = stripe_of(sm_id(), GPUOBS_ENTRY_U32(userdata, stripe_count));"""
-_SLOT_RING = """        const uint32_t per_slot = capacity * 4 / 64;  // the stripe split among its SM's 64 slots
+_SLOT_RING = """        // The stripe split among its SM's 64 slots (capacity >= 16, as patch_ab's runs have).
+        const uint32_t per_slot = capacity * 4 / 64;
         uint4* at = reinterpret_cast<uint4*>(event_at(userdata, (uint64_t)stripe * capacity)) +
                     (warp_slot() & 63) * per_slot + (c & (per_slot - 1));"""
 _STRIPE_RING = """        uint4* at =
@@ -267,7 +271,8 @@ STARTS_COMPUTED_COMPACT_NO_LOADS = (
     """    if ((threadIdx.x""",
     _COMPACT_RECORD.format(
         position=_COMPUTED_POSITION,
-        constants="""        // Constants, not the entry's loads (within the H200's default ring: 132 x 16,384).
+        constants="""        // Constants, not the entry's loads: in bounds only where every stripe holds at least
+        // 4,096 records (patch_ab's default --capacity 2^24 gives 65,536 on the H200's 132).
         const uint32_t capacity = 4096;
         const uint32_t stripe = stripe_of(sm_id(), 132);""",
         ring=_STRIPE_RING,
