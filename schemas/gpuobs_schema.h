@@ -414,17 +414,6 @@ typedef struct gpuobs_end_info {
 #define GPUOBS_HD static inline
 #endif
 
-/* MurmurHash3's 64-bit finalizer: spreads structured low bits (consecutive
- * thread ids, fixed-stride pcs) so a low-bits test acts as a uniform draw. */
-GPUOBS_HD uint64_t gpuobs_fmix64(uint64_t k) {
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdULL;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ULL;
-    k ^= k >> 33;
-    return k;
-}
-
 /* The launch-counter slot of a grid. Grid ids count up per context, so their
  * low bits keep up to GPUOBS_LAUNCH_TABLE_SIZE consecutive launches apart (a
  * hash would let two of them collide) and cost the patches no arithmetic. */
