@@ -213,44 +213,37 @@ _COMPACT_RECORD = """    // Probe: one 16-byte record per warp, the leader's too
               (uint32_t)flat_block_index(), sm_id() | ((warp_slot() & 0xff) << 8) | (1u << 24));
     }}
     return SANITIZER_PATCH_SUCCESS;
-    if ((threadIdx.x"""
-STARTS_SLOT_RING_COMPACT = (
-    "gpuobs_block_starts_enter",
-    """    if ((threadIdx.x""",
-    _COMPACT_RECORD.format(
-        position="""        // The slot's counter: only its occupant touches it, so a plain load and store.
+"""
+
+
+def _compact_probe(position: str, ring: str = _STRIPE_RING, constants: str = _ENTRY_CONSTANTS) -> tuple:
+    """A piece that makes block_starts' entry write one 16-byte record per warp and
+    return before the shipped code (left in place, never reached)."""
+    anchor = "    if ((threadIdx.x"
+    record = _COMPACT_RECORD.format(position=position, constants=constants, ring=ring)
+    return ("gpuobs_block_starts_enter", anchor, record + anchor)
+
+
+STARTS_SLOT_RING_COMPACT = _compact_probe(
+    position="""        // The slot's counter: only its occupant touches it, so a plain load and store.
         uint32_t* count = reinterpret_cast<uint32_t*>(arena(userdata) + GPUOBS_ARENA_BLOCK_TABLE) +
                           ((sm_id() & 255) * 64 + (warp_slot() & 63));
         uint32_t c;
         asm volatile("ld.global.ca.u32 %0, [%1];" : "=r"(c) : "l"(count) : "memory");
         asm volatile("st.global.u32 [%0], %1;" ::"l"(count), "r"(c + 1) : "memory");""",
-        constants=_ENTRY_CONSTANTS,
-        ring=_SLOT_RING,
-    ),
+    ring=_SLOT_RING,
 )
-STARTS_COMPUTED_COMPACT = (
-    "gpuobs_block_starts_enter",
-    """    if ((threadIdx.x""",
-    _COMPACT_RECORD.format(position=_COMPUTED_POSITION, constants=_ENTRY_CONSTANTS, ring=_STRIPE_RING),
-)
-STARTS_SLOT_ATOMIC_COMPACT = (
-    "gpuobs_block_starts_enter",
-    """    if ((threadIdx.x""",
-    _COMPACT_RECORD.format(
-        position="""        // An atomic on the slot's own counter, 32 bytes from the next: a round trip, no contention.
+STARTS_COMPUTED_COMPACT = _compact_probe(position=_COMPUTED_POSITION)
+STARTS_SLOT_ATOMIC_COMPACT = _compact_probe(
+    position="""        // An atomic on the slot's own counter, 32 bytes from the next: a round trip, no contention.
         uint32_t* count = reinterpret_cast<uint32_t*>(arena(userdata) + GPUOBS_ARENA_BLOCK_TABLE) +
                           ((sm_id() & 255) * 64 + (warp_slot() & 63)) * 8;
         uint32_t c;
         asm volatile("atom.relaxed.gpu.global.add.u32 %0, [%1], 1;" : "=r"(c) : "l"(count) : "memory");""",
-        constants=_ENTRY_CONSTANTS,
-        ring=_SLOT_RING,
-    ),
+    ring=_SLOT_RING,
 )
-STARTS_RANGE_LOOKUP_COMPACT = (
-    "gpuobs_block_starts_enter",
-    """    if ((threadIdx.x""",
-    _COMPACT_RECORD.format(
-        position="""        // A grid's range found through two dependent loads that L1 may serve: the grid's
+STARTS_RANGE_LOOKUP_COMPACT = _compact_probe(
+    position="""        // A grid's range found through two dependent loads that L1 may serve: the grid's
         // entry (by grid id) and the word it points to (its replay's base).
         const uint64_t* grids = reinterpret_cast<const uint64_t*>(arena(userdata) + GPUOBS_ARENA_BLOCK_TABLE);
         uint64_t e;
@@ -262,21 +255,13 @@ STARTS_RANGE_LOOKUP_COMPACT = (
                      : "memory");
         const uint32_t c = base + (uint32_t)(flat_block_index() * ((threads_per_block() + 31) / 32) +
                                              flat_thread_index() / 32);""",
-        constants=_ENTRY_CONSTANTS,
-        ring=_STRIPE_RING,
-    ),
 )
-STARTS_COMPUTED_COMPACT_NO_LOADS = (
-    "gpuobs_block_starts_enter",
-    """    if ((threadIdx.x""",
-    _COMPACT_RECORD.format(
-        position=_COMPUTED_POSITION,
-        constants="""        // Constants, not the entry's loads: in bounds only where every stripe holds at least
+STARTS_COMPUTED_COMPACT_NO_LOADS = _compact_probe(
+    position=_COMPUTED_POSITION,
+    constants="""        // Constants, not the entry's loads: in bounds only where every stripe holds at least
         // 4,096 records (patch_ab's default --capacity 2^24 gives 65,536 on the H200's 132).
         const uint32_t capacity = 4096;
         const uint32_t stripe = stripe_of(sm_id(), 132);""",
-        ring=_STRIPE_RING,
-    ),
 )
 
 TRACE_BLOCK_AT_L1_POSITION = (
