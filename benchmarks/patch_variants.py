@@ -67,6 +67,27 @@ question to measure on the GPU before building the change it stands for:
                  constants instead of loads from the function entry: what those loads
                  cost every warp.
 
+  compact_no_timer, compact_clock, compact_no_store, compact_leader_only (splits,
+                 block_starts) compact_store_only without its %globaltimer reads, with
+                 the SM's clock (a cheap counter, not comparable across SMs) in their
+                 place, with its store compiled in but never issued, and written by
+                 the block's first thread only (one record a block, not one a warp):
+                 which of these is the 0-12% compact_store_only costs over the empty
+                 entry.
+
+  minimal_warp, minimal_warp_no_store (floor, block_starts) The cheapest per-warp record
+                 there is (lane 0, the timer's low half, SM, slot, 1-D block and warp
+                 index, one computed 16-byte store), with and without issuing its store:
+                 what any design that records every warp pays at least. Measured
+                 against the empty entry, it says whether issue 17's 1.05x can be met
+                 by a design whose ends are sound (which needs every warp's slot).
+
+  range_warp_eager, range_warp_graph (cost probe, block_starts) What a shippable cheap
+                 per-warp record would run: minimal_warp for any grid shape, with the
+                 full time, at its launch's range, whose base comes from the callback
+                 data's low bits (eager launches: no load) or through
+                 compact_range_lookup's two loads by grid id (graph replays).
+
   trace_l1_position (cost probe, block_trace) block_trace's leader without its claim:
                  its position from one load L1 serves plus its block's x index (the
                  path per-grid record ranges would take; records never drained, exits
@@ -216,11 +237,18 @@ _COMPACT_RECORD = """    // Probe: one 16-byte record per warp, the leader's too
 """
 
 
-def _compact_probe(position: str, ring: str = _STRIPE_RING, constants: str = _ENTRY_CONSTANTS) -> tuple:
+def _compact_probe(
+    position: str, ring: str = _STRIPE_RING, constants: str = _ENTRY_CONSTANTS, edits: tuple = ()
+) -> tuple:
     """A piece that makes block_starts' entry write one 16-byte record per warp and
-    return before the shipped code (left in place, never reached)."""
+    return before the shipped code (left in place, never reached). `edits` are
+    (old, new) replacements in the record's code, each of which must match once."""
     anchor = "    if ((threadIdx.x"
     record = _COMPACT_RECORD.format(position=position, constants=constants, ring=ring)
+    for old, new in edits:
+        if record.count(old) != 1:
+            raise SystemExit(f"{Path(__file__).name}: the compact record no longer has {old!r} once")
+        record = record.replace(old, new)
     return ("gpuobs_block_starts_enter", anchor, record + anchor)
 
 
@@ -263,6 +291,101 @@ STARTS_COMPUTED_COMPACT_NO_LOADS = _compact_probe(
         const uint32_t capacity = 4096;
         const uint32_t stripe = stripe_of(sm_id(), 132);""",
 )
+# Splits of compact_store_only's cost over the empty entry: the timer, the store, the
+# per-warp multiplicity.
+_TIMER_READS = (
+    ("const uint32_t t0 = globaltimer_lo();", "const uint32_t t0 = 0;"),
+    ("const uint64_t t = globaltimer_at(t0);", "const uint64_t t = t0 + (uint64_t)c;"),
+)
+STARTS_COMPACT_NO_TIMER = _compact_probe(position=_COMPUTED_POSITION, edits=_TIMER_READS)
+STARTS_COMPACT_CLOCK = _compact_probe(
+    position=_COMPUTED_POSITION,
+    edits=(
+        ("const uint32_t t0 = globaltimer_lo();", "const uint32_t t0 = (uint32_t)clock64();"),
+        ("const uint64_t t = globaltimer_at(t0);", "const uint64_t t = clock64() + t0;"),
+    ),
+)
+STARTS_COMPACT_NO_STORE = _compact_probe(
+    position=_COMPUTED_POSITION,
+    # The timer never reads 0, so the store is compiled in and never issued.
+    edits=(("        st_v4(at,", "        if (t == 0) st_v4(at,"),),
+)
+STARTS_COMPACT_LEADER_ONLY = _compact_probe(
+    position=_COMPUTED_POSITION,
+    edits=(
+        (
+            "if (lane_id() != (uint32_t)(__ffs(__activemask()) - 1)) return SANITIZER_PATCH_SUCCESS;",
+            "if (flat_thread_index() != 0) return SANITIZER_PATCH_SUCCESS;",
+        ),
+    ),
+)
+# The fewest instructions a per-warp record can take: lane 0 (every lane is active at
+# block entry), the 1-D block and warp index, the timer's low half, SM and slot, one
+# 16-byte store at a position computed from them. Stays inside the first 128 stripes'
+# first 16,384 records (patch_ab's --capacity 2^24 gives 65,536 a stripe on 132 SMs).
+_MINIMAL_RECORD = """    // Probe: the cheapest per-warp record.
+    {{
+        uint32_t lane;
+        asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
+        if (lane != 0) return SANITIZER_PATCH_SUCCESS;
+        const uint32_t t = globaltimer_lo();
+        const uint32_t s = sm_id();
+        const uint32_t where = (blockIdx.x * 8 + threadIdx.x / 32) & 65535;
+        uint4* at = reinterpret_cast<uint4*>(event_at(userdata, (uint64_t)(s & 127) * 65536)) + where;
+        {store}
+    }}
+    return SANITIZER_PATCH_SUCCESS;
+"""
+STARTS_MINIMAL_WARP = (
+    "gpuobs_block_starts_enter",
+    "    if ((threadIdx.x",
+    _MINIMAL_RECORD.format(store="st_v4(at, t, blockIdx.x, threadIdx.x, s | (warp_slot() << 8));")
+    + "    if ((threadIdx.x",
+)
+STARTS_MINIMAL_WARP_NO_STORE = (
+    "gpuobs_block_starts_enter",
+    "    if ((threadIdx.x",
+    _MINIMAL_RECORD.format(store="if (t == 1) st_v4(at, t, blockIdx.x, threadIdx.x, s | (warp_slot() << 8));")
+    + "    if ((threadIdx.x",
+)
+# What a shippable cheap per-warp record would run: minimal_warp plus any grid shape
+# (3-D block and warp index), the full 48-bit time, and its launch's range base either
+# from the callback data's low bits (eager launches, no load) or through the two
+# dependent loads of compact_range_lookup (graph replays). Same bounds as minimal_warp.
+_RANGE_WARP_RECORD = """    // Probe: a per-warp record at its launch's range, no atomic.
+    {{
+        uint32_t lane;
+        asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
+        if (lane != 0) return SANITIZER_PATCH_SUCCESS;
+        const uint64_t t = globaltimer();
+        const uint32_t s = sm_id();
+{base}
+        const uint32_t where = (base + (uint32_t)flat_block_index() * ((threads_per_block() + 31) / 32) +
+                                flat_thread_index() / 32) & 65535;
+        uint4* at = reinterpret_cast<uint4*>(event_at(userdata, (uint64_t)(s & 127) * 65536)) + where;
+        st_v4(at, (uint32_t)t, (uint32_t)(t >> 32), (uint32_t)flat_block_index(), s | (warp_slot() << 8));
+    }}
+    return SANITIZER_PATCH_SUCCESS;
+"""
+_BASE_FROM_CALLBACK_DATA = "        const uint32_t base = (uint32_t)((uint64_t)userdata & 0xffff);"
+_BASE_FROM_GRID_LOOKUP = """        const uint64_t* grids = reinterpret_cast<const uint64_t*>(arena(userdata) + GPUOBS_ARENA_BLOCK_TABLE);
+        uint64_t e;
+        asm volatile("ld.global.ca.u64 %0, [%1];" : "=l"(e) : "l"(grids + (grid_id_here() & 1023)) : "memory");
+        uint32_t base;
+        asm volatile("ld.global.ca.u32 %0, [%1];"
+                     : "=r"(base)
+                     : "l"(reinterpret_cast<const uint32_t*>(grids + 1024) + (e & 1023))
+                     : "memory");"""
+STARTS_RANGE_WARP_EAGER = (
+    "gpuobs_block_starts_enter",
+    "    if ((threadIdx.x",
+    _RANGE_WARP_RECORD.format(base=_BASE_FROM_CALLBACK_DATA) + "    if ((threadIdx.x",
+)
+STARTS_RANGE_WARP_GRAPH = (
+    "gpuobs_block_starts_enter",
+    "    if ((threadIdx.x",
+    _RANGE_WARP_RECORD.format(base=_BASE_FROM_GRID_LOOKUP) + "    if ((threadIdx.x",
+)
 
 TRACE_BLOCK_AT_L1_POSITION = (
     "gpuobs_block_trace_enter",
@@ -291,6 +414,14 @@ VARIANTS = {
     "compact_range_lookup": [STARTS_RANGE_LOOKUP_COMPACT],
     "compact_no_loads": [STARTS_COMPUTED_COMPACT_NO_LOADS],
     "trace_l1_position": [TRACE_BLOCK_AT_L1_POSITION],
+    "compact_no_timer": [STARTS_COMPACT_NO_TIMER],
+    "compact_clock": [STARTS_COMPACT_CLOCK],
+    "compact_no_store": [STARTS_COMPACT_NO_STORE],
+    "compact_leader_only": [STARTS_COMPACT_LEADER_ONLY],
+    "minimal_warp": [STARTS_MINIMAL_WARP],
+    "minimal_warp_no_store": [STARTS_MINIMAL_WARP_NO_STORE],
+    "range_warp_eager": [STARTS_RANGE_WARP_EAGER],
+    "range_warp_graph": [STARTS_RANGE_WARP_GRAPH],
 }
 
 

@@ -7,7 +7,9 @@ Runs tests/gpu_programs/warp_slots (every warp writes its SM, %warpid and
   - whether every slot of a block is free before the block's first warp starts
     (the predecessor in each slot has read its last timer before warp 0's first);
   - the bound a block's end gets from the next block arriving in each of its slots
-    (successor's warp-0 start), against the block's true end (its last warp's last read).
+    (successor's warp-0 start), against the block's true end (its last warp's last read);
+  - the same from its first warp's slot alone: what a record from the block's first
+    warp only (no per-warp records) could bound, and how often that falls before the end.
 
     python3 benchmarks/warp_slot_study.py [--scale N] [--json out.json]
 """
@@ -94,6 +96,12 @@ def study(shapes: dict[str, np.ndarray], names: list[str]) -> dict:
     succ_start[:-1] = np.where(same_slot_next, leader_start[b[1:]], 0)
     bound = np.zeros(len(uniq), dtype=np.uint64)
     np.maximum.at(bound, b, succ_start)
+    # The bound a block could get from its first warp's slot alone.
+    lead_has = np.zeros(len(uniq), dtype=bool)
+    lead_bound = np.zeros(len(uniq), dtype=np.uint64)
+    lead_succ = has_succ & (r["warp_in_block"] == 0)
+    lead_has[b[lead_succ]] = True
+    lead_bound[b[lead_succ]] = succ_start[lead_succ]
     missing = np.zeros(len(uniq), dtype=np.int64)
     np.add.at(missing, b, (~has_succ).astype(np.int64))
     covered = missing == 0
@@ -105,6 +113,8 @@ def study(shapes: dict[str, np.ndarray], names: list[str]) -> dict:
         blocks = block_shape == i
         c = blocks & covered
         gap = (bound[c].astype(np.int64) - block_end[c].astype(np.int64)).astype(np.float64)
+        lc = blocks & lead_has
+        lead_gap = lead_bound[lc].astype(np.int64) - block_end[lc].astype(np.int64)
         out[name] = {
             "warps": int(mine.sum()),
             "blocks": int(blocks.sum()),
@@ -116,6 +126,9 @@ def study(shapes: dict[str, np.ndarray], names: list[str]) -> dict:
             "bound_before_true_end": int((gap < 0).sum()),
             "bound_minus_end_ns": percentiles(gap),
             "within_2us": float((gap <= 2000).mean()) if gap.size else None,
+            "blocks_with_successor_in_first_warps_slot": int(lc.sum()),
+            "first_warps_slot_bound_before_true_end": int((lead_gap < 0).sum()),
+            "first_warps_slot_bound_earliest_ns": int(lead_gap.min()) if lead_gap.size else None,
         }
     return out
 
