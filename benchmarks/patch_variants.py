@@ -270,17 +270,20 @@ STARTS_SLOT_ATOMIC_COMPACT = _compact_probe(
         asm volatile("atom.relaxed.gpu.global.add.u32 %0, [%1], 1;" : "=r"(c) : "l"(count) : "memory");""",
     ring=_SLOT_RING,
 )
-STARTS_RANGE_LOOKUP_COMPACT = _compact_probe(
-    position="""        // A grid's range found through two dependent loads that L1 may serve: the grid's
-        // entry (by grid id) and the word it points to (its replay's base).
-        const uint64_t* grids = reinterpret_cast<const uint64_t*>(arena(userdata) + GPUOBS_ARENA_BLOCK_TABLE);
+# A grid's range base found through two dependent loads that L1 may serve: the grid's
+# entry (by grid id) and the word it points to (its replay's base).
+_BASE_FROM_GRID_LOOKUP = """        const uint64_t* grids =
+            reinterpret_cast<const uint64_t*>(arena(userdata) + GPUOBS_ARENA_BLOCK_TABLE);
         uint64_t e;
         asm volatile("ld.global.ca.u64 %0, [%1];" : "=l"(e) : "l"(grids + (grid_id_here() & 1023)) : "memory");
         uint32_t base;
         asm volatile("ld.global.ca.u32 %0, [%1];"
                      : "=r"(base)
                      : "l"(reinterpret_cast<const uint32_t*>(grids + 1024) + (e & 1023))
-                     : "memory");
+                     : "memory");"""
+STARTS_RANGE_LOOKUP_COMPACT = _compact_probe(
+    position=_BASE_FROM_GRID_LOOKUP
+    + """
         const uint32_t c = base + (uint32_t)(flat_block_index() * ((threads_per_block() + 31) / 32) +
                                              flat_thread_index() / 32);""",
 )
@@ -368,14 +371,6 @@ _RANGE_WARP_RECORD = """    // Probe: a per-warp record at its launch's range, n
     return SANITIZER_PATCH_SUCCESS;
 """
 _BASE_FROM_CALLBACK_DATA = "        const uint32_t base = (uint32_t)((uint64_t)userdata & 0xffff);"
-_BASE_FROM_GRID_LOOKUP = """        const uint64_t* grids = reinterpret_cast<const uint64_t*>(arena(userdata) + GPUOBS_ARENA_BLOCK_TABLE);
-        uint64_t e;
-        asm volatile("ld.global.ca.u64 %0, [%1];" : "=l"(e) : "l"(grids + (grid_id_here() & 1023)) : "memory");
-        uint32_t base;
-        asm volatile("ld.global.ca.u32 %0, [%1];"
-                     : "=r"(base)
-                     : "l"(reinterpret_cast<const uint32_t*>(grids + 1024) + (e & 1023))
-                     : "memory");"""
 STARTS_RANGE_WARP_EAGER = (
     "gpuobs_block_starts_enter",
     "    if ((threadIdx.x",
