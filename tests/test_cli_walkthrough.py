@@ -319,3 +319,39 @@ def test_the_walk_names_every_option(walk_env):
                         missing.append(f"{name} {opt}")
     missing = [m for m in missing if m not in WALKED_APART]
     assert missing == [], f"options the walk never takes: {missing}"
+
+
+def test_record_replaces_earlier_recordings_only_with_new_ones(walk_env, tmp_path):
+    """-f moves an earlier run's recordings aside while the program runs: they come back
+    when it writes none, and go when it writes one (here the program writes the file)."""
+    env = {**repo_env(), **walk_env[0]}
+    old = {"r.gpuobs": b"old", "r.77.gpuobs": b"old child"}
+    for name, content in old.items():
+        (tmp_path / name).write_bytes(content)
+    r = gpuobs("record", "-o", tmp_path / "r.gpuobs", "-f", "--", "true", cwd=tmp_path, env=env)
+    assert r.returncode == 0 and "kept the earlier" in r.stderr, r.stderr
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == old  # nothing lost, no folder left
+    r = gpuobs(
+        "record",
+        "-o",
+        tmp_path / "r.gpuobs",
+        "-f",
+        "--",
+        "sh",
+        "-c",
+        'echo new > "$GPUOBS_OUTPUT"',
+        cwd=tmp_path,
+        env=env,
+    )
+    assert r.returncode == 0 and "kept the earlier" not in r.stderr, r.stderr
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == {"r.gpuobs": b"new\n"}
+
+
+def test_record_passes_everything_after_the_program_to_it(walk_env, tmp_path):
+    env = {**repo_env(), **walk_env[0]}
+    show_args = ["python3", "-c", "import sys; print(sys.argv[1:])"]
+    r = gpuobs("record", "-o", tmp_path / "r.gpuobs", *show_args, "-f", "--output", "x", "-m", cwd=tmp_path, env=env)
+    assert r.returncode == 0 and "['-f', '--output', 'x', '-m']" in r.stdout, r.stdout + r.stderr
+    assert not (tmp_path / "x").exists()
+    r = gpuobs("record", "--bogus", "--", "true", cwd=tmp_path, env=env)
+    assert r.returncode == 2 and "no such option: --bogus" in r.stderr, r.stderr

@@ -173,7 +173,11 @@ def _program_problem(program: str) -> tuple[str, int] | None:
     return None
 
 
-@command("[OPTIONS] -- CMD [ARGS]...", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+# Options end at the program's name: what follows is the program's own (`record python x.py -f` passes -f to x.py).
+@command(
+    "[OPTIONS] -- CMD [ARGS]...",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False},
+)
 def record(
     ctx: typer.Context,
     mode: str = typer.Option(
@@ -246,11 +250,21 @@ def record(
 ):
     """Run a program with every kernel patched and record it: gpuobs record [OPTIONS] -- CMD [ARGS]..."""
     from .record.native_build import NativeUnavailable, build
-    from .record.run import RecordOptions, child_recordings, mode_names, outputs_of_run, run_recorded, tool_environment
+    from .record.run import (
+        EarlierRecordings,
+        RecordOptions,
+        child_recordings,
+        mode_names,
+        outputs_of_run,
+        run_recorded,
+        tool_environment,
+    )
 
     cmd = list(ctx.args)
     if not cmd:
         _fail("no program to run: gpuobs record [OPTIONS] -- CMD [ARGS...]")
+    if cmd[0].startswith("-") and cmd[0] != "-":
+        _fail(f"no such option: {cmd[0]} (see gpuobs record --help; the program to run comes after --)")
     if mode not in mode_names():
         _fail(f"--mode {mode!r} is not one of {', '.join(mode_names())}")
     if not 0 <= sample_shift <= schema.MAX_SAMPLE_SHIFT:
@@ -290,8 +304,10 @@ def record(
         native = _build_with_progress(build)
     except NativeUnavailable as exc:
         _fail(str(exc))
-    for path in stale:  # an earlier run's files must not mix into this run's export (unlink: never a link's target)
-        path.unlink()
+    try:  # an earlier run's files must not mix into this run's, nor be lost if this one records nothing
+        earlier = EarlierRecordings(stale)
+    except OSError as exc:
+        _fail(f"cannot move the earlier recordings aside in {output.parent}: {exc.strerror or exc}")
     opts = RecordOptions(
         mode=mode,
         sample_shift=sample_shift,
@@ -309,10 +325,20 @@ def record(
     try:
         code = run_recorded(cmd, tool_environment(native, opts))
     except OSError as exc:  # the check above raced with the file system
+        earlier.keep()
         _fail(f"{cmd[0]}: {exc.strerror.lower() if exc.strerror else exc}", 126)
+    except BaseException:
+        earlier.keep()
+        raise
     files = outputs_of_run(output, started)
-    if not files:
-        _warn("the program wrote no recording (did it use CUDA? see 'gpuobs:' lines above)")
+    if files:
+        earlier.discard()
+    else:
+        kept = earlier.keep()
+        _warn(
+            "the program wrote no recording (did it use CUDA? see 'gpuobs:' lines above)"
+            + (f"; kept the earlier {', '.join(map(str, kept))}" if kept else "")
+        )
     for path in files:
         _print_record_summary(path)
     if code != 0:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,6 +76,47 @@ def outputs_of_run(output: Path, since: float) -> list[Path]:
     output = Path(output)
     found = [output] if output.exists() else []
     return found + [p for p in child_recordings(output) if p.stat().st_mtime >= since - 1]
+
+
+class EarlierRecordings:
+    """An earlier run's recordings, moved into a hidden folder beside them while a
+    new run records, so that -f replaces them only with something: `keep()` puts
+    them back (the new run wrote nothing), `discard()` deletes them. Moves are
+    renames within one folder: a link moves as a link, never its target."""
+
+    def __init__(self, paths: list[Path]):
+        self.moved: list[tuple[Path, Path]] = []
+        self.folder = Path(tempfile.mkdtemp(prefix=".gpuobs-earlier-", dir=paths[0].parent)) if paths else None
+        try:
+            for path in paths:
+                aside = self.folder / path.name
+                os.rename(path, aside)
+                self.moved.append((path, aside))
+        except OSError:
+            self.keep()
+            raise
+
+    def keep(self) -> list[Path]:
+        """Puts the recordings back where nothing new took their name; returns those put back."""
+        back = []
+        for path, aside in self.moved:
+            if not os.path.lexists(path):
+                os.rename(aside, path)
+                back.append(path)
+        self._clear()
+        return back
+
+    def discard(self) -> None:
+        self._clear()
+
+    def _clear(self) -> None:
+        for _, aside in self.moved:
+            if os.path.lexists(aside):
+                aside.unlink()
+        self.moved = []
+        if self.folder is not None:
+            self.folder.rmdir()
+            self.folder = None
 
 
 def run_recorded(cmd: list[str], env: dict) -> int:
