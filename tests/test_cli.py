@@ -285,3 +285,62 @@ def test_a_bug_is_one_line_and_the_traceback_is_on_request():
     assert "Traceback" not in r.stderr and len(r.stderr.splitlines()) == 1
     r = subprocess.run([sys.executable, "-c", code], env=repo_env(GPUOBS_DEBUG="1"), capture_output=True, text=True)
     assert "Traceback" in r.stderr and "ZeroDivisionError" in r.stderr
+
+
+def test_sorting_by_name_follows_the_names_shown(tmp_path):
+    from gpuobs.analysis.kernel_names import short_name
+
+    for report, key, name in (("kernels", "kernel_times", "name"), ("blocks", "blocks", "kernel")):
+        r = no_traceback(gpuobs("stats", BLOCK, "-r", report, "-s", "name", "--json"))
+        assert r.returncode == 0, r.stderr
+        shown = [short_name(row[name]) for row in json.loads(r.stdout)[key]["rows"]]
+        assert len(shown) > 5 and shown == sorted(shown)
+
+
+def test_one_recording_named_twice_is_refused(tmp_path):
+    r = no_traceback(gpuobs("export", BLOCK, BLOCK, "-o", tmp_path / "t.pftrace"))
+    assert r.returncode == 2 and "is named twice: name each recording once" in r.stderr
+    shutil.copy(BLOCK, tmp_path / "d.gpuobs")
+    os.link(tmp_path / "d.gpuobs", tmp_path / "again.gpuobs")
+    r = no_traceback(gpuobs("stats", tmp_path / "d.gpuobs", tmp_path / "again.gpuobs"))
+    assert r.returncode == 2 and "are one file: name each recording once" in r.stderr
+    assert not (tmp_path / "t.pftrace").exists()
+
+
+def test_a_launch_range_that_is_not_numbers_says_so(tmp_path):
+    r = no_traceback(gpuobs("export", BLOCK, "--launches", "a:b", "-o", tmp_path / "t.pftrace"))
+    assert r.returncode == 2 and "--launches 'a:b': 'a' is not a whole number >= 0" in r.stderr
+
+
+def test_a_reader_that_leaves_early_is_not_a_failure(tmp_path):
+    """`gpuobs export ... | head -1`: the trace is written, and the exit status is what
+    a shell reports for a closed pipe (141), not 1, with no traceback."""
+    import subprocess
+
+    from .cli_helpers import gpuobs_cmd, repo_env
+
+    trace = tmp_path / "t.pftrace"
+    proc = subprocess.Popen(
+        gpuobs_cmd("export", str(BLOCK), "-o", str(trace)),
+        env=repo_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    proc.stdout.close()  # before the export's first line, which comes after a second of work
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 141 and "Traceback" not in stderr, stderr
+    assert trace.stat().st_size > 100_000
+
+
+def test_records_lost_to_damage_are_not_blamed_on_the_mode(tmp_path):
+    """A block_trace recording cut inside its first EVENTS chunk, read with --salvage:
+    the missing times are put down to the damage, not to a mode that records none."""
+    cut = tmp_path / "cut.gpuobs"
+    cut.write_bytes(BLOCK.read_bytes()[:100_000])
+    r = no_traceback(gpuobs("info", "--salvage", cut))
+    assert r.returncode == 0 and "none: no event record survived the damage at byte" in r.stdout, r.stdout
+    assert "keeps no device times" not in r.stdout
+    r = no_traceback(gpuobs("export", "--salvage", cut, "-o", tmp_path / "cut.pftrace"))
+    assert r.returncode == 0 and "their records were lost with the damaged part (from byte" in r.stdout, r.stdout
+    assert "it counts, records no times" not in r.stdout

@@ -45,9 +45,19 @@ def command(usage: str, **kwargs):
     return app.command(cls=_Command, options_metavar=usage, **kwargs)
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """`gpuobs export ... | head`: the reader left. rich would exit 1, as if the command
+        had failed; this exits as main() does for a closed pipe, with what a shell reports
+        for SIGPIPE (141), saying nothing more."""
+        self.quiet = True
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(141)
+
+
 # Off a terminal nothing wraps: a log line stays one line for grep.
-out = Console(soft_wrap=not sys.stdout.isatty(), highlight=False)
-err = Console(stderr=True, soft_wrap=not sys.stderr.isatty(), highlight=False)
+out = _Console(soft_wrap=not sys.stdout.isatty(), highlight=False)
+err = _Console(stderr=True, soft_wrap=not sys.stderr.isatty(), highlight=False)
 DEFAULT_RECORDING = Path("gpuobs.gpuobs")
 TRACE_SUFFIXES = (".pftrace", ".perfetto-trace", ".zip", ".trace")
 OPEN_FAILED = "cannot open: "  # how the reader says a file could not be opened
@@ -145,6 +155,16 @@ def _recordings_or_default(given: Optional[List[Path]]) -> List[Path]:
     paths = list(given or []) or _default_recordings()
     if not paths:
         _fail(f"no recording at {DEFAULT_RECORDING} (run `gpuobs record` here first, or name a recording)")
+    seen = {}  # one file named twice (or through a link) would count its launches twice
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue  # reading it says what is wrong
+        first = seen.setdefault((st.st_dev, st.st_ino), path)
+        if first is not path:
+            same = f"{path} is named twice" if str(first) == str(path) else f"{first} and {path} are one file"
+            _fail(f"{same}: name each recording once")
     return paths
 
 
@@ -687,6 +707,11 @@ def _print_export_summary(summary, output: Path) -> None:
                 f"    {g.launches_without_time:,} launches kept no sampled access, so they have no time and no "
                 f"kernel slice; their {g.accesses_unplaced:,} accesses are counted, not on the counter track"
             )
+        elif g.launches_without_time and g.damaged_at is not None:
+            _say(
+                f"    {g.launches_without_time:,} launches have no device times and no kernel slice: "
+                f"their records were lost with the damaged part (from byte {g.damaged_at})"
+            )
         elif g.launches_without_time:
             _say(
                 f"    {g.launches_without_time:,} launches have no device times in mode {g.mode} (it counts, "
@@ -806,6 +831,8 @@ def plot_cmd(
     path = recording or DEFAULT_RECORDING
     rec = _load(path, salvage)
     targets = plot_paths(rec, output)
+    if not targets and rec.damage is not None:
+        _fail(f"{path} holds no block records to plot: none survived the damage at byte {rec.damage.offset}")
     if not targets:
         _fail(
             f"{path} holds no block records to plot (mode {rec.run.mode_name if rec.run else 'unknown'}; "

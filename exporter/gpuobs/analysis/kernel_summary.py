@@ -22,6 +22,7 @@ from ..recording_file import schema
 from ..recording_file.recording import Recording
 from . import launches as analysis
 from .block_ends import EndBound
+from .kernel_names import short_name
 
 SPAN_MEANING = (
     "span = a launch's first block start to its last block end (device clock, from block "
@@ -84,9 +85,9 @@ def kernel_times(rec: Recording, table: analysis.LaunchTable | None = None) -> K
 
 
 def sort_rows(rows: list, key: str) -> None:
-    """In place: names A..Z, everything else largest first (as nsys sorts)."""
+    """In place: names A..Z as shown (short_name), everything else largest first (as nsys sorts)."""
     if key == "name":
-        rows.sort(key=lambda r: r["name"])
+        rows.sort(key=lambda r: (short_name(r["name"]), r["name"]))
     else:
         column = {
             "total": "total_ns",

@@ -85,6 +85,7 @@ def describe(rec: Recording) -> dict:
         "window_every": run.window_every if run else 0,
         "gpus": gpus,
         "device_span_ns": (span[1] - span[0]) if span else None,
+        "damaged_at": rec.damage.offset if rec.damage else None,
         "kernels_launched": len(
             set(zip(rec.launches["device_index"].tolist(), rec.launches["function_slot"].tolist()))
         ),
@@ -135,6 +136,8 @@ def text(d: dict) -> list[str]:
             f"{format_span(0, d['device_span_ns'])} (first to last event, device clock; "
             "--time-window and trim --time count from its start)",
         )
+    elif d["damaged_at"] is not None:
+        line("device span", f"none: no event record survived the damage at byte {d['damaged_at']}")
     else:
         line("device span", f"none: mode {mode} keeps no device times")
     line(

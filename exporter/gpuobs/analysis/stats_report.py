@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..recording_file.recording import Recording
 from . import block_end_report
 from . import launches as analysis
-from .kernel_names import short_names
+from .kernel_names import short_name, short_names
 from .kernel_summary import SORT_KEYS as KERNEL_SORT_KEYS
 from .kernel_summary import SPAN_MEANING, SPAN_MEANING_BOUNDS, kernel_times, sort_rows
 from .text_table import Column, render_csv, render_text
@@ -134,8 +134,8 @@ def _kernels(rec: Recording, table, sort: str | None, top: int | None) -> dict:
 
 
 def _sort_blocks(rows: list, key: str) -> None:
-    if key == "name":
-        rows.sort(key=lambda r: r["kernel"])
+    if key == "name":  # as shown, not by the hidden "void ..." of the full name
+        rows.sort(key=lambda r: (short_name(r["kernel"]), r["kernel"]))
         return
     column = {
         "blocks": "blocks_recorded",

@@ -13,7 +13,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from ..analysis import launches as analysis
 from ..host_traces.matching import kernel_alignment, match_kernels
-from ..ranges import RangeError, format_span, parse_duration, parse_range
+from ..ranges import RangeError, format_span, parse_duration, parse_index, parse_range
 from ..recording_file import schema
 from ..recording_file.recording import Recording
 from . import block_bounds
@@ -88,6 +88,7 @@ class GpuSummary:
     clock: str = ""
     flowed_launches: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     boot_realtime_ns: int | None = None  # REALTIME at this machine's boot (BOOTTIME 0), when measured
+    damaged_at: int | None = None  # read with --salvage: the byte where the kept part ends
 
 
 @dataclass
@@ -166,7 +167,7 @@ class GpuExport:
         return self.api_calls if self.clock.measured and len(self.api_calls) else None
 
 
-def _range(text: str, what: str, parse=int):
+def _range(text: str, what: str, parse=parse_index):
     try:
         return parse_range(text, what, parse)
     except RangeError as exc:
@@ -353,6 +354,7 @@ def _export_gpu(g: GpuExport) -> GpuSummary:
         clock=("measured, +/- %.1f us" % (clock.uncertainty_ns / 1e3))
         if clock.measured
         else "device (no host relation)",
+        damaged_at=rec.damage.offset if rec.damage else None,
     )
     for snap in clock.snapshots():
         w.packet(snap)
