@@ -5,6 +5,7 @@ import csv
 import io
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -50,13 +51,14 @@ def test_sort_format_and_full_names():
     assert [r["max_ns"] for r in rows] == sorted((r["max_ns"] for r in rows), reverse=True)
     text = run("stats", BLOCK, "--report", "cuda_gpu_kern_sum", "--format", "csv").stdout
     parsed = list(csv.DictReader(io.StringIO(text)))
-    assert len(parsed) == 31 and set(parsed[0]) >= {"time_pct", "total_ns", "instances", "stddev_ns", "name"}
+    assert len(parsed) == 31 and set(parsed[0]) >= {"time_pct", "total_ns", "instances", "stddev_ns", "kernel"}
+    assert {p["report"] for p in parsed} == {"kernels"}
     assert any(
-        p["name"].startswith(
+        p["kernel"].startswith(
             "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast"
             "<at::native::BinaryFunctor<c10::BFloat16"
         )
-        and len(p["name"]) > 500
+        and len(p["kernel"]) > 500
         for p in parsed
     )  # the full demangled name
     r = run("stats", BLOCK, "--sort", "bogus")
@@ -131,3 +133,20 @@ def test_the_readme_shows_the_summary_as_the_command_prints_it():
     assert command.startswith("$ gpuobs stats examples/data/")
     r = run(*command.split()[2:], cwd=ROOT)
     assert r.returncode == 0 and block[1:] == r.stdout.rstrip("\n").splitlines()
+
+
+def test_csv_is_one_table_whatever_the_reports_and_recordings(tmp_path):
+    """Both reports of two recordings: one header, each row naming its recording and
+    report, each report's own columns filled and the other's empty."""
+    other = tmp_path / "other.gpuobs"
+    other.write_bytes(BLOCK.read_bytes())
+    text = run("stats", BLOCK, other, "--format", "csv").stdout
+    lines = text.splitlines()
+    assert sum(line.startswith("recording,report,") for line in lines) == 1 and "" not in lines
+    rows = list(csv.DictReader(io.StringIO(text)))
+    by = {(Path(r["recording"]).name, r["report"]) for r in rows}
+    assert by == {(n, rep) for n in (BLOCK.name, "other.gpuobs") for rep in ("kernels", "blocks")}
+    for r in rows:
+        assert r["kernel"] and None not in r and None not in r.values()  # as many fields as the header
+        assert (r["total_ns"] != "") == (r["report"] == "kernels")
+        assert (r["blocks_recorded"] != "") == (r["report"] == "blocks")

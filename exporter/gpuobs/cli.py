@@ -512,7 +512,7 @@ def stats(
     if fmt == "json":
         _say(json.dumps(results[0] if len(results) == 1 else results, indent=2))
     elif fmt == "csv":
-        _say("\n".join(stats_report.as_csv(r) for r in results).rstrip("\n"))
+        _say(stats_report.as_csv(results).rstrip("\n"))
     else:
         _say("\n\n".join(stats_report.as_text(r, width) for r in results))
 

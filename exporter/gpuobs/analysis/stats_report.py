@@ -268,15 +268,34 @@ def as_text(result: dict, width: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def as_csv(result: dict) -> str:
-    parts = []
-    k = result.get("kernel_times")
-    if k is not None:
-        parts.append(render_csv(KERNEL_CSV, k["rows"]))  # a header alone where the mode has no times
-    b = result.get("blocks")
-    if b is not None:
-        parts.append(render_csv(BLOCK_CSV, b["rows"]))
-    e = result.get("block_ends")
-    if e is not None:
-        parts.append(render_csv(BOUND_CSV, e["rows"]))
-    return "\n".join(parts)
+# CSV is one table whatever the reports and recordings: each row says which recording and
+# report it comes from, and a column a report does not have is empty in its rows.
+CSV_TABLES = (
+    ("kernels", "kernel_times", KERNEL_CSV),
+    ("blocks", "blocks", BLOCK_CSV),
+    ("block_ends", "block_ends", BOUND_CSV),
+)
+
+
+def _csv_key(key: str) -> str:
+    return "kernel" if key == "name" else key  # the kernel time summary calls its name column "name"
+
+
+def csv_columns(results: list) -> list:
+    keys = ["recording", "report"]
+    for _report, part, columns in CSV_TABLES:
+        if any(r.get(part) is not None for r in results):
+            keys += [k for k in (_csv_key(c.key) for c in columns) if k not in keys and k != "kernel"]
+    return [Column("", k) for k in keys + ["kernel"]]
+
+
+def as_csv(results: list) -> str:
+    rows = []
+    for r in results:
+        for report, part, _columns in CSV_TABLES:
+            if r.get(part) is not None:  # a kernels report with no times adds no row; the header stays
+                rows += [
+                    {"recording": r["recording"], "report": report, **{_csv_key(k): v for k, v in row.items()}}
+                    for row in r[part]["rows"]
+                ]
+    return render_csv(csv_columns(results), rows)
