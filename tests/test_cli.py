@@ -344,3 +344,18 @@ def test_records_lost_to_damage_are_not_blamed_on_the_mode(tmp_path):
     r = no_traceback(gpuobs("export", "--salvage", cut, "-o", tmp_path / "cut.pftrace"))
     assert r.returncode == 0 and "their records were lost with the damaged part (from byte" in r.stdout, r.stdout
     assert "it counts, records no times" not in r.stdout
+
+
+def test_open_refuses_what_it_cannot_serve_before_waiting(tmp_path):
+    renamed = tmp_path / "rec.pftrace"
+    shutil.copy(BLOCK, renamed)
+    (tmp_path / "empty.pftrace").write_bytes(b"")
+    (tmp_path / "t.pftrace").write_bytes(b"\\x0a\\x00")
+    for args, says in (
+        ([renamed], "is a recording: export it first"),
+        ([tmp_path / "empty.pftrace"], "is empty: there is no trace to open"),
+        ([tmp_path / "t.pftrace", "--timeout", "0"], "--timeout 0: give the seconds to wait"),
+        ([tmp_path / "t.pftrace", "--timeout", "nan"], "--timeout nan: give the seconds to wait"),
+    ):
+        r = no_traceback(gpuobs("open", *args, "--no-browser", timeout=30))
+        assert r.returncode == 2 and says in r.stderr, (args, r.stderr)

@@ -796,10 +796,26 @@ def open_cmd(
 ):
     """Open TRACE (a .pftrace, or an --archive .zip) in the Perfetto UI: serve it once on 127.0.0.1 and open
     the UI at it; on a machine without a display, print the address and the ssh port-forward to use."""
+    from .recording_file.fileformat import MAGIC
+
     if not 1 <= port <= 65535:
         _fail(f"--port {port} is outside 1..65535")
-    if trace.suffix == ".gpuobs":
+    if not 0 < timeout_s <= 86400:  # NaN too
+        _fail(f"--timeout {timeout_s:g}: give the seconds to wait, more than 0 and at most 86400")
+    try:
+        with open(trace, "rb") as f:
+            head = f.read(len(MAGIC))
+    except OSError:
+        head = None  # serving it says what is wrong
+    if trace.suffix == ".gpuobs" or head == MAGIC:
         _fail(f"{trace} is a recording: export it first (gpuobs export {trace} --open)")
+    if head == b"":
+        _fail(f"{trace} is empty: there is no trace to open")
+    if port != 9001 and ui_url is None:
+        _warn(
+            f"ui.perfetto.dev fetches traces only from port 9001: with --port {port}, give --ui-url of a "
+            "Perfetto UI that may fetch from it (one you run yourself), or open the file in the UI by hand"
+        )
     _open(trace, port, ui_url, browser, timeout_s)
 
 
