@@ -359,3 +359,21 @@ def test_open_refuses_what_it_cannot_serve_before_waiting(tmp_path):
     ):
         r = no_traceback(gpuobs("open", *args, "--no-browser", timeout=30))
         assert r.returncode == 2 and says in r.stderr, (args, r.stderr)
+
+
+def test_trimming_a_damaged_recording_says_the_damage_is_not_carried(tmp_path):
+    cut = tmp_path / "cut.gpuobs"
+    cut.write_bytes(BLOCK.read_bytes()[:-100])
+    r = no_traceback(gpuobs("trim", "--salvage", cut, "--flushes", "0:1", "-o", tmp_path / "t.gpuobs"))
+    assert r.returncode == 0 and "t.gpuobs does not say that" in r.stderr and "was damaged at byte" in r.stderr
+    r = no_traceback(gpuobs("trim", BLOCK, "--flushes", "0:1", "-o", tmp_path / "clean.gpuobs"))
+    assert r.returncode == 0 and "damaged" not in r.stderr
+
+
+def test_two_formats_at_once_are_refused_and_a_zero_file_is_named_once(tmp_path):
+    r = no_traceback(gpuobs("stats", BLOCK, "--format", "csv", "--json"))
+    assert r.returncode == 2 and "--json and --format csv ask for two formats" in r.stderr
+    zeros = tmp_path / "zeros.gpuobs"
+    zeros.write_bytes(bytes(4096))
+    r = no_traceback(gpuobs("info", zeros))
+    assert r.returncode == 2 and r.stderr.count("not a gpuobs recording") == 1, r.stderr

@@ -128,7 +128,8 @@ def _load(path: Path, salvage: bool):
     try:
         rec = load(path, salvage=salvage)
     except BadMagic as exc:
-        _fail(f"{path} is not a gpuobs recording" + (_what_it_looks_like(path) or f": {exc.reason}"))
+        reason = exc.reason.removesuffix(": not a gpuobs recording")  # said once, in front
+        _fail(f"{path} is not a gpuobs recording" + (_what_it_looks_like(path) or f": {reason}"))
     except (TruncatedChunk, CorruptChunk) as exc:
         hint = "" if salvage else " (--salvage keeps every complete chunk before the damage)"
         _fail(f"{exc}{hint}")
@@ -197,6 +198,7 @@ def _program_problem(program: str) -> tuple[str, int] | None:
 @command(
     "[OPTIONS] -- CMD [ARGS]...",
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False},
+    short_help="Run a program with every kernel patched, and record it.",
 )
 def record(
     ctx: typer.Context,
@@ -433,7 +435,9 @@ def _build_with_progress(build, force: bool = False):
 def info(
     recordings: Optional[List[Path]] = typer.Argument(None, metavar="[RECORDING]...", hidden=True),
     salvage: bool = typer.Option(False, "--salvage", help="read a damaged recording up to the damage"),
-    as_json: bool = typer.Option(False, "--json", help="print one JSON object per recording"),
+    as_json: bool = typer.Option(
+        False, "--json", help="print JSON: an object for one recording, a list of them for several"
+    ),
 ):
     """Summarise recordings (default: ./gpuobs.gpuobs and its children's): what ran, on which GPU, for how
     long, what was counted, kept and dropped, and the flush windows `trim` selects by index."""
@@ -488,6 +492,8 @@ def stats(
     time summary: Time %, total, instances, avg/med/min/max/stddev of each launch's span."""
     from .analysis import stats_report
 
+    if as_json and fmt not in ("table", "json"):
+        _fail(f"--json and --format {fmt} ask for two formats: give one")
     fmt = "json" if as_json else fmt
     report = REPORT_ALIASES.get(report, report)
     if fmt not in ("table", "csv", "json"):
@@ -917,6 +923,11 @@ def trim(
     except (TrimError, OutputError) as exc:
         _fail(str(exc))
     _say(f"{output}: {selection.describe()}")
+    if rec.damage is not None:  # the format has no place for it: say it here, where the user still sees it
+        _warn(
+            f"{output} does not say that {recording} was damaged at byte {rec.damage.offset}: its counts may "
+            "include launches whose records were lost, and it reads as complete; keep this note with it"
+        )
 
 
 # -- build, version -----------------------------------------------------------------------------------
