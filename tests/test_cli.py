@@ -377,3 +377,14 @@ def test_two_formats_at_once_are_refused_and_a_zero_file_is_named_once(tmp_path)
     zeros.write_bytes(bytes(4096))
     r = no_traceback(gpuobs("info", zeros))
     assert r.returncode == 2 and r.stderr.count("not a gpuobs recording") == 1, r.stderr
+
+
+def test_host_trace_kernel_lines_tell_kernels_apart(tmp_path):
+    """The per-kernel lines of a --host export: different kernels whose names start
+    alike (several vectorized_elementwise_kernel) never print the same text."""
+    r = no_traceback(
+        gpuobs("export", DATA / "side_by_side_api_trace.gpuobs", "--host", PROFILER, "-o", tmp_path / "t.pftrace")
+    )
+    assert r.returncode == 0, r.stderr
+    names = [line.split(": ")[0].strip() for line in r.stdout.splitlines() if ": " in line and " matched, " in line]
+    assert len(names) >= 5 and len(set(names)) == len(names), names

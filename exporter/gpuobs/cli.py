@@ -692,6 +692,8 @@ def _run_export(run_export, recordings, fh, opts, hosts, archive):
 
 
 def _print_export_summary(summary, output: Path) -> None:
+    from .analysis.kernel_names import short_names
+
     _say(
         f"{output}: {summary.bytes / 1e6:.1f} MB, {summary.tracks:,} tracks, "
         f"{summary.block_slices:,} block slices, {summary.kernel_slices:,} kernel slices"
@@ -747,9 +749,10 @@ def _print_export_summary(summary, output: Path) -> None:
                 "its REALTIME clock (a run from an earlier boot or another machine); Perfetto drops them. "
                 "Add --align kernels to place the run by its kernels."
             )
-        for row in h.per_kernel[:8]:
+        rows = h.per_kernel[:8]
+        for row, name in zip(rows, short_names([row["kernel"] for row in rows])):
             _say(
-                f"    {row['kernel'][:70]}: {row['matched']} matched, "
+                f"    {name}: {row['matched']} matched, "
                 f"uninstrumented {row['uninstrumented_us']:.1f} us, "
                 f"instrumented {row['instrumented_us']:.1f} us ({row['ratio']:.2f}x)"
             )
