@@ -388,3 +388,10 @@ def test_host_trace_kernel_lines_tell_kernels_apart(tmp_path):
     assert r.returncode == 0, r.stderr
     names = [line.split(": ")[0].strip() for line in r.stdout.splitlines() if ": " in line and " matched, " in line]
     assert len(names) >= 5 and len(set(names)) == len(names), names
+
+
+def test_info_shows_the_launch_ids_export_selects_by(tmp_path):
+    r = no_traceback(gpuobs("info", BLOCK))
+    assert r.returncode == 0 and "ids 905..2386, for export --launches" in r.stdout, r.stdout
+    r = no_traceback(gpuobs("export", BLOCK, "--launches", "905:906", "-o", tmp_path / "t.pftrace"))
+    assert r.returncode == 0 and "1 kernel slices" in r.stdout, r.stdout

@@ -86,6 +86,10 @@ def describe(rec: Recording) -> dict:
         "gpus": gpus,
         "device_span_ns": (span[1] - span[0]) if span else None,
         "damaged_at": rec.damage.offset if rec.damage else None,
+        # what `export --launches A:B` selects by
+        "launch_ids": [int(rec.launches["launch_id"].min()), int(rec.launches["launch_id"].max())]
+        if len(rec.launches)
+        else None,
         "kernels_launched": len(
             set(zip(rec.launches["device_index"].tolist(), rec.launches["function_slot"].tolist()))
         ),
@@ -142,7 +146,9 @@ def text(d: dict) -> list[str]:
         line("device span", f"none: mode {mode} keeps no device times")
     line(
         "launches",
-        f"{d['launches']:,} of {d['kernels_launched']:,} kernels ({d['functions']:,} known); "
+        f"{d['launches']:,} of {d['kernels_launched']:,} kernels ({d['functions']:,} known"
+        + (f"; ids {d['launch_ids'][0]}..{d['launch_ids'][1]}, for export --launches" if d["launch_ids"] else "")
+        + "); "
         f"modules: {d['modules_patched']} patched, "
         f"{d['modules_failed']} failed" + (f", {d['modules_deferred']} deferred" if d["modules_deferred"] else ""),
     )

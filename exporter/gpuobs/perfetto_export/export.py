@@ -307,7 +307,7 @@ def _nothing_selected(recordings: list, opts: ExportOptions) -> str:
     id_range = f", launch ids {min(ids[0])}..{max(ids[1])}" if ids[0] else ""
     return (
         f"{what} selects none of the {launches:,} launches of {kernels:,} kernels{id_range} "
-        "(`gpuobs stats` lists the kernels)"
+        "(`gpuobs stats` lists the kernels, `gpuobs info` the launch ids)"
     )
 
 
