@@ -279,7 +279,7 @@ def test_a_bug_is_one_line_and_the_traceback_is_on_request():
 
     from .cli_helpers import repo_env
 
-    code = "import gpuobs.cli as c\ndef boom(): raise ZeroDivisionError('x')\nc.app = boom\nc.main()"
+    code = "import gpuobs.cli as c\ndef boom(**_): raise ZeroDivisionError('x')\nc.app = boom\nc.main()"
     r = subprocess.run([sys.executable, "-c", code], env=repo_env(), capture_output=True, text=True)
     assert r.returncode == 70 and r.stderr.startswith("gpuobs: internal error: ZeroDivisionError: x (please report")
     assert "Traceback" not in r.stderr and len(r.stderr.splitlines()) == 1
@@ -395,3 +395,16 @@ def test_info_shows_the_launch_ids_export_selects_by(tmp_path):
     assert r.returncode == 0 and "ids 905..2386, for export --launches" in r.stdout, r.stdout
     r = no_traceback(gpuobs("export", BLOCK, "--launches", "905:906", "-o", tmp_path / "t.pftrace"))
     assert r.returncode == 0 and "1 kernel slices" in r.stdout, r.stdout
+
+
+def test_usage_errors_are_one_line_too():
+    for args, says in (
+        (["stats", "--bogus"], "gpuobs: No such option: --bogus (see "),
+        (["nosuch"], "gpuobs: No such command 'nosuch'. (see "),
+        (["stats", "--top", "x"], "gpuobs: Invalid value for '--top'"),
+    ):
+        r = no_traceback(gpuobs(*args))
+        assert r.returncode == 2 and r.stderr.startswith(says) and len(r.stderr.splitlines()) == 1, r.stderr
+        assert "--help)" in r.stderr
+    r = gpuobs()
+    assert "Usage:" in r.stdout + r.stderr and "Commands:" in r.stdout + r.stderr

@@ -60,7 +60,13 @@ out = _Console(soft_wrap=not sys.stdout.isatty(), highlight=False)
 err = _Console(stderr=True, soft_wrap=not sys.stderr.isatty(), highlight=False)
 DEFAULT_RECORDING = Path("gpuobs.gpuobs")
 TRACE_SUFFIXES = (".pftrace", ".perfetto-trace", ".zip", ".trace")
-OPEN_FAILED = "cannot open: "  # how the reader says a file could not be opened
+OPEN_FAILED = "cannot open: "
+try:  # the click typer parses with: its own copy from typer 0.22 on, else click itself
+    from typer._click import exceptions as click_errors
+except ImportError:
+    from click import exceptions as click_errors
+# click 8.2+ answers a bare `gpuobs` with this usage error, whose show() prints the help.
+_NO_ARGS_IS_HELP = getattr(click_errors, "NoArgsIsHelpError", ())  # how the reader says a file could not be opened
 
 
 def _say(text: str) -> None:
@@ -954,9 +960,28 @@ def version():
     _say(__version__)
 
 
+def _usage_error(exc) -> None:
+    """One line, as every other error: what was wrong, and where the help is."""
+    where = f"{exc.ctx.command_path} --help" if exc.ctx is not None else "gpuobs --help"
+    err.print(f"gpuobs: {exc.format_message()} (see {where})", markup=False)
+    sys.exit(exc.exit_code)
+
+
 def main():
     try:
-        app()  # click answers usage errors (exit 2) and Ctrl-C ("Aborted!"; outputs leave nothing behind)
+        # Not standalone: click's usage errors come here, to be said in one line.
+        code = app(standalone_mode=False)
+    except _NO_ARGS_IS_HELP as exc:  # plain `gpuobs`: the help, as click shows it
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click_errors.UsageError as exc:
+        _usage_error(exc)
+    except click_errors.ClickException as exc:
+        err.print(f"gpuobs: {exc.format_message()}", markup=False)
+        sys.exit(exc.exit_code)
+    except typer.Abort:  # Ctrl-C; outputs leave nothing behind
+        err.print("Aborted!", markup=False)
+        sys.exit(1)
     except BrokenPipeError:  # `gpuobs stats | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(141)
@@ -970,6 +995,7 @@ def main():
             )
         )
         sys.exit(70)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":
