@@ -408,3 +408,15 @@ def test_usage_errors_are_one_line_too():
         assert "--help)" in r.stderr
     r = gpuobs()
     assert "Usage:" in r.stdout + r.stderr and "Commands:" in r.stdout + r.stderr
+
+
+def test_a_damaged_tool_version_is_shown_as_bytes_not_glyphs(tmp_path):
+    from gpuobs.recording_file.fileformat import FILE_HEADER
+
+    data = bytearray(BLOCK.read_bytes())
+    at = FILE_HEADER.fields["tool_version"][1]
+    data[at + 18 : at + 21] = b"\xff\xfe\x07"
+    damaged = tmp_path / "d.gpuobs"
+    damaged.write_bytes(bytes(data))
+    r = no_traceback(gpuobs("info", damaged))
+    assert r.returncode == 0 and "\\xff\\xfe\\x07" in r.stdout and "\ufffd" not in r.stdout, r.stdout

@@ -68,6 +68,13 @@ def load(path, salvage: bool = False) -> Recording:
 CHUNK_HEAD = struct.Struct("<IIQI")  # type, flags, length, crc32 (gpuobs_chunk_header without its reserved word)
 
 
+def _printable(raw: bytes) -> str:
+    """Text from the file for a terminal: bytes that are not printable ASCII (a damaged
+    header has no checksum) are shown as \\xNN, not as replacement glyphs or controls."""
+    text = raw.decode("ascii", errors="backslashreplace")
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+
+
 class _Parser:
     def __init__(self, path: Path, buf: mmap.mmap, salvage: bool):
         self.path = path
@@ -120,7 +127,7 @@ class _Parser:
             path=str(self.path),
             format_version=version,
             schema_hash=schema_hash,
-            tool_version=bytes(header["tool_version"]).decode(errors="replace"),
+            tool_version=_printable(bytes(header["tool_version"])),
         )
 
     # -- chunks ---------------------------------------------------------------
