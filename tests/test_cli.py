@@ -178,6 +178,8 @@ def test_plot_writes_images_and_says_what_it_cannot_plot(tmp_path):
     assert r.returncode == 2 and "name it .png, .svg or .pdf" in r.stderr
     r = no_traceback(gpuobs("plot", MEM, "-o", tmp_path / "m.png"))
     assert r.returncode == 2 and "holds no block records to plot (mode mem_sampled" in r.stderr
+    r = gpuobs("plot", BLOCK, cwd=tmp_path)  # no -o: named after the recording, as export names its trace
+    assert r.returncode == 0 and (tmp_path / "decode_block_trace.png").stat().st_size > 20_000, r.stderr
 
 
 def test_the_occupancy_grid_holds_every_block_nanosecond(block_recording):

@@ -842,12 +842,14 @@ PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 @command("[OPTIONS] [RECORDING] [-o IMAGE]", name="plot")
 def plot_cmd(
     recording: Optional[Path] = typer.Argument(None, metavar="[RECORDING]", hidden=True),
-    output: Path = typer.Option(
-        Path("gpuobs.png"),
+    output: Optional[Path] = typer.Option(
+        None,
         "-o",
         "--output",
         metavar="FILE",
-        help="image to write (.png, .svg or .pdf); one per GPU as STEM.gpuN.png when there are several",
+        help="image to write (.png, .svg or .pdf) [default: the recording's name, .png, in the current folder]; "
+        "one per GPU as STEM.gpuN.png when there are several",
+        show_default=False,
     ),
     force: bool = typer.Option(False, "--force", "-f", help="replace existing images"),
     salvage: bool = typer.Option(False, "--salvage", help="read a damaged recording up to the damage"),
@@ -857,9 +859,10 @@ def plot_cmd(
     from .analysis.plot import PlotUnavailable, plot, plot_paths
     from .outputs import OutputError
 
+    path = recording or DEFAULT_RECORDING
+    output = output or Path(path.stem + ".png")  # as export names its trace
     if output.suffix.lower() not in PLOT_SUFFIXES:
         _fail(f"-o {output}: plot writes images: name it .png, .svg or .pdf")
-    path = recording or DEFAULT_RECORDING
     rec = _load(path, salvage)
     targets = plot_paths(rec, output)
     if not targets and rec.damage is not None:
