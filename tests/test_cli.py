@@ -422,3 +422,14 @@ def test_a_damaged_tool_version_is_shown_as_bytes_not_glyphs(tmp_path):
     damaged.write_bytes(bytes(data))
     r = no_traceback(gpuobs("info", damaged))
     assert r.returncode == 0 and "\\xff\\xfe\\x07" in r.stdout and "\ufffd" not in r.stdout, r.stdout
+
+
+def test_review_fixes_old_spelling_duplicates_fifo_and_help_pointer(tmp_path):
+    r = no_traceback(gpuobs("export", "-i", BLOCK, "-i", BLOCK, "-o", tmp_path / "d.pftrace"))
+    assert r.returncode == 2 and "is named twice" in r.stderr and not (tmp_path / "d.pftrace").exists()
+    fifo = tmp_path / "f.pftrace"
+    os.mkfifo(fifo)
+    r = no_traceback(gpuobs("open", fifo, "--no-browser", timeout=30))  # refused, not waiting for a writer
+    assert r.returncode == 2 and "is not a file" in r.stderr, r.stderr
+    r = no_traceback(gpuobs("stats", "--top"))
+    assert r.returncode == 2 and "requires an argument. (see " in r.stderr and "stats --help)" in r.stderr

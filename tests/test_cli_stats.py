@@ -150,3 +150,14 @@ def test_csv_is_one_table_whatever_the_reports_and_recordings(tmp_path):
         assert r["kernel"] and None not in r and None not in r.values()  # as many fields as the header
         assert (r["total_ns"] != "") == (r["report"] == "kernels")
         assert (r["blocks_recorded"] != "") == (r["report"] == "blocks")
+
+
+def test_csv_keeps_bounded_blocks_apart_from_launched_blocks(tmp_path):
+    from gpuobs.recording_file import synthetic
+
+    path = tmp_path / "bs.gpuobs"
+    synthetic.write_block_starts_recording(path, devices=2)
+    rows = list(csv.DictReader(io.StringIO(run("stats", path, "--format", "csv").stdout)))
+    bounded = [r for r in rows if r["report"] == "block_ends"]
+    assert bounded and all(r["blocks_bounded"] != "" and r["blocks"] == "" for r in bounded)
+    assert all(r["blocks_bounded"] == "" for r in rows if r["report"] != "block_ends")

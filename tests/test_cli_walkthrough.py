@@ -355,3 +355,30 @@ def test_record_passes_everything_after_the_program_to_it(walk_env, tmp_path):
     assert not (tmp_path / "x").exists()
     r = gpuobs("record", "--bogus", "--", "true", cwd=tmp_path, env=env)
     assert r.returncode == 2 and "no such option: --bogus" in r.stderr, r.stderr
+
+
+def test_record_hung_up_puts_earlier_recordings_back(walk_env, tmp_path):
+    """SIGHUP (the terminal or ssh went away) is forwarded to the program like SIGTERM,
+    and the earlier recording moved aside by -f comes back when nothing new was written."""
+    import signal
+    import subprocess
+    import time
+
+    from .cli_helpers import gpuobs_cmd
+
+    (tmp_path / "r.gpuobs").write_bytes(b"old")
+    proc = subprocess.Popen(
+        gpuobs_cmd("record", "-o", str(tmp_path / "r.gpuobs"), "-f", "--", "sleep", "30"),
+        cwd=tmp_path,
+        env={**repo_env(), **walk_env[0]},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".gpuobs-earlier-*")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # the program is running
+    proc.send_signal(signal.SIGHUP)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGHUP and "kept the earlier" in stderr, stderr
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == {"r.gpuobs": b"old"}

@@ -162,6 +162,11 @@ def _recordings_or_default(given: Optional[List[Path]]) -> List[Path]:
     paths = list(given or []) or _default_recordings()
     if not paths:
         _fail(f"no recording at {DEFAULT_RECORDING} (run `gpuobs record` here first, or name a recording)")
+    _refuse_duplicates(paths)
+    return paths
+
+
+def _refuse_duplicates(paths: List[Path]) -> None:
     seen = {}  # one file named twice (or through a link) would count its launches twice
     for path in paths:
         try:
@@ -172,7 +177,6 @@ def _recordings_or_default(given: Optional[List[Path]]) -> List[Path]:
         if first is not path:
             same = f"{path} is named twice" if str(first) == str(path) else f"{first} and {path} are one file"
             _fail(f"{same}: name each recording once")
-    return paths
 
 
 def _check_output(path: Path, inputs, force: bool) -> None:
@@ -332,10 +336,6 @@ def record(
         native = _build_with_progress(build)
     except NativeUnavailable as exc:
         _fail(str(exc))
-    try:  # an earlier run's files must not mix into this run's, nor be lost if this one records nothing
-        earlier = EarlierRecordings(stale)
-    except OSError as exc:
-        _fail(f"cannot move the earlier recordings aside in {output.parent}: {exc.strerror or exc}")
     opts = RecordOptions(
         mode=mode,
         sample_shift=sample_shift,
@@ -349,9 +349,16 @@ def record(
         paused=paused,
         window_every=window_every,
     )
+    env = tool_environment(native, opts)
+    for left in EarlierRecordings.left_by_killed_runs(output.parent):
+        _warn(f"{left} holds recordings a killed `gpuobs record -f` moved aside; they are left as they are")
+    try:  # an earlier run's files must not mix into this run's, nor be lost if this one records nothing
+        earlier = EarlierRecordings(stale)
+    except OSError as exc:
+        _fail(f"cannot move the earlier recordings aside in {output.parent}: {exc.strerror or exc}")
     started = time.time()
     try:
-        code = run_recorded(cmd, tool_environment(native, opts))
+        code = run_recorded(cmd, env)
     except OSError as exc:  # the check above raced with the file system
         earlier.keep()
         _fail(f"{cmd[0]}: {exc.strerror.lower() if exc.strerror else exc}", 126)
@@ -538,10 +545,12 @@ def _export_paths(positional: List[Path], inputs: List[Path], output: Optional[P
     if inputs:
         if output is None and len(positional) == 1:
             _deprecated("`gpuobs export -i REC OUT`", "`gpuobs export REC -o OUT`")
+            _refuse_duplicates(inputs)
             return inputs, positional[0]
         if positional:
             _fail("give recordings either positionally or with -i, and the output with -o")
         _deprecated("`-i/--input`", "the recordings as positional arguments")
+        _refuse_duplicates(inputs)
         return inputs, output
     if (
         output is None
@@ -811,14 +820,15 @@ def open_cmd(
 ):
     """Open TRACE (a .pftrace, or an --archive .zip) in the Perfetto UI: serve it once on 127.0.0.1 and open
     the UI at it; on a machine without a display, print the address and the ssh port-forward to use."""
+    from .input_files import open_regular
     from .recording_file.fileformat import MAGIC
 
     if not 1 <= port <= 65535:
         _fail(f"--port {port} is outside 1..65535")
     if not 0 < timeout_s <= 86400:  # NaN too
         _fail(f"--timeout {timeout_s:g}: give the seconds to wait, more than 0 and at most 86400")
-    try:
-        with open(trace, "rb") as f:
+    try:  # a regular file only: opening a FIFO would wait for a writer
+        with open_regular(trace) as f:
             head = f.read(len(MAGIC))
     except OSError:
         head = None  # serving it says what is wrong
@@ -965,7 +975,12 @@ def version():
 
 def _usage_error(exc) -> None:
     """One line, as every other error: what was wrong, and where the help is."""
-    where = f"{exc.ctx.command_path} --help" if exc.ctx is not None else "gpuobs --help"
+    if exc.ctx is not None:
+        where = f"{exc.ctx.command_path} --help"
+    else:  # click gives no context for an option missing its value: name the command's help from argv
+        commands = typer.main.get_command(app).commands
+        command = next((a for a in sys.argv[1:] if a in commands), None)
+        where = f"gpuobs {command} --help" if command else "gpuobs --help"
     err.print(f"gpuobs: {exc.format_message()} (see {where})", markup=False)
     sys.exit(exc.exit_code)
 

@@ -277,15 +277,19 @@ CSV_TABLES = (
 )
 
 
-def _csv_key(key: str) -> str:
-    return "kernel" if key == "name" else key  # the kernel time summary calls its name column "name"
+def _csv_key(key: str, report: str) -> str:
+    if key == "name":  # the kernel time summary calls its name column "name"
+        return "kernel"
+    if key == "blocks" and report == "block_ends":  # blocks with a bound, not grid blocks launched
+        return "blocks_bounded"
+    return key
 
 
 def csv_columns(results: list) -> list:
     keys = ["recording", "report"]
-    for _report, part, columns in CSV_TABLES:
+    for report, part, columns in CSV_TABLES:
         if any(r.get(part) is not None for r in results):
-            keys += [k for k in (_csv_key(c.key) for c in columns) if k not in keys and k != "kernel"]
+            keys += [k for k in (_csv_key(c.key, report) for c in columns) if k not in keys and k != "kernel"]
     return [Column("", k) for k in keys + ["kernel"]]
 
 
@@ -295,7 +299,7 @@ def as_csv(results: list) -> str:
         for report, part, _columns in CSV_TABLES:
             if r.get(part) is not None:  # a kernels report with no times adds no row; the header stays
                 rows += [
-                    {"recording": r["recording"], "report": report, **{_csv_key(k): v for k, v in row.items()}}
+                    {"recording": r["recording"], "report": report, **{_csv_key(k, report): v for k, v in row.items()}}
                     for row in r[part]["rows"]
                 ]
     return render_csv(csv_columns(results), rows)

@@ -96,6 +96,11 @@ class EarlierRecordings:
             self.keep()
             raise
 
+    @staticmethod
+    def left_by_killed_runs(folder: Path) -> list[Path]:
+        """Folders of recordings that a run killed outright (SIGKILL) moved aside and never settled."""
+        return sorted(p for p in Path(folder).glob(".gpuobs-earlier-*") if p.is_dir())
+
     def keep(self) -> list[Path]:
         """Puts the recordings back where nothing new took their name; returns those put back."""
         back = []
@@ -127,7 +132,7 @@ def run_recorded(cmd: list[str], env: dict) -> int:
     def forward(signum, _frame):
         proc.send_signal(signum)
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal or ssh went away
         forwarded[sig] = signal.signal(sig, forward)
     try:
         code = proc.wait()
