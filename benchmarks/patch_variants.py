@@ -243,12 +243,18 @@ def _compact_probe(
     """A piece that makes block_starts' entry write one 16-byte record per warp and
     return before the shipped code (left in place, never reached). `edits` are
     (old, new) replacements in the record's code, each of which must match once."""
-    anchor = "    if ((threadIdx.x"
     record = _COMPACT_RECORD.format(position=position, constants=constants, ring=ring)
     for old, new in edits:
         if record.count(old) != 1:
             raise SystemExit(f"{Path(__file__).name}: the compact record no longer has {old!r} once")
         record = record.replace(old, new)
+    return _starts_entry_probe(record)
+
+
+def _starts_entry_probe(record: str) -> tuple:
+    """A piece that runs `record` at the top of block_starts' entry, after its null check;
+    the shipped code stays in place after it, never reached when `record` returns."""
+    anchor = "    if ((threadIdx.x"
     return ("gpuobs_block_starts_enter", anchor, record + anchor)
 
 
@@ -339,17 +345,11 @@ _MINIMAL_RECORD = """    // Probe: the cheapest per-warp record.
     }}
     return SANITIZER_PATCH_SUCCESS;
 """
-STARTS_MINIMAL_WARP = (
-    "gpuobs_block_starts_enter",
-    "    if ((threadIdx.x",
+STARTS_MINIMAL_WARP = _starts_entry_probe(
     _MINIMAL_RECORD.format(store="st_v4(at, t, blockIdx.x, threadIdx.x, s | (warp_slot() << 8));")
-    + "    if ((threadIdx.x",
 )
-STARTS_MINIMAL_WARP_NO_STORE = (
-    "gpuobs_block_starts_enter",
-    "    if ((threadIdx.x",
+STARTS_MINIMAL_WARP_NO_STORE = _starts_entry_probe(
     _MINIMAL_RECORD.format(store="if (t == 1) st_v4(at, t, blockIdx.x, threadIdx.x, s | (warp_slot() << 8));")
-    + "    if ((threadIdx.x",
 )
 # What a shippable cheap per-warp record would run: minimal_warp plus any grid shape
 # (3-D block and warp index), the full 48-bit time, and its launch's range base either
@@ -371,16 +371,8 @@ _RANGE_WARP_RECORD = """    // Probe: a per-warp record at its launch's range, n
     return SANITIZER_PATCH_SUCCESS;
 """
 _BASE_FROM_CALLBACK_DATA = "        const uint32_t base = (uint32_t)((uint64_t)userdata & 0xffff);"
-STARTS_RANGE_WARP_EAGER = (
-    "gpuobs_block_starts_enter",
-    "    if ((threadIdx.x",
-    _RANGE_WARP_RECORD.format(base=_BASE_FROM_CALLBACK_DATA) + "    if ((threadIdx.x",
-)
-STARTS_RANGE_WARP_GRAPH = (
-    "gpuobs_block_starts_enter",
-    "    if ((threadIdx.x",
-    _RANGE_WARP_RECORD.format(base=_BASE_FROM_GRID_LOOKUP) + "    if ((threadIdx.x",
-)
+STARTS_RANGE_WARP_EAGER = _starts_entry_probe(_RANGE_WARP_RECORD.format(base=_BASE_FROM_CALLBACK_DATA))
+STARTS_RANGE_WARP_GRAPH = _starts_entry_probe(_RANGE_WARP_RECORD.format(base=_BASE_FROM_GRID_LOOKUP))
 
 TRACE_BLOCK_AT_L1_POSITION = (
     "gpuobs_block_trace_enter",
