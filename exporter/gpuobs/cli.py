@@ -45,14 +45,18 @@ def command(usage: str, **kwargs):
     return app.command(cls=_Command, options_metavar=usage, **kwargs)
 
 
+def _reader_left() -> None:
+    """`gpuobs stats | head`: the reader left. Exit with what a shell reports for SIGPIPE
+    (141), saying nothing more (stdout to /dev/null, so the interpreter's flush is quiet)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(141)
+
+
 class _Console(Console):
     def on_broken_pipe(self) -> None:
-        """`gpuobs export ... | head`: the reader left. rich would exit 1, as if the command
-        had failed; this exits as main() does for a closed pipe, with what a shell reports
-        for SIGPIPE (141), saying nothing more."""
+        """rich's writes: rich would exit 1, as if the command had failed."""
         self.quiet = True
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise SystemExit(141)
+        _reader_left()
 
 
 # Off a terminal nothing wraps: a log line stays one line for grep.
@@ -60,13 +64,13 @@ out = _Console(soft_wrap=not sys.stdout.isatty(), highlight=False)
 err = _Console(stderr=True, soft_wrap=not sys.stderr.isatty(), highlight=False)
 DEFAULT_RECORDING = Path("gpuobs.gpuobs")
 TRACE_SUFFIXES = (".pftrace", ".perfetto-trace", ".zip", ".trace")
-OPEN_FAILED = "cannot open: "
+OPEN_FAILED = "cannot open: "  # how the reader says a file could not be opened
 try:  # the click typer parses with: its own copy from typer 0.22 on, else click itself
     from typer._click import exceptions as click_errors
 except ImportError:
     from click import exceptions as click_errors
 # click 8.2+ answers a bare `gpuobs` with this usage error, whose show() prints the help.
-_NO_ARGS_IS_HELP = getattr(click_errors, "NoArgsIsHelpError", ())  # how the reader says a file could not be opened
+_NO_ARGS_IS_HELP = getattr(click_errors, "NoArgsIsHelpError", ())
 
 
 def _say(text: str) -> None:
@@ -545,11 +549,11 @@ def _export_paths(positional: List[Path], inputs: List[Path], output: Optional[P
     if inputs:
         if output is None and len(positional) == 1:
             _deprecated("`gpuobs export -i REC OUT`", "`gpuobs export REC -o OUT`")
-            _refuse_duplicates(inputs)
-            return inputs, positional[0]
-        if positional:
+            output = positional[0]
+        elif positional:
             _fail("give recordings either positionally or with -i, and the output with -o")
-        _deprecated("`-i/--input`", "the recordings as positional arguments")
+        else:
+            _deprecated("`-i/--input`", "the recordings as positional arguments")
         _refuse_duplicates(inputs)
         return inputs, output
     if (
@@ -1000,9 +1004,8 @@ def main():
     except typer.Abort:  # Ctrl-C; outputs leave nothing behind
         err.print("Aborted!", markup=False)
         sys.exit(1)
-    except BrokenPipeError:  # `gpuobs stats | head`: the reader left; say nothing more
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(141)
+    except BrokenPipeError:  # click's and print's writes
+        _reader_left()
     except Exception as exc:  # a bug: one line for the user, the traceback on request
         if os.environ.get("GPUOBS_DEBUG"):
             raise
