@@ -1,5 +1,5 @@
-// A context's setup: its device buffers (one arena) allocated and initialised,
-// the device patches loaded, and the device described in the recording.
+// A context's setup: its device arena allocated and initialised, the device
+// patches loaded, its parts started, and the device described in the recording.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -8,6 +8,7 @@
 #include "context_guard.h"
 #include "context_state.h"
 #include "cuda_driver.h"
+#include "ring_cut.h"
 #include "sanitizer_api.h"
 
 namespace gpuobs {
@@ -42,6 +43,97 @@ uint64_t stripe_capacity_for(const Config& config, uint32_t stripes) {
     return cap;
 }
 
+void DeviceArena::plan(uint32_t sms, const Config& config) {
+    sm_count = sms;
+    stripe_count = std::min<uint32_t>(sm_count, GPUOBS_MAX_STRIPES);
+    stripe_capacity = stripe_capacity_for(config, stripe_count);
+}
+
+bool DeviceArena::allocate(CUcontext ctx, const Config& config, std::string* error) {
+    // Every step says which one failed and why: a context that cannot be set up
+    // runs uninstrumented, and the user is told exactly what went wrong.
+    auto step = [&](const std::string& what, SanitizerResult r) {
+        if (r == SANITIZER_SUCCESS) return true;
+        *error = "cannot " + what + ": " + sanitizer().describe(r);
+        return false;
+    };
+    if (sanitizer().get_stream_handle != nullptr &&
+        !step("get the context's stream handle", sanitizer().get_stream_handle(ctx, nullptr, &stream)))
+        return false;
+    if (!step("load the device patches " + config.patches,
+              sanitizer().add_patches_from_file(config.patches.c_str(), ctx)))
+        return false;
+    const size_t events_bytes = stripe_count * stripe_capacity * sizeof(gpuobs_event);
+    const size_t arrivals_bytes = config.mode == GPUOBS_MODE_BLOCK_STARTS
+                                      ? stripe_count * arrivals_per_stripe() * sizeof(gpuobs_warp_arrival)
+                                      : 0;
+    const size_t counters_bytes = GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter);
+    const size_t table_bytes = (size_t)GPUOBS_BLOCK_TABLE_SIZE * sizeof(gpuobs_block_slot);
+    const size_t entries_bytes = (size_t)GPUOBS_FUNCTION_TABLE_SIZE * sizeof(gpuobs_function_entry);
+    // One arena (layout in the schema), aligned so that a patch finds every
+    // table from its callback data pointer without a load.
+    char* raw = nullptr;
+    if (!device_alloc(ctx, &raw, GPUOBS_ARENA_EVENTS + events_bytes + arrivals_bytes + GPUOBS_ARENA_ALIGN,
+                      "the event buffer", error))
+        return false;
+    char* base = reinterpret_cast<char*>(((uint64_t)raw + GPUOBS_ARENA_ALIGN - 1) & ~(GPUOBS_ARENA_ALIGN - 1));
+    entries = reinterpret_cast<gpuobs_function_entry*>(base);
+    counters = reinterpret_cast<gpuobs_launch_counter*>(base + GPUOBS_ARENA_COUNTERS);
+    ctl = reinterpret_cast<gpuobs_control*>(base + GPUOBS_ARENA_CONTROL);
+    block_table = reinterpret_cast<gpuobs_block_slot*>(base + GPUOBS_ARENA_BLOCK_TABLE);
+    events = reinterpret_cast<gpuobs_event*>(base + GPUOBS_ARENA_EVENTS);
+    arrivals = reinterpret_cast<gpuobs_warp_arrival*>(events + stripe_count * stripe_capacity);
+
+    gpuobs_control init;
+    std::memset(&init, 0, sizeof init);
+    // Every ring starts empty: free up to one lap ahead.
+    for (uint32_t s = 0; s < stripe_count; ++s) {
+        init.limits[s] = ring_limit(0, stripe_capacity);
+        init.warp_limits[s] = ring_limit(0, arrivals_per_stripe());
+    }
+    init.magic = GPUOBS_CONTROL_MAGIC;
+    init.mode = config.mode;
+    init.sample_shift = config.sample_shift;
+    init.stripe_count = stripe_count;
+    init.stripe_capacity = stripe_capacity;
+    init.events = (uint64_t)events;
+    init.launch_counters = (uint64_t)counters;
+    init.block_table = (uint64_t)block_table;
+    // Every function entry is written now, so a function first seen inside a
+    // graph replay never reads an unwritten entry.
+    std::vector<gpuobs_function_entry> table(GPUOBS_FUNCTION_TABLE_SIZE);
+    for (uint32_t i = 0; i < GPUOBS_FUNCTION_TABLE_SIZE; ++i) {
+        gpuobs_function_entry& e = table[i];
+        std::memset(&e, 0, sizeof e);
+        e.stripe_capacity = stripe_capacity;
+        e.stripe_count = stripe_count;
+        e.sample_shift = config.sample_shift;
+        e.function_slot = i;
+        e.mode = config.mode;
+    }
+    uint32_t check = 0;
+    // block_trace events are stamped by atomics on zeroed ends and exit counts.
+    // The blocking copy at the end returns once the writes before it are done.
+    bool ok =
+        step("initialise the device buffers (control block)",
+             sanitizer().memcpy_htod_async(ctl, &init, sizeof init, stream)) &&
+        step("initialise the device buffers (function table)",
+             sanitizer().memcpy_htod_async(entries, table.data(), entries_bytes, stream)) &&
+        step("initialise the device buffers (launch counters)",
+             sanitizer().memset(counters, 0, counters_bytes, stream)) &&
+        step("initialise the device buffers (block table)", sanitizer().memset(block_table, 0, table_bytes, stream)) &&
+        step("initialise the device buffers (events)", sanitizer().memset(events, 0, events_bytes, stream)) &&
+        (arrivals_bytes == 0 || step("initialise the device buffers (warp arrivals)",
+                                     sanitizer().memset(arrivals, 0, arrivals_bytes, stream))) &&
+        step("initialise the device buffers (read back)", sanitizer().memcpy_dtoh(&check, ctl, sizeof check, stream));
+    if (!ok) return false;
+    if (check != GPUOBS_CONTROL_MAGIC) {
+        *error = "cannot initialise the device buffers: the control block read back wrong";
+        return false;
+    }
+    return true;
+}
+
 bool ContextState::setup(std::string* error) {
     InTool guard;
     CudaDriver& d = driver();
@@ -51,109 +143,18 @@ bool ContextState::setup(std::string* error) {
         *error = "cannot query the device's SM count through libcuda";
         return false;
     }
-    sm_count_ = (uint32_t)sms;
-    stripe_count_ = std::min<uint32_t>(sm_count_, GPUOBS_MAX_STRIPES);
-    stripe_capacity_ = stripe_capacity_for(config_, stripe_count_);
-    fill_.per_stripe = stripe_capacity_;
-    fill_.counts_plan = config_.mode != GPUOBS_MODE_MEM_SAMPLED && config_.mode != GPUOBS_MODE_MEM_FULL;
-    if (config_.mode == GPUOBS_MODE_OFF) {
-        write_device_info();
-        active_ = true;
-        return true;
+    arena_.plan((uint32_t)sms, config_);
+    if (config_.mode != GPUOBS_MODE_OFF) {
+        CurrentContext current(ctx_);
+        if (!current.pushed) {
+            *error = "cannot make the context current to set it up";
+            return false;
+        }
+        if (!arena_.allocate(ctx_, config_, error)) return false;
     }
-    CurrentContext current(ctx_);
-    if (!current.pushed) {
-        *error = "cannot make the context current to set it up";
-        return false;
-    }
-    // Every step says which one failed and why: a context that cannot be set up
-    // runs uninstrumented, and the user is told exactly what went wrong.
-    auto step = [&](const std::string& what, SanitizerResult r) {
-        if (r == SANITIZER_SUCCESS) return true;
-        *error = "cannot " + what + ": " + sanitizer().describe(r);
-        return false;
-    };
-    if (sanitizer().get_stream_handle != nullptr &&
-        !step("get the context's stream handle", sanitizer().get_stream_handle(ctx_, nullptr, &stream_)))
-        return false;
-    if (!step("load the device patches " + config_.patches,
-              sanitizer().add_patches_from_file(config_.patches.c_str(), ctx_)))
-        return false;
-    const size_t events_bytes = stripe_count_ * stripe_capacity_ * sizeof(gpuobs_event);
-    const size_t arrivals_bytes = config_.mode == GPUOBS_MODE_BLOCK_STARTS
-                                      ? stripe_count_ * arrivals_per_stripe() * sizeof(gpuobs_warp_arrival)
-                                      : 0;
-    const size_t counters_bytes = GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter);
-    const size_t table_bytes = (size_t)GPUOBS_BLOCK_TABLE_SIZE * sizeof(gpuobs_block_slot);
-    const size_t entries_bytes = (size_t)GPUOBS_FUNCTION_TABLE_SIZE * sizeof(gpuobs_function_entry);
-    // One arena (layout in the schema), aligned so that a patch finds every
-    // table from its callback data pointer without a load.
-    char* raw = nullptr;
-    if (!device_alloc(ctx_, &raw, GPUOBS_ARENA_EVENTS + events_bytes + arrivals_bytes + GPUOBS_ARENA_ALIGN,
-                      "the event buffer", error))
-        return false;
-    char* base = reinterpret_cast<char*>(((uint64_t)raw + GPUOBS_ARENA_ALIGN - 1) & ~(GPUOBS_ARENA_ALIGN - 1));
-    entries_ = reinterpret_cast<gpuobs_function_entry*>(base);
-    counters_ = reinterpret_cast<gpuobs_launch_counter*>(base + GPUOBS_ARENA_COUNTERS);
-    ctl_ = reinterpret_cast<gpuobs_control*>(base + GPUOBS_ARENA_CONTROL);
-    block_table_ = reinterpret_cast<gpuobs_block_slot*>(base + GPUOBS_ARENA_BLOCK_TABLE);
-    events_ = reinterpret_cast<gpuobs_event*>(base + GPUOBS_ARENA_EVENTS);
-    arrivals_ = reinterpret_cast<gpuobs_warp_arrival*>(events_ + stripe_count_ * stripe_capacity_);
-
-    gpuobs_control ctl;
-    std::memset(&ctl, 0, sizeof ctl);
-    // Every ring starts empty: free up to one lap ahead.
-    event_ring_.reset(stripe_count_);
-    arrival_ring_.reset(stripe_count_);
-    drained_view_ = event_ring_.drained;
-    warp_drained_view_ = arrival_ring_.drained;
-    const std::vector<uint64_t> limits = event_ring_.limits(stripe_capacity_),
-                                warp_limits = arrival_ring_.limits(arrivals_per_stripe());
-    std::copy(limits.begin(), limits.end(), ctl.limits);
-    std::copy(warp_limits.begin(), warp_limits.end(), ctl.warp_limits);
-    counter_baseline_.assign(GPUOBS_LAUNCH_TABLE_SIZE, 0);
-    ctl.magic = GPUOBS_CONTROL_MAGIC;
-    ctl.mode = config_.mode;
-    ctl.sample_shift = config_.sample_shift;
-    ctl.stripe_count = stripe_count_;
-    ctl.stripe_capacity = stripe_capacity_;
-    ctl.events = (uint64_t)events_;
-    ctl.launch_counters = (uint64_t)counters_;
-    ctl.block_table = (uint64_t)block_table_;
-    // Every function entry is written now, so a function first seen inside a
-    // graph replay never reads an unwritten entry.
-    std::vector<gpuobs_function_entry> entries(GPUOBS_FUNCTION_TABLE_SIZE);
-    for (uint32_t i = 0; i < GPUOBS_FUNCTION_TABLE_SIZE; ++i) {
-        gpuobs_function_entry& e = entries[i];
-        std::memset(&e, 0, sizeof e);
-        e.stripe_capacity = stripe_capacity_;
-        e.stripe_count = stripe_count_;
-        e.sample_shift = config_.sample_shift;
-        e.function_slot = i;
-        e.mode = config_.mode;
-    }
-    uint32_t check = 0;
-    // block_trace events are stamped by atomics on zeroed ends and exit counts.
-    // The blocking copy at the end returns once the writes before it are done.
-    bool ok =
-        step("initialise the device buffers (control block)",
-             sanitizer().memcpy_htod_async(ctl_, &ctl, sizeof ctl, stream_)) &&
-        step("initialise the device buffers (function table)",
-             sanitizer().memcpy_htod_async(entries_, entries.data(), entries_bytes, stream_)) &&
-        step("initialise the device buffers (launch counters)",
-             sanitizer().memset(counters_, 0, counters_bytes, stream_)) &&
-        step("initialise the device buffers (block table)",
-             sanitizer().memset(block_table_, 0, table_bytes, stream_)) &&
-        step("initialise the device buffers (events)", sanitizer().memset(events_, 0, events_bytes, stream_)) &&
-        (arrivals_bytes == 0 || step("initialise the device buffers (warp arrivals)",
-                                     sanitizer().memset(arrivals_, 0, arrivals_bytes, stream_))) &&
-        step("initialise the device buffers (read back)", sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, stream_));
-    if (!ok) return false;
-    if (check != GPUOBS_CONTROL_MAGIC) {
-        *error = "cannot initialise the device buffers: the control block read back wrong";
-        return false;
-    }
-    function_selected_.assign(GPUOBS_FUNCTION_TABLE_SIZE, 1);
+    valve_.start(arena_);
+    drainer_.start(arena_);
+    launches_.open();
     write_device_info();
     active_ = true;
     return true;
@@ -163,7 +164,7 @@ void ContextState::write_device_info() {
     gpuobs_device_info info;
     std::memset(&info, 0, sizeof info);
     info.device_index = device_index_;
-    info.sm_count = sm_count_;
+    info.sm_count = arena_.sm_count;
     info.context_id = (uint64_t)ctx_;
     CudaDriver& d = driver();
     int major = 0, minor = 0;

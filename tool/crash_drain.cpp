@@ -9,13 +9,13 @@
 #include <atomic>
 #include <cstring>
 
-#include "context_state.h"
+#include "drainer.h"
 
 namespace gpuobs {
 namespace {
 
 constexpr int kMaxContexts = 64;
-std::atomic<ContextState*> g_contexts[kMaxContexts];
+std::atomic<Drainer*> g_drainers[kMaxContexts];
 std::atomic<int> g_context_count{0};
 constexpr int kSignals[] = {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL};
 struct sigaction g_previous[sizeof kSignals / sizeof kSignals[0]];
@@ -23,7 +23,7 @@ struct sigaction g_previous[sizeof kSignals / sizeof kSignals[0]];
 void on_crash(int sig) {
     const int n = std::min(g_context_count.load(), kMaxContexts);
     for (int i = 0; i < n; ++i)
-        if (ContextState* s = g_contexts[i].load()) s->wait_for_drains(2000);
+        if (Drainer* d = g_drainers[i].load()) d->wait_for_drains(2000);
     for (size_t i = 0; i < sizeof kSignals / sizeof kSignals[0]; ++i)
         if (kSignals[i] == sig) sigaction(sig, &g_previous[i], nullptr);
     raise(sig);
@@ -31,9 +31,9 @@ void on_crash(int sig) {
 
 }  // namespace
 
-void watch_drains_on_crash(ContextState* state) {
+void watch_drains_on_crash(Drainer* drainer) {
     const int i = g_context_count.fetch_add(1);
-    if (i < kMaxContexts) g_contexts[i].store(state);
+    if (i < kMaxContexts) g_drainers[i].store(drainer);
 }
 
 void install_crash_drain() {

@@ -8,9 +8,9 @@
 // This file: the sanitizer callbacks and their dispatch, start (the constructor)
 // and exit (the destructor). The shared state and the lock order are in
 // tool_state.h; the rest of the tool, by job: context_registry.cpp, patching.cpp,
-// recording_windows.cpp and control_api.cpp, and per context context_state.cpp,
-// context_setup.cpp, context_flush.cpp, context_tool_kernels.cpp and
-// patched_code_dump.cpp.
+// recording_windows.cpp and control_api.cpp, and per context the facade
+// context_state.h over its parts (device_arena, launch_log, pressure_valve,
+// drainer, tool_kernels).
 #include <sanitizer.h>
 #include <unistd.h>
 

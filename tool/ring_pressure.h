@@ -3,7 +3,7 @@
 // stripe: what the last measurement of the claim counters found, plus the share
 // of every launch planned since. Past half a stripe a measurement is asked for;
 // past three quarters the launching thread waits for a drain, or makes a quiet
-// point of its own (context_pressure.cpp). Plain
+// point of its own (pressure_valve.cpp). Plain
 // arithmetic, checked against a simulated device by tests/native/ring_pressure_check.cpp.
 #pragma once
 #include <algorithm>

@@ -38,17 +38,21 @@ struct ModuleRecord {
     bool instrumented = false;
 };
 
-// Lock order (a thread holding one may take those to its right, never to its left):
-//   Tool::window_mu -> Tool::patch_mu -> ContextState::cut_mu_ -> ContextState::flush_mu_
-//   -> ContextState::queue_mu_ -> ContextState::launch_mu_
-//   -> GraphTable::mu_ / Tool::callbacks_mu / Tool::contexts_mu / Tool::modules_mu -> RecordingFile::mu_
+// Lock order (a thread holding one may take those to its right, never to its left). Every lock of
+// the tool is named here; a context's parts are in context_state.h:
+//   Tool::window_mu -> Tool::patch_mu -> Drainer::cut_mu_ -> Drainer::flush_mu_ -> Drainer::queue_mu_
+//   -> LaunchLog::mu_ -> PressureValve::plan_mu_
+//   -> GraphTable::mu_ / Tool::callbacks_mu / Tool::contexts_mu / Tool::modules_mu / Tool::file_mu
+//   -> ApiTrace::mu_ -> RecordingFile::mu_
+// Leaves, which take nothing else while held: PressureValve::measure_mu_, Drainer::drained_mu_,
+// ToolKernels::mu_ (taken under cut_mu_ or flush_mu_; it calls only the driver), RecordingFile::mu_.
 // callbacks_mu is held while GraphTable::mu_ is asked whether node callbacks are needed;
 // contexts_mu, modules_mu, file_mu and GraphTable::mu_ take nothing else while held but
 // RecordingFile::mu_ (a notice or the run's first chunks are written under them). A launch callback
 // never waits for a flush (a flush calls the driver, and a launching thread may hold driver locks), with
 // one exception: when its launch API call returns (after LAUNCH_END), a thread whose rings are filling
-// takes ContextState::pressure_mu_ (only ever tried, before cut_mu_) and may wait, each wait bounded,
-// for a drain in progress, a measurement, and its own stream to go idle. drained_mu_ is a leaf.
+// takes PressureValve::relief_mu_ (only ever tried, before cut_mu_) and may wait, each wait bounded,
+// for a drain in progress, a measurement, and its own stream to go idle.
 struct Tool {
     Config config;
     RecordingFile file;

@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "context_guard.h"
-#include "context_state.h"
+#include "clocks.h"
+#include "tool_kernels.h"
 #include "cuda_driver.h"
 #include "log.h"
 #include "sanitizer_api.h"
@@ -19,17 +20,21 @@ namespace gpuobs {
 // The tool's own kernels, loaded once (at the first flush, outside any
 // creation callback) from the probe fatbin; any failure leaves the clock
 // without samples and the counter harvest to a plain copy.
-bool ContextState::load_tool_kernels() {
+bool ToolKernels::load() {
     // Once tried, no lock: a cut (on a synchronising thread of the program) must
     // not wait for a drain that holds the lock through a counter harvest.
-    if (tool_kernels_done_.load()) return probe_fn_ != nullptr;
-    std::lock_guard<std::recursive_mutex> kernels_lock(tool_kernels_mu_);
-    if (tool_kernels_tried_) return probe_fn_ != nullptr;
-    tool_kernels_tried_ = true;
+    if (done_.load()) return probe_fn_ != nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    return load_locked();
+}
+
+bool ToolKernels::load_locked() {
+    if (tried_) return probe_fn_ != nullptr;
+    tried_ = true;
     struct Done {
         std::atomic<bool>& done;
         ~Done() { done = true; }
-    } mark_done{tool_kernels_done_};
+    } mark_done{done_};
     if (config_.probe.empty()) return false;
     CudaDriver& d = driver();
     std::ifstream in(config_.probe, std::ios::binary);
@@ -59,7 +64,7 @@ bool ContextState::load_tool_kernels() {
 
 // The probe kernel run once, to completion, on the tool's stream (the caller has
 // made the context current): it writes %globaltimer to probe_out_.
-bool ContextState::run_probe() {
+bool ToolKernels::run_probe() {
     CudaDriver& d = driver();
     void* args[] = {&probe_out_};
     return d.launch_kernel(probe_fn_, 1, 1, 1, 1, 1, 1, 0, probe_stream_, args, nullptr) == CUDA_SUCCESS &&
@@ -68,19 +73,19 @@ bool ContextState::run_probe() {
 
 // Host clocks read around a one-thread kernel that reads %globaltimer; the
 // tightest of a few tries is kept. Any failure just leaves no sample.
-void ContextState::sample_clock() {
-    std::lock_guard<std::recursive_mutex> kernels_lock(tool_kernels_mu_);
+bool ToolKernels::sample_clock(uint32_t device_index, Sanitizer_StreamHandle copy_stream, gpuobs_clock_sample* out) {
+    std::lock_guard<std::mutex> lock(mu_);
     InTool guard;
-    if (!load_tool_kernels()) return;
+    if (!load_locked()) return false;
     gpuobs_clock_sample best;
     std::memset(&best, 0, sizeof best);
     uint64_t best_width = ~0ull;
     CurrentContext current(ctx_);
-    if (!current.pushed) return;
+    if (!current.pushed) return false;
     for (int attempt = 0; attempt < 5; ++attempt) {
         gpuobs_clock_sample s;
         std::memset(&s, 0, sizeof s);
-        s.device_index = device_index_;
+        s.device_index = device_index;
         s.method = 1;
         s.realtime_before = clock_ns(CLOCK_REALTIME);
         s.boottime_before = clock_ns(CLOCK_BOOTTIME);
@@ -89,23 +94,24 @@ void ContextState::sample_clock() {
         s.monotonic_after = clock_ns(CLOCK_MONOTONIC);
         s.boottime_after = clock_ns(CLOCK_BOOTTIME);
         s.realtime_after = clock_ns(CLOCK_REALTIME);
-        if (!ok || sanitizer().memcpy_dtoh(&s.device_ns, probe_out_, 8, drain_stream()) != SANITIZER_SUCCESS) break;
+        if (!ok || sanitizer().memcpy_dtoh(&s.device_ns, probe_out_, 8, copy_stream) != SANITIZER_SUCCESS) break;
         uint64_t width = s.monotonic_after - s.monotonic_before;
         if (width < best_width) {
             best_width = width;
             best = s;
         }
     }
-    if (best_width != ~0ull) file_.write_chunk(GPUOBS_CHUNK_CLOCK, {{&best, sizeof best}});
+    if (best_width == ~0ull) return false;
+    *out = best;
+    return true;
 }
 
-uint64_t ContextState::device_time_now() {
-    std::lock_guard<std::recursive_mutex> kernels_lock(tool_kernels_mu_);
-    if (!load_tool_kernels()) return 0;
+uint64_t ToolKernels::device_time_now(Sanitizer_StreamHandle copy_stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!load_locked()) return 0;
     CurrentContext current(ctx_);
     uint64_t t = 0;
-    if (!current.pushed || !run_probe() ||
-        sanitizer().memcpy_dtoh(&t, probe_out_, 8, cut_stream()) != SANITIZER_SUCCESS)
+    if (!current.pushed || !run_probe() || sanitizer().memcpy_dtoh(&t, probe_out_, 8, copy_stream) != SANITIZER_SUCCESS)
         return 0;
     return t;
 }
@@ -113,25 +119,25 @@ uint64_t ContextState::device_time_now() {
 // One total per launch-counter slot since the context's start (the table is
 // never reset: kernels may be adding to it now). On the device where the harvest
 // kernel is loaded (512 KiB comes back), else the whole striped table is copied (8 MiB).
-bool ContextState::harvest_counts() {
-    std::lock_guard<std::recursive_mutex> kernels_lock(tool_kernels_mu_);
+bool ToolKernels::harvest_counts(gpuobs_launch_counter* counters, Sanitizer_StreamHandle copy_stream,
+                                 std::vector<uint64_t>* totals) {
+    std::lock_guard<std::mutex> lock(mu_);
     const uint32_t slots = GPUOBS_LAUNCH_TABLE_SIZE, stripes = GPUOBS_LAUNCH_COUNTER_STRIPES + 1;
-    counter_staging_.assign(slots, 0);
-    load_tool_kernels();
+    totals->assign(slots, 0);
+    load_locked();
     CurrentContext current(ctx_);
     // At process exit the driver may be torn down before the last drain: the
     // context cannot be made current, and the plain copy below is all there is.
     if (gather_fn_ != nullptr && current.pushed) {
         CudaDriver& d = driver();
-        uint64_t* table = reinterpret_cast<uint64_t*>(counters_);
+        uint64_t* table = reinterpret_cast<uint64_t*>(counters);
         uint32_t n = slots, k = stripes;
         void* args[] = {&table, &totals_, &n, &k};
         CUresult launched = d.launch_kernel(gather_fn_, 128, 1, 1, 256, 1, 1, 0, probe_stream_, args, nullptr);
         CUresult synced = launched == CUDA_SUCCESS ? d.stream_synchronize(probe_stream_) : CUDA_ERROR_NOT_READY;
-        SanitizerResult copied =
-            synced == CUDA_SUCCESS
-                ? sanitizer().memcpy_dtoh(counter_staging_.data(), totals_, slots * sizeof(uint64_t), drain_stream())
-                : SANITIZER_ERROR_NOT_READY;
+        SanitizerResult copied = synced == CUDA_SUCCESS ? sanitizer().memcpy_dtoh(totals->data(), totals_,
+                                                                                  slots * sizeof(uint64_t), copy_stream)
+                                                        : SANITIZER_ERROR_NOT_READY;
         if (copied == SANITIZER_SUCCESS) return true;
         GPUOBS_LOG(
             "the counter harvest kernel failed (launch %d, sync %d, copy %d); copying the whole counter table "
@@ -140,11 +146,11 @@ bool ContextState::harvest_counts() {
         gather_fn_ = nullptr;
     }
     std::vector<uint64_t> table((size_t)slots * stripes);
-    if (sanitizer().memcpy_dtoh(table.data(), counters_, table.size() * sizeof(uint64_t), drain_stream()) !=
+    if (sanitizer().memcpy_dtoh(table.data(), counters, table.size() * sizeof(uint64_t), copy_stream) !=
         SANITIZER_SUCCESS)
         return false;
     for (uint32_t s = 0; s < slots; ++s)
-        for (uint32_t k = 0; k < stripes; ++k) counter_staging_[s] += table[gpuobs_launch_counter_index(s, k)];
+        for (uint32_t k = 0; k < stripes; ++k) (*totals)[s] += table[gpuobs_launch_counter_index(s, k)];
     return true;
 }
 

@@ -15,12 +15,16 @@
 #include <unordered_set>
 #include <vector>
 
+#include "drainer.h"
+
+#include "clocks.h"
 #include "context_guard.h"
-#include "context_state.h"
+#include "launch_log.h"
 #include "log.h"
-#include "notice.h"
+#include "pressure_valve.h"
 #include "ring_cut.h"
 #include "sanitizer_api.h"
+#include "tool_kernels.h"
 #include "warp_slots.h"
 
 namespace gpuobs {
@@ -80,63 +84,28 @@ uint64_t sum_of(const std::vector<uint64_t>& v) {
     return total;
 }
 
-// Grids launched by kernels (dynamic parallelism): the host never saw them,
-// and the sanitizer hands them the callback data of the kernel that launched
-// them (seen on the H200), so each record's function is found from its pc and
-// corrected in place; one launch is listed per such grid id.
-void ContextState::list_device_launches(std::vector<gpuobs_event>& events, std::vector<gpuobs_launch>* launches) {
-    // Most flushes hold no device-launched grid: the host's launch ids and the lock
-    // on code_ranges_ (which launching threads also take) are only needed once one shows.
-    std::unordered_set<uint64_t> known;
-    std::unique_lock<std::mutex> lock(launch_mu_, std::defer_lock);
-    std::map<uint64_t, gpuobs_launch> found;  // grid id -> launch, in grid id order
-    for (gpuobs_event& e : events) {
-        if (!gpuobs_grid_from_device(e.grid_id)) continue;
-        if (!lock.owns_lock()) {
-            for (const gpuobs_launch& l : *launches) known.insert(l.grid_id);
-            lock.lock();
-        }
-        if (known.count(e.grid_id)) continue;
-        auto code = code_ranges_.upper_bound(e.pc);
-        if (e.pc != 0 && code != code_ranges_.begin() && e.pc < std::prev(code)->second.first)
-            e.function_slot = std::prev(code)->second.second;
-        auto [it, fresh] = found.try_emplace(e.grid_id);
-        gpuobs_launch& l = it->second;
-        if (fresh) {
-            std::memset(&l, 0, sizeof l);
-            l.grid_id = e.grid_id;
-            l.function_slot = e.function_slot;
-            l.device_index = device_index_;
-            l.flags = GPUOBS_LAUNCH_FROM_DEVICE;
-            l.block[1] = l.block[2] = 1;
-        }
-        l.grid[0] = std::max<uint32_t>(l.grid[0], e.block_x + 1);
-        l.grid[1] = std::max<uint32_t>(l.grid[1], (uint32_t)e.block_y + 1);
-        l.grid[2] = std::max<uint32_t>(l.grid[2], (uint32_t)e.block_z + 1);
-        if (e.kind == GPUOBS_EVENT_BLOCK)
-            l.block[0] = std::max<uint32_t>(l.block[0], e.thread_index);
-        else
-            l.block[0] = std::max<uint32_t>(l.block[0], (uint32_t)e.thread_index + 1);
-    }
-    for (auto& [grid, l] : found) {
-        l.launch_id = next_launch_id();
-        launches->push_back(l);
-    }
-    if (!found.empty() && !device_launch_noticed_) {
-        device_launch_noticed_ = true;
-        write_notice(file_, GPUOBS_NOTICE_DEVICE_LAUNCHES, device_index_,
-                     "kernels launched grids from the device (dynamic parallelism): those grids are listed from "
-                     "their records; the blocks of a kernel that launches grids are not recorded (the sanitizer gives "
-                     "its callback data to the grids it launches, and none to it)");
-    }
+void Drainer::start(const DeviceArena& arena) {
+    arena_ = &arena;
+    event_ring_.reset(arena.stripe_count);
+    arrival_ring_.reset(arena.stripe_count);
+    counter_baseline_.assign(GPUOBS_LAUNCH_TABLE_SIZE, 0);
+    std::lock_guard<std::mutex> lock(drained_mu_);
+    drained_view_ = event_ring_.drained;
+    warp_drained_view_ = arrival_ring_.drained;
+}
+
+void Drainer::drained_views(std::vector<uint64_t>* events, std::vector<uint64_t>* arrivals) {
+    std::lock_guard<std::mutex> lock(drained_mu_);
+    *events = drained_view_;
+    *arrivals = warp_drained_view_;
 }
 
 // Each counter slot's growth since its last harvest goes to this window's launch
 // in that slot. Kernels may be counting while the harvest reads, so a slot whose
 // launch comes in a later window (cut, or not yet) keeps its growth for that
 // window; the growth of a slot no launch owns is unattributed.
-void ContextState::write_launch_counts(const std::vector<gpuobs_launch>& launches, bool final,
-                                       std::vector<gpuobs_launch_count>* out, uint64_t* unattributed) {
+void Drainer::write_launch_counts(const std::vector<gpuobs_launch>& launches, bool final,
+                                  std::vector<gpuobs_launch_count>* out, uint64_t* unattributed) {
     std::map<uint32_t, std::map<uint64_t, uint32_t>> by_slot;  // slot -> grid id -> launches
     for (const gpuobs_launch& l : launches) ++by_slot[gpuobs_launch_slot(l.grid_id)][l.grid_id];
     std::unordered_set<uint32_t> later;
@@ -146,8 +115,7 @@ void ContextState::write_launch_counts(const std::vector<gpuobs_launch>& launche
             for (const FlushWindow& w : queue_)
                 for (const gpuobs_launch& l : w.launches) later.insert(gpuobs_launch_slot(l.grid_id));
         }
-        std::lock_guard<std::mutex> lock(launch_mu_);
-        for (const gpuobs_launch& l : pending_launches_) later.insert(gpuobs_launch_slot(l.grid_id));
+        launches_.add_pending_slots(&later);
     }
     for (uint32_t s = 0; s < GPUOBS_LAUNCH_TABLE_SIZE; ++s) {
         const uint64_t total = counter_staging_[s] - counter_baseline_[s];
@@ -173,7 +141,7 @@ void ContextState::write_launch_counts(const std::vector<gpuobs_launch>& launche
 }
 
 // Classify: staging_'s events flagged, and filtered in place; info counts what was left out.
-void ContextState::classify_events(const std::vector<uint8_t>& selected, gpuobs_flush_info& info) {
+void Drainer::classify_events(const std::vector<uint8_t>& selected, gpuobs_flush_info& info) {
     // Keep complete events that pass the kernel filter, in place. A block
     // event whose exits were not all counted is flagged, never dropped.
     size_t kept = 0;
@@ -201,8 +169,8 @@ void ContextState::classify_events(const std::vector<uint8_t>& selected, gpuobs_
 }
 
 // Write: the window's launches, its flush record with the launch counts, and its events.
-void ContextState::write_flush_chunks(const std::vector<gpuobs_launch>& launches,
-                                      const std::vector<gpuobs_launch_count>& counts, gpuobs_flush_info& info) {
+void Drainer::write_flush_chunks(const std::vector<gpuobs_launch>& launches,
+                                 const std::vector<gpuobs_launch_count>& counts, gpuobs_flush_info& info) {
     if (!launches.empty())
         file_.write_chunk(GPUOBS_CHUNK_LAUNCHES, {{launches.data(), launches.size() * sizeof(gpuobs_launch)}});
     info.launch_count_len = (uint32_t)counts.size();
@@ -220,66 +188,40 @@ void ContextState::write_flush_chunks(const std::vector<gpuobs_launch>& launches
 // this small read): every claim below the cut is then of a block that has ended,
 // and every claim of a later launch is above it. A flush that is not quiet cuts
 // wherever the claims are (launches still running spill into the next window).
-bool ContextState::cut_window(const char* reason, bool require_quiet, FlushWindow* w) {
+bool Drainer::cut_window(const char* reason, bool require_quiet, FlushWindow* w) {
     uint64_t launches_before;
-    {
-        std::lock_guard<std::mutex> lock(launch_mu_);
-        if (!active_ || destroyed_) return false;
-        if (require_quiet && !unsynced_streams_.empty()) return false;
-        launches_before = launches_total_;
-    }
+    if (!launches_.may_cut(require_quiet, &launches_before)) return false;
     w->reason = reason;
     w->quiet = require_quiet;
     w->host_time_ns = monotonic_ns();
     // The tool's kernels are loaded here, in the program's synchronising thread
     // (the drain thread's first load of them failed on the H200).
-    load_tool_kernels();
+    kernels_.load();
     if (config_.mode != GPUOBS_MODE_OFF) {
         // On a stream of the tool's own: a copy on the context's NULL stream would wait
         // for the program's work on blocking streams (a cut that is not quiet would
         // synchronise the program), and would break another thread's capture there.
         const Sanitizer_StreamHandle stream = cut_stream();
         std::vector<uint64_t> drained, warp_drained;  // what the claims are widened from
-        {
-            std::lock_guard<std::mutex> lock(drained_mu_);
-            drained = drained_view_;
-            warp_drained = warp_drained_view_;
-        }
-        if (!read_claims(ctl_->stripes, stripe_count_, stream, drained, claims_on_low_half(config_.mode), &w->claimed,
+        drained_views(&drained, &warp_drained);
+        const DeviceArena& a = *arena_;
+        if (!read_claims(a.ctl->stripes, a.stripe_count, stream, drained, claims_on_low_half(config_.mode), &w->claimed,
                          &w->dropped) ||
-            sanitizer().memcpy_dtoh(&w->unmatched_exit_threads, &ctl_->unmatched_exit_threads,
+            sanitizer().memcpy_dtoh(&w->unmatched_exit_threads, &a.ctl->unmatched_exit_threads,
                                     sizeof w->unmatched_exit_threads, stream) != SANITIZER_SUCCESS) {
             GPUOBS_LOG("flush (%s): cannot read the claim counters; the window stays open", reason);
             return false;
         }
         if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
-            if (!read_claims(ctl_->warp_stripes, stripe_count_, stream, warp_drained, true, &w->warp_claimed,
+            if (!read_claims(a.ctl->warp_stripes, a.stripe_count, stream, warp_drained, true, &w->warp_claimed,
                              &w->warp_dropped))
                 return false;
             // Every launch of this window has run: a device time read now bounds each of their blocks' ends.
-            if (require_quiet) w->device_quiet_ns = device_time_now();
+            if (require_quiet) w->device_quiet_ns = kernels_.device_time_now(stream);
         }
     }
-    std::lock_guard<std::mutex> lock(launch_mu_);
-    if (require_quiet && launches_total_ != launches_before) return false;
-    w->launches.swap(pending_launches_);
-    // The ring pressure's plan starts again from this cut (context_pressure.cpp).
-    blocks_since_cut_ = warps_since_cut_ = 0;
-    claims_at_cut_ = sum_of(w->claimed);
-    warp_claims_at_cut_ = sum_of(w->warp_claimed);
-    w->unrecorded = unrecorded_launches_;
-    unrecorded_launches_ = 0;
-    w->selected = function_selected_;
-    // A cut that is not quiet may catch launches still running: their later
-    // blocks claim past the cut, outside this window, so their counts and
-    // records here may be partial. Flagged, not hidden.
     uint64_t raced = 0;
-    if (!require_quiet)
-        for (gpuobs_launch& l : w->launches)
-            if (unsynced_streams_.count(l.stream_id)) {
-                l.flags |= GPUOBS_LAUNCH_RACED_FLUSH;
-                ++raced;
-            }
+    if (!launches_.take_window(require_quiet, launches_before, w, &raced)) return false;
     if (raced != 0 && !raced_reported_) {
         GPUOBS_LOG(
             "flush (%s) on device %u cut %llu launches that may still run; their counts may be partial "
@@ -290,7 +232,13 @@ bool ContextState::cut_window(const char* reason, bool require_quiet, FlushWindo
     return true;
 }
 
-void ContextState::drain_window(FlushWindow& w) {
+void Drainer::sample_clock() {
+    gpuobs_clock_sample sample;
+    if (kernels_.sample_clock(device_index_, drain_stream(), &sample))
+        file_.write_chunk(GPUOBS_CHUNK_CLOCK, {{&sample, sizeof sample}});
+}
+
+void Drainer::drain_window(FlushWindow& w) {
     const uint64_t drain_started_ns = monotonic_ns();
     uint64_t harvest_ns = 0;
     gpuobs_flush_info info;
@@ -311,9 +259,10 @@ void ContextState::drain_window(FlushWindow& w) {
     std::vector<gpuobs_launch_count> counts;
     uint64_t arrivals_dropped_inside = 0;
     if (config_.mode != GPUOBS_MODE_OFF) {
+        const DeviceArena& a = *arena_;
         const Sanitizer_StreamHandle stream = drain_stream();
         const Drained events =
-            drain_ring(event_ring_, events_, stripe_capacity_, w.claimed, w.dropped, stream, staging_);
+            drain_ring(event_ring_, a.events, a.stripe_capacity, w.claimed, w.dropped, stream, staging_);
         info.attempted = events.attempted;
         info.dropped = events.dropped;
         info.recorded = events.attempted - std::min(events.attempted, events.dropped);
@@ -321,7 +270,7 @@ void ContextState::drain_window(FlushWindow& w) {
             w.unmatched_exit_threads > unmatched_seen_ ? w.unmatched_exit_threads - unmatched_seen_ : 0;
         unmatched_seen_ = std::max(unmatched_seen_, w.unmatched_exit_threads);
         if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
-            const Drained arrivals = drain_ring(arrival_ring_, arrivals_, arrivals_per_stripe(), w.warp_claimed,
+            const Drained arrivals = drain_ring(arrival_ring_, a.arrivals, a.arrivals_per_stripe(), w.warp_claimed,
                                                 w.warp_dropped, stream, arrival_staging_);
             slots_info_.warp_arrivals = arrivals.attempted;
             slots_info_.warp_arrivals_dropped = arrivals.dropped;
@@ -330,16 +279,16 @@ void ContextState::drain_window(FlushWindow& w) {
         // The freed positions zeroed (the memsets above), then the limits raised
         // past them, in this order on one stream; the read back waits for both.
         // (The host arrays live until the read back: the copies are asynchronous.)
-        std::vector<uint64_t> limits = event_ring_.limits(stripe_capacity_);
-        sanitizer().memcpy_htod_async(ctl_->limits, limits.data(), stripe_count_ * sizeof(uint64_t), stream);
+        std::vector<uint64_t> limits = event_ring_.limits(a.stripe_capacity);
+        sanitizer().memcpy_htod_async(a.ctl->limits, limits.data(), a.stripe_count * sizeof(uint64_t), stream);
         std::vector<uint64_t> warp_limits;
         if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
-            warp_limits = arrival_ring_.limits(arrivals_per_stripe());
-            sanitizer().memcpy_htod_async(ctl_->warp_limits, warp_limits.data(), stripe_count_ * sizeof(uint64_t),
+            warp_limits = arrival_ring_.limits(a.arrivals_per_stripe());
+            sanitizer().memcpy_htod_async(a.ctl->warp_limits, warp_limits.data(), a.stripe_count * sizeof(uint64_t),
                                           stream);
         }
         uint32_t check;
-        sanitizer().memcpy_dtoh(&check, ctl_, sizeof check, stream);
+        sanitizer().memcpy_dtoh(&check, a.ctl, sizeof check, stream);
         {
             std::lock_guard<std::mutex> lock(drained_mu_);  // what fill checks measure against
             drained_view_ = event_ring_.drained;
@@ -348,7 +297,7 @@ void ContextState::drain_window(FlushWindow& w) {
         // The rings have room again: a launching thread waiting on this drain goes
         // on now, not after the records are classified and written.
         windows_released_.store(release_target_);
-        remeasure_after_drain();
+        valve_.remeasure_after_drain();
         if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
             fold_warp_arrivals(staging_, arrival_staging_, &slots_info_);
             // Arrivals dropped under an older limit left their positions unwritten: dropped, not unmatched.
@@ -356,12 +305,12 @@ void ContextState::drain_window(FlushWindow& w) {
         }
         // Device-launched grids first: their records get their own function
         // slot there, which the kernel filter then judges them by.
-        list_device_launches(staging_, &w.launches);
+        launches_.list_device_launches(staging_, &w.launches);
         classify_events(w.selected, info);
         // Positions dropped under an older limit were never written: not incomplete.
         info.incomplete -= (uint32_t)std::min<uint64_t>(info.incomplete, events.dropped_inside);
         const uint64_t harvest_started_ns = monotonic_ns();
-        const bool harvested = harvest_counts();
+        const bool harvested = kernels_.harvest_counts(a.counters, stream, &counter_staging_);
         harvest_ns = monotonic_ns() - harvest_started_ns;
         if (harvested)
             write_launch_counts(w.launches, !w.quiet, &counts, &info.unattributed);
@@ -383,7 +332,7 @@ void ContextState::drain_window(FlushWindow& w) {
 // cuts while a drain runs (one per synchronisation) wait for the next drain,
 // which takes them together (their launches in order, the last one's cut), so
 // a drain's cost does not grow with how often the program synchronises.
-void ContextState::drain_loop() {
+void Drainer::drain_loop() {
     std::lock_guard<std::mutex> flush_lock(flush_mu_);
     for (;;) {
         FlushWindow w;
@@ -420,34 +369,34 @@ void ContextState::drain_loop() {
 
 // A non-blocking stream of the tool's own in this context, as the sanitizer
 // names it (its copies take that handle); null when it cannot be made.
-Sanitizer_StreamHandle ContextState::create_own_stream() {
-    CurrentContext current(ctx_);
+Sanitizer_StreamHandle create_own_stream(CUcontext ctx) {
+    CurrentContext current(ctx);
     CUstream s = nullptr;
     Sanitizer_StreamHandle handle = nullptr;
     if (current.pushed && sanitizer().get_stream_handle != nullptr &&
         driver().stream_create(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
-        sanitizer().get_stream_handle(ctx_, s, &handle) != SANITIZER_SUCCESS)
+        sanitizer().get_stream_handle(ctx, s, &handle) != SANITIZER_SUCCESS)
         handle = nullptr;
     return handle;
 }
 
 // The cut's stream (under cut_mu_, on the cutting thread); the NULL stream if
 // none can be made.
-Sanitizer_StreamHandle ContextState::cut_stream() {
+Sanitizer_StreamHandle Drainer::cut_stream() {
     if (!cut_stream_tried_) {
         cut_stream_tried_ = true;
-        cut_stream_ = create_own_stream();
+        cut_stream_ = create_own_stream(ctx_);
     }
-    return cut_stream_ != nullptr ? cut_stream_ : stream_;
+    return cut_stream_ != nullptr ? cut_stream_ : arena_->stream;
 }
 
-Sanitizer_StreamHandle ContextState::drain_stream() {
+Sanitizer_StreamHandle Drainer::drain_stream() {
     if (!drain_stream_tried_) {
         drain_stream_tried_ = true;
-        drain_stream_ = create_own_stream();
+        drain_stream_ = create_own_stream(ctx_);
         if (drain_stream_ == nullptr) GPUOBS_LOG("no stream of its own for the drain; it copies on the NULL stream");
     }
-    return drain_stream_ != nullptr ? drain_stream_ : stream_;
+    return drain_stream_ != nullptr ? drain_stream_ : arena_->stream;
 }
 
 namespace {
@@ -467,18 +416,18 @@ bool wait_for_windows(const std::atomic<uint64_t>& done, const std::atomic<uint6
 
 }  // namespace
 
-bool ContextState::wait_for_release(int timeout_ms) const {
+bool Drainer::wait_for_release(int timeout_ms) const {
     return wait_for_windows(windows_released_, windows_cut_, timeout_ms, 50000);
 }
 
-bool ContextState::wait_for_drains(int timeout_ms) const {
+bool Drainer::wait_for_drains(int timeout_ms) const {
     return wait_for_windows(windows_drained_, windows_cut_, timeout_ms, 1000000);
 }
 
 // One thread per context moves cut windows into the file, so that a program's
 // synchronising thread only pays for the cut. If the thread cannot start,
 // windows are drained by the thread that cuts them.
-void ContextState::start_drain_thread() {
+void Drainer::start_drain_thread() {
     {
         std::lock_guard<std::mutex> lock(queue_mu_);
         if (drain_thread_started_) return;
@@ -502,7 +451,7 @@ void ContextState::start_drain_thread() {
     }
 }
 
-void ContextState::flush(const char* reason, bool require_quiet) {
+void Drainer::flush(const char* reason, bool require_quiet) {
     InTool guard;
     // A quiet flush that finds another cut in progress leaves the work to it and
     // to the next quiet point: threads that synchronise never queue behind each other.

@@ -17,9 +17,13 @@
 #include <thread>
 #include <vector>
 
+#include "pressure_valve.h"
+
+#include "clocks.h"
 #include "context_guard.h"
-#include "context_state.h"
 #include "cuda_driver.h"
+#include "drainer.h"
+#include "launch_log.h"
 #include "log.h"
 #include "notice.h"
 #include "sanitizer_api.h"
@@ -42,20 +46,37 @@ uint64_t unstarted_share(uint64_t launched, const std::vector<uint64_t>& claimed
 
 }  // namespace
 
-bool ContextState::plan_blocks(const uint32_t grid[3], const uint32_t block[3]) {
+void PressureValve::start(const DeviceArena& arena) {
+    arena_ = &arena;
+    std::lock_guard<std::mutex> lock(plan_mu_);
+    fill_.per_stripe = arena.stripe_capacity;
+    fill_.counts_plan = config_.mode != GPUOBS_MODE_MEM_SAMPLED && config_.mode != GPUOBS_MODE_MEM_FULL;
+}
+
+void PressureValve::reset_at_cut(uint64_t claims, uint64_t warp_claims) {
+    std::lock_guard<std::mutex> lock(plan_mu_);
+    blocks_since_cut_ = warps_since_cut_ = 0;
+    claims_at_cut_ = claims;
+    warp_claims_at_cut_ = warp_claims;
+}
+
+bool PressureValve::plan_blocks(const uint32_t grid[3], const uint32_t block[3]) {
     const uint32_t mode = config_.mode;
+    const uint64_t stripe_capacity = arena_->stripe_capacity;
+    const uint32_t stripe_count = arena_->stripe_count;
     const uint64_t blocks = (uint64_t)grid[0] * grid[1] * grid[2];
     const uint64_t warps_per_block = ((uint64_t)block[0] * block[1] * block[2] + 31) / 32;
     // Rings of a few records per SM (a test's --capacity) are left to drop: a
     // quarter of one is no slack for the plan's guesses.
-    if ((!records_blocks(mode) && !records_accesses(mode)) || stripe_capacity_ < 64) return false;
+    if ((!records_blocks(mode) && !records_accesses(mode)) || stripe_capacity < 64) return false;
+    std::lock_guard<std::mutex> lock(plan_mu_);
     blocks_since_cut_ += blocks;
-    uint64_t share = stripe_share(blocks, stripe_count_);
+    uint64_t share = stripe_share(blocks, stripe_count);
     if (mode == GPUOBS_MODE_BLOCK_STARTS && warps_per_block > 1) {
         // block_starts' arrivals ring, in records of the event ring's size.
         const uint64_t warps = blocks * (warps_per_block - 1);
         warps_since_cut_ += warps;
-        share = std::max(share, stripe_share(warps, stripe_count_) / GPUOBS_WARP_ARRIVALS_PER_EVENT);
+        share = std::max(share, stripe_share(warps, stripe_count) / GPUOBS_WARP_ARRIVALS_PER_EVENT);
     }
     // Memory modes write an unknown number of records per block: the plan only
     // paces their measurements, and what is measured decides.
@@ -66,11 +87,12 @@ bool ContextState::plan_blocks(const uint32_t grid[3], const uint32_t block[3]) 
 // The fullest stripe's undrained claims (each ring in records of the event
 // ring's size), with the planned share of the blocks launched and not yet
 // started; on the measuring thread, on its own stream.
-bool ContextState::measure_fill(Sanitizer_StreamHandle stream) {
+bool PressureValve::measure_fill(Sanitizer_StreamHandle stream) {
     const bool starts = config_.mode == GPUOBS_MODE_BLOCK_STARTS;
+    const uint32_t stripe_count = arena_->stripe_count;
     uint64_t planned_then, blocks_then, warps_then, claims_at_cut, warp_claims_at_cut;
     {
-        std::lock_guard<std::mutex> lock(launch_mu_);
+        std::lock_guard<std::mutex> lock(plan_mu_);
         planned_then = fill_.planned;
         blocks_then = blocks_since_cut_;
         warps_then = warps_since_cut_;
@@ -78,31 +100,27 @@ bool ContextState::measure_fill(Sanitizer_StreamHandle stream) {
         warp_claims_at_cut = warp_claims_at_cut_;
     }
     std::vector<uint64_t> claimed, warp_claimed, drained, warp_drained, dropped;
-    {
-        std::lock_guard<std::mutex> lock(drained_mu_);
-        drained = drained_view_;
-        warp_drained = warp_drained_view_;
-    }
-    if (!read_claims(ctl_->stripes, stripe_count_, stream, drained, claims_on_low_half(config_.mode), &claimed,
+    drainer_.drained_views(&drained, &warp_drained);
+    if (!read_claims(arena_->ctl->stripes, stripe_count, stream, drained, claims_on_low_half(config_.mode), &claimed,
                      &dropped) ||
         (starts &&
-         !read_claims(ctl_->warp_stripes, stripe_count_, stream, warp_drained, true, &warp_claimed, &dropped)))
+         !read_claims(arena_->ctl->warp_stripes, stripe_count, stream, warp_drained, true, &warp_claimed, &dropped)))
         return false;
     uint64_t fill = undrained_worst(claimed, drained);
-    if (records_blocks(config_.mode)) fill += unstarted_share(blocks_then, claimed, claims_at_cut, stripe_count_);
+    if (records_blocks(config_.mode)) fill += unstarted_share(blocks_then, claimed, claims_at_cut, stripe_count);
     if (starts) {
         const uint64_t warps = undrained_worst(warp_claimed, warp_drained) +
-                               unstarted_share(warps_then, warp_claimed, warp_claims_at_cut, stripe_count_);
+                               unstarted_share(warps_then, warp_claimed, warp_claims_at_cut, stripe_count);
         fill = std::max(fill, warps / GPUOBS_WARP_ARRIVALS_PER_EVENT);
     }
-    std::lock_guard<std::mutex> lock(launch_mu_);
+    std::lock_guard<std::mutex> lock(plan_mu_);
     fill_.measured_at(fill, planned_then);
     return true;
 }
 
-void ContextState::measure_loop() {
+void PressureValve::measure_loop() {
     become_tool_thread();
-    measure_stream_ = create_own_stream();
+    measure_stream_ = create_own_stream(ctx_);
     for (;;) {
         {
             std::unique_lock<std::mutex> lock(measure_mu_);
@@ -120,7 +138,7 @@ void ContextState::measure_loop() {
         // Three failures in a row (not a context going away) turn relief off.
         failed_measures_ = ok || measuring_stopped_ ? 0 : failed_measures_ + 1;
         if (ok) {
-            ++pressure_counts_.measured;
+            ++counts_.measured;
         } else if (failed_measures_ >= 3 && !measuring_broken_.exchange(true)) {
             // Without readings the estimate never falls: relief would synchronise at
             // every launch. Left to drops (counted) instead, said once.
@@ -138,13 +156,13 @@ void ContextState::measure_loop() {
     }
 }
 
-void ContextState::stop_measuring() {
+void PressureValve::stop() {
     std::unique_lock<std::mutex> lock(measure_mu_);
     measuring_stopped_ = true;
     measure_cv_.wait_for(lock, std::chrono::milliseconds(500), [this] { return !measuring_; });
 }
 
-void ContextState::request_measure() {
+void PressureValve::request_measure() {
     if (measuring_stopped_) return;
     {
         std::lock_guard<std::mutex> lock(measure_mu_);
@@ -163,7 +181,7 @@ void ContextState::request_measure() {
     measure_cv_.notify_all();
 }
 
-void ContextState::remeasure_after_drain() {
+void PressureValve::remeasure_after_drain() {
     bool started;
     {
         std::lock_guard<std::mutex> lock(measure_mu_);
@@ -172,7 +190,7 @@ void ContextState::remeasure_after_drain() {
     if (started) request_measure();
 }
 
-bool ContextState::measure_now(int timeout_ms) {
+bool PressureValve::measure_now(int timeout_ms) {
     if (measuring_stopped_ || measuring_broken_) return false;
     uint64_t target;
     {
@@ -188,7 +206,7 @@ bool ContextState::measure_now(int timeout_ms) {
 // A measurement under way for longer than for_ns: its copy waits behind work
 // the GPU will not finish soon (a kernel spinning on a host flag), and asking
 // again would only wait as long.
-bool ContextState::measurement_stuck(uint64_t for_ns) {
+bool PressureValve::measurement_stuck(uint64_t for_ns) {
     std::lock_guard<std::mutex> lock(measure_mu_);
     return measuring_ && monotonic_ns() - measure_began_ns_ > for_ns;
 }
@@ -196,7 +214,7 @@ bool ContextState::measurement_stuck(uint64_t for_ns) {
 // Polled, not synchronised: the stream's work may wait on something this thread
 // does after its launch (a host-written flag, an event it records later), and a
 // tool that waited for it forever would hang the program.
-ContextState::StreamWait ContextState::wait_for_stream(CUstream stream, int timeout_ms) {
+PressureValve::StreamWait PressureValve::wait_for_stream(CUstream stream, int timeout_ms) {
     CudaDriver& d = driver();
     if (d.stream_query == nullptr) return StreamWait::kUnknown;
     const uint64_t deadline = monotonic_ns() + (uint64_t)timeout_ms * 1000000ull;
@@ -209,51 +227,42 @@ ContextState::StreamWait ContextState::wait_for_stream(CUstream stream, int time
     }
 }
 
-void ContextState::ask_for_measurement() {
-    if (!active_ || paused_ || measuring_broken_ || measuring_stopped_) return;
+void PressureValve::ask_for_measurement() {
+    if (measuring_broken_ || measuring_stopped_) return;
     {
-        std::lock_guard<std::mutex> lock(launch_mu_);
+        std::lock_guard<std::mutex> lock(plan_mu_);
         fill_.requested();
     }
     request_measure();
 }
 
-void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
+void PressureValve::relieve(CUstream stream, uint64_t stream_key) {
     InTool guard;
-    if (!active_ || paused_ || measuring_broken_ || measuring_stopped_) return;
+    if (measuring_broken_ || measuring_stopped_) return;
     bool wait, measure, can_sync;
     uint64_t in_flight = 0;
     {
-        std::lock_guard<std::mutex> lock(launch_mu_);
+        std::lock_guard<std::mutex> lock(plan_mu_);
         wait = fill_.must_wait();
         measure = fill_.measure_due() || fill_.needs_relief();
         if (measure) fill_.requested();
-        // Only a stream that is the only one with launches in flight, all of them
-        // this thread's, may be waited for: other streams' work is not this
-        // thread's to wait for (their records are dropped, and counted, if the ring
-        // fills), another thread's launch on this stream may be begun and not yet
-        // enqueued (an idle stream would not mean it ran), and a stream given up on
-        // stays so until the program synchronises it.
-        auto it = unsynced_streams_.find(stream_key);
-        can_sync = unsynced_streams_.size() == 1 && it != unsynced_streams_.end() &&
-                   launcher_of(stream_key) == thread_tag() && !busy_streams_.count(stream_key);
-        if (it != unsynced_streams_.end()) in_flight = it->second;
     }
-    ++pressure_counts_.asked;
+    launches_.relief_state(stream_key, &can_sync, &in_flight);
+    ++counts_.asked;
     if (!wait) {
         if (measure) request_measure();
         return;
     }
-    std::unique_lock<std::mutex> pressure(pressure_mu_, std::try_to_lock);
+    std::unique_lock<std::mutex> pressure(relief_mu_, std::try_to_lock);
     if (!pressure.owns_lock()) return;  // another thread is relieving
-    ++pressure_counts_.relieve;
+    ++counts_.relieve;
     // A drain in progress frees what it holds once its copies are done; one that
     // ran past 5 s (its copies may wait behind the program's work) is not waited
     // for again until it has released.
-    const uint64_t released = windows_released_.load();
-    const bool draining = released < windows_cut_.load() && released >= stuck_release_.load();
+    const uint64_t released = drainer_.windows_released();
+    const bool draining = released < drainer_.windows_cut() && released >= stuck_release_.load();
     if (!draining && !can_sync) {
-        ++pressure_counts_.other_streams;
+        ++counts_.other_streams;
         request_measure();
         return;
     }
@@ -265,20 +274,20 @@ void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
     }
     // Once a stream was given up on, this program is one whose streams can wait
     // on its threads: later waits for a measurement or a stream are kept short.
-    const bool wary = pressure_counts_.gave_up.load() != 0;
+    const bool wary = counts_.gave_up.load() != 0;
     // From here the launching thread waits: counted, for the notice.
     struct Waited {
-        PressureCounts& c;
+        Counts& c;
         uint64_t from = monotonic_ns();
         ~Waited() {
             ++c.waits;
             c.waited_ns += monotonic_ns() - from;
         }
-    } waited{pressure_counts_};
+    } waited{counts_};
     if (draining) {
-        ++pressure_counts_.waited;
-        if (!wait_for_release(5000)) {
-            stuck_release_ = windows_cut_.load();
+        ++counts_.waited;
+        if (!drainer_.wait_for_release(5000)) {
+            stuck_release_ = drainer_.windows_cut();
             GPUOBS_LOG("device %u: a drain took over 5 s while a launching thread waited for it; going on",
                        device_index_);
         }
@@ -295,7 +304,7 @@ void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
         return;
     }
     {
-        std::lock_guard<std::mutex> lock(launch_mu_);
+        std::lock_guard<std::mutex> lock(plan_mu_);
         if (!fill_.needs_relief()) return;
     }
     // Never on a stream being captured (its launches do not run; a sync would end
@@ -304,7 +313,7 @@ void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
     CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
     if (driver().stream_is_capturing == nullptr || driver().stream_is_capturing(stream, &capturing) != CUDA_SUCCESS ||
         capturing != CU_STREAM_CAPTURE_STATUS_NONE) {
-        ++pressure_counts_.capturing;
+        ++counts_.capturing;
         return;
     }
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
@@ -328,24 +337,21 @@ void ContextState::relieve_ring_pressure(CUstream stream, uint64_t stream_key) {
     // The quiet point's window is cut (unless another thread launched on this
     // stream meanwhile) and released before the program goes on; a drain that
     // already kept a relief waiting 5 s is not waited for again.
-    if (mark_synchronized(stream_key, "rings filling", in_flight, thread_tag()) && pressure_counts_.synced++ == 0)
+    if (make_quiet_point_(stream_key, in_flight, LaunchLog::thread_tag()) && counts_.synced++ == 0)
         GPUOBS_LOG(
             "device %u: the program launched more blocks between synchronisations than the rings hold; "
             "gpuobs synchronises the launching stream when they fill, so that nothing is dropped",
             device_index_);
-    const uint64_t released_now = windows_released_.load();
-    if (released_now < windows_cut_.load() && released_now >= stuck_release_.load())
-        if (!wait_for_release(5000)) stuck_release_ = windows_cut_.load();
+    const uint64_t released_now = drainer_.windows_released();
+    if (released_now < drainer_.windows_cut() && released_now >= stuck_release_.load())
+        if (!drainer_.wait_for_release(5000)) stuck_release_ = drainer_.windows_cut();
     measure_now(wary ? 20 : 1000);
 }
 
 // Not waited on again until the program synchronises it; said once.
-void ContextState::give_up_on_stream(uint64_t stream_key, const char* why) {
-    {
-        std::lock_guard<std::mutex> lock(launch_mu_);
-        busy_streams_.insert(stream_key);
-    }
-    if (pressure_counts_.gave_up++ == 0)
+void PressureValve::give_up_on_stream(uint64_t stream_key, const char* why) {
+    launches_.give_up_on(stream_key);
+    if (counts_.gave_up++ == 0)
         GPUOBS_LOG(
             "device %u: %s; gpuobs goes on without a quiet point of its own, and what does not fit in the rings "
             "is dropped (counted)",
@@ -353,13 +359,13 @@ void ContextState::give_up_on_stream(uint64_t stream_key, const char* why) {
 }
 
 // The notice, and under GPUOBS_DEBUG what the pressure path did.
-void ContextState::report_program_waits() {
+void PressureValve::report_program_waits() {
     note_program_waits();
-    if (std::getenv("GPUOBS_DEBUG")) log_pressure_counts();
+    if (std::getenv("GPUOBS_DEBUG")) log_counts();
 }
 
-void ContextState::note_program_waits() {
-    const PressureCounts& c = pressure_counts_;
+void PressureValve::note_program_waits() {
+    const Counts& c = counts_;
     // Written again (totals so far) when there were waits since the last one: a
     // gpuobs.flush() may note them before the run's end.
     const uint64_t waits = c.waits.load();
@@ -374,8 +380,8 @@ void ContextState::note_program_waits() {
     write_notice(file_, GPUOBS_NOTICE_PROGRAM_WAITED, device_index_, text);
 }
 
-void ContextState::log_pressure_counts() const {
-    const PressureCounts& c = pressure_counts_;
+void PressureValve::log_counts() const {
+    const Counts& c = counts_;
     if (c.asked == 0) return;
     GPUOBS_LOG(
         "device %u ring pressure: %llu launches asked, %llu measurements, %llu reliefs; %llu waits for a drain, "

@@ -1,0 +1,50 @@
+// A context's device memory: one arena holding the function table, the launch
+// counters, the control block (claim counters and limits), the block table and
+// the rings the patches write into (layout in the schema). Allocated and
+// initialised once by setup; fixed after that, so it needs no lock.
+#pragma once
+#include <sanitizer.h>
+
+#include <cstdint>
+#include <string>
+
+#include "config.h"
+#include "gpuobs_schema.h"
+
+namespace gpuobs {
+
+// Records per stripe for this configuration (context_setup.cpp says how it is chosen).
+uint64_t stripe_capacity_for(const Config& config, uint32_t stripes);
+
+struct DeviceArena {
+    uint32_t sm_count = 0;
+    uint32_t stripe_count = 0;
+    uint64_t stripe_capacity = 0;  // event records per stripe, a power of two
+
+    gpuobs_control* ctl = nullptr;
+    gpuobs_event* events = nullptr;
+    gpuobs_warp_arrival* arrivals = nullptr;  // block_starts only: after the events
+    gpuobs_launch_counter* counters = nullptr;
+    gpuobs_block_slot* block_table = nullptr;
+    gpuobs_function_entry* entries = nullptr;
+
+    // The context's own NULL stream, for the copies the tool makes in callbacks (the
+    // calling thread's current context may be another one, or none).
+    Sanitizer_StreamHandle stream = nullptr;
+
+    // Sizes the stripes from the device's SM count (stripe_capacity_for).
+    void plan(uint32_t sms, const Config& config);
+    // Allocates the arena and initialises every table, the rings empty (free up to
+    // one lap ahead), with the context current; false with `error` naming the step.
+    bool allocate(CUcontext ctx, const Config& config, std::string* error);
+
+    // block_starts' warp arrivals per stripe.
+    uint64_t arrivals_per_stripe() const { return stripe_capacity * GPUOBS_WARP_ARRIVALS_PER_EVENT; }
+    // What a patched function's callback data points at: its entry's address plus
+    // the sample shift (see gpuobs_function_entry), in both callback scopes.
+    void* callback_data(uint32_t slot, uint32_t sample_shift) const {
+        return reinterpret_cast<char*>(entries + slot) + sample_shift;
+    }
+};
+
+}  // namespace gpuobs

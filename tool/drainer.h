@@ -1,0 +1,181 @@
+// A context's drainer: flush windows cut from the device's rings at quiet points
+// (or by an explicit flush), queued, and moved into the recording file by a
+// thread of its own while kernels go on claiming past the cut
+// (docs/recording-path.md, steps 2 and 3).
+#pragma once
+#include <cuda.h>
+#include <sanitizer.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <vector>
+
+#include "config.h"
+#include "device_arena.h"
+#include "gpuobs_schema.h"
+#include "recording_file.h"
+#include "ring_cut.h"
+
+namespace gpuobs {
+
+class Drainer;
+class LaunchLog;
+class PressureValve;
+class ToolKernels;
+
+// Whether a mode's claims count on the low 32 bits of the stripe counters (the block entries').
+inline bool claims_on_low_half(uint32_t mode) {
+    return mode == GPUOBS_MODE_BLOCK_TRACE || mode == GPUOBS_MODE_BLOCK_STARTS;
+}
+// Each stripe's claim and drop counters, read on `stream`, the claims widened
+// from `drained` where `low_half_only` (ring_cut.h: claims_from_counter).
+bool read_claims(gpuobs_stripe* device, uint32_t count, Sanitizer_StreamHandle stream,
+                 const std::vector<uint64_t>& drained, bool low_half_only, std::vector<uint64_t>* claimed,
+                 std::vector<uint64_t>* dropped);
+uint64_t sum_of(const std::vector<uint64_t>& v);
+// crash_drain.cpp: on a crash signal, the drains watched finish first (2 s at most).
+void install_crash_drain();
+void watch_drains_on_crash(Drainer* drainer);
+// A non-blocking stream of the tool's own in this context, as the sanitizer
+// names it (its copies take that handle); null when it cannot be made.
+Sanitizer_StreamHandle create_own_stream(CUcontext ctx);
+
+// One flush window: the launches it lists and where each stripe's claims stood
+// when it was cut. Everything claimed before the cut belongs to it.
+struct FlushWindow {
+    const char* reason = "";
+    bool quiet = false;
+    uint64_t host_time_ns = 0;
+    std::vector<gpuobs_launch> launches;
+    std::vector<uint8_t> selected;  // by function slot: passes the kernel filter
+    uint64_t unrecorded = 0;
+    std::vector<uint64_t> claimed, dropped;            // per stripe, positions so far
+    std::vector<uint64_t> warp_claimed, warp_dropped;  // block_starts' arrivals
+    uint64_t unmatched_exit_threads = 0;               // so far
+    uint64_t device_quiet_ns = 0;
+};
+
+// One ring of records on the device (the events, or block_starts' warp
+// arrivals) and how far the host has drained each stripe of it.
+struct RingState {
+    std::vector<uint64_t> drained;       // per stripe: positions before this are in the file
+    std::vector<uint64_t> dropped_seen;  // per stripe: drops counted into the file so far
+
+    void reset(uint32_t stripes) {
+        drained.assign(stripes, 0);
+        dropped_seen.assign(stripes, 0);
+    }
+    // The device's limit for each stripe (ring_cut.h: one lap past what is drained).
+    std::vector<uint64_t> limits(uint64_t per_stripe) const {
+        std::vector<uint64_t> out;
+        for (uint64_t d : drained) out.push_back(ring_limit(d, per_stripe));
+        return out;
+    }
+};
+
+class Drainer {
+public:
+    Drainer(CUcontext ctx, uint32_t device_index, const Config& config, RecordingFile& file, LaunchLog& launches,
+            PressureValve& valve, ToolKernels& kernels)
+        : ctx_(ctx),
+          device_index_(device_index),
+          config_(config),
+          file_(file),
+          launches_(launches),
+          valve_(valve),
+          kernels_(kernels) {}
+
+    void start(const DeviceArena& arena);  // after the arena is set up: every ring empty
+
+    // Moves the device's rings into the file. With require_quiet, only at a quiet
+    // point (no stream left unsynchronised), where it only cuts the window and
+    // leaves the rest to the drain thread; any other flush waits until its window
+    // is in the file. Launch callbacks never flush.
+    void flush(const char* reason, bool require_quiet);
+    // Waits (without taking a lock: a crash handler calls it) until every window
+    // cut so far is in the file, or until timeout_ms; true when it got there.
+    bool wait_for_drains(int timeout_ms) const;
+    // Until every window cut so far has its ring positions free again (before its
+    // records are classified and written): what a relief waits for.
+    bool wait_for_release(int timeout_ms) const;
+    uint64_t windows_cut() const { return windows_cut_.load(); }
+    uint64_t windows_released() const { return windows_released_.load(); }
+    // The rings' drained positions as of the last drain: what fill measurements read against.
+    void drained_views(std::vector<uint64_t>* events, std::vector<uint64_t>* arrivals);
+    // The next drain takes a clock sample (the context's last flush takes one).
+    void sample_clock_next() { last_clock_sample_ns_ = 0; }
+    // Holds off every drain for the caller's scope (the context's teardown).
+    std::unique_lock<std::mutex> exclusive() { return std::unique_lock<std::mutex>(flush_mu_); }
+
+private:
+    // cut_window, under cut_mu_: the window's launches and claim positions.
+    // drain_window, under flush_mu_ on the drain thread (or the flushing one): its
+    // records out of the rings into staging_, classified, written with its counts;
+    // the rings' limits raised past it.
+    bool cut_window(const char* reason, bool require_quiet, FlushWindow* w);
+    void drain_window(FlushWindow& w);
+    void drain_loop();
+    void start_drain_thread();
+    void sample_clock();
+    void classify_events(const std::vector<uint8_t>& selected, gpuobs_flush_info& info);
+    void write_launch_counts(const std::vector<gpuobs_launch>& launches, bool final,
+                             std::vector<gpuobs_launch_count>* out, uint64_t* unattributed);
+    void write_flush_chunks(const std::vector<gpuobs_launch>& launches, const std::vector<gpuobs_launch_count>& counts,
+                            gpuobs_flush_info& info);
+    Sanitizer_StreamHandle drain_stream();  // under flush_mu_
+    Sanitizer_StreamHandle cut_stream();    // under cut_mu_
+
+    const CUcontext ctx_;
+    const uint32_t device_index_;
+    const Config& config_;
+    RecordingFile& file_;
+    LaunchLog& launches_;
+    PressureValve& valve_;
+    ToolKernels& kernels_;
+    const DeviceArena* arena_ = nullptr;  // set by start, fixed after
+
+    // Lock order: cut_mu_, then flush_mu_, then queue_mu_ (tool_state.h has the whole order).
+    std::mutex cut_mu_;  // serialises cuts, so windows reach the queue in order
+    Sanitizer_StreamHandle cut_stream_ = nullptr;
+    bool cut_stream_tried_ = false;
+    bool raced_reported_ = false;
+
+    std::mutex flush_mu_;  // serialises drains; owns what follows up to queue_mu_
+    // The drain's own non-blocking stream: its copies never wait for, or join, the
+    // program's streams (a graph capture in progress among them).
+    Sanitizer_StreamHandle drain_stream_ = nullptr;
+    bool drain_stream_tried_ = false;
+    std::vector<gpuobs_event> staging_;
+    std::vector<uint64_t> counter_staging_;  // one total per launch-counter slot
+    // block_starts: this window's warp arrivals and the SLOTS chunk
+    std::vector<gpuobs_warp_arrival> arrival_staging_;
+    gpuobs_slots_info slots_info_{};
+    // The rings' drain state, each counter slot's total at its last harvest, the
+    // unmatched exits counted so far.
+    RingState event_ring_, arrival_ring_;
+    std::vector<uint64_t> counter_baseline_;
+    uint64_t unmatched_seen_ = 0;
+    uint32_t flush_seq_ = 0;
+    uint64_t release_target_ = 0;  // the window count the drain under way releases
+    std::atomic<uint64_t> last_clock_sample_ns_{0};
+
+    // The drain thread and its queue of cut windows.
+    std::mutex queue_mu_;
+    std::condition_variable queue_cv_;
+    std::deque<FlushWindow> queue_;
+    bool drain_thread_started_ = false;
+    std::atomic<bool> drain_thread_failed_{false};
+    std::atomic<uint64_t> windows_cut_{0}, windows_drained_{0};  // read without the lock by wait_for_drains
+    // Windows whose ring positions are free again (limits raised), which comes
+    // before their records are classified and written.
+    std::atomic<uint64_t> windows_released_{0};
+
+    // The drained positions as of the last drain (a leaf lock).
+    std::mutex drained_mu_;
+    std::vector<uint64_t> drained_view_, warp_drained_view_;
+};
+
+}  // namespace gpuobs
