@@ -13,11 +13,11 @@ import torch.nn.functional as F
 from torch import nn
 
 
-def qwen3_shape(layers: int) -> dict:
+def qwen3_shape(layers: int, hidden: int = 1024) -> dict:
     """Shapes from transformers' Qwen3Config when it is installed (same numbers otherwise)."""
     shape = dict(
-        hidden_size=1024,
-        intermediate_size=3072,
+        hidden_size=hidden,
+        intermediate_size=3 * hidden,
         num_hidden_layers=layers,
         num_attention_heads=16,
         num_key_value_heads=8,
@@ -109,9 +109,9 @@ class Decoder(nn.Module):
         return self.lm_head(self.norm(x)).argmax(-1)
 
 
-def build(layers=4, batch=8, max_len=1024, device="cuda", dtype=torch.bfloat16):
+def build(layers=4, batch=8, max_len=1024, device="cuda", dtype=torch.bfloat16, hidden=1024):
     torch.manual_seed(0)
-    model = Decoder(qwen3_shape(layers), batch, max_len, device, dtype).to(device, dtype).eval()
+    model = Decoder(qwen3_shape(layers, hidden), batch, max_len, device, dtype).to(device, dtype).eval()
     tokens = torch.randint(0, model.c["vocab_size"], (batch, 1), device=device)
     pos = torch.full((1,), 128, device=device, dtype=torch.long)
     return model, tokens, pos

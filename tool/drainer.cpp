@@ -240,7 +240,9 @@ void Drainer::sample_clock() {
 
 void Drainer::drain_window(FlushWindow& w) {
     const uint64_t drain_started_ns = monotonic_ns();
-    uint64_t harvest_ns = 0;
+    // Stage times for GPUOBS_DEBUG: the copies out of the rings (and the limits
+    // raised), the host's fold and classification, the counter harvest, the file write.
+    uint64_t copy_ns = 0, classify_ns = 0, harvest_ns = 0, write_ns = 0;
     gpuobs_flush_info info;
     std::memset(&info, 0, sizeof info);
     info.device_index = device_index_;
@@ -261,6 +263,7 @@ void Drainer::drain_window(FlushWindow& w) {
     if (config_.mode != GPUOBS_MODE_OFF) {
         const DeviceArena& a = *arena_;
         const Sanitizer_StreamHandle stream = drain_stream();
+        const uint64_t copy_started_ns = monotonic_ns();
         const Drained events =
             drain_ring(event_ring_, a.events, a.stripe_capacity, w.claimed, w.dropped, stream, staging_);
         info.attempted = events.attempted;
@@ -297,6 +300,8 @@ void Drainer::drain_window(FlushWindow& w) {
         // The rings have room again: a launching thread waiting on this drain goes
         // on now, not after the records are classified and written.
         windows_released_.store(release_target_);
+        copy_ns = monotonic_ns() - copy_started_ns;
+        const uint64_t classify_started_ns = monotonic_ns();
         valve_.remeasure_after_drain();
         if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
             fold_warp_arrivals(staging_, arrival_staging_, &slots_info_);
@@ -309,6 +314,7 @@ void Drainer::drain_window(FlushWindow& w) {
         classify_events(w.selected, info);
         // Positions dropped under an older limit were never written: not incomplete.
         info.incomplete -= (uint32_t)std::min<uint64_t>(info.incomplete, events.dropped_inside);
+        classify_ns = monotonic_ns() - classify_started_ns;
         const uint64_t harvest_started_ns = monotonic_ns();
         const bool harvested = kernels_.harvest_counts(a.counters, stream, &counter_staging_);
         harvest_ns = monotonic_ns() - harvest_started_ns;
@@ -318,14 +324,17 @@ void Drainer::drain_window(FlushWindow& w) {
             GPUOBS_LOG("flush %u (%s): cannot read the launch counters; this window's counts are lost", info.flush_seq,
                        w.reason);
     }
+    const uint64_t write_started_ns = monotonic_ns();
     write_flush_chunks(w.launches, counts, info);
+    write_ns = monotonic_ns() - write_started_ns;
     if (std::getenv("GPUOBS_DEBUG"))
         GPUOBS_LOG(
             "flush %u (%s): attempted %llu recorded %llu dropped %llu kept %zu; cut %.3f ms ago, drained in %.3f ms "
-            "(harvest %.3f)",
+            "(copy %.3f, classify %.3f, harvest %.3f, write %.3f)",
             info.flush_seq, w.reason, (unsigned long long)info.attempted, (unsigned long long)info.recorded,
             (unsigned long long)info.dropped, staging_.size(), (drain_started_ns - w.host_time_ns) / 1e6,
-            (monotonic_ns() - drain_started_ns) / 1e6, harvest_ns / 1e6);
+            (monotonic_ns() - drain_started_ns) / 1e6, copy_ns / 1e6, classify_ns / 1e6, harvest_ns / 1e6,
+            write_ns / 1e6);
 }
 
 // Drains every window cut so far, in order: the quiet windows a busy program
