@@ -278,8 +278,8 @@ def test_ring_wraps_exact(tmp_path, programs, mode):
 @pytest.mark.parametrize("mode", ["block_trace", "block_starts"])
 @pytest.mark.parametrize("every", [10, 1000])
 def test_a_small_ring_fills_without_dropping(tmp_path, programs, mode, every):
-    """The same small ring with no host work between batches (every=10), or no
-    synchronisation at all until the end (every=1000): 256,000 blocks through
+    """--lossless: the same small ring with no host work between batches (every=10),
+    or no synchronisation at all until the end (every=1000): 256,000 blocks through
     67,584 records, faster than the drain. The tool estimates each stripe's fill
     from every launch's grid; when a stripe may pass half full the launching thread
     waits for the drain in progress (every=10: the program's own synchronisations
@@ -287,7 +287,13 @@ def test_a_small_ring_fills_without_dropping(tmp_path, programs, mode, every):
     (the only one in flight) and cuts there: nothing is dropped, every block recorded."""
     launches, blocks = 1000, 256
     proc, rec = record(
-        tmp_path, mode, storm(programs, 1, launches, blocks, every), "--capacity", str(512 * 132), name=mode
+        tmp_path,
+        mode,
+        storm(programs, 1, launches, blocks, every),
+        "--capacity",
+        str(512 * 132),
+        "--lossless",
+        name=mode,
     )
     assert ("synchronises the launching stream" in proc.stderr) == (every == 1000), proc.stderr
     if every == 1000:  # the tool's own quiet points: the recording says the program waited, how often
@@ -304,6 +310,39 @@ def test_a_small_ring_fills_without_dropping(tmp_path, programs, mode, every):
     storm_launches = storm_rows(rec)
     assert (table.counted[storm_launches] == blocks).all()
     assert (table.blocks_recorded[storm_launches] == blocks).all()
+
+
+@pytest.mark.parametrize("mode", ["block_trace", "block_starts"])
+def test_a_small_ring_drains_behind_snapshots_without_waits(tmp_path, programs, mode):
+    """By default the program never waits for the rings: one thread launching
+    1,000 grids of 256 blocks on one stream, never synchronising until the end,
+    through 512 records per SM. The tool queues snapshots of the claim counters
+    behind its launches on that stream and cuts a window at each one the device
+    has passed, so the rings drain while the program runs: no wait (no notice, no
+    synchronisation of its own), far more recorded than one ring holds, every window
+    adding up and every launch's count exact."""
+    launches, blocks = 1000, 256
+    env = dict(os.environ, GPUOBS_DEBUG="1")
+    proc, rec = record(
+        tmp_path,
+        mode,
+        storm(programs, 1, launches, blocks, launches + 1),
+        "--capacity",
+        str(512 * 132),
+        env=env,
+        name=mode,
+    )
+    assert "synchronises the launching stream" not in proc.stderr, proc.stderr[-2000:]
+    assert not [n for n in rec.notices if n.code == "program_waited"], rec.notices
+    cuts = re.search(r"(\d+) in-stream snapshots, (\d+) cut", proc.stderr)
+    assert cuts and int(cuts.group(2)) > 0, proc.stderr[-2000:]
+    assert_windows_add_up(rec)
+    f = rec.flushes
+    assert int(f["attempted"].sum()) == launches * blocks
+    assert int(f["recorded"].sum()) > 2 * 512 * 132, (rec.totals, cuts.group(0))
+    table, storm_launches = check_storm_accounting(rec, launches, blocks)
+    assert ((rec.launches["flags"] & schema.LaunchFlag.RACED_FLUSH) == 0).all()
+    assert rec.totals["incomplete"] == 0
 
 
 def test_a_small_ring_that_overflows_counts_what_it_drops(tmp_path, programs):
@@ -362,6 +401,7 @@ def test_relief_gives_up_on_a_stream_that_waits_for_its_own_thread(tmp_path, pro
         storm(programs, 1, launches, blocks, launches + 1),
         "--capacity",
         str(512 * 132),
+        "--lossless",
         env=env,
         timeout=60,
     )

@@ -128,6 +128,7 @@ bool Config::load(std::string* error) {
         }
     }
     if (!parse_switch("GPUOBS_START_PAUSED", &start_paused, error)) return false;
+    if (!parse_switch("GPUOBS_LOSSLESS", &lossless, error)) return false;
     if (const char* s = std::getenv("GPUOBS_WINDOW_EVERY")) {
         if (!parse_u64("GPUOBS_WINDOW_EVERY", s, 0, 1u << 30, &v, error)) return false;
         window_every = (uint32_t)v;

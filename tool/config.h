@@ -23,6 +23,9 @@ struct Config {
     // (none, also "0": replayed blocks then belong to no listed launch).
     enum class GraphNodes { kNone, kEvery, kLearn };
     GraphNodes graph_nodes = GraphNodes::kLearn;
+    // GPUOBS_LOSSLESS=1: when the rings fill, the launching thread waits for room (the
+    // program's timing changes); by default what does not fit is dropped, counted.
+    bool lossless = false;
     bool start_paused = false;  // GPUOBS_START_PAUSED=1: nothing patched until gpuobs.resume()
     uint32_t window_every = 0;  // GPUOBS_WINDOW_EVERY=N: record 1 interval in N between quiet syncs
     bool has_kernel_filter = false;
@@ -37,6 +40,12 @@ struct Config {
     bool load(std::string* error);
     bool patches_needed() const { return mode != 0; }
 };
+
+// Whether a mode writes records into rings that the drain must empty.
+inline bool fills_rings(uint32_t mode) {
+    return mode == GPUOBS_MODE_BLOCK_TRACE || mode == GPUOBS_MODE_BLOCK_STARTS || mode == GPUOBS_MODE_MEM_SAMPLED ||
+           mode == GPUOBS_MODE_MEM_FULL;
+}
 
 const char* mode_name(uint32_t mode);
 bool parse_mode(const std::string& text, uint32_t* mode);

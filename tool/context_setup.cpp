@@ -35,7 +35,10 @@ uint64_t stripe_capacity_for(const Config& config, uint32_t stripes) {
     const uint64_t record_bytes =
         sizeof(gpuobs_event) +
         (config.mode == GPUOBS_MODE_BLOCK_STARTS ? GPUOBS_WARP_ARRIVALS_PER_EVENT * sizeof(gpuobs_warp_arrival) : 0);
-    const uint64_t budget = config.device_memory_mib << 20, fixed = GPUOBS_ARENA_EVENTS + GPUOBS_ARENA_ALIGN;
+    const uint64_t budget = config.device_memory_mib << 20,
+                   fixed = GPUOBS_ARENA_EVENTS + GPUOBS_ARENA_ALIGN +
+                           (DeviceArena::wants_snapshots(config) ? DeviceArena::kSnapshots * DeviceArena::kSnapshotBytes
+                                                                 : 0);
     uint64_t wanted = config.capacity != 0 ? config.capacity / stripes
                                            : (budget > fixed ? (budget - fixed) / record_bytes / stripes : 1);
     uint64_t cap = 1;
@@ -111,6 +114,10 @@ bool DeviceArena::allocate(CUcontext ctx, const Config& config, std::string* err
         e.function_slot = i;
         e.mode = config.mode;
     }
+    if (wants_snapshots(config) &&
+        device_alloc(ctx, &snapshots, kSnapshots * kSnapshotBytes, "the counters' in-stream snapshots", error))
+        snapshot_count = kSnapshots;
+    error->clear();  // without snapshots, rings that fill drop what they cannot hold
     uint32_t check = 0;
     // block_trace events are stamped by atomics on zeroed ends and exit counts.
     // The blocking copy at the end returns once the writes before it are done.

@@ -29,7 +29,7 @@ ContextState::ContextState(CUcontext ctx, CUdevice device, const Config& config,
       file_(file),
       drainer_(ctx, device_index_, config, file, launches_, valve_, kernels_),
       launches_(device_index_, config, file, arena_, valve_),
-      valve_(ctx, device_index_, config, file, launches_, drainer_,
+      valve_(ctx, device_index_, config, file, launches_, drainer_, kernels_,
              [this](uint64_t stream_key, uint64_t in_flight, uintptr_t launcher) {
                  return make_quiet_point(stream_key, in_flight, launcher);
              }),

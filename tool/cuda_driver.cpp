@@ -39,6 +39,10 @@ bool CudaDriver::load() {
     bind(h, "cuThreadExchangeStreamCaptureMode", &exchange_capture_mode);
     bind(h, "cuStreamIsCapturing", &stream_is_capturing);
     bind(h, "cuStreamQuery", &stream_query);
+    bind(h, "cuMemcpyDtoDAsync_v2", &memcpy_dtod_async);
+    bind(h, "cuEventCreate", &event_create);
+    bind(h, "cuEventRecord", &event_record);
+    bind(h, "cuEventQuery", &event_query);
     loaded = ok;
     return ok;
 }

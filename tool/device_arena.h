@@ -28,6 +28,23 @@ struct DeviceArena {
     gpuobs_block_slot* block_table = nullptr;
     gpuobs_function_entry* entries = nullptr;
 
+    // In-stream snapshots (pressure_valve.cpp): copies of the launch counters and the
+    // control block, which lie next to each other in the arena, taken on the
+    // program's stream after its launches. None in modes that fill no rings, nor
+    // when lossless (the program waits for room instead).
+    static constexpr uint32_t kSnapshots = 8;
+    static constexpr uint64_t kSnapshotBytes = GPUOBS_ARENA_CONTROL - GPUOBS_ARENA_COUNTERS + sizeof(gpuobs_control);
+    char* snapshots = nullptr;
+    uint32_t snapshot_count = 0;
+    static bool wants_snapshots(const Config& config) { return fills_rings(config.mode) && !config.lossless; }
+    gpuobs_launch_counter* snapshot_counters(uint32_t i) const {
+        return reinterpret_cast<gpuobs_launch_counter*>(snapshots + i * kSnapshotBytes);
+    }
+    gpuobs_control* snapshot_control(uint32_t i) const {
+        return reinterpret_cast<gpuobs_control*>(snapshots + i * kSnapshotBytes +
+                                                 (GPUOBS_ARENA_CONTROL - GPUOBS_ARENA_COUNTERS));
+    }
+
     // The context's own NULL stream, for the copies the tool makes in callbacks (the
     // calling thread's current context may be another one, or none).
     Sanitizer_StreamHandle stream = nullptr;

@@ -188,15 +188,18 @@ void Drainer::write_flush_chunks(const std::vector<gpuobs_launch>& launches,
 // this small read): every claim below the cut is then of a block that has ended,
 // and every claim of a later launch is above it. A flush that is not quiet cuts
 // wherever the claims are (launches still running spill into the next window).
-bool Drainer::cut_window(const char* reason, bool require_quiet, FlushWindow* w) {
+bool Drainer::cut_window(const char* reason, bool require_quiet, FlushWindow* w, const SnapshotCut& at) {
     uint64_t launches_before;
     if (!launches_.may_cut(require_quiet, &launches_before)) return false;
     w->reason = reason;
-    w->quiet = require_quiet;
+    w->quiet = require_quiet || at.slot >= 0;  // a snapshot is exact as a quiet point
     w->host_time_ns = monotonic_ns();
+    w->snapshot = at.slot;
+    if (at.slot >= 0) w->snapshot_slots.push_back(at.slot);
     // The tool's kernels are loaded here, in the program's synchronising thread
-    // (the drain thread's first load of them failed on the H200).
-    kernels_.load();
+    // (the drain thread's first load of them failed on the H200); a snapshot's cut
+    // runs on the tool's measuring thread, where the program's relief point loaded them.
+    if (at.slot < 0) kernels_.load();
     if (config_.mode != GPUOBS_MODE_OFF) {
         // On a stream of the tool's own: a copy on the context's NULL stream would wait
         // for the program's work on blocking streams (a cut that is not quiet would
@@ -205,22 +208,25 @@ bool Drainer::cut_window(const char* reason, bool require_quiet, FlushWindow* w)
         std::vector<uint64_t> drained, warp_drained;  // what the claims are widened from
         drained_views(&drained, &warp_drained);
         const DeviceArena& a = *arena_;
-        if (!read_claims(a.ctl->stripes, a.stripe_count, stream, drained, claims_on_low_half(config_.mode), &w->claimed,
+        gpuobs_control* ctl = at.slot >= 0 ? a.snapshot_control((uint32_t)at.slot) : a.ctl;
+        if (!read_claims(ctl->stripes, a.stripe_count, stream, drained, claims_on_low_half(config_.mode), &w->claimed,
                          &w->dropped) ||
-            sanitizer().memcpy_dtoh(&w->unmatched_exit_threads, &a.ctl->unmatched_exit_threads,
+            sanitizer().memcpy_dtoh(&w->unmatched_exit_threads, &ctl->unmatched_exit_threads,
                                     sizeof w->unmatched_exit_threads, stream) != SANITIZER_SUCCESS) {
             GPUOBS_LOG("flush (%s): cannot read the claim counters; the window stays open", reason);
             return false;
         }
         if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
-            if (!read_claims(a.ctl->warp_stripes, a.stripe_count, stream, warp_drained, true, &w->warp_claimed,
+            if (!read_claims(ctl->warp_stripes, a.stripe_count, stream, warp_drained, true, &w->warp_claimed,
                              &w->warp_dropped))
                 return false;
-            // Every launch of this window has run: a device time read now bounds each of their blocks' ends.
-            if (require_quiet) w->device_quiet_ns = kernels_.device_time_now(stream);
+            // Every launch of this window has run: a device time read now bounds each
+            // of their blocks' ends (not at a snapshot: later launches run by now).
+            if (require_quiet && at.slot < 0) w->device_quiet_ns = kernels_.device_time_now(stream);
         }
     }
     uint64_t raced = 0;
+    if (at.slot >= 0) return launches_.take_window_upto(at.launches, at.stream_key, w);
     if (!launches_.take_window(require_quiet, launches_before, w, &raced)) return false;
     if (raced != 0 && !raced_reported_) {
         GPUOBS_LOG(
@@ -316,7 +322,8 @@ void Drainer::drain_window(FlushWindow& w) {
         info.incomplete -= (uint32_t)std::min<uint64_t>(info.incomplete, events.dropped_inside);
         classify_ns = monotonic_ns() - classify_started_ns;
         const uint64_t harvest_started_ns = monotonic_ns();
-        const bool harvested = kernels_.harvest_counts(a.counters, stream, &counter_staging_);
+        const bool harvested = kernels_.harvest_counts(
+            w.snapshot >= 0 ? a.snapshot_counters((uint32_t)w.snapshot) : a.counters, stream, &counter_staging_);
         harvest_ns = monotonic_ns() - harvest_started_ns;
         if (harvested)
             write_launch_counts(w.launches, !w.quiet, &counts, &info.unattributed);
@@ -358,6 +365,8 @@ void Drainer::drain_loop() {
                 FlushWindow& next = queue_.front();
                 next.launches.insert(next.launches.begin(), w.launches.begin(), w.launches.end());
                 next.unrecorded += w.unrecorded;
+                next.snapshot_slots.insert(next.snapshot_slots.begin(), w.snapshot_slots.begin(),
+                                           w.snapshot_slots.end());
                 w = std::move(next);
                 queue_.pop_front();
             }
@@ -367,6 +376,7 @@ void Drainer::drain_loop() {
             CurrentContext current(ctx_);  // the tool's kernels (clock, counter harvest) need it
             drain_window(w);
         }
+        valve_.release_snapshots(w.snapshot_slots);
         windows_drained_ += taken;
         if (windows_released_.load() < release_target_) windows_released_.store(release_target_);
         {
@@ -472,6 +482,22 @@ void Drainer::flush(const char* reason, bool require_quiet) {
     }
     FlushWindow w;
     if (!cut_window(reason, require_quiet, &w)) return;
+    queue_window(std::move(w), cut_lock, !require_quiet);
+}
+
+bool Drainer::cut_at_snapshot(int slot, uint64_t launches, uint64_t stream_key) {
+    InTool guard;
+    std::unique_lock<std::mutex> cut_lock(cut_mu_);
+    FlushWindow w;
+    if (!cut_window("in-stream snapshot", false, &w, SnapshotCut{slot, launches, stream_key})) return false;
+    queue_window(std::move(w), cut_lock, false);
+    return true;
+}
+
+// The window joins the queue in cut order, then the cut lock goes (the drain must
+// not hold up the next cut); the drain thread takes it, or this thread when the
+// caller must wait for the file (or there is no drain thread).
+void Drainer::queue_window(FlushWindow&& w, std::unique_lock<std::mutex>& cut_lock, bool wait_for_drain) {
     uint64_t mine;
     {
         std::lock_guard<std::mutex> lock(queue_mu_);
@@ -479,8 +505,8 @@ void Drainer::flush(const char* reason, bool require_quiet) {
         mine = ++windows_cut_;
     }
     cut_lock.unlock();
-    if (require_quiet) start_drain_thread();
-    if (!require_quiet || drain_thread_failed_) {
+    if (!wait_for_drain) start_drain_thread();
+    if (wait_for_drain || drain_thread_failed_) {
         drain_loop();  // this window, and any cut before it, in the file before returning
         std::unique_lock<std::mutex> lock(queue_mu_);
         queue_cv_.wait(lock, [&] { return windows_drained_ >= mine; });

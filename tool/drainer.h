@@ -56,6 +56,11 @@ struct FlushWindow {
     std::vector<uint64_t> warp_claimed, warp_dropped;  // block_starts' arrivals
     uint64_t unmatched_exit_threads = 0;               // so far
     uint64_t device_quiet_ns = 0;
+    // Cut at an in-stream snapshot: the arena's snapshot slot whose counters the
+    // drain harvests (-1: the live counters), and every slot the window holds
+    // (merged windows hold several), released once it is drained.
+    int snapshot = -1;
+    std::vector<int> snapshot_slots;
 };
 
 // One ring of records on the device (the events, or block_starts' warp
@@ -95,6 +100,10 @@ public:
     // leaves the rest to the drain thread; any other flush waits until its window
     // is in the file. Launch callbacks never flush.
     void flush(const char* reason, bool require_quiet);
+    // An in-stream snapshot has completed (PressureValve): a window of the launches
+    // listed before it, cut at its claims, exact as a quiet point's; false when it
+    // came too late (a later cut took its launches) or cannot be trusted.
+    bool cut_at_snapshot(int slot, uint64_t launches, uint64_t stream_key);
     // Waits (without taking a lock: a crash handler calls it) until every window
     // cut so far is in the file, or until timeout_ms; true when it got there.
     bool wait_for_drains(int timeout_ms) const;
@@ -115,7 +124,13 @@ private:
     // drain_window, under flush_mu_ on the drain thread (or the flushing one): its
     // records out of the rings into staging_, classified, written with its counts;
     // the rings' limits raised past it.
-    bool cut_window(const char* reason, bool require_quiet, FlushWindow* w);
+    struct SnapshotCut {
+        int slot;
+        uint64_t launches, stream_key;
+    };
+    static constexpr SnapshotCut kNoSnapshot{-1, 0, 0};
+    bool cut_window(const char* reason, bool require_quiet, FlushWindow* w, const SnapshotCut& at = kNoSnapshot);
+    void queue_window(FlushWindow&& w, std::unique_lock<std::mutex>& cut_lock, bool wait_for_drain);
     void drain_window(FlushWindow& w);
     void drain_loop();
     void start_drain_thread();

@@ -244,6 +244,7 @@ bool LaunchLog::take_window(bool require_quiet, uint64_t launches_before, FlushW
     std::lock_guard<std::mutex> lock(mu_);
     if (require_quiet && launches_total_ != launches_before) return false;
     w->launches.swap(pending_launches_);
+    launches_cut_ = launches_total_;
     // The ring pressure's plan starts again from this cut, with no launch between.
     valve_.reset_at_cut(sum_of(w->claimed), sum_of(w->warp_claimed));
     w->unrecorded = unrecorded_launches_;
@@ -260,6 +261,46 @@ bool LaunchLog::take_window(bool require_quiet, uint64_t launches_before, FlushW
                 ++*raced;
             }
     return true;
+}
+
+bool LaunchLog::take_window_upto(uint64_t launches, uint64_t stream_key, FlushWindow* w) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!open_ || launches <= launches_cut_ || launches > launches_total_) return false;
+    const size_t n = (size_t)(launches - launches_cut_);
+    // A launch on another stream listed after the snapshot was queued may have run
+    // before the snapshot's copy did: its claims could lie below the cut.
+    for (size_t i = n; i < pending_launches_.size(); ++i)
+        if (pending_launches_[i].stream_id != stream_key) return false;
+    uint64_t blocks = 0, warps = 0;
+    for (size_t i = 0; i < n; ++i) {
+        const gpuobs_launch& l = pending_launches_[i];
+        const uint64_t b = (uint64_t)l.grid[0] * l.grid[1] * l.grid[2];
+        const uint64_t warps_per_block = ((uint64_t)l.block[0] * l.block[1] * l.block[2] + 31) / 32;
+        blocks += b;
+        warps += warps_per_block > 1 ? b * (warps_per_block - 1) : 0;
+    }
+    w->launches.assign(pending_launches_.begin(), pending_launches_.begin() + n);
+    pending_launches_.erase(pending_launches_.begin(), pending_launches_.begin() + n);
+    launches_cut_ = launches;
+    // The plan keeps the launches after the snapshot: only what the window took leaves it.
+    valve_.advance_cut(blocks, warps, sum_of(w->claimed), sum_of(w->warp_claimed));
+    w->unrecorded = 0;  // paused launches wait for a full cut
+    w->selected = function_selected_;
+    return true;
+}
+
+bool LaunchLog::snapshot_point(uint64_t stream_key, uint64_t* launches) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = unsynced_streams_.find(stream_key);
+    const bool only_this_thread =
+        unsynced_streams_.size() == 1 && it != unsynced_streams_.end() && launcher_of(stream_key) == thread_tag();
+    *launches = launches_total_;
+    return only_this_thread && launches_total_ > launches_cut_;
+}
+
+uint64_t LaunchLog::launches_total() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return launches_total_;
 }
 
 void LaunchLog::add_pending_slots(std::unordered_set<uint32_t>* slots) {

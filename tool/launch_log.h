@@ -70,6 +70,17 @@ public:
     // launches of a cut that is not quiet whose streams had not synchronised.
     bool may_cut(bool require_quiet, uint64_t* launches_before);
     bool take_window(bool require_quiet, uint64_t launches_before, FlushWindow* w, uint64_t* raced);
+    // An in-stream snapshot's cut (Drainer::cut_at_snapshot): the launches listed
+    // before the snapshot was queued on `stream_key`, the first `launches` of the
+    // context, less those cut already; false when a later cut took them, or when a
+    // launch on another stream was listed since (its claims may be below the cut).
+    bool take_window_upto(uint64_t launches, uint64_t stream_key, FlushWindow* w);
+    // Whether an in-stream snapshot queued now on `stream_key` follows every launch
+    // listed (it is the only stream with launches in flight, all of them this
+    // thread's), and how many have been listed.
+    bool snapshot_point(uint64_t stream_key, uint64_t* launches);
+    uint64_t launches_total();
+
     // The counter slots of launches not yet cut (their counts wait for their window).
     void add_pending_slots(std::unordered_set<uint32_t>* slots);
     // Kernels launched from the device appear only in their blocks' records:
@@ -112,6 +123,7 @@ private:
     std::vector<uint8_t> function_selected_;  // by slot: passes the kernel filter
     std::vector<gpuobs_launch> pending_launches_;
     uint64_t launches_total_ = 0;
+    uint64_t launches_cut_ = 0;         // of launches_total_, those taken into windows
     uint64_t unrecorded_launches_ = 0;  // while paused, since the last cut
     bool launched_since_quiet_ = false;
     std::unordered_map<uint64_t, uint64_t> unsynced_streams_;  // stream -> launches since its sync

@@ -27,6 +27,7 @@
 #include "log.h"
 #include "notice.h"
 #include "sanitizer_api.h"
+#include "tool_kernels.h"
 
 namespace gpuobs {
 
@@ -58,6 +59,20 @@ void PressureValve::reset_at_cut(uint64_t claims, uint64_t warp_claims) {
     blocks_since_cut_ = warps_since_cut_ = 0;
     claims_at_cut_ = claims;
     warp_claims_at_cut_ = warp_claims;
+}
+
+void PressureValve::advance_cut(uint64_t blocks, uint64_t warps, uint64_t claims, uint64_t warp_claims) {
+    std::lock_guard<std::mutex> lock(plan_mu_);
+    blocks_since_cut_ -= std::min(blocks_since_cut_, blocks);
+    warps_since_cut_ -= std::min(warps_since_cut_, warps);
+    claims_at_cut_ = claims;
+    warp_claims_at_cut_ = warp_claims;
+}
+
+void PressureValve::release_snapshots(const std::vector<int>& slots) {
+    if (slots.empty()) return;
+    std::lock_guard<std::mutex> lock(snapshot_mu_);
+    for (int slot : slots) snapshots_[slot].held = false;
 }
 
 bool PressureValve::plan_blocks(const uint32_t grid[3], const uint32_t block[3]) {
@@ -124,12 +139,24 @@ void PressureValve::measure_loop() {
     for (;;) {
         {
             std::unique_lock<std::mutex> lock(measure_mu_);
-            measure_cv_.wait(lock, [this] { return measure_requested_; });
+            // Snapshots in flight are polled every 200 us; otherwise it sleeps until asked.
+            auto polling = [this] { return snapshots_queued_.load() != 0 && !measuring_stopped_; };
+            if (polling())
+                measure_cv_.wait_for(lock, std::chrono::microseconds(200), [this] { return measure_requested_; });
+            else
+                measure_cv_.wait(lock, [&] { return measure_requested_ || polling(); });
+            const bool asked = measure_requested_;
             measure_requested_ = false;
             if (measuring_stopped_) continue;  // the context is going: its stream may be gone
+            if (!asked) {
+                lock.unlock();
+                poll_snapshots();
+                continue;
+            }
             measuring_ = true;
             measure_began_ns_ = monotonic_ns();
         }
+        poll_snapshots();
         bool ok = false;
         if (measure_stream_ != nullptr) {
             CurrentContext current(ctx_);
@@ -239,7 +266,7 @@ void PressureValve::ask_for_measurement() {
 void PressureValve::relieve(CUstream stream, uint64_t stream_key) {
     InTool guard;
     if (measuring_broken_ || measuring_stopped_) return;
-    bool wait, measure, can_sync;
+    bool wait, measure, can_sync = false;
     uint64_t in_flight = 0;
     {
         std::lock_guard<std::mutex> lock(plan_mu_);
@@ -247,12 +274,19 @@ void PressureValve::relieve(CUstream stream, uint64_t stream_key) {
         measure = fill_.measure_due() || fill_.needs_relief();
         if (measure) fill_.requested();
     }
-    launches_.relief_state(stream_key, &can_sync, &in_flight);
     ++counts_.asked;
+    if (!config_.lossless) {
+        // The design's rule: drop rather than disturb timing. The rings drain behind
+        // snapshots; what does not fit meanwhile is dropped, counted.
+        maybe_snapshot(stream, stream_key);
+        if (measure) request_measure();
+        return;
+    }
     if (!wait) {
         if (measure) request_measure();
         return;
     }
+    launches_.relief_state(stream_key, &can_sync, &in_flight);
     std::unique_lock<std::mutex> pressure(relief_mu_, std::try_to_lock);
     if (!pressure.owns_lock()) return;  // another thread is relieving
     ++counts_.relieve;
@@ -348,6 +382,108 @@ void PressureValve::relieve(CUstream stream, uint64_t stream_key) {
     measure_now(wary ? 20 : 1000);
 }
 
+// Queued on the program's stream, behind everything it has launched (it is the only
+// stream with launches in flight, all of them this thread's): a copy of the launch
+// counters and the control block, then an event. When the event completes, every
+// launch listed before it has ended and the copy holds exactly their claims and
+// counts: a quiet point the program did not have to wait for (Drainer::cut_at_snapshot).
+void PressureValve::maybe_snapshot(CUstream stream, uint64_t stream_key) {
+    CudaDriver& d = driver();
+    if (arena_ == nullptr || arena_->snapshot_count == 0 || d.memcpy_dtod_async == nullptr ||
+        d.event_create == nullptr || d.event_record == nullptr || d.event_query == nullptr)
+        return;
+    uint64_t planned;
+    {
+        std::lock_guard<std::mutex> lock(plan_mu_);
+        planned = fill_.planned;
+        if (planned - planned_at_snapshot_ < std::max<uint64_t>(arena_->stripe_capacity / 8, 1)) return;
+    }
+    uint64_t launches = 0;
+    if (!launches_.snapshot_point(stream_key, &launches)) return;
+    uint32_t slot;
+    {
+        std::lock_guard<std::mutex> lock(snapshot_mu_);
+        slot = next_snapshot_;
+        if (snapshots_[slot].queued || snapshots_[slot].held) {
+            ++counts_.no_slot;  // every slot waits for the device or the drain
+            return;
+        }
+    }
+    // In the relaxed capture mode, and never on a stream being captured (the copy
+    // would become part of the program's graph).
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    const bool exchanged = d.exchange_capture_mode != nullptr && d.exchange_capture_mode(&mode) == CUDA_SUCCESS;
+    struct RestoreMode {
+        bool exchanged;
+        CUstreamCaptureMode& mode;
+        ~RestoreMode() {
+            if (exchanged) driver().exchange_capture_mode(&mode);
+        }
+    } restore{exchanged, mode};
+    CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (d.stream_is_capturing == nullptr || d.stream_is_capturing(stream, &capturing) != CUDA_SUCCESS ||
+        capturing != CU_STREAM_CAPTURE_STATUS_NONE) {
+        ++counts_.capturing;
+        return;
+    }
+    // The tool's kernels (the counter harvest the snapshot's drain runs) are loaded on
+    // the program's thread, here if no quiet point did it before (a tool thread's
+    // first load of them failed on the H200).
+    kernels_.load();
+    CurrentContext current(ctx_);
+    Snapshot& s = snapshots_[slot];  // this thread alone queues: the slot is free until it is marked
+    if (!current.pushed || (s.event == nullptr && d.event_create(&s.event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS))
+        return;
+    if (d.memcpy_dtod_async((CUdeviceptr)arena_->snapshot_counters(slot), (CUdeviceptr)arena_->counters,
+                            DeviceArena::kSnapshotBytes, stream) != CUDA_SUCCESS ||
+        d.event_record(s.event, stream) != CUDA_SUCCESS)
+        return;
+    {
+        std::lock_guard<std::mutex> lock(snapshot_mu_);
+        s.launches = launches;
+        s.stream_key = stream_key;
+        s.queued = true;
+        next_snapshot_ = (slot + 1) % DeviceArena::kSnapshots;
+    }
+    {
+        std::lock_guard<std::mutex> lock(plan_mu_);
+        planned_at_snapshot_ = planned;
+    }
+    ++counts_.snapshots;
+    ++snapshots_queued_;
+    request_measure();  // wakes the measuring thread, which polls the snapshot
+}
+
+// The oldest snapshots whose events have completed, cut in order.
+void PressureValve::poll_snapshots() {
+    CudaDriver& d = driver();
+    while (snapshots_queued_.load() != 0) {
+        Snapshot s;
+        uint32_t slot;
+        {
+            std::lock_guard<std::mutex> lock(snapshot_mu_);
+            slot = oldest_snapshot_;
+            s = snapshots_[slot];
+        }
+        if (!s.queued) return;
+        CUresult r;
+        {
+            CurrentContext current(ctx_);
+            r = current.pushed ? d.event_query(s.event) : CUDA_ERROR_INVALID_CONTEXT;
+        }
+        if (r == CUDA_ERROR_NOT_READY) return;
+        const bool cut = r == CUDA_SUCCESS && drainer_.cut_at_snapshot((int)slot, s.launches, s.stream_key);
+        ++(cut ? counts_.snapshot_cuts : counts_.snapshots_late);
+        {
+            std::lock_guard<std::mutex> lock(snapshot_mu_);
+            snapshots_[slot].queued = false;
+            snapshots_[slot].held = cut;
+            oldest_snapshot_ = (slot + 1) % DeviceArena::kSnapshots;
+        }
+        --snapshots_queued_;
+    }
+}
+
 // Not waited on again until the program synchronises it; said once.
 void PressureValve::give_up_on_stream(uint64_t stream_key, const char* why) {
     launches_.give_up_on(stream_key);
@@ -385,11 +521,14 @@ void PressureValve::log_counts() const {
     if (c.asked == 0) return;
     GPUOBS_LOG(
         "device %u ring pressure: %llu launches asked, %llu measurements, %llu reliefs; %llu waits for a drain, "
-        "%llu left to other streams, %llu on a capturing stream, %llu synchronisations, %llu given up",
+        "%llu left to other streams, %llu on a capturing stream, %llu synchronisations, %llu given up; "
+        "%llu in-stream snapshots, %llu cut, %llu too late, %llu skipped with every slot in use",
         device_index_, (unsigned long long)c.asked.load(), (unsigned long long)c.measured.load(),
         (unsigned long long)c.relieve.load(), (unsigned long long)c.waited.load(),
         (unsigned long long)c.other_streams.load(), (unsigned long long)c.capturing.load(),
-        (unsigned long long)c.synced.load(), (unsigned long long)c.gave_up.load());
+        (unsigned long long)c.synced.load(), (unsigned long long)c.gave_up.load(),
+        (unsigned long long)c.snapshots.load(), (unsigned long long)c.snapshot_cuts.load(),
+        (unsigned long long)c.snapshots_late.load(), (unsigned long long)c.no_slot.load());
 }
 
 }  // namespace gpuobs

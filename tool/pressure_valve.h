@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <vector>
 
 #include "config.h"
 #include "device_arena.h"
@@ -23,6 +24,7 @@ namespace gpuobs {
 
 class Drainer;
 class LaunchLog;
+class ToolKernels;
 
 class PressureValve {
 public:
@@ -30,13 +32,14 @@ public:
     // (and cuts there) only if it still has exactly those launches, all by that thread.
     using QuietPoint = std::function<bool(uint64_t, uint64_t, uintptr_t)>;
     PressureValve(CUcontext ctx, uint32_t device_index, const Config& config, RecordingFile& file, LaunchLog& launches,
-                  Drainer& drainer, QuietPoint make_quiet_point)
+                  Drainer& drainer, ToolKernels& kernels, QuietPoint make_quiet_point)
         : ctx_(ctx),
           device_index_(device_index),
           config_(config),
           file_(file),
           launches_(launches),
           drainer_(drainer),
+          kernels_(kernels),
           make_quiet_point_(std::move(make_quiet_point)) {}
 
     void start(const DeviceArena& arena);  // after the arena is set up
@@ -46,13 +49,20 @@ public:
     bool plan_blocks(const uint32_t grid[3], const uint32_t block[3]);
     // Under the launch log's lock, at a cut: the plan starts again from these claims.
     void reset_at_cut(uint64_t claims, uint64_t warp_claims);
+    // At a snapshot's cut, which takes only the launches before it: their blocks
+    // (and warps) leave the plan, the later ones stay.
+    void advance_cut(uint64_t blocks, uint64_t warps, uint64_t claims, uint64_t warp_claims);
+    // The drain is done with these snapshot slots (their windows are in the file).
+    void release_snapshots(const std::vector<int>& slots);
 
     // After a launch API call returns (the driver holds none of its locks): asks for
-    // a measurement when one is due; past three quarters of a stripe, waits for a
-    // drain in progress, and when none is left to free room and this stream is the
-    // only one with launches in flight, all this thread's, waits (2 s at most) for
-    // it to go idle: a quiet point of the tool's own, where the window is cut and
-    // released before the program goes on.
+    // a measurement when one is due, and when this stream is the only one with
+    // launches in flight, all this thread's, queues an in-stream snapshot of the
+    // claim counters behind them every eighth of a stripe planned, so that the rings
+    // drain while the program goes on; the program never waits. Lossless: past three
+    // quarters of a stripe, waits for a drain in progress, and when none is left to
+    // free room, waits (2 s at most) for that stream to go idle: a quiet point of the
+    // tool's own, where the window is cut and released before the program goes on.
     void relieve(CUstream stream, uint64_t stream_key);
     // A launch whose API call was not seen around it: only a measurement is asked
     // for (waiting inside the launch callback itself hung a storm on the H200).
@@ -67,6 +77,8 @@ public:
     void report_program_waits();
 
 private:
+    void maybe_snapshot(CUstream stream, uint64_t stream_key);
+    void poll_snapshots();  // on the measuring thread
     bool measure_fill(Sanitizer_StreamHandle stream);
     void measure_loop();
     void request_measure();
@@ -84,6 +96,7 @@ private:
     RecordingFile& file_;
     LaunchLog& launches_;
     Drainer& drainer_;
+    ToolKernels& kernels_;
     const QuietPoint make_quiet_point_;
     const DeviceArena* arena_ = nullptr;  // set by start, fixed after
 
@@ -113,11 +126,26 @@ private:
     // A wait for a drain's release that ran out: not waited for again until the
     // rings are released past this window count.
     std::atomic<uint64_t> stuck_release_{0};
+    // In-stream snapshots (snapshot_mu_, a leaf): a copy of the launch counters and
+    // the control block into an arena slot, then an event, queued on the program's
+    // stream behind its launches; taken in slot order, completed in the same order.
+    struct Snapshot {
+        CUevent event = nullptr;
+        uint64_t launches = 0;    // listed before it was queued
+        uint64_t stream_key = 0;  // where
+        bool queued = false;      // its event has not completed yet
+        bool held = false;        // cut into a window the drain has not finished
+    };
+    std::mutex snapshot_mu_;
+    Snapshot snapshots_[DeviceArena::kSnapshots];
+    uint32_t next_snapshot_ = 0, oldest_snapshot_ = 0;
+    std::atomic<uint32_t> snapshots_queued_{0};
+    uint64_t planned_at_snapshot_ = 0;  // plan_mu_
     // What the valve did: the first synchronisation is said, the rest are in
     // GPUOBS_DEBUG's line at the end.
     struct Counts {
         std::atomic<uint64_t> asked{0}, measured{0}, relieve{0}, waited{0}, other_streams{0}, capturing{0}, synced{0},
-            gave_up{0}, waits{0}, waited_ns{0};
+            gave_up{0}, waits{0}, waited_ns{0}, snapshots{0}, snapshot_cuts{0}, snapshots_late{0}, no_slot{0};
     } counts_;
 };
 

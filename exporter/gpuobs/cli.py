@@ -282,6 +282,12 @@ def record(
         "synchronises with nothing left running; the others run unpatched, "
         "their launches only counted",
     ),
+    lossless: bool = typer.Option(
+        False,
+        "--lossless",
+        help="when the record rings fill, make the program's launching thread wait for room instead of "
+        "dropping (counted) what does not fit: nothing is lost, but the program's timing changes",
+    ),
     force: bool = typer.Option(False, "--force", "-f", help="replace an earlier run's recordings"),
 ):
     """Run a program with every kernel patched and record it: gpuobs record [OPTIONS] -- CMD [ARGS]..."""
@@ -352,6 +358,7 @@ def record(
         graph_nodes=graph_nodes,
         paused=paused,
         window_every=window_every,
+        lossless=lossless,
     )
     env = tool_environment(native, opts)
     for left in EarlierRecordings.left_by_killed_runs(output.parent):

@@ -29,6 +29,7 @@ class RecordOptions:
     graph_nodes: str = "learn"  # learn | every | none (see `gpuobs record --help`)
     paused: bool = False
     window_every: int = 0
+    lossless: bool = False  # wait for room in the rings instead of dropping
     extra_env: dict = field(default_factory=dict)
 
 
@@ -54,6 +55,7 @@ def tool_environment(build: NativeBuild, opts: RecordOptions, base: dict | None 
             "GPUOBS_GRAPH_NODES": opts.graph_nodes,
             "GPUOBS_START_PAUSED": "1" if opts.paused else "0",
             "GPUOBS_WINDOW_EVERY": str(opts.window_every),
+            "GPUOBS_LOSSLESS": "1" if opts.lossless else "0",
         }
     )
     env.update(opts.extra_env)

@@ -52,6 +52,7 @@ def attach(
     scope: str = "function",
     paused: bool = False,
     window_every: int = 0,
+    lossless: bool = False,
 ):
     """Loads the tool into this process. Must run before the process's first CUDA call."""
     global _lib
@@ -72,6 +73,7 @@ def attach(
         scope=scope,
         paused=paused,
         window_every=window_every,
+        lossless=lossless,
     )
     env = tool_environment(native, opts, base={})
     env.pop("LD_PRELOAD")
