@@ -43,6 +43,9 @@ bool CudaDriver::load() {
     bind(h, "cuEventCreate", &event_create);
     bind(h, "cuEventRecord", &event_record);
     bind(h, "cuEventQuery", &event_query);
+    bind(h, "cuMemAllocHost_v2", &mem_alloc_host);
+    bind(h, "cuMemcpyDtoHAsync_v2", &memcpy_dtoh_async);
+    bind(h, "cuMemsetD8Async", &memset_d8_async);
     loaded = ok;
     return ok;
 }

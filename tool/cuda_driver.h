@@ -35,6 +35,10 @@ struct CudaDriver {
     CUresult (*event_create)(CUevent*, unsigned int) = nullptr;
     CUresult (*event_record)(CUevent, CUstream) = nullptr;
     CUresult (*event_query)(CUevent) = nullptr;
+    // Optional: the drain's copies through pinned host memory on its own stream.
+    CUresult (*mem_alloc_host)(void**, size_t) = nullptr;
+    CUresult (*memcpy_dtoh_async)(void*, CUdeviceptr, size_t, CUstream) = nullptr;
+    CUresult (*memset_d8_async)(CUdeviceptr, unsigned char, size_t, CUstream) = nullptr;
     bool loaded = false;
 
     bool load();

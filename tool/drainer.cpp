@@ -30,6 +30,60 @@
 namespace gpuobs {
 namespace {
 
+// The drain's copies out of the rings: through a pinned host buffer on the drain's
+// own stream (many runs queued, then one wait), which the H200 moved at about
+// 400 MB/s through the sanitizer's pageable copies; the sanitizer's copies where
+// the driver's cannot be used (no pinned memory, teardown).
+class RingCopier {
+public:
+    RingCopier(CUstream cu, Sanitizer_StreamHandle san, char* pinned, size_t pinned_bytes)
+        : cu_(cu), san_(san), pinned_(pinned), cap_(pinned_bytes), fast_(cu != nullptr && pinned != nullptr) {}
+    void copy(void* host, const void* device, size_t bytes) {
+        CudaDriver& d = driver();
+        if (fast_ && bytes <= cap_) {
+            if (used_ + bytes > cap_) finish();
+            if (d.memcpy_dtoh_async(pinned_ + used_, (CUdeviceptr)device, bytes, cu_) == CUDA_SUCCESS) {
+                pending_.push_back({host, used_, bytes});
+                used_ += bytes;
+                return;
+            }
+            fast_ = false;
+        }
+        finish();
+        sanitizer().memcpy_dtoh(host, const_cast<void*>(device), bytes, san_);
+    }
+    void zero(void* device, size_t bytes) {
+        if (fast_ && driver().memset_d8_async((CUdeviceptr)device, 0, bytes, cu_) == CUDA_SUCCESS) return;
+        sanitizer().memset(device, 0, bytes, san_);
+    }
+    // Waits for the copies queued, then moves them out of the pinned buffer.
+    void finish() {
+        if (pending_.empty()) return;
+        const bool synced = driver().stream_synchronize(cu_) == CUDA_SUCCESS;
+        for (const Pending& p : pending_) {
+            if (synced)
+                std::memcpy(p.host, pinned_ + p.at, p.bytes);
+            else  // the copy may not have happened: leave the records unwritten (read as incomplete)
+                std::memset(p.host, 0, p.bytes);
+        }
+        pending_.clear();
+        used_ = 0;
+    }
+    bool fast() const { return fast_; }
+
+private:
+    struct Pending {
+        void* host;
+        size_t at, bytes;
+    };
+    CUstream cu_;
+    Sanitizer_StreamHandle san_;
+    char* pinned_;
+    size_t cap_, used_ = 0;
+    bool fast_;
+    std::vector<Pending> pending_;
+};
+
 struct Drained {
     uint64_t attempted = 0, dropped = 0, dropped_inside = 0;  // summed over stripes (see RingCut)
 };
@@ -38,27 +92,39 @@ struct Drained {
 // zeroed on the device: a record's kind byte (and block_trace's end and exit
 // count, which exits add onto) must read as unwritten when the ring comes round
 // to it again. The stripe's limit then moves one lap past the cut (the caller
-// uploads RingState::limits).
+// uploads RingState::limits). stripe_starts: where each stripe's records begin
+// in out (stripes + 1 positions).
 template <typename Record>
 Drained drain_ring(RingState& ring, Record* device, uint64_t per_stripe, const std::vector<uint64_t>& claimed,
-                   const std::vector<uint64_t>& dropped, Sanitizer_StreamHandle stream, std::vector<Record>& out) {
+                   const std::vector<uint64_t>& dropped, RingCopier& copier, std::vector<Record>& out,
+                   std::vector<size_t>* stripe_starts) {
     Drained d;
-    out.clear();
+    std::vector<RingCut> cuts(claimed.size());
+    size_t total = 0;
     for (size_t s = 0; s < claimed.size(); ++s) {
-        const RingCut c = plan_ring_cut(ring.drained[s], claimed[s], dropped[s], ring.dropped_seen[s], per_stripe);
+        cuts[s] = plan_ring_cut(ring.drained[s], claimed[s], dropped[s], ring.dropped_seen[s], per_stripe);
+        total += cuts[s].to - cuts[s].from;
+    }
+    out.clear();
+    out.resize(total);  // sized once: the copies land at fixed places
+    stripe_starts->assign(1, 0);
+    size_t o = 0;
+    for (size_t s = 0; s < claimed.size(); ++s) {
+        const RingCut& c = cuts[s];
         Record* stripe = device + s * per_stripe;
         for_each_run(c.from, c.to, per_stripe, [&](uint64_t at, uint64_t n) {
-            const size_t o = out.size();
-            out.resize(o + n);
-            sanitizer().memcpy_dtoh(&out[o], stripe + at, n * sizeof(Record), stream);
-            sanitizer().memset(stripe + at, 0, n * sizeof(Record), stream);
+            copier.copy(&out[o], stripe + at, n * sizeof(Record));
+            copier.zero(stripe + at, n * sizeof(Record));
+            o += n;
         });
+        stripe_starts->push_back(o);
         d.attempted += c.attempted;
         d.dropped += c.dropped;
         d.dropped_inside += c.dropped_inside;
         ring.drained[s] = c.cut;
         ring.dropped_seen[s] = std::max(dropped[s], ring.dropped_seen[s]);
     }
+    copier.finish();
     return d;
 }
 
@@ -270,8 +336,10 @@ void Drainer::drain_window(FlushWindow& w) {
         const DeviceArena& a = *arena_;
         const Sanitizer_StreamHandle stream = drain_stream();
         const uint64_t copy_started_ns = monotonic_ns();
-        const Drained events =
-            drain_ring(event_ring_, a.events, a.stripe_capacity, w.claimed, w.dropped, stream, staging_);
+        RingCopier copier(drain_cu_stream_, stream, pinned_host(), kPinnedBytes);
+        std::vector<size_t> event_stripes, arrival_stripes;
+        const Drained events = drain_ring(event_ring_, a.events, a.stripe_capacity, w.claimed, w.dropped, copier,
+                                          staging_, &event_stripes);
         info.attempted = events.attempted;
         info.dropped = events.dropped;
         info.recorded = events.attempted - std::min(events.attempted, events.dropped);
@@ -280,7 +348,7 @@ void Drainer::drain_window(FlushWindow& w) {
         unmatched_seen_ = std::max(unmatched_seen_, w.unmatched_exit_threads);
         if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
             const Drained arrivals = drain_ring(arrival_ring_, a.arrivals, a.arrivals_per_stripe(), w.warp_claimed,
-                                                w.warp_dropped, stream, arrival_staging_);
+                                                w.warp_dropped, copier, arrival_staging_, &arrival_stripes);
             slots_info_.warp_arrivals = arrivals.attempted;
             slots_info_.warp_arrivals_dropped = arrivals.dropped;
             arrivals_dropped_inside = arrivals.dropped_inside;
@@ -310,7 +378,7 @@ void Drainer::drain_window(FlushWindow& w) {
         const uint64_t classify_started_ns = monotonic_ns();
         valve_.remeasure_after_drain();
         if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
-            fold_warp_arrivals(staging_, arrival_staging_, &slots_info_);
+            fold_warp_arrivals(staging_, event_stripes, arrival_staging_, arrival_stripes, &slots_info_, kFoldThreads);
             // Arrivals dropped under an older limit left their positions unwritten: dropped, not unmatched.
             slots_info_.unmatched_arrivals -= std::min(slots_info_.unmatched_arrivals, arrivals_dropped_inside);
         }
@@ -388,7 +456,7 @@ void Drainer::drain_loop() {
 
 // A non-blocking stream of the tool's own in this context, as the sanitizer
 // names it (its copies take that handle); null when it cannot be made.
-Sanitizer_StreamHandle create_own_stream(CUcontext ctx) {
+Sanitizer_StreamHandle create_own_stream(CUcontext ctx, CUstream* out) {
     CurrentContext current(ctx);
     CUstream s = nullptr;
     Sanitizer_StreamHandle handle = nullptr;
@@ -396,6 +464,7 @@ Sanitizer_StreamHandle create_own_stream(CUcontext ctx) {
         driver().stream_create(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
         sanitizer().get_stream_handle(ctx, s, &handle) != SANITIZER_SUCCESS)
         handle = nullptr;
+    if (out != nullptr) *out = handle != nullptr ? s : nullptr;
     return handle;
 }
 
@@ -409,10 +478,22 @@ Sanitizer_StreamHandle Drainer::cut_stream() {
     return cut_stream_ != nullptr ? cut_stream_ : arena_->stream;
 }
 
+char* Drainer::pinned_host() {
+    if (!pinned_tried_) {
+        pinned_tried_ = true;
+        void* p = nullptr;
+        if (driver().mem_alloc_host != nullptr && driver().mem_alloc_host(&p, kPinnedBytes) == CUDA_SUCCESS)
+            pinned_ = static_cast<char*>(p);
+        else
+            GPUOBS_LOG("no pinned host memory for the drain; it copies through the sanitizer, more slowly");
+    }
+    return pinned_;
+}
+
 Sanitizer_StreamHandle Drainer::drain_stream() {
     if (!drain_stream_tried_) {
         drain_stream_tried_ = true;
-        drain_stream_ = create_own_stream(ctx_);
+        drain_stream_ = create_own_stream(ctx_, &drain_cu_stream_);
         if (drain_stream_ == nullptr) GPUOBS_LOG("no stream of its own for the drain; it copies on the NULL stream");
     }
     return drain_stream_ != nullptr ? drain_stream_ : arena_->stream;

@@ -41,7 +41,8 @@ void install_crash_drain();
 void watch_drains_on_crash(Drainer* drainer);
 // A non-blocking stream of the tool's own in this context, as the sanitizer
 // names it (its copies take that handle); null when it cannot be made.
-Sanitizer_StreamHandle create_own_stream(CUcontext ctx);
+// `out`, when given, gets the stream as the driver names it.
+Sanitizer_StreamHandle create_own_stream(CUcontext ctx, CUstream* out = nullptr);
 
 // One flush window: the launches it lists and where each stripe's claims stood
 // when it was cut. Everything claimed before the cut belongs to it.
@@ -141,6 +142,7 @@ private:
     void write_flush_chunks(const std::vector<gpuobs_launch>& launches, const std::vector<gpuobs_launch_count>& counts,
                             gpuobs_flush_info& info);
     Sanitizer_StreamHandle drain_stream();  // under flush_mu_
+    char* pinned_host();                    // under flush_mu_; null when none can be had
     Sanitizer_StreamHandle cut_stream();    // under cut_mu_
 
     const CUcontext ctx_;
@@ -162,7 +164,15 @@ private:
     // The drain's own non-blocking stream: its copies never wait for, or join, the
     // program's streams (a graph capture in progress among them).
     Sanitizer_StreamHandle drain_stream_ = nullptr;
+    CUstream drain_cu_stream_ = nullptr;
     bool drain_stream_tried_ = false;
+    // The drain's pinned host buffer, allocated at its first drain; the copies out of
+    // the rings pass through it, kPinnedBytes at a time.
+    static constexpr size_t kPinnedBytes = 64u << 20;
+    char* pinned_ = nullptr;
+    bool pinned_tried_ = false;
+    // block_starts' warp arrivals are folded into their blocks stripe by stripe on this many threads.
+    static constexpr unsigned kFoldThreads = 8;
     std::vector<gpuobs_event> staging_;
     std::vector<uint64_t> counter_staging_;  // one total per launch-counter slot
     // block_starts: this window's warp arrivals and the SLOTS chunk

@@ -390,8 +390,10 @@ void PressureValve::relieve(CUstream stream, uint64_t stream_key) {
 void PressureValve::maybe_snapshot(CUstream stream, uint64_t stream_key) {
     CudaDriver& d = driver();
     if (arena_ == nullptr || arena_->snapshot_count == 0 || d.memcpy_dtod_async == nullptr ||
-        d.event_create == nullptr || d.event_record == nullptr || d.event_query == nullptr)
+        d.event_create == nullptr || d.event_record == nullptr || d.event_query == nullptr) {
+        ++counts_.no_snapshots;
         return;
+    }
     uint64_t planned;
     {
         std::lock_guard<std::mutex> lock(plan_mu_);
@@ -399,7 +401,10 @@ void PressureValve::maybe_snapshot(CUstream stream, uint64_t stream_key) {
         if (planned - planned_at_snapshot_ < std::max<uint64_t>(arena_->stripe_capacity / 8, 1)) return;
     }
     uint64_t launches = 0;
-    if (!launches_.snapshot_point(stream_key, &launches)) return;
+    if (!launches_.snapshot_point(stream_key, &launches)) {
+        ++counts_.not_alone;
+        return;
+    }
     uint32_t slot;
     {
         std::lock_guard<std::mutex> lock(snapshot_mu_);
@@ -432,12 +437,19 @@ void PressureValve::maybe_snapshot(CUstream stream, uint64_t stream_key) {
     kernels_.load();
     CurrentContext current(ctx_);
     Snapshot& s = snapshots_[slot];  // this thread alone queues: the slot is free until it is marked
-    if (!current.pushed || (s.event == nullptr && d.event_create(&s.event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS))
+    if (!current.pushed || (s.event == nullptr && d.event_create(&s.event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)) {
+        ++counts_.enqueue_failed;
         return;
-    if (d.memcpy_dtod_async((CUdeviceptr)arena_->snapshot_counters(slot), (CUdeviceptr)arena_->counters,
-                            DeviceArena::kSnapshotBytes, stream) != CUDA_SUCCESS ||
-        d.event_record(s.event, stream) != CUDA_SUCCESS)
+    }
+    const CUresult copied = d.memcpy_dtod_async((CUdeviceptr)arena_->snapshot_counters(slot),
+                                                (CUdeviceptr)arena_->counters, DeviceArena::kSnapshotBytes, stream);
+    const CUresult recorded = copied == CUDA_SUCCESS ? d.event_record(s.event, stream) : CUDA_ERROR_NOT_READY;
+    if (copied != CUDA_SUCCESS || recorded != CUDA_SUCCESS) {
+        if (counts_.enqueue_failed++ == 0)
+            GPUOBS_LOG("device %u: cannot queue an in-stream snapshot (copy %d, event %d)", device_index_, (int)copied,
+                       (int)recorded);
         return;
+    }
     {
         std::lock_guard<std::mutex> lock(snapshot_mu_);
         s.launches = launches;
@@ -522,13 +534,16 @@ void PressureValve::log_counts() const {
     GPUOBS_LOG(
         "device %u ring pressure: %llu launches asked, %llu measurements, %llu reliefs; %llu waits for a drain, "
         "%llu left to other streams, %llu on a capturing stream, %llu synchronisations, %llu given up; "
-        "%llu in-stream snapshots, %llu cut, %llu too late, %llu skipped with every slot in use",
+        "%llu in-stream snapshots, %llu cut, %llu too late, %llu skipped with every slot in use (%llu without "
+        "snapshot slots, %llu with other streams or threads in flight, %llu not queued)",
         device_index_, (unsigned long long)c.asked.load(), (unsigned long long)c.measured.load(),
         (unsigned long long)c.relieve.load(), (unsigned long long)c.waited.load(),
         (unsigned long long)c.other_streams.load(), (unsigned long long)c.capturing.load(),
         (unsigned long long)c.synced.load(), (unsigned long long)c.gave_up.load(),
         (unsigned long long)c.snapshots.load(), (unsigned long long)c.snapshot_cuts.load(),
-        (unsigned long long)c.snapshots_late.load(), (unsigned long long)c.no_slot.load());
+        (unsigned long long)c.snapshots_late.load(), (unsigned long long)c.no_slot.load(),
+        (unsigned long long)c.no_snapshots.load(), (unsigned long long)c.not_alone.load(),
+        (unsigned long long)c.enqueue_failed.load());
 }
 
 }  // namespace gpuobs

@@ -145,7 +145,8 @@ private:
     // GPUOBS_DEBUG's line at the end.
     struct Counts {
         std::atomic<uint64_t> asked{0}, measured{0}, relieve{0}, waited{0}, other_streams{0}, capturing{0}, synced{0},
-            gave_up{0}, waits{0}, waited_ns{0}, snapshots{0}, snapshot_cuts{0}, snapshots_late{0}, no_slot{0};
+            gave_up{0}, waits{0}, waited_ns{0}, snapshots{0}, snapshot_cuts{0}, snapshots_late{0}, no_slot{0},
+            no_snapshots{0}, not_alone{0}, enqueue_failed{0};
     } counts_;
 };
 

@@ -1,6 +1,7 @@
 // block_starts: the warp arrivals of one flush window folded into their blocks'
 // events, as the slot mask the host bounds block ends with (see the schema).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -15,5 +16,12 @@ namespace gpuobs {
 // and arrivals with no event are counted in info->unmatched_arrivals.
 void fold_warp_arrivals(std::vector<gpuobs_event>& events, const std::vector<gpuobs_warp_arrival>& arrivals,
                         gpuobs_slots_info* info);
+// The same, stripe by stripe: a warp runs on its block's SM, so its arrival is in
+// the same stripe as its block's event. event_stripes and arrival_stripes hold each
+// stripe's first position (stripes + 1 of them). Stripes are folded on up to
+// `threads` threads, each over data that fits its cache.
+void fold_warp_arrivals(std::vector<gpuobs_event>& events, const std::vector<size_t>& event_stripes,
+                        const std::vector<gpuobs_warp_arrival>& arrivals, const std::vector<size_t>& arrival_stripes,
+                        gpuobs_slots_info* info, unsigned threads);
 
 }  // namespace gpuobs
