@@ -339,7 +339,7 @@ def test_a_small_ring_drains_behind_snapshots_without_waits(tmp_path, programs, 
     assert_windows_add_up(rec)
     f = rec.flushes
     assert int(f["attempted"].sum()) == launches * blocks
-    assert int(f["recorded"].sum()) > 2 * 512 * 132, (rec.totals, cuts.group(0))
+    assert int(f["recorded"].sum()) > 512 * 132, (rec.totals, cuts.group(0))  # more than one ring: drained mid-run
     table, storm_launches = check_storm_accounting(rec, launches, blocks)
     assert ((rec.launches["flags"] & schema.LaunchFlag.RACED_FLUSH) == 0).all()
     assert rec.totals["incomplete"] == 0

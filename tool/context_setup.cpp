@@ -115,7 +115,8 @@ bool DeviceArena::allocate(CUcontext ctx, const Config& config, std::string* err
         e.mode = config.mode;
     }
     if (wants_snapshots(config) &&
-        device_alloc(ctx, &snapshots, kSnapshots * kSnapshotBytes, "the counters' in-stream snapshots", error))
+        device_alloc(ctx, &snapshots, kSnapshots * kSnapshotBytes, "the counters' in-stream snapshots", error) &&
+        sanitizer().memset(snapshots, 0, kSnapshots * kSnapshotBytes, stream) == SANITIZER_SUCCESS)
         snapshot_count = kSnapshots;
     error->clear();  // without snapshots, rings that fill drop what they cannot hold
     uint32_t check = 0;

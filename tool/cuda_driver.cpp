@@ -39,13 +39,6 @@ bool CudaDriver::load() {
     bind(h, "cuThreadExchangeStreamCaptureMode", &exchange_capture_mode);
     bind(h, "cuStreamIsCapturing", &stream_is_capturing);
     bind(h, "cuStreamQuery", &stream_query);
-    bind(h, "cuMemcpyDtoDAsync_v2", &memcpy_dtod_async);
-    bind(h, "cuEventCreate", &event_create);
-    bind(h, "cuEventRecord", &event_record);
-    bind(h, "cuEventQuery", &event_query);
-    bind(h, "cuMemAllocHost_v2", &mem_alloc_host);
-    bind(h, "cuMemcpyDtoHAsync_v2", &memcpy_dtoh_async);
-    bind(h, "cuMemsetD8Async", &memset_d8_async);
     loaded = ok;
     return ok;
 }

@@ -29,16 +29,6 @@ struct CudaDriver {
     CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
     // Optional: ring pressure never synchronises a stream being captured.
     CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
-    // Optional: in-stream snapshots of the claim counters (pressure_valve.cpp): a copy
-    // and an event queued on the program's stream after its launches.
-    CUresult (*memcpy_dtod_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = nullptr;
-    CUresult (*event_create)(CUevent*, unsigned int) = nullptr;
-    CUresult (*event_record)(CUevent, CUstream) = nullptr;
-    CUresult (*event_query)(CUevent) = nullptr;
-    // Optional: the drain's copies through pinned host memory on its own stream.
-    CUresult (*mem_alloc_host)(void**, size_t) = nullptr;
-    CUresult (*memcpy_dtoh_async)(void*, CUdeviceptr, size_t, CUstream) = nullptr;
-    CUresult (*memset_d8_async)(CUdeviceptr, unsigned char, size_t, CUstream) = nullptr;
     bool loaded = false;
 
     bool load();

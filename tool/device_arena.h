@@ -28,21 +28,27 @@ struct DeviceArena {
     gpuobs_block_slot* block_table = nullptr;
     gpuobs_function_entry* entries = nullptr;
 
-    // In-stream snapshots (pressure_valve.cpp): copies of the launch counters and the
-    // control block, which lie next to each other in the arena, taken on the
-    // program's stream after its launches. None in modes that fill no rings, nor
+    // In-stream snapshots (pressure_valve.cpp): the launch counters' totals and the
+    // control block, taken by the tool's snapshot kernel on the program's stream
+    // after its launches. None in modes that fill no rings, nor
     // when lossless (the program waits for room instead).
+    // A slot: a header (the sequence number the snapshot kernel publishes when it is
+    // done, its blocks-done count), one total per launch-counter slot, the control block.
     static constexpr uint32_t kSnapshots = 8;
-    static constexpr uint64_t kSnapshotBytes = GPUOBS_ARENA_CONTROL - GPUOBS_ARENA_COUNTERS + sizeof(gpuobs_control);
+    static constexpr uint64_t kSnapshotHeader = 256, kSnapshotTotals = GPUOBS_LAUNCH_TABLE_SIZE * sizeof(uint64_t);
+    static constexpr uint64_t kSnapshotBytes =
+        kSnapshotHeader + kSnapshotTotals + (sizeof(gpuobs_control) + 255) / 256 * 256;
     char* snapshots = nullptr;
     uint32_t snapshot_count = 0;
     static bool wants_snapshots(const Config& config) { return fills_rings(config.mode) && !config.lossless; }
-    gpuobs_launch_counter* snapshot_counters(uint32_t i) const {
-        return reinterpret_cast<gpuobs_launch_counter*>(snapshots + i * kSnapshotBytes);
+    char* snapshot_slot(uint32_t i) const { return snapshots + i * kSnapshotBytes; }
+    uint64_t* snapshot_published(uint32_t i) const { return reinterpret_cast<uint64_t*>(snapshot_slot(i)); }
+    uint32_t* snapshot_blocks_done(uint32_t i) const { return reinterpret_cast<uint32_t*>(snapshot_slot(i) + 8); }
+    uint64_t* snapshot_totals(uint32_t i) const {
+        return reinterpret_cast<uint64_t*>(snapshot_slot(i) + kSnapshotHeader);
     }
     gpuobs_control* snapshot_control(uint32_t i) const {
-        return reinterpret_cast<gpuobs_control*>(snapshots + i * kSnapshotBytes +
-                                                 (GPUOBS_ARENA_CONTROL - GPUOBS_ARENA_COUNTERS));
+        return reinterpret_cast<gpuobs_control*>(snapshot_slot(i) + kSnapshotHeader + kSnapshotTotals);
     }
 
     // The context's own NULL stream, for the copies the tool makes in callbacks (the

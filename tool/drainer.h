@@ -164,10 +164,9 @@ private:
     // The drain's own non-blocking stream: its copies never wait for, or join, the
     // program's streams (a graph capture in progress among them).
     Sanitizer_StreamHandle drain_stream_ = nullptr;
-    CUstream drain_cu_stream_ = nullptr;
     bool drain_stream_tried_ = false;
     // The drain's pinned host buffer, allocated at its first drain; the copies out of
-    // the rings pass through it, kPinnedBytes at a time.
+    // the rings pass through it, kPinnedBytes at most at a time.
     static constexpr size_t kPinnedBytes = 64u << 20;
     char* pinned_ = nullptr;
     bool pinned_tried_ = false;

@@ -389,8 +389,7 @@ void PressureValve::relieve(CUstream stream, uint64_t stream_key) {
 // counts: a quiet point the program did not have to wait for (Drainer::cut_at_snapshot).
 void PressureValve::maybe_snapshot(CUstream stream, uint64_t stream_key) {
     CudaDriver& d = driver();
-    if (arena_ == nullptr || arena_->snapshot_count == 0 || d.memcpy_dtod_async == nullptr ||
-        d.event_create == nullptr || d.event_record == nullptr || d.event_query == nullptr) {
+    if (arena_ == nullptr || arena_->snapshot_count == 0) {
         ++counts_.no_snapshots;
         return;
     }
@@ -414,7 +413,7 @@ void PressureValve::maybe_snapshot(CUstream stream, uint64_t stream_key) {
             return;
         }
     }
-    // In the relaxed capture mode, and never on a stream being captured (the copy
+    // In the relaxed capture mode, and never on a stream being captured (the kernel
     // would become part of the program's graph).
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     const bool exchanged = d.exchange_capture_mode != nullptr && d.exchange_capture_mode(&mode) == CUDA_SUCCESS;
@@ -431,27 +430,21 @@ void PressureValve::maybe_snapshot(CUstream stream, uint64_t stream_key) {
         ++counts_.capturing;
         return;
     }
-    // The tool's kernels (the counter harvest the snapshot's drain runs) are loaded on
-    // the program's thread, here if no quiet point did it before (a tool thread's
-    // first load of them failed on the H200).
+    // The tool's kernels are loaded on the program's thread, here if no quiet point
+    // did it before (a tool thread's first load of them failed on the H200).
     kernels_.load();
     CurrentContext current(ctx_);
-    Snapshot& s = snapshots_[slot];  // this thread alone queues: the slot is free until it is marked
-    if (!current.pushed || (s.event == nullptr && d.event_create(&s.event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)) {
-        ++counts_.enqueue_failed;
-        return;
-    }
-    const CUresult copied = d.memcpy_dtod_async((CUdeviceptr)arena_->snapshot_counters(slot),
-                                                (CUdeviceptr)arena_->counters, DeviceArena::kSnapshotBytes, stream);
-    const CUresult recorded = copied == CUDA_SUCCESS ? d.event_record(s.event, stream) : CUDA_ERROR_NOT_READY;
-    if (copied != CUDA_SUCCESS || recorded != CUDA_SUCCESS) {
+    const uint64_t seq = ++snapshot_seq_;  // this thread alone queues
+    if (!current.pushed || !kernels_.queue_snapshot(stream, *arena_, slot, seq)) {
         if (counts_.enqueue_failed++ == 0)
-            GPUOBS_LOG("device %u: cannot queue an in-stream snapshot (copy %d, event %d)", device_index_, (int)copied,
-                       (int)recorded);
+            GPUOBS_LOG("device %u: cannot queue an in-stream snapshot (%s)", device_index_,
+                       current.pushed ? "the snapshot kernel did not launch" : "the context cannot be made current");
         return;
     }
     {
         std::lock_guard<std::mutex> lock(snapshot_mu_);
+        Snapshot& s = snapshots_[slot];
+        s.seq = seq;
         s.launches = launches;
         s.stream_key = stream_key;
         s.queued = true;
@@ -466,10 +459,10 @@ void PressureValve::maybe_snapshot(CUstream stream, uint64_t stream_key) {
     request_measure();  // wakes the measuring thread, which polls the snapshot
 }
 
-// The oldest snapshots whose events have completed, cut in order.
+// The oldest snapshots whose kernels have published, cut in order (each read is 8
+// bytes on the measuring thread's own stream, which waits for no other).
 void PressureValve::poll_snapshots() {
-    CudaDriver& d = driver();
-    while (snapshots_queued_.load() != 0) {
+    while (snapshots_queued_.load() != 0 && measure_stream_ != nullptr) {
         Snapshot s;
         uint32_t slot;
         {
@@ -478,13 +471,12 @@ void PressureValve::poll_snapshots() {
             s = snapshots_[slot];
         }
         if (!s.queued) return;
-        CUresult r;
-        {
-            CurrentContext current(ctx_);
-            r = current.pushed ? d.event_query(s.event) : CUDA_ERROR_INVALID_CONTEXT;
-        }
-        if (r == CUDA_ERROR_NOT_READY) return;
-        const bool cut = r == CUDA_SUCCESS && drainer_.cut_at_snapshot((int)slot, s.launches, s.stream_key);
+        uint64_t published = 0;
+        if (sanitizer().memcpy_dtoh(&published, arena_->snapshot_published(slot), sizeof published, measure_stream_) !=
+                SANITIZER_SUCCESS ||
+            published != s.seq)
+            return;
+        const bool cut = drainer_.cut_at_snapshot((int)slot, s.launches, s.stream_key);
         ++(cut ? counts_.snapshot_cuts : counts_.snapshots_late);
         {
             std::lock_guard<std::mutex> lock(snapshot_mu_);

@@ -126,19 +126,21 @@ private:
     // A wait for a drain's release that ran out: not waited for again until the
     // rings are released past this window count.
     std::atomic<uint64_t> stuck_release_{0};
-    // In-stream snapshots (snapshot_mu_, a leaf): a copy of the launch counters and
-    // the control block into an arena slot, then an event, queued on the program's
-    // stream behind its launches; taken in slot order, completed in the same order.
+    // In-stream snapshots (snapshot_mu_, a leaf): the tool's snapshot kernel, queued
+    // on the program's stream behind its launches, harvests the launch counters and
+    // copies the control block into an arena slot; taken in slot order, completed in
+    // the same order.
     struct Snapshot {
-        CUevent event = nullptr;
+        uint64_t seq = 0;         // what its kernel publishes in the slot when done
         uint64_t launches = 0;    // listed before it was queued
         uint64_t stream_key = 0;  // where
-        bool queued = false;      // its event has not completed yet
+        bool queued = false;      // its kernel has not published yet
         bool held = false;        // cut into a window the drain has not finished
     };
     std::mutex snapshot_mu_;
     Snapshot snapshots_[DeviceArena::kSnapshots];
     uint32_t next_snapshot_ = 0, oldest_snapshot_ = 0;
+    uint64_t snapshot_seq_ = 0;
     std::atomic<uint32_t> snapshots_queued_{0};
     uint64_t planned_at_snapshot_ = 0;  // plan_mu_
     // What the valve did: the first synchronisation is said, the rest are in

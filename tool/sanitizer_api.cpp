@@ -68,6 +68,7 @@ bool SanitizerApi::load(std::string* error) {
     ok &= bind(handle, "sanitizerGetResultString", &result_string, &missing);
     std::string optional;
     bind(handle, "sanitizerGetStreamHandle", &get_stream_handle, &optional);
+    bind(handle, "sanitizerAllocHost", &alloc_host, &optional);
     if (!ok) {
         *error = path + " lacks " + missing;
         return false;

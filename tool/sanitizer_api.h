@@ -27,6 +27,8 @@ struct SanitizerApi {
     // Optional (null where the library lacks it): the handle of a context's own
     // NULL stream, so that copies never depend on which context is current.
     decltype(&::sanitizerGetStreamHandle) get_stream_handle = nullptr;
+    // Optional: pinned host memory, for the drain's copies out of the rings.
+    decltype(&::sanitizerAllocHost) alloc_host = nullptr;
     std::string path;
 
     // Loads the library from GPUOBS_SANITIZER_LIB or the usual places; false

@@ -55,6 +55,7 @@ bool ToolKernels::load_locked() {
         GPUOBS_LOG("clock probe unavailable (cannot %s); device times will carry no host-clock relation", failed);
         return false;
     }
+    if (d.module_get_function(&snapshot_fn_, m, "gpuobs_snapshot") != CUDA_SUCCESS) snapshot_fn_ = nullptr;
     if (d.module_get_function(&gather_fn_, m, "gpuobs_gather_counts") != CUDA_SUCCESS ||
         sanitizer().alloc(ctx_, reinterpret_cast<void**>(&totals_), GPUOBS_LAUNCH_TABLE_SIZE * sizeof(uint64_t)) !=
             SANITIZER_SUCCESS)
@@ -152,6 +153,21 @@ bool ToolKernels::harvest_counts(gpuobs_launch_counter* counters, Sanitizer_Stre
     for (uint32_t s = 0; s < slots; ++s)
         for (uint32_t k = 0; k < stripes; ++k) (*totals)[s] += table[gpuobs_launch_counter_index(s, k)];
     return true;
+}
+
+bool ToolKernels::queue_snapshot(CUstream stream, const DeviceArena& arena, uint32_t slot, uint64_t seq) {
+    if (!done_.load() || snapshot_fn_ == nullptr) return false;
+    const uint64_t* table = reinterpret_cast<const uint64_t*>(arena.counters);
+    const uint64_t* control = reinterpret_cast<const uint64_t*>(arena.ctl);
+    uint64_t* totals = arena.snapshot_totals(slot);
+    uint64_t* control_copy = reinterpret_cast<uint64_t*>(arena.snapshot_control(slot));
+    uint32_t slots = GPUOBS_LAUNCH_TABLE_SIZE, stripes = GPUOBS_LAUNCH_COUNTER_STRIPES + 1,
+             words = sizeof(gpuobs_control) / sizeof(uint64_t);
+    uint32_t* blocks_done = arena.snapshot_blocks_done(slot);
+    uint64_t* published = arena.snapshot_published(slot);
+    unsigned long long s = seq;
+    void* args[] = {&table, &control, &totals, &control_copy, &slots, &stripes, &words, &blocks_done, &published, &s};
+    return driver().launch_kernel(snapshot_fn_, 128, 1, 1, 256, 1, 1, 0, stream, args, nullptr) == CUDA_SUCCESS;
 }
 
 }  // namespace gpuobs

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config.h"
+#include "device_arena.h"
 #include "gpuobs_schema.h"
 
 namespace gpuobs {
@@ -31,6 +32,10 @@ public:
     // One total per launch-counter slot since the context's start, into `totals`.
     bool harvest_counts(gpuobs_launch_counter* counters, Sanitizer_StreamHandle copy_stream,
                         std::vector<uint64_t>* totals);
+    // Launches the snapshot kernel into the arena's slot on the program's `stream`
+    // (the caller has made the context current); false when it cannot. No lock:
+    // after load() its function is fixed, and it shares no buffer with the others.
+    bool queue_snapshot(CUstream stream, const DeviceArena& arena, uint32_t slot, uint64_t seq);
 
 private:
     bool load_locked();  // under mu_
@@ -43,6 +48,7 @@ private:
     std::atomic<bool> done_{false};  // set once the first load has finished, either way
     CUfunction probe_fn_ = nullptr;
     CUfunction gather_fn_ = nullptr;
+    CUfunction snapshot_fn_ = nullptr;
     uint64_t* totals_ = nullptr;  // device: one total per launch-counter slot
     CUstream probe_stream_ = nullptr;
     uint64_t* probe_out_ = nullptr;
