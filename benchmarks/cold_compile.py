@@ -38,13 +38,13 @@ def check(rec_path: Path) -> dict:
     return out
 
 
-def run(mode: str, work: Path, max_autotune: bool = False) -> dict:
+def run(mode: str, work: Path, max_autotune: bool = False, record_args: tuple = ()) -> dict:
     cache = Path(tempfile.mkdtemp(prefix="cache-", dir=work))
     cmd = [sys.executable, str(PROGRAM), str(cache), *(["--max-autotune"] if max_autotune else [])]
     rec = work / f"{mode}.gpuobs"
     if mode != "none":
         rec.unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", "gpuobs", "record", "--mode", mode, "-o", str(rec), "--", *cmd]
+        cmd = [sys.executable, "-m", "gpuobs", "record", "--mode", mode, "-o", str(rec), *record_args, "--", *cmd]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     result = json.loads(lines[-1]) if lines else {}
