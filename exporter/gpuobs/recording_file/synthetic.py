@@ -235,7 +235,7 @@ def write_block_starts_recording(
                 launches[i]["launch_id"] = launch_id
                 launches[i]["grid_id"] = 1000 + i
                 launches[i]["stream_id"] = p.stream
-                launches[i]["host_begin_ns"] = UPTIME_NS + i * 10_000
+                launches[i]["host_begin_ns"] = _enqueued(program, quiet, sim.quiet_ns, i)
                 launches[i]["function_slot"] = p.function_slot
                 launches[i]["device_index"] = device
                 launches[i]["grid"] = (p.blocks, 1, 1)
@@ -258,7 +258,7 @@ def write_block_starts_recording(
                 ev["address"][k] &= ~np.uint64(1 << int(rng.choice(bits[1:])))
                 ev["flags"][k] |= incomplete_flag
             kept = np.arange(len(ev)) % dropped_every != dropped_every - 1
-            w.clock_samples(_clock_samples_between(int(sim.start.min()), int(sim.end.max()), 568_000, device))
+            w.clock_samples(_clock_samples_between(int(sim.start.min()), int(sim.end.max()), CLOCK_OFFSET_NS, device))
             phase = np.array([p.phase for p in program])[sim.launch]
             listed_in = np.array([p.listed_in for p in program])
             for seq in range(len(quiet)):
@@ -298,6 +298,28 @@ def write_block_starts_recording(
         total = sum(len(t) for t in truth)
         w.end(flushes=len(quiet) * devices, launches=launch_id, events=total)
     return path, np.concatenate(truth)
+
+
+CLOCK_OFFSET_NS = 568_000  # device - host of the block_starts recordings' clock samples
+
+
+def _host_ns(device_ns: int) -> int:
+    """The host CLOCK_MONOTONIC of a device time, as _clock_samples_between relates them."""
+    return device_ns - CLOCK_OFFSET_NS - GLOBALTIMER_BASE + UPTIME_NS
+
+
+def _enqueued(program: list, quiet: list, quiet_ns: list, i: int) -> int:
+    """When the host enqueued launch i of a simulated program (host ns): a phase's
+    launches right after the previous phase's quiet point returned to the host (the
+    program synchronised, then launched), the first phase's before the device began;
+    a launch the host waited for (not_before_ns) then. In launch order, 10 ns apart."""
+    p = program[i]
+    begin = GLOBALTIMER_BASE - 50_000
+    if p.phase > 0 and quiet[p.phase - 1]:
+        begin = quiet_ns[p.phase - 1] + 5_000
+    if p.not_before_ns:
+        begin = max(begin, GLOBALTIMER_BASE + p.not_before_ns - 1_000)
+    return _host_ns(begin) + i * 10
 
 
 def _clock_samples_between(first_ns: int, last_ns: int, offset_ns: int, device_index: int = 0) -> np.ndarray:
