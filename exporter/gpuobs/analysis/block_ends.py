@@ -367,8 +367,7 @@ def launch_end_quality(ends: BlockEnds, n_launches: int, with_weak: bool = False
     kind[unbounded] = EndBound.NONE
     if not with_weak:
         return latest, kind
-    weak = np.zeros(n_launches, bool)
+    weak = np.zeros(n_launches, bool)  # also where some block has no bound: the latest bound is still weak
     if ends.weak is not None:
         weak[np.unique(launch[at_latest & ends.weak[ok]])] = True
-    weak[unbounded] = False  # no bound at all: counted as unbounded, not weak
     return latest, kind, weak
