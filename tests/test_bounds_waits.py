@@ -9,10 +9,12 @@ import numpy as np
 import pytest
 
 import gpuobs
+from gpuobs.analysis import block_ends as be
 from gpuobs.analysis import launches as analysis
 from gpuobs.analysis.block_ends import EndBound
 from gpuobs.analysis.kernel_summary import kernel_times
-from gpuobs.recording_file import synthetic
+from gpuobs.recording_file import schema, synthetic
+from gpuobs.recording_file.recording_writer import RecordingWriter
 
 from .cli_helpers import gpuobs as run
 
@@ -114,3 +116,104 @@ def test_the_tools_wait_is_said(tmp_path):
     rec, _ = _write(tmp_path, "n")
     info = run("info", rec.path).stdout
     assert "waited 1 times so far, 3060.0 ms in all" in info and "% weak" in info
+
+
+# -- the rules one at a time, on hand-made recordings (block_ends.py's module doc) ---------------------------
+
+BASE = synthetic.GLOBALTIMER_BASE
+HALF = 100  # half the clock samples' bracket: enqueue times are known to within it
+
+
+def _launch(launch_id, grid, enqueued, stream=7, flags=0, replay=0):
+    row = np.zeros(1, schema.dtype("gpuobs_launch"))
+    row["launch_id"], row["grid_id"], row["stream_id"], row["flags"] = launch_id, grid, stream, flags
+    row["grid"], row["block"], row["graph_launch_id"] = (4, 1, 1), (32, 1, 1), replay
+    row["host_begin_ns"] = BASE + enqueued  # the samples below make host and device clocks equal
+    return row
+
+
+def _block(t, slot, grid, x=0):
+    e = np.zeros(1, schema.EVENT_DTYPE)
+    e["time_start"], e["grid_id"], e["block_x"], e["address"] = BASE + t, grid, x, 1 << slot
+    e["thread_index"], e["kind"] = 32, schema.EventKind.BLOCK
+    return e
+
+
+def _weak(tmp_path, windows, clock=True):
+    """windows: (launches, blocks, quiet ns from BASE or None) per flush. Returns
+    {(grid, x): (bound ns from BASE, EndBound, weak)}."""
+    path = tmp_path / "w.gpuobs"
+    with RecordingWriter(path) as w:
+        w.run(mode=schema.Mode.BLOCK_STARTS)
+        if clock:
+            s = np.zeros(2, schema.dtype("gpuobs_clock_sample"))
+            s["method"], s["device_ns"] = 1, [BASE, BASE + 10**6]
+            for clk in ("monotonic", "boottime", "realtime"):
+                s[f"{clk}_before"], s[f"{clk}_after"] = s["device_ns"] - HALF, s["device_ns"] + HALF
+            w.clock_samples(s)
+        for seq, (launches, blocks, quiet) in enumerate(windows):
+            events = np.concatenate(blocks)
+            w.launches(np.concatenate(launches))
+            w.flush(flush_seq=seq, attempted=len(events), recorded=len(events), dropped=0)
+            w.slots(flush_seq=seq, device_quiet_ns=0 if quiet is None else BASE + quiet)
+            w.events(events, flush_seq=seq)
+    rec = gpuobs.load(path)
+    ends = be.block_end_bounds(rec)
+    ev = rec.events[ends.rows]
+    return {
+        (int(g), int(x)): (int(e) - BASE, EndBound(q), bool(k))
+        for g, x, e, q, k in zip(ev["grid_id"], ev["block_x"], ends.end_bound_ns, ends.quality, ends.weak)
+    }
+
+
+def test_a_bound_made_by_work_enqueued_before_the_block_started_is_tight(tmp_path):
+    launches = [_launch(1, 1001, enqueued=0), _launch(2, 1002, enqueued=500 - 2 * HALF)]
+    found = _weak(tmp_path, [(launches, [_block(500, 0, 1001), _block(900, 0, 1002)], None)])
+    assert found[(1001, 0)] == (900, EndBound.SLOT, False)
+
+
+def test_a_bound_made_by_work_enqueued_after_the_block_started_is_weak(tmp_path):
+    # enqueued 50 ns before the block started, but known only to within 100 ns: not surely before
+    for enqueued, weak in ((450, True), (5_000, True), (250, False)):
+        launches = [_launch(1, 1001, enqueued=0), _launch(2, 1002, enqueued=enqueued)]
+        found = _weak(tmp_path, [(launches, [_block(500, 0, 1001), _block(9_000, 0, 1002)], None)])
+        assert found[(1001, 0)] == (9_000, EndBound.SLOT, weak), enqueued
+    # the same holds for the next kernel on the stream
+    launches = [_launch(1, 1001, enqueued=0), _launch(2, 1002, enqueued=5_000)]
+    found = _weak(tmp_path, [(launches, [_block(500, 0, 1001), _block(9_000, 1, 1002)], None)])
+    assert found[(1001, 0)] == (9_000, EndBound.STREAM, True)
+
+
+def test_a_later_block_of_the_same_launch_or_replay_never_makes_a_weak_bound(tmp_path):
+    # enqueue times that would be late (the host clock says after the start): the same launch, the same replay
+    node = schema.LaunchFlag.GRAPH_NODE
+    launches = [_launch(1, 1001, enqueued=800), _launch(2, 1002, enqueued=800, flags=node, replay=9)]
+    launches.append(_launch(3, 1003, enqueued=800, flags=node, replay=9))
+    blocks = [_block(500, 0, 1001), _block(700, 0, 1001, x=1), _block(900, 1, 1002), _block(950, 1, 1003)]
+    found = _weak(tmp_path, [(launches, blocks, None)])
+    assert found[(1001, 0)] == (700, EndBound.SLOT, False)
+    assert found[(1002, 0)] == (950, EndBound.SLOT, False)
+
+
+def test_a_quiet_bound_is_weak(tmp_path):
+    found = _weak(tmp_path, [([_launch(1, 1001, enqueued=0)], [_block(500, 0, 1001)], 600)])
+    assert found[(1001, 0)] == (600, EndBound.QUIET, True)
+
+
+def test_without_clock_samples_a_later_flush_window_makes_a_bound_weak(tmp_path):
+    raced = schema.LaunchFlag.RACED_FLUSH
+    first = (
+        [_launch(1, 1001, enqueued=0), _launch(2, 1002, enqueued=0)],
+        [_block(500, 0, 1001), _block(900, 0, 1002), _block(950, 1, 1002, x=1)],
+        None,
+    )
+    # 1003 is listed in the second window; 1004 raced the first flush: listed in the second, enqueued before it
+    second = (
+        [_launch(3, 1003, enqueued=0), _launch(4, 1004, enqueued=0, stream=8, flags=raced)],
+        [_block(1_500, 0, 1003), _block(1_200, 1, 1004)],
+        None,
+    )
+    found = _weak(tmp_path, [first, second], clock=False)
+    assert found[(1001, 0)] == (900, EndBound.SLOT, False)  # by 1002: the same window
+    assert found[(1002, 0)] == (1_500, EndBound.SLOT, True)  # by 1003: a later window
+    assert found[(1002, 1)] == (1_200, EndBound.SLOT, False)  # by 1004: enqueued in 1002's window

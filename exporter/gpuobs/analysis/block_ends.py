@@ -138,9 +138,12 @@ def block_end_bounds(rec: Recording, launch_of_event: np.ndarray | None = None) 
     return BlockEnds(rows, end, quality, known.astype(np.uint8), launch, weak)
 
 
+UNKNOWN = np.iinfo(np.int64).max
+
+
 def host_offsets(rec: Recording) -> dict:
-    """Per device: (device clock - host CLOCK_MONOTONIC, the largest half bracket), the
-    median over its clock samples; devices without usable samples are absent."""
+    """Per device: (device clock - host CLOCK_MONOTONIC in integer ns, the median over its
+    clock samples; the largest half bracket); devices without usable samples are absent."""
     s = rec.clock_samples
     if len(s) == 0:
         return {}
@@ -148,9 +151,11 @@ def host_offsets(rec: Recording) -> dict:
     out = {}
     for device in np.unique(s["device_index"]).tolist():
         mine = s[s["device_index"] == device]
-        mid = (mine["monotonic_before"].astype(np.float64) + mine["monotonic_after"]) / 2
-        half = (mine["monotonic_after"].astype(np.float64) - mine["monotonic_before"]) / 2
-        out[device] = (float(np.median(mine["device_ns"].astype(np.float64) - mid)), float(half.max()))
+        before, after = mine["monotonic_before"].astype(np.int64), mine["monotonic_after"].astype(np.int64)
+        offset = mine["device_ns"].astype(np.int64) - before - (after - before) // 2  # integers: exact
+        offset = np.sort(offset)
+        middle = (int(offset[(len(offset) - 1) // 2]) + int(offset[len(offset) // 2])) // 2  # a median, in integers
+        out[device] = (middle, float((after - before).max()) / 2)
     return out
 
 
@@ -160,10 +165,12 @@ def host_made(rec: Recording, launch: np.ndarray, start: np.ndarray):
     before the block started, or was listed in a later flush window."""
     launches = rec.launches
     n = len(launches)
-    enqueued = np.full(n, np.inf)  # device ns by which the launch was surely enqueued; inf: unknown
+    # device ns by which the launch was surely enqueued; UNKNOWN: no clock relation. In integers: a
+    # %globaltimer value near 2^61 has a float64 step of 256 ns.
+    enqueued = np.full(n, UNKNOWN, np.int64)
     for device, (offset, half) in host_offsets(rec).items():
         mine = launches["device_index"] == device
-        enqueued[mine] = launches["host_begin_ns"][mine].astype(np.float64) + offset + half
+        enqueued[mine] = launches["host_begin_ns"][mine].astype(np.int64) + offset + int(np.ceil(half))
     flushes = rec.launch_flushes.astype(np.int64) if len(rec.launch_flushes) == n else np.zeros(n, np.int64)
     # the window a launch was enqueued in: one that raced a flush is listed in the next one
     raced = (launches["flags"] & schema.LaunchFlag.RACED_FLUSH) != 0
@@ -175,8 +182,8 @@ def host_made(rec: Recording, launch: np.ndarray, start: np.ndarray):
         has = (maker >= 0) & (launch >= 0)
         m, own = maker[has], launch[has]
         together = (m == own) | ((replay[m] != 0) & (replay[m] == replay[own]))
-        clock = np.isfinite(enqueued[m])
-        late = np.where(clock, ~(enqueued[m] < start[has].astype(np.float64)), enqueued_window[m] > flushes[own])
+        clock = enqueued[m] != UNKNOWN
+        late = np.where(clock, ~(enqueued[m] < start[has].astype(np.int64)), enqueued_window[m] > flushes[own])
         out[has] = late & ~together
         return out
 
