@@ -74,6 +74,11 @@ def _check_worker_recording(rec):
 
 @pytest.mark.parametrize("start", ["spawn", "forkserver"])
 def test_every_worker_recorded_complete_and_exact(tmp_path, start):
+    """spawn's children leave through sys.exit (CUDA tears down, the tool's destructor
+    writes the END chunk). CPython's forkserver (and fork) children leave through
+    os._exit: no atexit handler or destructor runs in them, so unless the tool flushes
+    at _exit itself their files end without END (and what came after the last drain
+    is lost): the forkserver case shows whether that holds."""
     proc, reports, files = _serve(tmp_path, start)
     _check_served(reports)
     import gpuobs
