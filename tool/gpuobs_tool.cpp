@@ -255,6 +255,8 @@ void on_driver_api(Sanitizer_CallbackId cbid, const Sanitizer_CallbackData* cd) 
     Tool& t = *g_tool;
     if (t.config.graph_nodes == Config::GraphNodes::kLearn && changes_graph_exec(cbid) &&
         cd->callbackSite == SANITIZER_API_EXIT) {
+        if (std::getenv("GPUOBS_DEBUG"))
+            GPUOBS_LOG("graph exec change: %s", cd->functionName ? cd->functionName : "(unnamed driver call)");
         t.graphs.invalidate_all();
         update_node_callbacks();
     }

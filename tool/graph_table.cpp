@@ -1,8 +1,21 @@
 #include "graph_table.h"
 
+#include <cstdlib>
+
 #include "cuda_driver.h"
+#include "log.h"
 
 namespace gpuobs {
+
+namespace {
+// GPUOBS_DEBUG=1: what happens to each exec, for finding replays the tool cannot
+// attribute (benchmarks/jax_launch_paths.py reads these lines). A function-local
+// static: no static-initialisation order against the tool's constructor.
+bool debug() {
+    static const bool on = std::getenv("GPUOBS_DEBUG") != nullptr;
+    return on;
+}
+}  // namespace
 
 bool graph_has_conditional_nodes(CUgraph graph) {
     CudaDriver& d = driver();
@@ -24,7 +37,13 @@ bool graph_has_conditional_nodes(CUgraph graph) {
 }
 
 void GraphTable::on_created(CUgraphExec exec, CUgraph graph, bool device_launch) {
-    const bool dynamic = device_launch || (graph != nullptr && graph_has_conditional_nodes(graph));
+    const bool conditional = graph != nullptr && graph_has_conditional_nodes(graph);
+    const bool dynamic = device_launch || conditional;
+    if (debug())
+        GPUOBS_LOG("graph exec %p created from graph %p: %s", (void*)exec, (void*)graph,
+                   device_launch ? "device-launchable, node callbacks stay on"
+                   : conditional ? "has conditional nodes, node callbacks stay on"
+                                 : "learned at its first replay");
     std::lock_guard<std::mutex> lock(mu_);
     Exec& e = execs_[exec];
     e = Exec();
@@ -32,14 +51,20 @@ void GraphTable::on_created(CUgraphExec exec, CUgraph graph, bool device_launch)
 }
 
 void GraphTable::on_destroying(CUgraphExec exec) {
+    if (debug()) GPUOBS_LOG("graph exec %p destroyed", (void*)exec);
     std::lock_guard<std::mutex> lock(mu_);
     execs_.erase(exec);
 }
 
 void GraphTable::invalidate_all() {
     std::lock_guard<std::mutex> lock(mu_);
+    size_t sent = 0;
     for (auto& [exec, e] : execs_)
-        if (e.state == State::kLearned) e = Exec();
+        if (e.state == State::kLearned) {
+            e = Exec();
+            ++sent;
+        }
+    if (debug()) GPUOBS_LOG("graph exec update: %zu learned exec(s) sent back to learning", sent);
 }
 
 size_t GraphTable::live() const {
@@ -50,7 +75,10 @@ size_t GraphTable::live() const {
 GraphTable::Source GraphTable::begin_replay(CUgraphExec exec, bool callbacks_on, std::vector<LearnedNode>* nodes) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = execs_.find(exec);
-    if (it == execs_.end()) it = execs_.emplace(exec, Exec()).first;  // created before the tool listened
+    if (it == execs_.end()) {  // created before the tool listened
+        if (debug()) GPUOBS_LOG("graph exec %p replayed, never seen created: learned now", (void*)exec);
+        it = execs_.emplace(exec, Exec()).first;
+    }
     if (it->second.state == State::kLearned && !callbacks_on) {
         *nodes = it->second.nodes;
         return Source::kTable;
@@ -78,7 +106,14 @@ void GraphTable::end_replay(CUgraphExec exec, Source source) {
     Exec& e = it->second;
     // Learned once a replay listed node by node has ended (a graph with no
     // kernel node is learned as empty).
-    if (e.state == State::kLearning && source == Source::kNodeCallbacks) e.state = State::kLearned;
+    if (e.state == State::kLearning && source == Source::kNodeCallbacks) {
+        e.state = State::kLearned;
+        if (debug())
+            GPUOBS_LOG("graph exec %p learned from replay %u: %zu kernel node(s), grid ids %llu..%llu", (void*)exec,
+                       e.learning_launch, e.nodes.size(),
+                       e.nodes.empty() ? 0ull : (unsigned long long)e.nodes.front().grid_id,
+                       e.nodes.empty() ? 0ull : (unsigned long long)e.nodes.back().grid_id);
+    }
 }
 
 bool GraphTable::needs_node_callbacks() const {

@@ -16,7 +16,9 @@ MEANING = (
     "drawn zero-length. Slot bounds measured on an H200 (kernels timing themselves, 3.6M warps): "
     "bound - true end p50 160 ns, p95 1.0 us, 98% within 2 us on a full-occupancy elementwise kernel; "
     "224 ns with one block per SM; p50 11 us where block durations are uneven (slots are reused late). "
-    "See docs/benchmarks.md."
+    "See docs/benchmarks.md. Weak: bounds that may include host time (made by work the host enqueued after "
+    "the block started, or a quiet point: a wait the tool made, a flush, an idle device); kernel spans "
+    "that end at one are left out of the time summary."
 )
 QUALITIES = [EndBound.SLOT, EndBound.STREAM, EndBound.QUIET, EndBound.NONE]
 
@@ -37,6 +39,7 @@ def kernel_rows(rec: Recording, ends: BlockEnds, names: list) -> list[dict]:
         row = {"device": device, "kernel": name, "blocks": blocks}
         for q in QUALITIES:
             row[f"{LABELS[q]}_pct"] = round(100.0 * int(by_quality[q]) / blocks, 1)
+        row["weak_pct"] = round(100.0 * int(counts.weak[members].sum()) / blocks, 1)
         row["slots_incomplete"] = int(counts.slots_incomplete[members].sum())
         rows.append(row)
     rows.sort(key=lambda r: (-r["blocks"], r["kernel"]))
@@ -50,6 +53,7 @@ def totals(rec: Recording, ends: BlockEnds) -> dict:
     return {
         "blocks": int(len(ends.rows)),
         **{LABELS[q]: int(by_quality[q]) for q in QUALITIES},
+        "weak": int(ends.weak.sum()) if ends.weak is not None else 0,
         "slots_incomplete": int(((rec.events["flags"][ends.rows] & SLOTS_INCOMPLETE) != 0).sum()),
         "warp_arrivals": t["warp_arrivals"],
         "warp_arrivals_dropped": t["warp_arrivals_dropped"],
@@ -59,10 +63,10 @@ def totals(rec: Recording, ends: BlockEnds) -> dict:
 
 
 def bound_line(d: dict) -> str:
-    """'N blocks: a% slot, b% stream, c% quiet, d% none'."""
+    """'N blocks: a% slot, b% stream, c% quiet, d% none; w% weak'."""
     n = d["blocks"] or 1
     shares = ", ".join(f"{100.0 * d[LABELS[q]] / n:.1f}% {LABELS[q]}" for q in QUALITIES)
-    return f"{d['blocks']:,} blocks, ends bounded by: {shares}"
+    return f"{d['blocks']:,} blocks, ends bounded by: {shares}; {100.0 * d['weak'] / n:.1f}% weak"
 
 
 def accounting_line(d: dict) -> str:

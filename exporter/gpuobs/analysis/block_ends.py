@@ -30,7 +30,26 @@ upper bound of its end, the tightest of three, and which one it is.
   zero-length slice).
 
 A candidate below the block's own start is never used (a start is a lower bound
-of the end). Everything is sorts and scatters over all blocks at once."""
+of the end). Everything is sorts and scatters over all blocks at once.
+
+Weak bounds (BlockEnds.weak). A bound is tight only when what made it was already
+waiting on the device for this block to end. It is weak, and says nothing about
+the kernel's duration, when it may include time the device spent waiting for the
+host: a wait the tool made the launching thread take (PROGRAM_WAITED), a flush,
+a host stall, an idle device. Per block:
+
+* slot and stream bounds: weak when the launch of the block that made the bound
+  was enqueued by the host (its host_begin_ns on the device clock, from the clock
+  samples, to within half their widest bracket) not surely before this block
+  started. Without clock samples for its device: when it was enqueued in a later
+  flush window than this block's launch (a flush, and whatever the host did around
+  it, lies between; a launch that raced a flush was enqueued in the window before
+  the one that lists it). A later block of the same launch, or of the same graph
+  replay, was enqueued with it: never weak.
+* quiet bounds: always weak. The quiet point is read after the host's
+  synchronisation returns; the recording does not say when that synchronisation
+  began, so the device may have been idle for any time before it.
+* none: no bound (not weak: there is nothing to include)."""
 
 from __future__ import annotations
 
@@ -70,6 +89,7 @@ class BlockEnds:
     quality: np.ndarray  # uint8 EndBound
     slots_known: np.ndarray  # uint8: slots in the block's mask
     launch: np.ndarray  # int64: index into rec.launches, -1 unresolved
+    weak: np.ndarray = None  # bool: the bound may include host time (module doc); False where quality is NONE
 
     def at(self, event_rows: np.ndarray) -> np.ndarray:
         """Positions in these arrays of block events given by their rows in rec.events."""
@@ -98,20 +118,76 @@ def block_end_bounds(rec: Recording, launch_of_event: np.ndarray | None = None) 
     launch = launch_of_event[rows].astype(np.int64)
     group = rec.event_devices[rows].astype(np.int64) * SM_ID_LIMIT + col("sm_id")  # (device, SM)
     warps = (col("thread_index").astype(np.int64) + 31) // 32
-    by_slot, known = slot_bounds(col("address"), start, group, warps, col("flags"))
+    by_slot, known, slot_maker = slot_bounds(col("address"), start, group, warps, col("flags"))
+    by_stream, stream_maker = stream_bounds(rec, launch, start, with_makers=True)
+    weak_if = host_made(rec, launch, start)
     candidates = (
-        (EndBound.SLOT, by_slot),
-        (EndBound.STREAM, stream_bounds(rec, launch, start)),
-        (EndBound.QUIET, quiet_bounds(rec, launch)),
+        (EndBound.SLOT, by_slot, weak_if(np.where(slot_maker >= 0, launch[np.maximum(slot_maker, 0)], -1))),
+        (EndBound.STREAM, by_stream, weak_if(stream_maker)),
+        (EndBound.QUIET, quiet_bounds(rec, launch), np.ones(len(rows), bool)),
     )
     end = np.full(len(rows), NO_BOUND, np.uint64)
     quality = np.zeros(len(rows), np.uint8)
-    for kind, bound in candidates:  # in EndBound order: a strictly tighter one replaces
+    weak = np.zeros(len(rows), bool)
+    for kind, bound, is_weak in candidates:  # in EndBound order: a strictly tighter one replaces
         tighter = (bound >= start) & (bound < end)
         end[tighter] = bound[tighter]
         quality[tighter] = kind
+        weak[tighter] = is_weak[tighter]
     end[quality == EndBound.NONE] = start[quality == EndBound.NONE]
-    return BlockEnds(rows, end, quality, known.astype(np.uint8), launch)
+    return BlockEnds(rows, end, quality, known.astype(np.uint8), launch, weak)
+
+
+UNKNOWN = np.iinfo(np.int64).max
+
+
+def host_offsets(rec: Recording) -> dict:
+    """Per device: (device clock - host CLOCK_MONOTONIC in integer ns, the median over its
+    clock samples; the largest half bracket); devices without usable samples are absent."""
+    s = rec.clock_samples
+    if len(s) == 0:
+        return {}
+    s = s[(s["method"] == 1) & (s["device_ns"] > 0)]
+    out = {}
+    for device in np.unique(s["device_index"]).tolist():
+        mine = s[s["device_index"] == device]
+        before, after = mine["monotonic_before"].astype(np.int64), mine["monotonic_after"].astype(np.int64)
+        offset = mine["device_ns"].astype(np.int64) - before - (after - before) // 2  # integers: exact
+        offset = np.sort(offset)
+        middle = (int(offset[(len(offset) - 1) // 2]) + int(offset[len(offset) // 2])) // 2  # a median, in integers
+        out[device] = (middle, float((after - before).max()) / 2)
+    return out
+
+
+def host_made(rec: Recording, launch: np.ndarray, start: np.ndarray):
+    """A function of the launch that made each block's bound (-1: none) giving, per
+    block, whether that bound is weak (module doc): its maker was not surely enqueued
+    before the block started, or was listed in a later flush window."""
+    launches = rec.launches
+    n = len(launches)
+    # device ns by which the launch was surely enqueued; UNKNOWN: no clock relation. In integers: a
+    # %globaltimer value near 2^61 has a float64 step of 256 ns.
+    enqueued = np.full(n, UNKNOWN, np.int64)
+    for device, (offset, half) in host_offsets(rec).items():
+        mine = launches["device_index"] == device
+        enqueued[mine] = launches["host_begin_ns"][mine].astype(np.int64) + offset + int(np.ceil(half))
+    flushes = rec.launch_flushes.astype(np.int64) if len(rec.launch_flushes) == n else np.zeros(n, np.int64)
+    # the window a launch was enqueued in: one that raced a flush is listed in the next one
+    raced = (launches["flags"] & schema.LaunchFlag.RACED_FLUSH) != 0
+    enqueued_window = flushes - raced
+    replay = launches["graph_launch_id"].astype(np.int64)
+
+    def weak(maker: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(maker), bool)
+        has = (maker >= 0) & (launch >= 0)
+        m, own = maker[has], launch[has]
+        together = (m == own) | ((replay[m] != 0) & (replay[m] == replay[own]))
+        clock = enqueued[m] != UNKNOWN
+        late = np.where(clock, ~(enqueued[m] < start[has].astype(np.int64)), enqueued_window[m] > flushes[own])
+        out[has] = late & ~together
+        return out
+
+    return weak
 
 
 def held_slots(masks: np.ndarray) -> list:
@@ -130,38 +206,44 @@ def held_slots(masks: np.ndarray) -> list:
     return layers
 
 
-def slot_bounds(mask, start, sm_group, warps, flags) -> tuple[np.ndarray, np.ndarray]:
+def slot_bounds(mask, start, sm_group, warps, flags) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per block (its slot mask, start, (device, SM) group, warps and flags): (the
     latest, over its slots, of the next later start in that slot of its SM, or
     NO_BOUND where a slot has none or its slots are incomplete; the number of slots
-    it holds)."""
+    it holds; the block whose start that latest is, -1 where none)."""
     n = len(mask)
     layers = held_slots(mask)
     known = np.zeros(n, np.int64)
     bound = np.zeros(n, np.uint64)
+    maker = np.full(n, -1, np.int64)
     if layers:
         holder = np.concatenate([rows for rows, _ in layers])
         slot = np.concatenate([slots for _, slots in layers])
-        successor = next_later_start(sm_group[holder] * SLOTS_PER_SM + slot, start[holder])
+        successor, next_row = next_later_start(sm_group[holder] * SLOTS_PER_SM + slot, start[holder], True)
+        next_block = np.where(next_row >= 0, holder[np.maximum(next_row, 0)], -1)
         at = 0
         for rows, _ in layers:  # NO_BOUND (the largest value) spoils a block's max
-            np.maximum(bound[rows], successor[at : at + len(rows)], out=successor[at : at + len(rows)])
-            bound[rows] = successor[at : at + len(rows)]
+            mine = slice(at, at + len(rows))
+            later = successor[mine] > bound[rows]
+            maker[rows[later]] = next_block[mine][later]
+            bound[rows[later]] = successor[mine][later]
             known[rows] += 1
             at += len(rows)
     # Every warp's slot known: the tool's flag, and the count itself.
     incomplete = ((flags & SLOTS_INCOMPLETE) != 0) | (known < np.maximum(warps, 1))
     bound[incomplete] = NO_BOUND
-    return bound, known
+    maker[incomplete | (bound == NO_BOUND)] = -1
+    return bound, known, maker
 
 
-def next_later_start(group: np.ndarray, start: np.ndarray) -> np.ndarray:
+def next_later_start(group: np.ndarray, start: np.ndarray, with_rows: bool = False):
     """For each row, the smallest start of its group (>= 0) that is strictly later than
     its own (NO_BOUND where none is). Equal starts in one slot cannot say which block
     held it first, so neither bounds the other: both take the next later start,
-    which bounds them whichever came first."""
+    which bounds them whichever came first. with_rows: also the row of that start
+    (one of them where several share it; -1 where none)."""
     if len(group) == 0:
-        return np.zeros(0, np.uint64)
+        return (np.zeros(0, np.uint64), np.zeros(0, np.int64)) if with_rows else np.zeros(0, np.uint64)
     # One sortable key per row: the group above the time since the first start (two where they do not fit).
     base = np.uint64(int(start.min()))
     bits = max(1, (int(start.max()) - int(base)).bit_length())
@@ -181,16 +263,24 @@ def next_later_start(group: np.ndarray, start: np.ndarray) -> np.ndarray:
     next_time[:-1][same_group] = start[order[first[1:]]][same_group]
     out = np.empty(len(group), np.uint64)
     out[order] = next_time[run]
-    return out
+    if not with_rows:
+        return out
+    next_row = np.full(len(first), -1, np.int64)
+    next_row[:-1][same_group] = order[first[1:]][same_group]
+    rows = np.empty(len(group), np.int64)
+    rows[order] = next_row[run]
+    return out, rows
 
 
-def stream_bounds(rec: Recording, launch: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """Per block: the first block start of the next launch on its stream (module doc)."""
+def stream_bounds(rec: Recording, launch: np.ndarray, start: np.ndarray, with_makers: bool = False):
+    """Per block: the first block start of the next launch on its stream (module doc).
+    with_makers: also that next launch (index into rec.launches, -1 where none)."""
     bound = np.full(len(launch), NO_BOUND, np.uint64)
+    maker = np.full(len(launch), -1, np.int64)
     launches = rec.launches
     resolved = launch >= 0
     if len(launches) == 0 or not resolved.any():
-        return bound
+        return (bound, maker) if with_makers else bound
     first_start = np.full(len(launches), NO_BOUND, np.uint64)
     np.minimum.at(first_start, launch[resolved], start[resolved])
     last_start = np.zeros(len(launches), np.uint64)
@@ -215,7 +305,12 @@ def stream_bounds(rec: Recording, launch: np.ndarray, start: np.ndarray) -> np.n
     next_start = np.full(len(launches), NO_BOUND, np.uint64)
     next_start[order[:-1][chained]] = first_start[order[1:][chained]]
     bound[resolved] = next_start[launch[resolved]]
-    return bound
+    if not with_makers:
+        return bound
+    next_launch = np.full(len(launches), -1, np.int64)
+    next_launch[order[:-1][chained]] = order[1:][chained]
+    maker[resolved] = next_launch[launch[resolved]]
+    return bound, maker
 
 
 def quiet_bounds(rec: Recording, launch: np.ndarray) -> np.ndarray:
@@ -245,6 +340,7 @@ class BoundCounts:
     blocks: np.ndarray  # int64
     by_quality: np.ndarray  # int64 (launches, len(EndBound)): blocks per EndBound value
     slots_incomplete: np.ndarray  # int64: blocks flagged GPUOBS_BLOCK_SLOTS_INCOMPLETE
+    weak: np.ndarray = None  # int64: blocks whose bound is weak
 
 
 def counts_by_launch(rec: Recording, ends: BlockEnds) -> BoundCounts:
@@ -257,12 +353,15 @@ def counts_by_launch(rec: Recording, ends: BlockEnds) -> BoundCounts:
         blocks=np.bincount(launch, minlength=n)[:n],
         by_quality=by_quality[: n * len(EndBound)].reshape(n, len(EndBound)),
         slots_incomplete=np.bincount(launch[incomplete], minlength=n)[:n],
+        weak=np.bincount(launch[ends.weak[ok]], minlength=n)[:n] if ends.weak is not None else np.zeros(n, np.int64),
     )
 
 
-def launch_end_quality(ends: BlockEnds, n_launches: int) -> tuple[np.ndarray, np.ndarray]:
+def launch_end_quality(ends: BlockEnds, n_launches: int, with_weak: bool = False):
     """Per launch: (the latest end bound of its blocks, what bounds it). A launch with
-    a block of no bound gets EndBound.NONE: its end may be later than any bound."""
+    a block of no bound gets EndBound.NONE: its end may be later than any bound.
+    with_weak: also whether that latest bound is weak (one of the blocks holding it
+    has a weak bound): the launch's span then may include host time."""
     ok = ends.launch >= 0
     launch, end, quality = ends.launch[ok], ends.end_bound_ns[ok], ends.quality[ok]
     latest = np.zeros(n_launches, np.uint64)
@@ -273,4 +372,9 @@ def launch_end_quality(ends: BlockEnds, n_launches: int) -> tuple[np.ndarray, np
     np.maximum.at(kind, launch[at_latest], quality[at_latest])
     unbounded = np.bincount(launch[quality == EndBound.NONE], minlength=n_launches)[:n_launches] > 0
     kind[unbounded] = EndBound.NONE
-    return latest, kind
+    if not with_weak:
+        return latest, kind
+    weak = np.zeros(n_launches, bool)  # also where some block has no bound: the latest bound is still weak
+    if ends.weak is not None:
+        weak[np.unique(launch[at_latest & ends.weak[ok]])] = True
+    return latest, kind, weak

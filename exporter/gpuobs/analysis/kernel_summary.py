@@ -9,7 +9,10 @@ includes what instrumentation cost inside the kernel, and excludes the launch's
 queueing before its first block ran. In a block_starts recording no end is
 recorded: the span runs to the latest upper bound of its blocks' ends
 (block_ends.py), so it is an upper bound too, unless some block of the launch has
-no bound. Modes that keep no block times (counters, memory modes) have no spans:
+no bound. A launch whose latest bound is weak (it may include a wait the tool made,
+a flush, a host stall: block_ends.py) is left out of the summary and counted per
+kernel in `weak`: an upper bound that long says nothing about the kernel. Modes
+that keep no block times (counters, memory modes) have no spans:
 `timed` is False and there are no rows."""
 
 from __future__ import annotations
@@ -30,7 +33,10 @@ SPAN_MEANING = (
 )
 SPAN_MEANING_BOUNDS = (
     "span = a launch's first block start to the latest upper bound of its blocks' ends (block_starts "
-    "records no block end; device clock, includes instrumentation cost inside the kernel)"
+    "records no block end; device clock, includes instrumentation cost inside the kernel); launches "
+    "whose latest bound is weak (made by work the host enqueued after the block started, by a later "
+    "flush window, or a quiet point: it may include host time, a wait the tool made, an idle device) "
+    "are left out and counted in Weak"
 )
 SORT_KEYS = ("total", "instances", "avg", "med", "min", "max", "stddev", "name")
 
@@ -45,6 +51,8 @@ class KernelTimes:
     launches_without_span: int = 0  # no block recorded (all dropped, or outside a window)
     launches_partial: int = 0  # some blocks dropped: the span may be short
     launches_end_unbounded: int = 0  # block_starts: a block with no end bound, so the span may be short
+    launches_end_weak: int = 0  # block_starts: left out, their latest bound is weak (block_ends.py)
+    device_span_ns: int = 0  # per device, its first block start to its latest start or tight end bound; summed
 
 
 def kernel_times(rec: Recording, table: analysis.LaunchTable | None = None) -> KernelTimes:
@@ -60,13 +68,27 @@ def kernel_times(rec: Recording, table: analysis.LaunchTable | None = None) -> K
         result.launches_end_unbounded = int((spanned & (table.end_bound == EndBound.NONE)).sum())
     result.launches_without_span = int((~spanned).sum())
     result.launches_partial = int((spanned & (table.blocks_recorded < table.grid_blocks)).sum())
+    weak = spanned & table.end_weak if table.end_weak is not None else np.zeros(len(spanned), bool)
+    result.launches_end_weak = int(weak.sum())
+    result.device_span_ns = _device_span(rec, table, spanned & ~weak)
     spans = table.last_end.astype(np.int64) - table.first_start.astype(np.int64)
     by_name: dict = {}
+    weak_of: dict = {}
     for i in np.flatnonzero(spanned):
-        by_name.setdefault(table.name[i], []).append(max(int(spans[i]), 0))
+        if weak[i]:
+            weak_of[table.name[i]] = weak_of.get(table.name[i], 0) + 1
+            by_name.setdefault(table.name[i], [])
+        else:
+            by_name.setdefault(table.name[i], []).append(max(int(spans[i]), 0))
     grand = sum(sum(v) for v in by_name.values()) or 1
     for name, values in by_name.items():
         v = np.asarray(values, np.int64)
+        if len(v) == 0:  # every launch of it ends at a weak bound: nothing measured
+            result.rows.append(
+                {"name": name, "time_pct": 0.0, "total_ns": 0, "instances": 0, "avg_ns": None, "med_ns": None}
+                | {"min_ns": None, "max_ns": None, "stddev_ns": None, "weak": weak_of[name]}
+            )
+            continue
         result.rows.append(
             {
                 "name": name,
@@ -80,8 +102,31 @@ def kernel_times(rec: Recording, table: analysis.LaunchTable | None = None) -> K
                 "stddev_ns": round(float(v.std(ddof=1)), 1) if len(v) > 1 else 0.0,
             }
         )
+        if result.ends_are_bounds:
+            result.rows[-1]["weak"] = weak_of.get(name, 0)
     sort_rows(result.rows, "total")
     return result
+
+
+def _device_span(rec: Recording, table: analysis.LaunchTable, tight: np.ndarray) -> int:
+    """Per device, from its first block start to the latest of its launches' last
+    start-or-end-bound (tight launches only for the bounds), summed over devices."""
+    total = 0
+    devices = rec.launches["device_index"]
+    recorded = table.blocks_recorded > 0
+    for device in np.unique(devices[recorded]).tolist():
+        mine = recorded & (devices == device)
+        last = table.first_start[mine]
+        if table.block_ends is not None:  # block_starts: the latest start of each launch
+            be = table.block_ends
+            ok = be.launch >= 0
+            latest_start = np.zeros(len(rec.launches), np.uint64)
+            np.maximum.at(latest_start, be.launch[ok], rec.events["time_start"][be.rows[ok]])
+            last = latest_start[mine]
+        ends = table.last_end[mine & tight] if table.block_ends is not None else table.last_end[mine]
+        top = max(int(last.max()), int(ends.max()) if len(ends) else 0)
+        total += top - int(table.first_start[mine].min())
+    return total
 
 
 def sort_rows(rows: list, key: str) -> None:
@@ -98,4 +143,4 @@ def sort_rows(rows: list, key: str) -> None:
             "max": "max_ns",
             "stddev": "stddev_ns",
         }[key]
-        rows.sort(key=lambda r: (-r[column], r["name"]))
+        rows.sort(key=lambda r: (-(r[column] if r[column] is not None else -1), r["name"]))

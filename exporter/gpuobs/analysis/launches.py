@@ -180,6 +180,7 @@ class LaunchTable:
     # block_starts (None otherwise): every block's end bound, and per launch what bounds last_end
     block_ends: bounds.BlockEnds | None = None
     end_bound: np.ndarray | None = None  # uint8 EndBound per launch
+    end_weak: np.ndarray | None = None  # bool per launch: last_end is a weak bound (may include host time)
 
 
 def launch_table(rec: Recording, launch_of_event: np.ndarray | None = None) -> LaunchTable:
@@ -199,10 +200,10 @@ def launch_table(rec: Recording, launch_of_event: np.ndarray | None = None) -> L
     np.minimum.at(first_start, idx, starts)
     np.maximum.at(last_end, idx, ends)
     first_start[first_start == np.iinfo(np.uint64).max] = 0
-    block_ends = end_bound = None
+    block_ends = end_bound = end_weak = None
     if bounds.is_block_starts(rec):  # no end recorded: the latest upper bound of its blocks' ends
         block_ends = bounds.block_end_bounds(rec, launch_of_event)
-        bounded_end, end_bound = bounds.launch_end_quality(block_ends, n)
+        bounded_end, end_bound, end_weak = bounds.launch_end_quality(block_ends, n, with_weak=True)
         last_end = np.maximum(last_end, bounded_end)
     blocks_recorded = np.bincount(idx[is_block], minlength=n)[:n]
     events_kept = np.bincount(idx[~is_block], minlength=n)[:n]
@@ -243,6 +244,7 @@ def launch_table(rec: Recording, launch_of_event: np.ndarray | None = None) -> L
         count_slot,
         block_ends,
         end_bound,
+        end_weak,
     )
 
 

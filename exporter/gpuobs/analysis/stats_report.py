@@ -33,9 +33,10 @@ KERNEL_COLUMNS = [
     Column("StdDev (us)", "stddev_us", US),
     Column("Name", "short", left=True),
 ]
+WEAK_COLUMN = Column("Weak", "weak")  # block_starts: launches left out, their end bound is weak
 KERNEL_CSV = [
     Column("", k)
-    for k in ("time_pct", "total_ns", "instances", "avg_ns", "med_ns", "min_ns", "max_ns", "stddev_ns", "name")
+    for k in ("time_pct", "total_ns", "instances", "avg_ns", "med_ns", "min_ns", "max_ns", "stddev_ns", "weak", "name")
 ]
 BLOCK_COLUMNS = [
     Column("Launches", "launches"),
@@ -74,12 +75,23 @@ BOUND_COLUMNS = [
     Column("Stream %", "stream_pct", "{:.1f}"),
     Column("Quiet %", "quiet_pct", "{:.1f}"),
     Column("None %", "none_pct", "{:.1f}"),
+    Column("Weak %", "weak_pct", "{:.1f}"),
     Column("Incomplete", "slots_incomplete"),
     Column("Name", "short", left=True),
 ]
 BOUND_CSV = [
     Column("", k)
-    for k in ("device", "blocks", "slot_pct", "stream_pct", "quiet_pct", "none_pct", "slots_incomplete", "kernel")
+    for k in (
+        "device",
+        "blocks",
+        "slot_pct",
+        "stream_pct",
+        "quiet_pct",
+        "none_pct",
+        "weak_pct",
+        "slots_incomplete",
+        "kernel",
+    )
 ]
 COLUMN_MEANING = {
     "blocks": "Blocks: grid blocks launched",
@@ -124,6 +136,8 @@ def _kernels(rec: Recording, table, sort: str | None, top: int | None) -> dict:
         "span": SPAN_MEANING_BOUNDS if times.ends_are_bounds else SPAN_MEANING,
         "ends_are_bounds": times.ends_are_bounds,
         "launches_end_unbounded": times.launches_end_unbounded,
+        "launches_end_weak": times.launches_end_weak,
+        "device_span_ns": times.device_span_ns,
         "sort": sort or "total",
         "kernels": len(rows),
         "launches": times.launches,
@@ -219,8 +233,11 @@ def as_text(result: dict, width: int | None = None) -> str:
             for r, short in zip(rows, short_names([r["name"] for r in rows])):
                 r["short"] = short
                 for key in ("total", "avg", "med", "min", "max", "stddev"):
-                    r[f"{key}_us"] = r[f"{key}_ns"] / 1e3
-            lines.append(render_text(KERNEL_COLUMNS, rows, width))
+                    r[f"{key}_us"] = None if r[f"{key}_ns"] is None else r[f"{key}_ns"] / 1e3
+            columns = (
+                KERNEL_COLUMNS[:-1] + [WEAK_COLUMN, KERNEL_COLUMNS[-1]] if k["ends_are_bounds"] else KERNEL_COLUMNS
+            )
+            lines.append(render_text(columns, rows, width))
             lines.append(_shown(k) + "; full names: --format csv or json")
             lines.append(f"  {k['span']}")
             if k["launches_without_span"]:
@@ -230,6 +247,12 @@ def as_text(result: dict, width: int | None = None) -> str:
                 )
             if k["launches_partial"]:
                 lines.append(f"  {k['launches_partial']:,} launches lost blocks (dropped): their spans may be short")
+            if k["launches_end_weak"]:
+                lines.append(
+                    f"  {k['launches_end_weak']:,} launches end at a weak bound (Weak): left out of Total and "
+                    f"Time %; the kernels' spans sum to {sum(r['total_ns'] for r in k['rows']) / 1e3:,.1f} us "
+                    f"of a device span of {k['device_span_ns'] / 1e3:,.1f} us"
+                )
             if k["launches_end_unbounded"]:
                 lines.append(
                     f"  {k['launches_end_unbounded']:,} launches have a block with no end bound: their spans "

@@ -23,6 +23,8 @@ SLOT_CHOICE_SPREAD = 8  # a block's slots are drawn from its warps + this many l
 DISPATCH_NS = (30, 300)  # from a block's placement to its leader's first instruction
 STREAM_GAP_NS = (500, 3_000)  # from a kernel's last block end to the next kernel's eligibility
 QUIET_NS = (1_000, 4_000)  # from the window's last block end to the quiet point's clock read
+HOST_RESUME_NS = 25_000  # from a quiet point to the next phase's first eligibility: the host's sync
+# returns, then it launches (a launch is enqueued by the host before its blocks can start)
 
 
 @dataclass
@@ -36,6 +38,7 @@ class SimLaunch:
     listed_in: int  # the flush window that lists it (phase + 1 for a launch that raced the flush)
     flags: int = 0
     graph_launch_id: int = 0
+    not_before_ns: int = 0  # from t0: the host enqueues it then (a wait of the launching thread), not earlier
 
 
 @dataclass
@@ -72,16 +75,16 @@ def simulate(launches: list, quiet: list, sm_count: int, t0: int, rng: np.random
         """When launch i may start, or None while that depends on what has not ended."""
         launch = launches[i]
         before = [j for j in queue_all[launch.stream] if j < i]
-        when = t0
+        when = t0 + launch.not_before_ns
         if before:
             if left_to_end[before[-1]]:
                 return None
-            when = launch_end[before[-1]] + gaps[i]
+            when = max(when, launch_end[before[-1]] + gaps[i])
         p = launch.phase - 1
         if p >= 0 and quiet[p]:
             if quiet_ns[p] == 0:
                 return None
-            when = max(when, quiet_ns[p] + gaps[i])
+            when = max(when, quiet_ns[p] + HOST_RESUME_NS + gaps[i])
         return when
 
     queue_all = {s: list(q) for s, q in queue.items()}

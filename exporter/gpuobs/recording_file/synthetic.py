@@ -235,7 +235,7 @@ def write_block_starts_recording(
                 launches[i]["launch_id"] = launch_id
                 launches[i]["grid_id"] = 1000 + i
                 launches[i]["stream_id"] = p.stream
-                launches[i]["host_begin_ns"] = UPTIME_NS + i * 10_000
+                launches[i]["host_begin_ns"] = _enqueued(program, quiet, sim.quiet_ns, i)
                 launches[i]["function_slot"] = p.function_slot
                 launches[i]["device_index"] = device
                 launches[i]["grid"] = (p.blocks, 1, 1)
@@ -258,7 +258,7 @@ def write_block_starts_recording(
                 ev["address"][k] &= ~np.uint64(1 << int(rng.choice(bits[1:])))
                 ev["flags"][k] |= incomplete_flag
             kept = np.arange(len(ev)) % dropped_every != dropped_every - 1
-            w.clock_samples(_clock_samples_between(int(sim.start.min()), int(sim.end.max()), 568_000, device))
+            w.clock_samples(_clock_samples_between(int(sim.start.min()), int(sim.end.max()), CLOCK_OFFSET_NS, device))
             phase = np.array([p.phase for p in program])[sim.launch]
             listed_in = np.array([p.listed_in for p in program])
             for seq in range(len(quiet)):
@@ -300,6 +300,28 @@ def write_block_starts_recording(
     return path, np.concatenate(truth)
 
 
+CLOCK_OFFSET_NS = 568_000  # device - host of the block_starts recordings' clock samples
+
+
+def _host_ns(device_ns: int) -> int:
+    """The host CLOCK_MONOTONIC of a device time, as _clock_samples_between relates them."""
+    return device_ns - CLOCK_OFFSET_NS - GLOBALTIMER_BASE + UPTIME_NS
+
+
+def _enqueued(program: list, quiet: list, quiet_ns: list, i: int) -> int:
+    """When the host enqueued launch i of a simulated program (host ns): a phase's
+    launches right after the previous phase's quiet point returned to the host (the
+    program synchronised, then launched), the first phase's before the device began;
+    a launch the host waited for (not_before_ns) then. In launch order, 10 ns apart."""
+    p = program[i]
+    begin = GLOBALTIMER_BASE - 50_000
+    if p.phase > 0 and quiet[p.phase - 1]:
+        begin = quiet_ns[p.phase - 1] + 5_000
+    if p.not_before_ns:
+        begin = max(begin, GLOBALTIMER_BASE + p.not_before_ns - 1_000)
+    return _host_ns(begin) + i * 10
+
+
 def _clock_samples_between(first_ns: int, last_ns: int, offset_ns: int, device_index: int = 0) -> np.ndarray:
     samples = np.zeros(2, schema.dtype("gpuobs_clock_sample"))
     for i, device_ns in enumerate((first_ns - 1000, last_ns + 1000)):
@@ -312,3 +334,123 @@ def _clock_samples_between(first_ns: int, last_ns: int, offset_ns: int, device_i
         samples[i]["boottime_before"], samples[i]["boottime_after"] = mono + 2_000, mono + 22_000
         samples[i]["realtime_before"], samples[i]["realtime_after"] = host - 9_000, host + 11_000
     return samples
+
+
+# One decode step of write_block_starts_wait_recording: (function slot, blocks, threads, mean ns); a
+# wide kernel, one of a block per SM, and two small ones whose SMs the next step reuses late.
+WAIT_STEP = ((0, 64, 256, 4_000), (1, 16, 512, 6_000), (2, 3, 256, 20_000), (0, 2, 128, 3_000))
+PROGRAM_WAITED = 6  # gpuobs_notice_code GPUOBS_NOTICE_PROGRAM_WAITED
+
+
+def write_block_starts_wait_recording(
+    path,
+    wait_ns: int = 3_060_000_000,
+    steps: int = 6,
+    graph: bool = True,
+    clock: bool = True,
+    block_trace: bool = False,
+    sm_count: int = 16,
+    seed: int = 0,
+):
+    """A decode loop on one stream whose launching thread the tool made wait mid-run
+    (ring pressure): the first half of the steps is enqueued ahead (host ahead of the
+    device), then the thread waits `wait_ns` from the device's start while the device
+    drains its queue and idles, then the rest is enqueued. Two flush windows, neither
+    at a quiet point (the first flushed during the wait), and a PROGRAM_WAITED notice.
+    graph: each step is a graph replay (kernel nodes, no stream bounds); else plain
+    launches. clock: write clock samples (without them only the flush rule can tell).
+    block_trace: the same simulated blocks with their true ends, as block_trace
+    records them. Returns (path, true ends) as write_block_starts_recording."""
+    from .scheduler_sim import SimLaunch, simulate
+
+    rng = np.random.default_rng(seed)
+    node = schema.LaunchFlag.GRAPH_NODE if graph else 0
+    program = []
+    for step in range(steps):
+        after = step >= steps // 2
+        for slot, blocks, threads, mean in WAIT_STEP:
+            program.append(
+                SimLaunch(
+                    0x10,
+                    slot,
+                    blocks=blocks,
+                    threads=threads,
+                    mean_ns=mean,
+                    phase=int(after),
+                    listed_in=int(after),
+                    flags=node,
+                    graph_launch_id=step + 1 if graph else 0,
+                    not_before_ns=wait_ns if after else 0,
+                )
+            )
+    quiet = [False, False]
+    sim = simulate(program, quiet, sm_count, GLOBALTIMER_BASE, rng)
+    launches = np.zeros(len(program), schema.dtype("gpuobs_launch"))
+    for i, p in enumerate(program):
+        launches[i]["launch_id"] = i + 1
+        launches[i]["grid_id"] = 1000 + i
+        launches[i]["stream_id"] = p.stream
+        launches[i]["host_begin_ns"] = _enqueued(program, quiet, sim.quiet_ns, i)
+        launches[i]["function_slot"] = p.function_slot
+        launches[i]["grid"] = (p.blocks, 1, 1)
+        launches[i]["block"] = (p.threads, 1, 1)
+        launches[i]["graph_launch_id"] = p.graph_launch_id
+        launches[i]["flags"] = p.flags
+    ev = np.zeros(len(sim.start), schema.EVENT_DTYPE)
+    ev["time_start"] = sim.start
+    ev["grid_id"] = launches["grid_id"][sim.launch]
+    ev["function_slot"] = launches["function_slot"][sim.launch]
+    ev["block_x"] = sim.block_x
+    ev["thread_index"] = launches["block"][sim.launch, 0]
+    ev["sm_id"] = ev["sm_id_end"] = sim.sm
+    ev["kind"] = schema.EventKind.BLOCK
+    if block_trace:
+        ev["time_end"] = sim.end
+        ev["exit_count"] = ev["thread_index"]
+    else:
+        ev["address"] = sim.mask
+    phase = np.array([p.phase for p in program])
+    truth = []
+    mode = schema.Mode.BLOCK_TRACE if block_trace else schema.Mode.BLOCK_STARTS
+    with RecordingWriter(path) as w:
+        w.run(pid=4343, mode=mode, capacity=1 << 12, argv=["python3", "decode_loop.py"])
+        w.device(name="NVIDIA H200", sm_count=sm_count)
+        w.module(module_id=1)
+        for slot, (mangled, demangled) in enumerate(FUNCTION_NAMES):
+            w.function(function_slot=slot, mangled=mangled, demangled=demangled)
+        if clock:
+            w.clock_samples(_clock_samples_between(int(sim.start.min()), int(sim.end.max()), CLOCK_OFFSET_NS))
+        for seq in range(2):
+            listed = phase == seq
+            mine = phase[sim.launch] == seq
+            counts = np.zeros(int(listed.sum()), schema.dtype("gpuobs_launch_count"))
+            counts["grid_id"] = launches["grid_id"][listed]
+            counts["count"] = launches["grid"][listed, 0]
+            counts["launches_sharing"] = 1
+            w.launches(launches[listed])
+            w.flush(
+                flush_seq=seq,
+                attempted=int(mine.sum()),
+                recorded=int(mine.sum()),
+                dropped=0,
+                launch_counts=counts,
+                host_time_ns=_host_ns(GLOBALTIMER_BASE + (seq + 1) * wait_ns // 2),
+            )
+            if not block_trace:
+                warps = (ev["thread_index"][mine].astype(np.int64) + 31) // 32
+                w.slots(flush_seq=seq, warp_arrivals=int((warps - 1).sum()), device_quiet_ns=0)
+            rows = np.flatnonzero(mine)
+            rows = rows[np.lexsort((ev["time_start"][rows], ev["sm_id"][rows]))]
+            w.events(ev[rows], flush_seq=seq)
+            t = np.zeros(len(rows), TRUE_END_ROW)
+            t["grid_id"], t["block_x"] = ev["grid_id"][rows], ev["block_x"][rows]
+            t["time_start"], t["time_end"] = ev["time_start"][rows], sim.end[rows]
+            truth.append(t)
+        w.notice(
+            code=PROGRAM_WAITED,
+            device_index=0,
+            text=f"device 0: to make room in the rings, the program's launching threads have waited 1 times so far, "
+            f"{wait_ns / 1e6:.1f} ms in all (0 of them for a stream synchronisation gpuobs made)",
+        )
+        w.end(flushes=2, launches=len(program), events=len(ev))
+    return path, np.concatenate(truth)
