@@ -4,7 +4,6 @@ memory-access counters, and drops where a user will see them."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -12,10 +11,12 @@ import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from ..analysis import launches as analysis
+from ..errors import ExportError, SelectionError
 from ..host_traces.matching import kernel_alignment, match_kernels
-from ..ranges import RangeError, format_span, parse_duration, parse_index, parse_range
+from ..ranges import format_span
 from ..recording_file import schema
 from ..recording_file.recording import Recording
+from ..selection import Criteria, Selection, matched_launches, select
 from . import block_bounds
 from .api_tracks import flow_id, write_api_calls
 from .blocks import BlockSlices, encode_blocks
@@ -52,8 +53,7 @@ SMS_DESCRIPTION = (
 )
 
 
-class ExportError(Exception):
-    pass
+__all__ = ["ExportError", "ExportOptions", "export"]
 
 
 @dataclass
@@ -67,6 +67,13 @@ class ExportOptions:
     align: Optional[str] = None  # "kernels": shift host traces so matched kernels line up
     bins: int = 2000  # counter bins across each GPU's span
     host_tracks: bool = True  # False: host traces only match kernels (the archive carries them)
+
+    def criteria(self) -> Criteria:
+        """The selection these options ask for (selection.py, TimeMeaning.STARTS_IN)."""
+        try:
+            return Criteria.parse(kernels=self.kernels, launches=self.launches, time=self.time_window)
+        except SelectionError as exc:
+            raise ExportError(str(exc)) from None
 
 
 @dataclass
@@ -140,16 +147,29 @@ class GpuExport:
     rec_index: int  # the recording's place in the export (flow ids)
     device: int
     opts: ExportOptions
-    launch_of_event: np.ndarray  # index into rec.launches per event, -1 unresolved
-    table: analysis.LaunchTable
-    keep_launch: np.ndarray  # per launch: passes --kernels and --launches
-    window: Optional[tuple]  # --time-window on the device clock, or None
+    selection: Selection  # what --kernels, --launches and --time-window keep of the recording
     host_dur: dict  # launch index -> its duration in the uninstrumented --host run
     api_calls: np.ndarray  # --api-trace call ids of the recording
     clock: ClockRelation = field(init=False)
     names: dict = field(init=False)  # name iid -> kernel name
     iid_of_slot: dict = field(init=False)
     track: int = 0  # the GPU's group track, once written
+
+    @property
+    def launch_of_event(self) -> np.ndarray:  # index into rec.launches per event, -1 unresolved
+        return self.selection.launch_of_event
+
+    @property
+    def table(self) -> analysis.LaunchTable:
+        return self.selection.table
+
+    @property
+    def keep_launch(self) -> np.ndarray:  # per launch: passes --kernels and --launches
+        return self.selection.matched
+
+    @property
+    def window(self) -> Optional[tuple]:  # --time-window on the device clock, or None
+        return self.selection.window
 
     def __post_init__(self):
         pid = self.rec.run.pid if self.rec.run else 0
@@ -165,32 +185,6 @@ class GpuExport:
     def flow_calls(self) -> Optional[np.ndarray]:
         """The API calls whose flows end on this GPU's kernel slices: none unless its clock is related."""
         return self.api_calls if self.clock.measured and len(self.api_calls) else None
-
-
-def _range(text: str, what: str, parse=parse_index):
-    try:
-        return parse_range(text, what, parse)
-    except RangeError as exc:
-        raise ExportError(str(exc)) from None
-
-
-def _launch_filter(rec: Recording, opts: ExportOptions) -> np.ndarray:
-    keep = np.ones(len(rec.launches), bool)
-    if opts.kernels:
-        try:
-            pattern = re.compile(opts.kernels)
-        except re.error as exc:
-            raise ExportError(f"--kernels {opts.kernels!r} is not a valid regular expression: {exc}") from None
-        names = [rec.launch_function(launch) for launch in rec.launches]
-        keep &= np.array([bool(pattern.search(f.name) or pattern.search(f.mangled)) for f in names], bool)
-    if opts.launches:
-        lo, hi = _range(opts.launches, "--launches")
-        ids = rec.launches["launch_id"].astype(np.int64)
-        if lo is not None:
-            keep &= ids >= lo
-        if hi is not None:
-            keep &= ids < hi
-    return keep
 
 
 def export(
@@ -210,25 +204,24 @@ def export(
     summary = ExportSummary()
     matches = []  # (host, rec, table, KernelMatch)
     related = False
-    keeps = [_launch_filter(rec, opts) for rec in recordings]
-    if (opts.kernels or opts.launches) and not any(k.any() for k in keeps):
-        raise ExportError(_nothing_selected(recordings, opts))
+    criteria = opts.criteria()
+    if criteria.by_launch:  # said before any launch is resolved
+        matched = [matched_launches(rec, criteria) for rec in recordings]
+        if not any(m.any() for m in matched):
+            raise ExportError(_nothing_selected(recordings, opts))
     for rec_index, rec in enumerate(recordings):
         say(f"resolving launches of {rec.path}")
-        launch_of_event = analysis.launch_index_of_events(rec)
-        table = analysis.launch_table(rec, launch_of_event)
+        selection = select(rec, criteria)
         host_dur = {}
         for host in hosts:
-            m = match_kernels(rec, table, host)
-            matches.append((host, rec, table, m))
+            m = match_kernels(rec, selection.table, host)
+            matches.append((host, rec, selection.table, m))
             host_dur.update({int(i): k.dur_ns for i, k in zip(m.launch_index, m.host_kernel)})
-        keep_launch = keeps[rec_index]
         devices = sorted(
             set(rec.devices["device_index"].tolist())
             | set(rec.event_devices.tolist())
             | set(rec.launches["device_index"].tolist())
         )
-        window = _time_window(rec.events, opts)
         # --api-trace: flows from calls to kernel slices, on GPUs whose clock is related
         calls = np.unique(rec.api_calls["call_id"])
         flowed, rec_related = [], False
@@ -241,10 +234,7 @@ def export(
                     rec_index=rec_index,
                     device=device,
                     opts=opts,
-                    launch_of_event=launch_of_event,
-                    table=table,
-                    keep_launch=keep_launch,
-                    window=window,
+                    selection=selection,
                     host_dur=host_dur,
                     api_calls=calls,
                 )
@@ -271,17 +261,6 @@ def export(
             raise  # an open file's owner (gpuobs.outputs) reports it
         raise ExportError(f"cannot write {out_path}: {exc.strerror}") from None
     return summary
-
-
-def _time_window(ev: np.ndarray, opts: ExportOptions):
-    """(first, last) device ns of --time-window, which is relative to the recording's first event."""
-    if not opts.time_window:
-        return None
-    lo, hi = _range(opts.time_window, "--time-window", parse_duration)
-    if len(ev) == 0:
-        return None  # no device times: nothing to window (the check after the export says so)
-    t0 = int(ev["time_start"].min())
-    return (t0 + lo if lo is not None else 0, t0 + hi if hi is not None else np.iinfo(np.uint64).max)
 
 
 def _span_text(rec: Recording) -> str:
@@ -344,7 +323,7 @@ def _export_host(w, host, matches, related, opts, boot_realtime_ns=None) -> Host
 
 
 def _export_gpu(g: GpuExport) -> GpuSummary:
-    w, rec, device, ev, clock, opts = g.w, g.rec, g.device, g.ev, g.clock, g.opts
+    w, rec, device, ev, clock = g.w, g.rec, g.device, g.ev, g.clock
     pid = rec.run.pid if rec.run else 0
     name = rec.device_name(device)
     label = f"GPU {device}: {name}" + (f" (pid {pid})" if pid else "") + " - device clock"
@@ -365,13 +344,7 @@ def _export_gpu(g: GpuExport) -> GpuSummary:
         ) // 2
     g.track = w.track(label, description=clock.describe() + _drop_note(rec, device) + _window_note(rec, device))
 
-    on_device = rec.event_devices == device
-    resolved = g.launch_of_event >= 0
-    sel = on_device & (~resolved | analysis.of_launch(g.keep_launch, g.launch_of_event, False))
-    if opts.kernels or opts.launches:
-        sel &= resolved
-    if g.window is not None:
-        sel &= (ev["time_start"] >= g.window[0]) & (ev["time_start"] < g.window[1])
+    sel = (rec.event_devices == device) & g.selection.events
     is_block = ev["kind"] == schema.EventKind.BLOCK
     blocks = np.flatnonzero(sel & is_block)
     mem = np.flatnonzero(sel & (ev["kind"] == schema.EventKind.MEMORY))
@@ -644,7 +617,7 @@ def _access_totals(g: GpuExport, launches: np.ndarray, sample_launches: np.ndarr
     sampled = np.unique(sample_launches[sample_launches >= 0])
     if g.window is not None:
         return analysis.counted_total(rec, table, sampled), 0, 0
-    if g.opts.kernels or g.opts.launches:
+    if g.selection.criteria.by_launch:
         total = analysis.counted_total(rec, table, launches)
     else:  # every count of the device, also one no launch in the table claims
         slots = analysis.count_slots(rec)
