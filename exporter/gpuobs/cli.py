@@ -637,9 +637,25 @@ def export(
         "perfetto_manifest relating them (Perfetto v58+ opens it as one trace)",
     ),
     inputs: Optional[List[Path]] = typer.Option(None, "-i", "--input", hidden=True),
+    fmt: str = typer.Option(
+        "perfetto",
+        "--format",
+        metavar="FORMAT",
+        help="perfetto: one trace; parquet: a directory of tables (launches, blocks, ...) for DuckDB or Spark, "
+        "-o DIR [default: ./STEM.parquet] (docs/parquet-schema.md)",
+    ),
 ):
     """Write recordings (default: ./gpuobs.gpuobs and its children's) as one Perfetto trace: per GPU a
     device-clock group, kernels, one track per SM."""
+    if fmt not in ("perfetto", "parquet"):
+        _fail(f"--format {fmt!r} is not perfetto or parquet")
+    if fmt == "parquet":  # gpuobs.columnar.command: pip install 'gpuobs[parquet]'
+        from .columnar.command import export_parquet
+
+        given = {"--open": open_ui, "--host": host, "--align": align, "--archive": archive, "--samples": samples}
+        given.update({"--clock": clock != "auto", "--no-block-args": not block_args, "-i": inputs})
+        trace_only = [flag for flag, value in given.items() if value]
+        return export_parquet(recordings, output, force, salvage, kernels, launches, time_window, trace_only)
     from .host_traces.kineto import HostTraceError
     from .host_traces.nsys import load_host_trace
     from .outputs import OutputError, write_atomically

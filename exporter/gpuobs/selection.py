@@ -49,6 +49,7 @@ class Criteria:
     flushes: Range = None  # flush window indices, as `gpuobs info` lists them
     time_meaning: TimeMeaning = TimeMeaning.STARTS_IN
     time_option: str = "--time-window"  # how the user spelled the time option, for messages
+    text: tuple = ()  # the options as the user typed them, (flag, value) pairs, for messages
 
     @classmethod
     def parse(
@@ -71,6 +72,12 @@ class Criteria:
                 flushes=parse_range(flushes, "--flushes", parse_index) if flushes else None,
                 time_meaning=time_meaning,
                 time_option=time_option,
+                text=tuple(
+                    (flag, value)
+                    for flag, value in (("--kernels", kernels), ("--launches", launches), (time_option, time))
+                    + (("--flushes", flushes),)
+                    if value
+                ),
             )
         except RangeError as exc:
             raise SelectionError(str(exc)) from None
@@ -87,6 +94,8 @@ class Criteria:
         return self.by_launch or self.time is not None or self.flushes is not None
 
     def describe(self) -> str:
+        if self.text:
+            return " and ".join(f"{flag} {value if flag != '--kernels' else repr(value)}" for flag, value in self.text)
         parts = []
         if self.kernels is not None:
             parts.append(f"--kernels {self.kernels!r}")

@@ -462,7 +462,7 @@ def _clock_id(g: GpuExport):
     return g.clock.clock_id if g.clock.measured else None
 
 
-def _node_positions(launch: np.ndarray) -> np.ndarray:
+def node_positions(launch: np.ndarray) -> np.ndarray:
     """Each graph node launch's position in its replay, in launch order (the order the
     replay's kernels were listed: a learned table keeps its learning replay's order)."""
     replay = launch["graph_launch_id"].astype(np.int64)
@@ -521,7 +521,7 @@ def _kernel_slice_table(g: GpuExport, timed, start, end, track) -> Slices:
     s.int_arg(arg["counted"], table.counted[timed], at_least=0)  # -1: not counted
     s.int_arg(arg["count_shared_by"], table.counted_shared[timed], at_least=2)
     s.int_arg(arg["graph_replay"], launch["graph_launch_id"].astype(np.int64), present=graph)
-    s.int_arg(arg["graph_node"], _node_positions(launch), present=graph)
+    s.int_arg(arg["graph_node"], node_positions(launch), present=graph)
     s.int_arg(arg["ends_unconfirmed"], table.ends_unconfirmed[timed], at_least=1)
     s.bool_arg(arg["raced_flush"], present=raced)
     # A grid a kernel launched (listed from its records; its sizes are what they show), and a
