@@ -979,6 +979,25 @@ def trim(
         )
 
 
+# -- diff -----------------------------------------------------------------------------------------------
+
+
+@command("[OPTIONS] A B")
+def diff(
+    a: Path = typer.Argument(..., metavar="A", hidden=True),
+    b: Path = typer.Argument(..., metavar="B", hidden=True),
+    fmt: str = typer.Option("table", "--format", metavar="FORMAT", help="table, csv or json"),
+    as_json: bool = typer.Option(False, "--json", help="same as --format json"),
+    top: Optional[int] = typer.Option(None, "--top", metavar="N", help="rows in the table (default 30)"),
+    salvage: bool = typer.Option(False, "--salvage", help="read damaged recordings up to the damage"),
+):
+    """Compare recording B with A per kernel (time summary, blocks, SMs, counts, drops): B / A ratios,
+    the largest regression first."""
+    from .analysis.diff import command as diff_command
+
+    diff_command(a, b, "json" if as_json else fmt, top, salvage)
+
+
 # -- build, version -----------------------------------------------------------------------------------
 
 
