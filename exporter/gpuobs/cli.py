@@ -706,6 +706,10 @@ def export(
     except (ExportError, OutputError) as exc:
         _fail(str(exc))
     _print_export_summary(summary, output)
+    from .perfetto_export.export import ui_advice
+
+    for advice in ui_advice(summary, loaded):
+        _warn(advice)
     if open_ui:
         _open(output)
 

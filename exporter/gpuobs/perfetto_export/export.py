@@ -115,6 +115,24 @@ class HostSummary:
     before_boot: int  # events Perfetto drops: before the recording machine's boot
 
 
+# The Perfetto UI holds 2-4x a trace's size in the browser's memory: a 182 MB trace of 4M blocks
+# took 42 s to load in UI v52, one of 730 MB (16M blocks) 163 s and a renderer past 5.5 GB.
+UI_COMFORTABLE_BYTES = 150_000_000
+
+
+def ui_advice(summary: "ExportSummary", recordings: list) -> list:
+    """What to do instead, when a trace is past what the Perfetto UI opens comfortably."""
+    if summary.bytes <= UI_COMFORTABLE_BYTES:
+        return []
+    spans = [_span_text(rec) for rec in recordings]
+    return [
+        f"the trace is {summary.bytes / 1e6:,.0f} MB ({summary.block_slices:,} block slices): the Perfetto UI "
+        f"needs minutes and several GB to open past ~{UI_COMFORTABLE_BYTES / 1e6:.0f} MB. Export a window "
+        f"instead (--time-window 0ms:10ms; {'; '.join(spans)}), share a part (gpuobs trim REC --time A:B -o "
+        "part.gpuobs), or query all of it as tables (--format parquet, docs/parquet-schema.md)"
+    ]
+
+
 @dataclass
 class ExportSummary:
     gpus: list = field(default_factory=list)  # GpuSummary per GPU of each recording
