@@ -1002,6 +1002,25 @@ def diff(
     diff_command(a, b, "json" if as_json else fmt, top, salvage)
 
 
+# -- metrics --------------------------------------------------------------------------------------------
+
+
+@command("[OPTIONS] [RECORDING]")
+def metrics(
+    recording: Path = typer.Argument(DEFAULT_RECORDING, metavar="[RECORDING]", hidden=True),
+    port: int = typer.Option(9400, "--port", metavar="PORT", help="serve /metrics on this port"),
+    address: str = typer.Option("127.0.0.1", "--address", metavar="ADDR", help="0.0.0.0: reachable from others"),
+    interval: str = typer.Option("1s", "--interval", metavar="TIME", help="how often to look for new flushes"),
+    top: int = typer.Option(20, "--top", metavar="N", help="kernels named per GPU; the rest add up as 'other'"),
+    once: bool = typer.Option(False, "--once", help="print the metrics once (Prometheus text format) and exit"),
+):
+    """Follow a recording as it grows (default ./gpuobs.gpuobs) and serve per-kernel launches, exact counts,
+    drops and ring fill as Prometheus metrics (pip install 'gpuobs[metrics]')."""
+    from .metrics.command import metrics_command
+
+    metrics_command(recording, port, address, interval, top, once)
+
+
 # -- build, version -----------------------------------------------------------------------------------
 
 
