@@ -4,6 +4,7 @@ memory-access counters, and drops where a user will see them."""
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -115,6 +116,54 @@ class HostSummary:
     before_boot: int  # events Perfetto drops: before the recording machine's boot
 
 
+class _ChunkSpool:
+    """TraceWriter's list of encoded chunks, kept in a temporary file past SPOOL_BYTES held
+    in memory: the trace being written is not also held whole (730 MB for 16M blocks).
+    The bytes, and so the trace, are the same as a list's."""
+
+    SPOOL_BYTES = 32 << 20
+
+    def __init__(self):
+        self.held: list = []
+        self.held_bytes = 0
+        self.total = 0
+        self.file = None
+
+    def append(self, chunk) -> None:
+        self.held.append(chunk)
+        self.held_bytes += len(chunk)
+        self.total += len(chunk)
+        if self.held_bytes > self.SPOOL_BYTES:
+            if self.file is None:
+                self.file = tempfile.TemporaryFile()
+            self.file.writelines(self.held)
+            self.held, self.held_bytes = [], 0
+
+    def __iter__(self):
+        if self.file is not None:
+            self.file.flush()
+            self.file.seek(0)
+            while True:
+                block = self.file.read(8 << 20)
+                if not block:
+                    break
+                yield block
+        yield from self.held
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+
+
+class _SpoolingWriter(TraceWriter):
+    def __init__(self):
+        super().__init__()
+        self._chunks = _ChunkSpool()
+
+    def size(self) -> int:
+        return self._chunks.total
+
+
 # The Perfetto UI holds 2-4x a trace's size in the browser's memory: a 182 MB trace of 4M blocks
 # took 42 s to load in UI v52, one of 730 MB (16M blocks) 163 s and a renderer past 5.5 GB.
 UI_COMFORTABLE_BYTES = 150_000_000
@@ -218,7 +267,7 @@ def export(
     if opts.align not in (None, "kernels"):
         raise ExportError(f"--align {opts.align!r}: only 'kernels' is known")
     say = progress or (lambda _msg: None)
-    w = TraceWriter()
+    w = _SpoolingWriter()
     summary = ExportSummary()
     matches = []  # (host, rec, table, KernelMatch)
     related = False
@@ -278,6 +327,8 @@ def export(
         if hasattr(out_path, "write"):
             raise  # an open file's owner (gpuobs.outputs) reports it
         raise ExportError(f"cannot write {out_path}: {exc.strerror}") from None
+    finally:
+        w._chunks.close()
     return summary
 
 
@@ -563,7 +614,39 @@ def _kernel_slice_table(g: GpuExport, timed, start, end, track) -> Slices:
     return s
 
 
+# Past this many blocks, a GPU's blocks are encoded a group of whole SMs at a time (each SM is
+# its own packet sequence either way), so that what is held while encoding stays bounded.
+BATCH_BLOCKS = 1 << 20
+
+
 def _block_tracks_and_slices(g: GpuExport, blocks: np.ndarray):
+    sms_group = g.w.track(
+        "SMs",
+        parent=g.track,
+        rank=1,
+        explicit_order=True,
+        description=SMS_DESCRIPTION if g.table.block_ends is None else block_bounds.SMS_DESCRIPTION,
+    )
+    if len(blocks) <= BATCH_BLOCKS:
+        return _encode_block_batch(g, blocks, sms_group)
+    sm = g.ev["sm_id"][blocks]
+    by_sm = np.argsort(sm, kind="stable")  # each SM's blocks keep their order
+    sm_sorted = sm[by_sm]
+    sm_starts = np.flatnonzero(np.r_[True, sm_sorted[1:] != sm_sorted[:-1]])
+    cuts, first = [], 0
+    for i in sm_starts[1:]:
+        if i - first >= BATCH_BLOCKS:
+            cuts.append(int(i))
+            first = i
+    sms = lanes = 0
+    for lo, hi in zip([0] + cuts, cuts + [len(blocks)]):
+        n_sms, n_lanes = _encode_block_batch(g, blocks[by_sm[lo:hi]], sms_group)
+        sms, lanes = sms + n_sms, lanes + n_lanes
+    return sms, lanes
+
+
+def _encode_block_batch(g: GpuExport, blocks: np.ndarray, sms_group: int):
+    """The lane tracks and block slices of `blocks` (every block of an SM in one batch)."""
     w, rec, ev, launch_of_event = g.w, g.rec, g.ev, g.launch_of_event
     every = len(blocks) == len(ev)  # the common case: no filter, so columns need no gather
 
@@ -578,13 +661,6 @@ def _block_tracks_and_slices(g: GpuExport, blocks: np.ndarray):
     if bounds is not None:
         at = bounds.at(blocks)
         end, quality = bounds.end_bound_ns[at], bounds.quality[at]
-    sms_group = w.track(
-        "SMs",
-        parent=g.track,
-        rank=1,
-        explicit_order=True,
-        description=SMS_DESCRIPTION if bounds is None else block_bounds.SMS_DESCRIPTION,
-    )
     tracks = lane_tracks(
         sm, start, end, lambda s_id: w.track(f"SM {s_id}", parent=sms_group, rank=s_id, merge_key=f"sm-{s_id}")
     )
