@@ -9,6 +9,15 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
   # The real Perfetto UI runs in headless Chromium for the end-to-end tests.
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
+if ! command -v prometheus >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  # A real Prometheus server scrapes `gpuobs metrics` in tests/test_metrics_prometheus.py.
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
+fi
+if command -v prometheus >/dev/null 2>&1; then
+  export GPUOBS_REQUIRE_PROMETHEUS="${GPUOBS_REQUIRE_PROMETHEUS:-1}"
+else
+  echo "tests/run.sh: no prometheus; the Prometheus scrape test will be skipped" >&2
+fi
 if command -v chromium >/dev/null 2>&1; then
   export GPUOBS_REQUIRE_BROWSER="${GPUOBS_REQUIRE_BROWSER:-1}"
 else

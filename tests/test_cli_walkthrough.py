@@ -233,6 +233,18 @@ def cases(fake_browser: str) -> list:
         Case(rec + ["-f", "--", "env"], expect="GPUOBS_OUTPUT=", setup={"r.gpuobs": b"old"}),
         Case(rec + ["--force", "--", "env"], expect="GPUOBS_OUTPUT=", setup={"r.gpuobs": b"old"}),
         Case(rec + ["--", "no-such-program-here"], rc=127, expect="no-such-program-here: command not found"),
+        # export --format parquet, diff, metrics (issue 35)
+        Case(["export", BLOCK, "--format", "parquet", "-o", "{dir}/t.parquet"], expect="28,662 blocks"),
+        Case(["export", BLOCK, "--format", "xml", "-o", "{dir}/t.parquet"], rc=2, expect="is not perfetto or parquet"),
+        Case(["diff", BLOCK, BLOCK], expect="1.00x"),
+        Case(["diff", BLOCK, MEM, "--format", "csv"], ["diff", BLOCK, MEM]),
+        Case(["diff", BLOCK, MEM, "--json"], ["diff", BLOCK, MEM]),
+        Case(["diff", BLOCK, MEM, "--top", "2"], ["diff", BLOCK, MEM]),
+        Case(["diff", BLOCK, BLOCK, "--salvage"], expect="1.00x"),
+        Case(["metrics", BLOCK, "--once"], expect="gpuobs_kernel_launches_total"),
+        Case(["metrics", BLOCK, "--once", "--top", "2"], ["metrics", BLOCK, "--once"]),
+        Case(["metrics", BLOCK, "--port", "PORT", "--interval", "0"], rc=2, expect="give a time above 0"),
+        Case(["metrics", BLOCK, "--address", "256.0.0.1", "--port", "PORT"], rc=2, expect="cannot serve on 256.0.0.1"),
         # build (the stand-in toolchain compiles in no time)
         Case(["build", "-f"], expect="compiling the host tool"),
         Case(["build", "--force"], expect="compiling the device patches"),

@@ -637,9 +637,25 @@ def export(
         "perfetto_manifest relating them (Perfetto v58+ opens it as one trace)",
     ),
     inputs: Optional[List[Path]] = typer.Option(None, "-i", "--input", hidden=True),
+    fmt: str = typer.Option(
+        "perfetto",
+        "--format",
+        metavar="FORMAT",
+        help="perfetto: one trace; parquet: a directory of tables (launches, blocks, ...) for DuckDB or Spark, "
+        "-o DIR [default: ./STEM.parquet] (docs/parquet-schema.md)",
+    ),
 ):
     """Write recordings (default: ./gpuobs.gpuobs and its children's) as one Perfetto trace: per GPU a
     device-clock group, kernels, one track per SM."""
+    if fmt not in ("perfetto", "parquet"):
+        _fail(f"--format {fmt!r} is not perfetto or parquet")
+    if fmt == "parquet":  # gpuobs.columnar.command: pip install 'gpuobs[parquet]'
+        from .columnar.command import export_parquet
+
+        given = {"--open": open_ui, "--host": host, "--align": align, "--archive": archive, "--samples": samples}
+        given.update({"--clock": clock != "auto", "--no-block-args": not block_args, "-i": inputs})
+        trace_only = [flag for flag, value in given.items() if value]
+        return export_parquet(recordings, output, force, salvage, kernels, launches, time_window, trace_only)
     from .host_traces.kineto import HostTraceError
     from .host_traces.nsys import load_host_trace
     from .outputs import OutputError, write_atomically
@@ -690,6 +706,10 @@ def export(
     except (ExportError, OutputError) as exc:
         _fail(str(exc))
     _print_export_summary(summary, output)
+    from .perfetto_export.export import ui_advice
+
+    for advice in ui_advice(summary, loaded):
+        _warn(advice)
     if open_ui:
         _open(output)
 
@@ -961,6 +981,44 @@ def trim(
             f"{output} does not say that {recording} was damaged at byte {rec.damage.offset}: its counts may "
             "include launches whose records were lost, and it reads as complete; keep this note with it"
         )
+
+
+# -- diff -----------------------------------------------------------------------------------------------
+
+
+@command("[OPTIONS] A B")
+def diff(
+    a: Path = typer.Argument(..., metavar="A", hidden=True),
+    b: Path = typer.Argument(..., metavar="B", hidden=True),
+    fmt: str = typer.Option("table", "--format", metavar="FORMAT", help="table, csv or json"),
+    as_json: bool = typer.Option(False, "--json", help="same as --format json"),
+    top: Optional[int] = typer.Option(None, "--top", metavar="N", help="rows in the table (default 30)"),
+    salvage: bool = typer.Option(False, "--salvage", help="read damaged recordings up to the damage"),
+):
+    """Compare recording B with A per kernel (time summary, blocks, SMs, counts, drops): B / A ratios,
+    the largest regression first."""
+    from .analysis.diff import command as diff_command
+
+    diff_command(a, b, "json" if as_json else fmt, top, salvage)
+
+
+# -- metrics --------------------------------------------------------------------------------------------
+
+
+@command("[OPTIONS] [RECORDING]")
+def metrics(
+    recording: Path = typer.Argument(DEFAULT_RECORDING, metavar="[RECORDING]", hidden=True),
+    port: int = typer.Option(9400, "--port", metavar="PORT", help="serve /metrics on this port"),
+    address: str = typer.Option("127.0.0.1", "--address", metavar="ADDR", help="0.0.0.0: reachable from others"),
+    interval: str = typer.Option("1s", "--interval", metavar="TIME", help="how often to look for new flushes"),
+    top: int = typer.Option(20, "--top", metavar="N", help="kernels named per GPU; the rest add up as 'other'"),
+    once: bool = typer.Option(False, "--once", help="print the metrics once (Prometheus text format) and exit"),
+):
+    """Follow a recording as it grows (default ./gpuobs.gpuobs) and serve per-kernel launches, exact counts,
+    drops and ring fill as Prometheus metrics (pip install 'gpuobs[metrics]')."""
+    from .metrics.command import metrics_command
+
+    metrics_command(recording, port, address, interval, top, once)
 
 
 # -- build, version -----------------------------------------------------------------------------------

@@ -1,10 +1,17 @@
-"""The errors gpuobs reports on bad recordings: each names the file, the byte
-offset and what was expected, so a user can tell damage from a version skew."""
+"""The errors gpuobs raises. Every one derives from GpuobsError, so a caller of the
+package catches one class, and the CLI says each in one `gpuobs:` line (exit 2).
+
+RecordingError and its subclasses name the file, the byte offset and what was
+expected, so a user can tell damage from a version skew."""
 
 from __future__ import annotations
 
 
-class RecordingError(Exception):
+class GpuobsError(Exception):
+    """Something gpuobs was asked to do cannot be done as asked; the message says what and where."""
+
+
+class RecordingError(GpuobsError):
     """A .gpuobs file could not be read as written."""
 
     def __init__(self, path: str, offset: int, message: str):
@@ -32,3 +39,19 @@ class CorruptChunk(RecordingError):
 
 class TruncatedChunk(RecordingError):
     pass
+
+
+class SelectionError(GpuobsError):
+    """--kernels, --launches, --time-window/--time or --flushes cannot select as given (selection.py)."""
+
+
+class ExportError(GpuobsError):
+    """A trace or a Parquet directory cannot be written as asked."""
+
+
+class TrimError(SelectionError):
+    """`gpuobs trim`'s selection keeps nothing, or cannot be made."""
+
+
+class DiffError(GpuobsError):
+    """`gpuobs diff` cannot compare the recordings as given."""

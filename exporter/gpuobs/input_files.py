@@ -7,8 +7,10 @@ from __future__ import annotations
 import os
 import stat
 
+from .errors import GpuobsError
 
-class NotARegularFile(OSError):
+
+class NotARegularFile(GpuobsError, OSError):
     pass
 
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .errors import GpuobsError
+
 HEADER_NAME = "gpuobs_schema.h"
 
 
-class NativeSourcesMissing(RuntimeError):
+class NativeSourcesMissing(GpuobsError, RuntimeError):
     pass
 
 

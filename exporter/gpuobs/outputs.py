@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator
 
+from .errors import GpuobsError
+
 _REASONS = {
     errno.ENOSPC: "no space left on the device",
     errno.EDQUOT: "disk quota exceeded",
@@ -34,7 +36,7 @@ _REASONS = {
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
-class OutputError(Exception):
+class OutputError(GpuobsError):
     """An output that may not or could not be written; nothing was written."""
 
 

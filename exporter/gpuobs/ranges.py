@@ -8,10 +8,12 @@ from __future__ import annotations
 import re
 from typing import Callable, Optional
 
+from .errors import GpuobsError
+
 UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 
 
-class RangeError(ValueError):
+class RangeError(GpuobsError, ValueError):
     """An option's range or duration cannot be read; the message names the option and the text."""
 
 

@@ -190,12 +190,14 @@ def launch_table(rec: Recording, launch_of_event: np.ndarray | None = None) -> L
         launch_of_event = launch_index_of_events(rec)
     ev = rec.events
     ok = launch_of_event >= 0
-    idx = launch_of_event[ok]
-    kind = ev["kind"][ok]
+    every = bool(ok.all())  # the common case: no copy of the events (64 bytes each) for the mask
+    idx = launch_of_event if every else launch_of_event[ok]
+    resolved_ev = ev if every else ev[ok]
+    kind = resolved_ev["kind"]
     is_block = kind == schema.EventKind.BLOCK
     first_start = np.full(n, np.iinfo(np.uint64).max, np.uint64)
     last_end = np.zeros(n, np.uint64)
-    starts, ends, over = _spans(ev[ok])
+    starts, ends, over = _spans(resolved_ev)
     ends_unconfirmed = np.bincount(idx[over], minlength=n)[:n]
     np.minimum.at(first_start, idx, starts)
     np.maximum.at(last_end, idx, ends)
@@ -207,7 +209,8 @@ def launch_table(rec: Recording, launch_of_event: np.ndarray | None = None) -> L
         last_end = np.maximum(last_end, bounded_end)
     blocks_recorded = np.bincount(idx[is_block], minlength=n)[:n]
     events_kept = np.bincount(idx[~is_block], minlength=n)[:n]
-    sms = ev["sm_id"][ok].astype(np.int64)
+    sms = resolved_ev["sm_id"].astype(np.int64)
+    del resolved_ev
     if len(sms) and n * (int(sms.max()) + 1) <= 50_000_000:
         seen = np.zeros((n, int(sms.max()) + 1), bool)
         seen[idx, sms] = True

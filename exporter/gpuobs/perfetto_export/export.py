@@ -4,7 +4,7 @@ memory-access counters, and drops where a user will see them."""
 
 from __future__ import annotations
 
-import re
+import tempfile
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -12,10 +12,12 @@ import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from ..analysis import launches as analysis
+from ..errors import ExportError, SelectionError
 from ..host_traces.matching import kernel_alignment, match_kernels
-from ..ranges import RangeError, format_span, parse_duration, parse_index, parse_range
+from ..ranges import format_span
 from ..recording_file import schema
 from ..recording_file.recording import Recording
+from ..selection import Criteria, Selection, matched_launches, select
 from . import block_bounds
 from .api_tracks import flow_id, write_api_calls
 from .blocks import BlockSlices, encode_blocks
@@ -52,8 +54,7 @@ SMS_DESCRIPTION = (
 )
 
 
-class ExportError(Exception):
-    pass
+__all__ = ["ExportError", "ExportOptions", "export"]
 
 
 @dataclass
@@ -67,6 +68,13 @@ class ExportOptions:
     align: Optional[str] = None  # "kernels": shift host traces so matched kernels line up
     bins: int = 2000  # counter bins across each GPU's span
     host_tracks: bool = True  # False: host traces only match kernels (the archive carries them)
+
+    def criteria(self) -> Criteria:
+        """The selection these options ask for (selection.py, TimeMeaning.STARTS_IN)."""
+        try:
+            return Criteria.parse(kernels=self.kernels, launches=self.launches, time=self.time_window)
+        except SelectionError as exc:
+            raise ExportError(str(exc)) from None
 
 
 @dataclass
@@ -108,6 +116,72 @@ class HostSummary:
     before_boot: int  # events Perfetto drops: before the recording machine's boot
 
 
+class _ChunkSpool:
+    """TraceWriter's list of encoded chunks, kept in a temporary file past SPOOL_BYTES held
+    in memory: the trace being written is not also held whole (730 MB for 16M blocks).
+    The bytes, and so the trace, are the same as a list's."""
+
+    SPOOL_BYTES = 32 << 20
+
+    def __init__(self):
+        self.held: list = []
+        self.held_bytes = 0
+        self.total = 0
+        self.file = None
+
+    def append(self, chunk) -> None:
+        self.held.append(chunk)
+        self.held_bytes += len(chunk)
+        self.total += len(chunk)
+        if self.held_bytes > self.SPOOL_BYTES:
+            if self.file is None:
+                self.file = tempfile.TemporaryFile()
+            self.file.writelines(self.held)
+            self.held, self.held_bytes = [], 0
+
+    def __iter__(self):
+        if self.file is not None:
+            self.file.flush()
+            self.file.seek(0)
+            while True:
+                block = self.file.read(8 << 20)
+                if not block:
+                    break
+                yield block
+        yield from self.held
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+
+
+class _SpoolingWriter(TraceWriter):
+    def __init__(self):
+        super().__init__()
+        self._chunks = _ChunkSpool()
+
+    def size(self) -> int:
+        return self._chunks.total
+
+
+# The Perfetto UI holds 2-4x a trace's size in the browser's memory: a 182 MB trace of 4M blocks
+# took 42 s to load in UI v52, one of 730 MB (16M blocks) 163 s and a renderer past 5.5 GB.
+UI_COMFORTABLE_BYTES = 150_000_000
+
+
+def ui_advice(summary: "ExportSummary", recordings: list) -> list:
+    """What to do instead, when a trace is past what the Perfetto UI opens comfortably."""
+    if summary.bytes <= UI_COMFORTABLE_BYTES:
+        return []
+    spans = [_span_text(rec) for rec in recordings]
+    return [
+        f"the trace is {summary.bytes / 1e6:,.0f} MB ({summary.block_slices:,} block slices): the Perfetto UI "
+        f"needs minutes and several GB to open past ~{UI_COMFORTABLE_BYTES / 1e6:.0f} MB. Export a window "
+        f"instead (--time-window 0ms:10ms; {'; '.join(spans)}), share a part (gpuobs trim REC --time A:B -o "
+        "part.gpuobs), or query all of it as tables (--format parquet, docs/parquet-schema.md)"
+    ]
+
+
 @dataclass
 class ExportSummary:
     gpus: list = field(default_factory=list)  # GpuSummary per GPU of each recording
@@ -140,16 +214,29 @@ class GpuExport:
     rec_index: int  # the recording's place in the export (flow ids)
     device: int
     opts: ExportOptions
-    launch_of_event: np.ndarray  # index into rec.launches per event, -1 unresolved
-    table: analysis.LaunchTable
-    keep_launch: np.ndarray  # per launch: passes --kernels and --launches
-    window: Optional[tuple]  # --time-window on the device clock, or None
+    selection: Selection  # what --kernels, --launches and --time-window keep of the recording
     host_dur: dict  # launch index -> its duration in the uninstrumented --host run
     api_calls: np.ndarray  # --api-trace call ids of the recording
     clock: ClockRelation = field(init=False)
     names: dict = field(init=False)  # name iid -> kernel name
     iid_of_slot: dict = field(init=False)
     track: int = 0  # the GPU's group track, once written
+
+    @property
+    def launch_of_event(self) -> np.ndarray:  # index into rec.launches per event, -1 unresolved
+        return self.selection.launch_of_event
+
+    @property
+    def table(self) -> analysis.LaunchTable:
+        return self.selection.table
+
+    @property
+    def keep_launch(self) -> np.ndarray:  # per launch: passes --kernels and --launches
+        return self.selection.matched
+
+    @property
+    def window(self) -> Optional[tuple]:  # --time-window on the device clock, or None
+        return self.selection.window
 
     def __post_init__(self):
         pid = self.rec.run.pid if self.rec.run else 0
@@ -167,32 +254,6 @@ class GpuExport:
         return self.api_calls if self.clock.measured and len(self.api_calls) else None
 
 
-def _range(text: str, what: str, parse=parse_index):
-    try:
-        return parse_range(text, what, parse)
-    except RangeError as exc:
-        raise ExportError(str(exc)) from None
-
-
-def _launch_filter(rec: Recording, opts: ExportOptions) -> np.ndarray:
-    keep = np.ones(len(rec.launches), bool)
-    if opts.kernels:
-        try:
-            pattern = re.compile(opts.kernels)
-        except re.error as exc:
-            raise ExportError(f"--kernels {opts.kernels!r} is not a valid regular expression: {exc}") from None
-        names = [rec.launch_function(launch) for launch in rec.launches]
-        keep &= np.array([bool(pattern.search(f.name) or pattern.search(f.mangled)) for f in names], bool)
-    if opts.launches:
-        lo, hi = _range(opts.launches, "--launches")
-        ids = rec.launches["launch_id"].astype(np.int64)
-        if lo is not None:
-            keep &= ids >= lo
-        if hi is not None:
-            keep &= ids < hi
-    return keep
-
-
 def export(
     recordings: list[Recording],
     out_path,
@@ -206,29 +267,28 @@ def export(
     if opts.align not in (None, "kernels"):
         raise ExportError(f"--align {opts.align!r}: only 'kernels' is known")
     say = progress or (lambda _msg: None)
-    w = TraceWriter()
+    w = _SpoolingWriter()
     summary = ExportSummary()
     matches = []  # (host, rec, table, KernelMatch)
     related = False
-    keeps = [_launch_filter(rec, opts) for rec in recordings]
-    if (opts.kernels or opts.launches) and not any(k.any() for k in keeps):
-        raise ExportError(_nothing_selected(recordings, opts))
+    criteria = opts.criteria()
+    if criteria.by_launch:  # said before any launch is resolved
+        matched = [matched_launches(rec, criteria) for rec in recordings]
+        if not any(m.any() for m in matched):
+            raise ExportError(_nothing_selected(recordings, opts))
     for rec_index, rec in enumerate(recordings):
         say(f"resolving launches of {rec.path}")
-        launch_of_event = analysis.launch_index_of_events(rec)
-        table = analysis.launch_table(rec, launch_of_event)
+        selection = select(rec, criteria)
         host_dur = {}
         for host in hosts:
-            m = match_kernels(rec, table, host)
-            matches.append((host, rec, table, m))
+            m = match_kernels(rec, selection.table, host)
+            matches.append((host, rec, selection.table, m))
             host_dur.update({int(i): k.dur_ns for i, k in zip(m.launch_index, m.host_kernel)})
-        keep_launch = keeps[rec_index]
         devices = sorted(
             set(rec.devices["device_index"].tolist())
             | set(rec.event_devices.tolist())
             | set(rec.launches["device_index"].tolist())
         )
-        window = _time_window(rec.events, opts)
         # --api-trace: flows from calls to kernel slices, on GPUs whose clock is related
         calls = np.unique(rec.api_calls["call_id"])
         flowed, rec_related = [], False
@@ -241,10 +301,7 @@ def export(
                     rec_index=rec_index,
                     device=device,
                     opts=opts,
-                    launch_of_event=launch_of_event,
-                    table=table,
-                    keep_launch=keep_launch,
-                    window=window,
+                    selection=selection,
                     host_dur=host_dur,
                     api_calls=calls,
                 )
@@ -270,18 +327,9 @@ def export(
         if hasattr(out_path, "write"):
             raise  # an open file's owner (gpuobs.outputs) reports it
         raise ExportError(f"cannot write {out_path}: {exc.strerror}") from None
+    finally:
+        w._chunks.close()
     return summary
-
-
-def _time_window(ev: np.ndarray, opts: ExportOptions):
-    """(first, last) device ns of --time-window, which is relative to the recording's first event."""
-    if not opts.time_window:
-        return None
-    lo, hi = _range(opts.time_window, "--time-window", parse_duration)
-    if len(ev) == 0:
-        return None  # no device times: nothing to window (the check after the export says so)
-    t0 = int(ev["time_start"].min())
-    return (t0 + lo if lo is not None else 0, t0 + hi if hi is not None else np.iinfo(np.uint64).max)
 
 
 def _span_text(rec: Recording) -> str:
@@ -344,7 +392,7 @@ def _export_host(w, host, matches, related, opts, boot_realtime_ns=None) -> Host
 
 
 def _export_gpu(g: GpuExport) -> GpuSummary:
-    w, rec, device, ev, clock, opts = g.w, g.rec, g.device, g.ev, g.clock, g.opts
+    w, rec, device, ev, clock = g.w, g.rec, g.device, g.ev, g.clock
     pid = rec.run.pid if rec.run else 0
     name = rec.device_name(device)
     label = f"GPU {device}: {name}" + (f" (pid {pid})" if pid else "") + " - device clock"
@@ -365,13 +413,7 @@ def _export_gpu(g: GpuExport) -> GpuSummary:
         ) // 2
     g.track = w.track(label, description=clock.describe() + _drop_note(rec, device) + _window_note(rec, device))
 
-    on_device = rec.event_devices == device
-    resolved = g.launch_of_event >= 0
-    sel = on_device & (~resolved | analysis.of_launch(g.keep_launch, g.launch_of_event, False))
-    if opts.kernels or opts.launches:
-        sel &= resolved
-    if g.window is not None:
-        sel &= (ev["time_start"] >= g.window[0]) & (ev["time_start"] < g.window[1])
+    sel = (rec.event_devices == device) & g.selection.events
     is_block = ev["kind"] == schema.EventKind.BLOCK
     blocks = np.flatnonzero(sel & is_block)
     mem = np.flatnonzero(sel & (ev["kind"] == schema.EventKind.MEMORY))
@@ -489,7 +531,7 @@ def _clock_id(g: GpuExport):
     return g.clock.clock_id if g.clock.measured else None
 
 
-def _node_positions(launch: np.ndarray) -> np.ndarray:
+def node_positions(launch: np.ndarray) -> np.ndarray:
     """Each graph node launch's position in its replay, in launch order (the order the
     replay's kernels were listed: a learned table keeps its learning replay's order)."""
     replay = launch["graph_launch_id"].astype(np.int64)
@@ -548,7 +590,7 @@ def _kernel_slice_table(g: GpuExport, timed, start, end, track) -> Slices:
     s.int_arg(arg["counted"], table.counted[timed], at_least=0)  # -1: not counted
     s.int_arg(arg["count_shared_by"], table.counted_shared[timed], at_least=2)
     s.int_arg(arg["graph_replay"], launch["graph_launch_id"].astype(np.int64), present=graph)
-    s.int_arg(arg["graph_node"], _node_positions(launch), present=graph)
+    s.int_arg(arg["graph_node"], node_positions(launch), present=graph)
     s.int_arg(arg["ends_unconfirmed"], table.ends_unconfirmed[timed], at_least=1)
     s.bool_arg(arg["raced_flush"], present=raced)
     # A grid a kernel launched (listed from its records; its sizes are what they show), and a
@@ -572,7 +614,39 @@ def _kernel_slice_table(g: GpuExport, timed, start, end, track) -> Slices:
     return s
 
 
+# Past this many blocks, a GPU's blocks are encoded a group of whole SMs at a time (each SM is
+# its own packet sequence either way), so that what is held while encoding stays bounded.
+BATCH_BLOCKS = 1 << 20
+
+
 def _block_tracks_and_slices(g: GpuExport, blocks: np.ndarray):
+    sms_group = g.w.track(
+        "SMs",
+        parent=g.track,
+        rank=1,
+        explicit_order=True,
+        description=SMS_DESCRIPTION if g.table.block_ends is None else block_bounds.SMS_DESCRIPTION,
+    )
+    if len(blocks) <= BATCH_BLOCKS:
+        return _encode_block_batch(g, blocks, sms_group)
+    sm = g.ev["sm_id"][blocks]
+    by_sm = np.argsort(sm, kind="stable")  # each SM's blocks keep their order
+    sm_sorted = sm[by_sm]
+    sm_starts = np.flatnonzero(np.r_[True, sm_sorted[1:] != sm_sorted[:-1]])
+    cuts, first = [], 0
+    for i in sm_starts[1:]:
+        if i - first >= BATCH_BLOCKS:
+            cuts.append(int(i))
+            first = i
+    sms = lanes = 0
+    for lo, hi in zip([0] + cuts, cuts + [len(blocks)]):
+        n_sms, n_lanes = _encode_block_batch(g, blocks[by_sm[lo:hi]], sms_group)
+        sms, lanes = sms + n_sms, lanes + n_lanes
+    return sms, lanes
+
+
+def _encode_block_batch(g: GpuExport, blocks: np.ndarray, sms_group: int):
+    """The lane tracks and block slices of `blocks` (every block of an SM in one batch)."""
     w, rec, ev, launch_of_event = g.w, g.rec, g.ev, g.launch_of_event
     every = len(blocks) == len(ev)  # the common case: no filter, so columns need no gather
 
@@ -587,13 +661,6 @@ def _block_tracks_and_slices(g: GpuExport, blocks: np.ndarray):
     if bounds is not None:
         at = bounds.at(blocks)
         end, quality = bounds.end_bound_ns[at], bounds.quality[at]
-    sms_group = w.track(
-        "SMs",
-        parent=g.track,
-        rank=1,
-        explicit_order=True,
-        description=SMS_DESCRIPTION if bounds is None else block_bounds.SMS_DESCRIPTION,
-    )
     tracks = lane_tracks(
         sm, start, end, lambda s_id: w.track(f"SM {s_id}", parent=sms_group, rank=s_id, merge_key=f"sm-{s_id}")
     )
@@ -644,7 +711,7 @@ def _access_totals(g: GpuExport, launches: np.ndarray, sample_launches: np.ndarr
     sampled = np.unique(sample_launches[sample_launches >= 0])
     if g.window is not None:
         return analysis.counted_total(rec, table, sampled), 0, 0
-    if g.opts.kernels or g.opts.launches:
+    if g.selection.criteria.by_launch:
         total = analysis.counted_total(rec, table, launches)
     else:  # every count of the device, also one no launch in the table claims
         slots = analysis.count_slots(rec)

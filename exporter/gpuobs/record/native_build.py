@@ -12,6 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import GpuobsError
 from ..native_cache import cache_root, cached_build
 from ..native_sources import native_root
 
@@ -37,7 +38,7 @@ TOOL_SOURCES = _SETTINGS["TOOL_SOURCES"]
 TOOL_NAME, PATCHES_NAME, PROBE_NAME = "libgpuobs_tool.so", "gpuobs_patches.fatbin", "gpuobs_clock_probe.fatbin"
 
 
-class NativeUnavailable(RuntimeError):
+class NativeUnavailable(GpuobsError, RuntimeError):
     """What is missing to build or run the native tool, said plainly."""
 
 

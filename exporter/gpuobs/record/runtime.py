@@ -21,6 +21,7 @@ from pathlib import Path
 
 from cffi import FFI
 
+from ..errors import GpuobsError
 from ..recording_file import schema
 from .native_build import build
 from .run import RecordOptions, tool_environment
@@ -39,7 +40,7 @@ int gpuobs_tool_live_graphs(void);
 _lib = None
 
 
-class AttachError(RuntimeError):
+class AttachError(GpuobsError, RuntimeError):
     pass
 
 
@@ -117,7 +118,7 @@ def flush() -> int:
     return int(_tool().gpuobs_tool_flush())
 
 
-class WindowError(RuntimeError):
+class WindowError(GpuobsError, RuntimeError):
     pass
 
 

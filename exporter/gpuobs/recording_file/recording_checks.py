@@ -253,14 +253,60 @@ def _block_spans(chunks: list, devices: list):
             yield c, rows + lo, group, start, end
 
 
+OVERLAP_BATCH = 1 << 22  # block events sorted at once by deepest_block_overlap (~50 bytes each)
+
+
 def deepest_block_overlap(chunks: list, devices: list) -> tuple[int, int, int]:
     """(most block events open at once on one SM of one device, and the chunk and row
     of an event that opens that many) over event chunks and their device indexes;
     blocks that touch do not overlap. One sorted key per start and one per end: the
-    depth at a start is the group's starts so far minus its ends so far."""
-    parts = [(g, st, en) for _, _, g, st, en in _block_spans(chunks, devices)]
-    if not parts:
+    depth at a start is the group's starts so far minus its ends so far.
+
+    Depths are per (device, SM) group, so a large recording is measured a range of
+    whole groups at a time (at most OVERLAP_BATCH events each, one more pass over the
+    events per range): what is held stays bounded, and the answer is the same."""
+    if sum(len(c) for c in chunks) <= OVERLAP_BATCH:
+        ranges = [None]
+    else:
+        counts = np.zeros(0, np.int64)
+        for _, _, g, _, _ in _block_spans(chunks, devices):
+            part = np.bincount(g)
+            counts = np.pad(counts, (0, max(len(part) - len(counts), 0)))
+            counts[: len(part)] += part
+        ranges, lo, held = [], 0, 0
+        for g, n in enumerate(counts.tolist()):
+            if held and held + n > OVERLAP_BATCH:
+                ranges.append((lo, g))
+                lo, held = g, 0
+            held += n
+        ranges.append((lo, len(counts)))
+    best = (0, None, None)
+    for groups in ranges:
+        found = _deepest_in(chunks, devices, groups)
+        if found is not None and found[0] > best[0]:  # the first deepest point in (group, time) order
+            best = found
+    depth, g, t = best
+    if g is None:
         return 0, -1, -1
+    for c, rows, groups, starts, _ in _block_spans(chunks, devices):  # the event that opens the deepest point
+        hit = np.flatnonzero((groups == g) & (starts == t))
+        if len(hit):
+            return depth, c, int(rows[hit[0]])
+    raise AssertionError("the deepest point's block was not found")
+
+
+def _deepest_in(chunks: list, devices: list, groups):
+    """(depth, group, start) of the deepest point among the blocks of groups lo <= g < hi
+    (`groups` = (lo, hi); None: all), or None without blocks there."""
+    parts = []
+    for _, _, g, st, en in _block_spans(chunks, devices):
+        if groups is not None:
+            keep = (g >= groups[0]) & (g < groups[1])
+            g, st, en = g[keep], st[keep], en[keep]
+        if len(g):
+            parts.append((g, st, en))
+    if not parts:
+        return None
     group, start, end = (column[0] if len(parts) == 1 else np.concatenate(column) for column in zip(*parts))
     del parts
     base = int(start.min())
@@ -290,8 +336,4 @@ def deepest_block_overlap(chunks: list, devices: list) -> tuple[int, int, int]:
         g, t = int(s_key["g"][at]), int(s_key["t"][at])
     else:
         g, t = int(s_key[at]) >> TIME_BITS, base + (int(s_key[at]) & ((1 << TIME_BITS) - 1))
-    for c, rows, groups, starts, _ in _block_spans(chunks, devices):  # the event that opens the deepest point
-        hit = np.flatnonzero((groups == g) & (starts == t))
-        if len(hit):
-            return int(depth[at]), c, int(rows[hit[0]])
-    raise AssertionError("the deepest point's block was not found")
+    return int(depth[at]), g, t

@@ -1,0 +1,1 @@
+"""Columnar outputs: Parquet tables of recordings (parquet.py), their schema (tables.py)."""

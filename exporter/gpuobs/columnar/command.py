@@ -1,0 +1,81 @@
+"""`gpuobs export --format parquet`: the command's body (cli.py registers the option)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import List, Optional
+
+from ..errors import ExportError, SelectionError
+from ..selection import Criteria
+
+
+def export_parquet(
+    recordings: List[Path],
+    output: Optional[Path],
+    force: bool,
+    salvage: bool,
+    kernels: Optional[str],
+    launches: Optional[str],
+    time_window: Optional[str],
+    trace_only: List[str],
+) -> None:
+    """Write the recordings' tables under -o DIR (default ./STEM.parquet), then say what was written."""
+    from .. import cli
+
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        cli._fail("--format parquet needs pyarrow: pip install 'gpuobs[parquet]'")
+    if trace_only:
+        cli._fail(f"{', '.join(trace_only)}: for Perfetto traces only, not --format parquet")
+    try:
+        criteria = Criteria.parse(kernels=kernels, launches=launches, time=time_window)
+    except SelectionError as exc:
+        cli._fail(str(exc))
+    paths = cli._recordings_or_default(recordings)
+    cli._refuse_duplicates(paths)
+    output = output or Path(paths[0].stem + ".parquet")
+    if output.suffix in cli.TRACE_SUFFIXES:
+        cli._fail(f"{output} names a trace: a Parquet export is a directory (e.g. -o {output.stem}.parquet)")
+    from .parquet import write_parquet
+
+    started = time.monotonic()
+    loaded = [cli._load(p, salvage) for p in paths]
+    try:
+        with _progress(cli.err, sum(len(r.events) for r in loaded)) as say:
+            summary = write_parquet(loaded, output, criteria, force=force, progress=say)
+    except ExportError as exc:
+        cli._fail(str(exc))
+    rows = ", ".join(f"{n:,} {t}" for t, n in summary.rows.items() if n and t not in ("recordings", "clock"))
+    cli._say(
+        f"{output}/: {summary.bytes / 1e6:.1f} MB in {summary.files} Parquet files ({rows}) "
+        f"in {time.monotonic() - started:.1f} s"
+    )
+    cli._say(f"  query it: duckdb -c \"SELECT * FROM read_parquet('{output}/launches/*/*/*.parquet') LIMIT 5\"")
+    cli._say("  tables, columns and example queries: docs/parquet-schema.md")
+
+
+class _progress:
+    """A spinner with the step being written, on a terminal and for exports past ~2 s of work."""
+
+    def __init__(self, console, events: int):
+        self.console, self.show = console, console.is_terminal and events > 2_000_000
+        self.bar = None
+
+    def __enter__(self):
+        if not self.show:
+            return lambda _msg: None
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=self.console, transient=True
+        )
+        self.bar.__enter__()
+        task = self.bar.add_task("writing Parquet", total=None)
+        return lambda msg: self.bar.update(task, description=msg)
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+        return False

@@ -1,0 +1,1 @@
+"""Live metrics of a growing recording for Prometheus (follow.py)."""
