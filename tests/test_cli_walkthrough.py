@@ -229,6 +229,7 @@ def cases(fake_browser: str) -> list:
         Case(rec + ["--no-graph-nodes", "--", "env"], expect="--no-graph-nodes is deprecated"),
         Case(rec + ["--paused", "--", "env"], expect="GPUOBS_START_PAUSED=1"),
         Case(rec + ["--window-every", "4", "--", "env"], expect="GPUOBS_WINDOW_EVERY=4"),
+        Case(rec + ["--lossless", "--", "env"], expect="GPUOBS_LOSSLESS=1"),
         Case(rec + ["--", "env"], rc=2, expect="exist(s) from an earlier run", setup={"r.gpuobs": b"old"}),
         Case(rec + ["-f", "--", "env"], expect="GPUOBS_OUTPUT=", setup={"r.gpuobs": b"old"}),
         Case(rec + ["--force", "--", "env"], expect="GPUOBS_OUTPUT=", setup={"r.gpuobs": b"old"}),
