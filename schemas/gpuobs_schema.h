@@ -49,6 +49,39 @@ enum gpuobs_mode {
                                          those slots (no exit patch) */
 };
 
+/* What each mode does: its row below is the only place a mode's behaviour is
+ * decided (the tool reads it with gpuobs_mode_traits(), Python with
+ * schema.mode_traits(); the patch functions a mode inserts are in
+ * GPUOBS_MODE_PATCHES). A new mode: its enum value, name, traits and patches
+ * here, its device code in device_patches/gpuobs_patches.cu. */
+enum gpuobs_trait {
+    GPUOBS_TRAIT_PATCHES = 1 << 0,         /* inserts device patches */
+    GPUOBS_TRAIT_COUNTS = 1 << 1,          /* counts exactly per launch, in the launch counters */
+    GPUOBS_TRAIT_COUNTS_ACCESSES = 1 << 2, /* ... counting global accesses, not blocks */
+    GPUOBS_TRAIT_BLOCK_RECORDS = 1 << 3,   /* one record per block: its start and SM */
+    GPUOBS_TRAIT_MEASURED_ENDS = 1 << 4,   /* block ends stamped by an exit patch */
+    GPUOBS_TRAIT_BOUNDED_ENDS = 1 << 5,    /* block ends bounded by the host from warp-slot reuse */
+    GPUOBS_TRAIT_WARP_ARRIVALS = 1 << 6,   /* a ring of warp arrivals beside the events */
+    GPUOBS_TRAIT_ACCESS_RECORDS = 1 << 7,  /* records of hash-sampled global accesses */
+    GPUOBS_TRAIT_EVERY_ACCESS = 1 << 8,    /* ... every access recorded: the sample shift is 0 */
+    GPUOBS_TRAIT_CLAIMS_LOW_HALF = 1 << 9  /* claims on the low 32 bits of the stripe counters */
+};
+enum gpuobs_mode_traits {
+    GPUOBS_TRAITS_OFF = 0,
+    GPUOBS_TRAITS_BLOCK_NOOP = GPUOBS_TRAIT_PATCHES,
+    GPUOBS_TRAITS_BLOCK_COUNTER = GPUOBS_TRAIT_PATCHES | GPUOBS_TRAIT_COUNTS,
+    GPUOBS_TRAITS_BLOCK_TRACE = GPUOBS_TRAIT_PATCHES | GPUOBS_TRAIT_COUNTS | GPUOBS_TRAIT_BLOCK_RECORDS |
+                                GPUOBS_TRAIT_MEASURED_ENDS | GPUOBS_TRAIT_CLAIMS_LOW_HALF,
+    GPUOBS_TRAITS_MEM_NOOP = GPUOBS_TRAIT_PATCHES,
+    GPUOBS_TRAITS_MEM_SAMPLED =
+        GPUOBS_TRAIT_PATCHES | GPUOBS_TRAIT_COUNTS | GPUOBS_TRAIT_COUNTS_ACCESSES | GPUOBS_TRAIT_ACCESS_RECORDS,
+    GPUOBS_TRAITS_MEM_FULL = GPUOBS_TRAIT_PATCHES | GPUOBS_TRAIT_COUNTS | GPUOBS_TRAIT_COUNTS_ACCESSES |
+                             GPUOBS_TRAIT_ACCESS_RECORDS | GPUOBS_TRAIT_EVERY_ACCESS,
+    GPUOBS_TRAITS_BLOCK_TRACE_NOOP = GPUOBS_TRAIT_PATCHES,
+    GPUOBS_TRAITS_BLOCK_STARTS = GPUOBS_TRAIT_PATCHES | GPUOBS_TRAIT_COUNTS | GPUOBS_TRAIT_BLOCK_RECORDS |
+                                 GPUOBS_TRAIT_BOUNDED_ENDS | GPUOBS_TRAIT_WARP_ARRIVALS | GPUOBS_TRAIT_CLAIMS_LOW_HALF
+};
+
 enum gpuobs_event_kind {
     GPUOBS_EVENT_EMPTY = 0, /* slot claimed but never completed */
     GPUOBS_EVENT_BLOCK = 1,
@@ -387,6 +420,20 @@ typedef struct gpuobs_end_info {
 
 #define GPUOBS_FILE_MAGIC "GPUOBS\r\n"
 
+/* Each mode's traits and patch functions (block entry, block exit, global memory
+ * access; 0 where none), in enum gpuobs_mode value order (tests/test_schema.py
+ * checks the order and the names against the enums). */
+#define GPUOBS_MODE_PATCHES(ROW)                                                             \
+    ROW(GPUOBS_TRAITS_OFF, 0, 0, 0)                                                          \
+    ROW(GPUOBS_TRAITS_BLOCK_NOOP, "gpuobs_block_noop", 0, 0)                                 \
+    ROW(GPUOBS_TRAITS_BLOCK_COUNTER, "gpuobs_block_counter", 0, 0)                           \
+    ROW(GPUOBS_TRAITS_BLOCK_TRACE, "gpuobs_block_trace_enter", "gpuobs_block_trace_exit", 0) \
+    ROW(GPUOBS_TRAITS_MEM_NOOP, 0, 0, "gpuobs_mem_noop")                                     \
+    ROW(GPUOBS_TRAITS_MEM_SAMPLED, 0, 0, "gpuobs_mem_access")                                \
+    ROW(GPUOBS_TRAITS_MEM_FULL, 0, 0, "gpuobs_mem_access")                                   \
+    ROW(GPUOBS_TRAITS_BLOCK_TRACE_NOOP, "gpuobs_block_noop", "gpuobs_block_exit_noop", 0)    \
+    ROW(GPUOBS_TRAITS_BLOCK_STARTS, "gpuobs_block_starts_enter", 0, 0)
+
 /* The name of each enum gpuobs_mode value, in value order: what GPUOBS_MODE and
  * `gpuobs record --mode` take (tests/test_schema.py checks it against the enum). */
 #define GPUOBS_MODE_NAMES                                                                           \
@@ -417,6 +464,15 @@ typedef struct gpuobs_end_info {
 /* The launch-counter slot of a grid. Grid ids count up per context, so their
  * low bits keep up to GPUOBS_LAUNCH_TABLE_SIZE consecutive launches apart (a
  * hash would let two of them collide) and cost the patches no arithmetic. */
+/* A mode's traits (enum gpuobs_trait bits); 0 for a value past the table. */
+GPUOBS_HD uint32_t gpuobs_mode_traits(uint32_t mode) {
+#define GPUOBS_TRAITS_OF(traits, entry, exit, memory) (uint32_t)(traits),
+    const uint32_t table[] = {GPUOBS_MODE_PATCHES(GPUOBS_TRAITS_OF)};
+#undef GPUOBS_TRAITS_OF
+    return mode < sizeof table / sizeof table[0] ? table[mode] : 0;
+}
+GPUOBS_HD int gpuobs_mode_has(uint32_t mode, uint32_t trait) { return (gpuobs_mode_traits(mode) & trait) != 0; }
+
 GPUOBS_HD uint32_t gpuobs_launch_slot(uint64_t grid_id) { return (uint32_t)grid_id & (GPUOBS_LAUNCH_TABLE_SIZE - 1); }
 
 /* A grid launched by a kernel (dynamic parallelism) rather than by the host:

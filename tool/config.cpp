@@ -63,7 +63,7 @@ bool Config::load(std::string* error) {
         if (!parse_u64("GPUOBS_SAMPLE_SHIFT", s, 0, GPUOBS_MAX_SAMPLE_SHIFT, &v, error)) return false;
         sample_shift = (uint32_t)v;
     }
-    if (mode == GPUOBS_MODE_MEM_FULL) sample_shift = 0;
+    if (gpuobs_mode_has(mode, GPUOBS_TRAIT_EVERY_ACCESS)) sample_shift = 0;
     if (const char* s = std::getenv("GPUOBS_CAPACITY")) {
         capacity = 0;  // "0": as many records as the device memory budget holds
         if (std::string(s) != "0") {

@@ -38,13 +38,12 @@ struct Config {
 
     // False with `error` set when an option is unusable.
     bool load(std::string* error);
-    bool patches_needed() const { return mode != 0; }
+    bool patches_needed() const { return gpuobs_mode_has(mode, GPUOBS_TRAIT_PATCHES); }
 };
 
 // Whether a mode writes records into rings that the drain must empty.
 inline bool fills_rings(uint32_t mode) {
-    return mode == GPUOBS_MODE_BLOCK_TRACE || mode == GPUOBS_MODE_BLOCK_STARTS || mode == GPUOBS_MODE_MEM_SAMPLED ||
-           mode == GPUOBS_MODE_MEM_FULL;
+    return gpuobs_mode_has(mode, GPUOBS_TRAIT_BLOCK_RECORDS | GPUOBS_TRAIT_ACCESS_RECORDS);
 }
 
 const char* mode_name(uint32_t mode);

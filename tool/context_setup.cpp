@@ -33,8 +33,9 @@ bool device_alloc(CUcontext ctx, T** out, size_t bytes, const char* what, std::s
 // mask), the most that fit the device memory budget, or that --capacity asks for.
 uint64_t stripe_capacity_for(const Config& config, uint32_t stripes) {
     const uint64_t record_bytes =
-        sizeof(gpuobs_event) +
-        (config.mode == GPUOBS_MODE_BLOCK_STARTS ? GPUOBS_WARP_ARRIVALS_PER_EVENT * sizeof(gpuobs_warp_arrival) : 0);
+        sizeof(gpuobs_event) + (gpuobs_mode_has(config.mode, GPUOBS_TRAIT_WARP_ARRIVALS)
+                                    ? GPUOBS_WARP_ARRIVALS_PER_EVENT * sizeof(gpuobs_warp_arrival)
+                                    : 0);
     const uint64_t budget = config.device_memory_mib << 20,
                    fixed = GPUOBS_ARENA_EVENTS + GPUOBS_ARENA_ALIGN +
                            (DeviceArena::wants_snapshots(config) ? DeviceArena::kSnapshots * DeviceArena::kSnapshotBytes
@@ -67,7 +68,7 @@ bool DeviceArena::allocate(CUcontext ctx, const Config& config, std::string* err
               sanitizer().add_patches_from_file(config.patches.c_str(), ctx)))
         return false;
     const size_t events_bytes = stripe_count * stripe_capacity * sizeof(gpuobs_event);
-    const size_t arrivals_bytes = config.mode == GPUOBS_MODE_BLOCK_STARTS
+    const size_t arrivals_bytes = gpuobs_mode_has(config.mode, GPUOBS_TRAIT_WARP_ARRIVALS)
                                       ? stripe_count * arrivals_per_stripe() * sizeof(gpuobs_warp_arrival)
                                       : 0;
     const size_t counters_bytes = GPUOBS_LAUNCH_TABLE_SIZE * sizeof(gpuobs_launch_counter);
@@ -152,7 +153,7 @@ bool ContextState::setup(std::string* error) {
         return false;
     }
     arena_.plan((uint32_t)sms, config_);
-    if (config_.mode != GPUOBS_MODE_OFF) {
+    if (config_.patches_needed()) {
         CurrentContext current(ctx_);
         if (!current.pushed) {
             *error = "cannot make the context current to set it up";

@@ -54,7 +54,7 @@ bool ContextState::on_context_synchronized() {
 }
 
 void ContextState::set_paused(bool paused) {
-    if (!paused && config_.mode != GPUOBS_MODE_OFF && !config_.launch_scope) {
+    if (!paused && config_.patches_needed() && !config_.launch_scope) {
         // Bound again after every re-patch: cheap, and not left to whether the
         // sanitizer keeps a function's data across an unpatch.
         for (const auto& [f, slot] : launches_.functions())

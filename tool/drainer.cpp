@@ -197,8 +197,8 @@ void Drainer::classify_events(const std::vector<uint8_t>& selected, gpuobs_flush
             }
         }
         // block_starts events have no end: the host bounds it.
-        const bool unended =
-            e.kind == GPUOBS_EVENT_BLOCK && e.time_end == 0 && config_.mode != GPUOBS_MODE_BLOCK_STARTS;
+        const bool unended = e.kind == GPUOBS_EVENT_BLOCK && e.time_end == 0 &&
+                             !gpuobs_mode_has(config_.mode, GPUOBS_TRAIT_BOUNDED_ENDS);
         if (e.kind == GPUOBS_EVENT_EMPTY || unended) {
             ++info.incomplete;
         } else if (e.function_slot < selected.size() && !selected[e.function_slot]) {
@@ -218,7 +218,7 @@ void Drainer::write_flush_chunks(const std::vector<gpuobs_launch>& launches,
     info.launch_count_len = (uint32_t)counts.size();
     file_.write_chunk(GPUOBS_CHUNK_FLUSH,
                       {{&info, sizeof info}, {counts.data(), counts.size() * sizeof(gpuobs_launch_count)}});
-    if (config_.mode == GPUOBS_MODE_BLOCK_STARTS)
+    if (gpuobs_mode_has(config_.mode, GPUOBS_TRAIT_WARP_ARRIVALS))
         file_.write_chunk(GPUOBS_CHUNK_SLOTS, {{&slots_info_, sizeof slots_info_}});
     if (!staging_.empty())
         file_.write_events(device_index_, info.flush_seq, staging_.data(), (uint32_t)staging_.size());
@@ -242,7 +242,7 @@ bool Drainer::cut_window(const char* reason, bool require_quiet, FlushWindow* w,
     // (the drain thread's first load of them failed on the H200); a snapshot's cut
     // runs on the tool's measuring thread, where the program's relief point loaded them.
     if (at.slot < 0) kernels_.load();
-    if (config_.mode != GPUOBS_MODE_OFF) {
+    if (config_.patches_needed()) {
         // On a stream of the tool's own: a copy on the context's NULL stream would wait
         // for the program's work on blocking streams (a cut that is not quiet would
         // synchronise the program), and would break another thread's capture there.
@@ -258,7 +258,7 @@ bool Drainer::cut_window(const char* reason, bool require_quiet, FlushWindow* w,
             GPUOBS_LOG("flush (%s): cannot read the claim counters; the window stays open", reason);
             return false;
         }
-        if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
+        if (gpuobs_mode_has(config_.mode, GPUOBS_TRAIT_WARP_ARRIVALS)) {
             if (!read_claims(ctl->warp_stripes, a.stripe_count, stream, warp_drained, true, &w->warp_claimed,
                              &w->warp_dropped))
                 return false;
@@ -308,7 +308,7 @@ void Drainer::drain_window(FlushWindow& w) {
     slots_info_.device_quiet_ns = w.device_quiet_ns;
     std::vector<gpuobs_launch_count> counts;
     uint64_t arrivals_dropped_inside = 0;
-    if (config_.mode != GPUOBS_MODE_OFF) {
+    if (config_.patches_needed()) {
         const DeviceArena& a = *arena_;
         const Sanitizer_StreamHandle stream = drain_stream();
         const uint64_t copy_started_ns = monotonic_ns();
@@ -322,7 +322,7 @@ void Drainer::drain_window(FlushWindow& w) {
         info.unmatched_exit_threads =
             w.unmatched_exit_threads > unmatched_seen_ ? w.unmatched_exit_threads - unmatched_seen_ : 0;
         unmatched_seen_ = std::max(unmatched_seen_, w.unmatched_exit_threads);
-        if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
+        if (gpuobs_mode_has(config_.mode, GPUOBS_TRAIT_WARP_ARRIVALS)) {
             const Drained arrivals = drain_ring(arrival_ring_, a.arrivals, a.arrivals_per_stripe(), w.warp_claimed,
                                                 w.warp_dropped, copier, arrival_staging_, &arrival_stripes);
             slots_info_.warp_arrivals = arrivals.attempted;
@@ -335,7 +335,7 @@ void Drainer::drain_window(FlushWindow& w) {
         std::vector<uint64_t> limits = event_ring_.limits(a.stripe_capacity);
         sanitizer().memcpy_htod_async(a.ctl->limits, limits.data(), a.stripe_count * sizeof(uint64_t), stream);
         std::vector<uint64_t> warp_limits;
-        if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
+        if (gpuobs_mode_has(config_.mode, GPUOBS_TRAIT_WARP_ARRIVALS)) {
             warp_limits = arrival_ring_.limits(a.arrivals_per_stripe());
             sanitizer().memcpy_htod_async(a.ctl->warp_limits, warp_limits.data(), a.stripe_count * sizeof(uint64_t),
                                           stream);
@@ -353,7 +353,7 @@ void Drainer::drain_window(FlushWindow& w) {
         copy_ns = monotonic_ns() - copy_started_ns;
         const uint64_t classify_started_ns = monotonic_ns();
         valve_.remeasure_after_drain();
-        if (config_.mode == GPUOBS_MODE_BLOCK_STARTS) {
+        if (gpuobs_mode_has(config_.mode, GPUOBS_TRAIT_WARP_ARRIVALS)) {
             fold_warp_arrivals(staging_, event_stripes, arrival_staging_, arrival_stripes, &slots_info_, kFoldThreads);
             // Arrivals dropped under an older limit left their positions unwritten: dropped, not unmatched.
             slots_info_.unmatched_arrivals -= std::min(slots_info_.unmatched_arrivals, arrivals_dropped_inside);

@@ -27,9 +27,7 @@ class PressureValve;
 class ToolKernels;
 
 // Whether a mode's claims count on the low 32 bits of the stripe counters (the block entries').
-inline bool claims_on_low_half(uint32_t mode) {
-    return mode == GPUOBS_MODE_BLOCK_TRACE || mode == GPUOBS_MODE_BLOCK_STARTS;
-}
+inline bool claims_on_low_half(uint32_t mode) { return gpuobs_mode_has(mode, GPUOBS_TRAIT_CLAIMS_LOW_HALF); }
 // Each stripe's claim and drop counters, read on `stream`, the claims widened
 // from `drained` where `low_half_only` (ring_cut.h: claims_from_counter).
 bool read_claims(gpuobs_stripe* device, uint32_t count, Sanitizer_StreamHandle stream,

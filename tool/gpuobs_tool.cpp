@@ -343,8 +343,7 @@ bool start() {
             sanitizer().enable_callback(1, t.subscriber, SANITIZER_CB_DOMAIN_DRIVER_API, id);
     // Modes that fill rings check them when a launch API call returns (ring pressure).
     const uint32_t m = t.config.mode;
-    if (m == GPUOBS_MODE_BLOCK_TRACE || m == GPUOBS_MODE_BLOCK_STARTS || m == GPUOBS_MODE_MEM_SAMPLED ||
-        m == GPUOBS_MODE_MEM_FULL) {
+    if (fills_rings(m)) {
         for (Sanitizer_CallbackId id : kLaunchDriverApis)
             sanitizer().enable_callback(1, t.subscriber, SANITIZER_CB_DOMAIN_DRIVER_API, id);
         for (Sanitizer_CallbackId id : kLaunchRuntimeApis)

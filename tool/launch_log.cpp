@@ -75,7 +75,7 @@ uint32_t LaunchLog::function_slot_for(CUfunction f, const char* name, CUmodule m
         code_ranges_[pc] = {pc + size, slot};
     if (!config_.dump_patched_code.empty())
         dump_patched_code(config_.dump_patched_code, module, mangled, device_index_, slot, arena_.stream);
-    if (config_.mode != GPUOBS_MODE_OFF && !config_.launch_scope) {
+    if (config_.patches_needed() && !config_.launch_scope) {
         SanitizerResult r = sanitizer().set_callback_data(f, arena_.callback_data(slot, config_.sample_shift));
         if (r != SANITIZER_SUCCESS)
             write_notice(file_, GPUOBS_NOTICE_FUNCTION_UNBOUND, device_index_,
@@ -120,7 +120,7 @@ bool LaunchLog::on_launch(const LaunchInfo& launch, bool paused) {
         if (!launch.graph_node) ++unrecorded_launches_;  // replays count once, at on_paused_graph_launch
         return false;
     }
-    if (config_.mode != GPUOBS_MODE_OFF && config_.launch_scope && !launch.graph_node)
+    if (config_.patches_needed() && config_.launch_scope && !launch.graph_node)
         sanitizer().set_launch_callback_data(ld.hLaunch, ld.function, ld.hStream,
                                              arena_.callback_data(slot, config_.sample_shift));
     gpuobs_launch l;

@@ -22,22 +22,21 @@ struct PatchStep {
     const char* function;
 };
 
+// The mode's row of GPUOBS_MODE_PATCHES (the schema): its patch function at each patch point.
 std::vector<PatchStep> patch_plan(uint32_t mode) {
-    switch (mode) {
-        case GPUOBS_MODE_BLOCK_NOOP: return {{SANITIZER_INSTRUCTION_BLOCK_ENTER, "gpuobs_block_noop"}};
-        case GPUOBS_MODE_BLOCK_COUNTER: return {{SANITIZER_INSTRUCTION_BLOCK_ENTER, "gpuobs_block_counter"}};
-        case GPUOBS_MODE_BLOCK_TRACE:
-            return {{SANITIZER_INSTRUCTION_BLOCK_ENTER, "gpuobs_block_trace_enter"},
-                    {SANITIZER_INSTRUCTION_BLOCK_EXIT, "gpuobs_block_trace_exit"}};
-        case GPUOBS_MODE_BLOCK_STARTS: return {{SANITIZER_INSTRUCTION_BLOCK_ENTER, "gpuobs_block_starts_enter"}};
-        case GPUOBS_MODE_BLOCK_TRACE_NOOP:
-            return {{SANITIZER_INSTRUCTION_BLOCK_ENTER, "gpuobs_block_noop"},
-                    {SANITIZER_INSTRUCTION_BLOCK_EXIT, "gpuobs_block_exit_noop"}};
-        case GPUOBS_MODE_MEM_NOOP: return {{SANITIZER_INSTRUCTION_GLOBAL_MEMORY_ACCESS, "gpuobs_mem_noop"}};
-        case GPUOBS_MODE_MEM_SAMPLED:
-        case GPUOBS_MODE_MEM_FULL: return {{SANITIZER_INSTRUCTION_GLOBAL_MEMORY_ACCESS, "gpuobs_mem_access"}};
-        default: return {};
-    }
+    struct Row {
+        const char *entry, *exit, *memory;
+    };
+#define GPUOBS_PATCH_ROW(traits, entry, exit, memory) Row{entry, exit, memory},
+    static const Row rows[] = {GPUOBS_MODE_PATCHES(GPUOBS_PATCH_ROW)};
+#undef GPUOBS_PATCH_ROW
+    if (mode >= sizeof rows / sizeof rows[0]) return {};
+    std::vector<PatchStep> plan;
+    const Row& r = rows[mode];
+    if (r.entry != nullptr) plan.push_back({SANITIZER_INSTRUCTION_BLOCK_ENTER, r.entry});
+    if (r.exit != nullptr) plan.push_back({SANITIZER_INSTRUCTION_BLOCK_EXIT, r.exit});
+    if (r.memory != nullptr) plan.push_back({SANITIZER_INSTRUCTION_GLOBAL_MEMORY_ACCESS, r.memory});
+    return plan;
 }
 
 ModuleRecord* module_record(CUmodule m) {

@@ -33,8 +33,8 @@ namespace gpuobs {
 
 namespace {
 
-bool records_blocks(uint32_t m) { return m == GPUOBS_MODE_BLOCK_TRACE || m == GPUOBS_MODE_BLOCK_STARTS; }
-bool records_accesses(uint32_t m) { return m == GPUOBS_MODE_MEM_SAMPLED || m == GPUOBS_MODE_MEM_FULL; }
+bool records_blocks(uint32_t m) { return gpuobs_mode_has(m, GPUOBS_TRAIT_BLOCK_RECORDS); }
+bool records_accesses(uint32_t m) { return gpuobs_mode_has(m, GPUOBS_TRAIT_ACCESS_RECORDS); }
 
 // The planned per-stripe share of what was launched since the cut and has not
 // started: `launched` blocks (or warps) against the claims made since the cut.
@@ -51,7 +51,7 @@ void PressureValve::start(const DeviceArena& arena) {
     arena_ = &arena;
     std::lock_guard<std::mutex> lock(plan_mu_);
     fill_.per_stripe = arena.stripe_capacity;
-    fill_.counts_plan = config_.mode != GPUOBS_MODE_MEM_SAMPLED && config_.mode != GPUOBS_MODE_MEM_FULL;
+    fill_.counts_plan = !records_accesses(config_.mode);
 }
 
 void PressureValve::reset_at_cut(uint64_t claims, uint64_t warp_claims) {
@@ -87,7 +87,7 @@ bool PressureValve::plan_blocks(const uint32_t grid[3], const uint32_t block[3])
     std::lock_guard<std::mutex> lock(plan_mu_);
     blocks_since_cut_ += blocks;
     uint64_t share = stripe_share(blocks, stripe_count);
-    if (mode == GPUOBS_MODE_BLOCK_STARTS && warps_per_block > 1) {
+    if (gpuobs_mode_has(mode, GPUOBS_TRAIT_WARP_ARRIVALS) && warps_per_block > 1) {
         // block_starts' arrivals ring, in records of the event ring's size.
         const uint64_t warps = blocks * (warps_per_block - 1);
         warps_since_cut_ += warps;
@@ -103,7 +103,7 @@ bool PressureValve::plan_blocks(const uint32_t grid[3], const uint32_t block[3])
 // ring's size), with the planned share of the blocks launched and not yet
 // started; on the measuring thread, on its own stream.
 bool PressureValve::measure_fill(Sanitizer_StreamHandle stream) {
-    const bool starts = config_.mode == GPUOBS_MODE_BLOCK_STARTS;
+    const bool starts = gpuobs_mode_has(config_.mode, GPUOBS_TRAIT_WARP_ARRIVALS);
     const uint32_t stripe_count = arena_->stripe_count;
     uint64_t planned_then, blocks_then, warps_then, claims_at_cut, warp_claims_at_cut;
     {

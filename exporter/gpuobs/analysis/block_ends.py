@@ -97,7 +97,7 @@ class BlockEnds:
 
 
 def is_block_starts(rec: Recording) -> bool:
-    return rec.run is not None and rec.run.mode == schema.Mode.BLOCK_STARTS
+    return rec.run is not None and schema.mode_has(rec.run.mode, schema.Trait.BOUNDED_ENDS)
 
 
 def block_end_bounds(rec: Recording, launch_of_event: np.ndarray | None = None) -> BlockEnds:

@@ -58,8 +58,9 @@ class KernelTimes:
 def kernel_times(rec: Recording, table: analysis.LaunchTable | None = None) -> KernelTimes:
     mode = rec.run.mode_name if rec.run else "unknown"
     has_blocks = bool(len(rec.events)) and bool((rec.events["kind"] == schema.EventKind.BLOCK).any())
-    timed = mode in ("block_trace", "block_starts") or (rec.run is None and has_blocks)
-    result = KernelTimes(mode=mode, timed=timed, launches=len(rec.launches), ends_are_bounds=mode == "block_starts")
+    timed = schema.mode_has(mode, schema.Trait.BLOCK_RECORDS) or (rec.run is None and has_blocks)
+    bounded = schema.mode_has(mode, schema.Trait.BOUNDED_ENDS)
+    result = KernelTimes(mode=mode, timed=timed, launches=len(rec.launches), ends_are_bounds=bounded)
     if not timed or len(rec.launches) == 0:
         return result
     table = table or analysis.launch_table(rec)

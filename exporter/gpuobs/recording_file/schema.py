@@ -93,11 +93,15 @@ def layout_text() -> str:
         ctype = f.typeof(name)
         fields = ";".join(f"{fname}:{field.type.cname}@{field.offset}" for fname, field in ctype.fields)
         parts.append(f"{name}[{f.sizeof(ctype)}]{{{fields}}}")
-    for enum_name in sorted(_enum_names()):
+    for enum_name in sorted(set(_enum_names()) - _BEHAVIOUR_ENUMS):
         etype = f.typeof(f"enum {enum_name}")
         values = ",".join(f"{k}={v}" for v, k in sorted(etype.elements.items()))
         parts.append(f"enum {enum_name}{{{values}}}")
     return "\n".join(parts)
+
+
+# What modes do, not how anything is laid out: outside the schema hash.
+_BEHAVIOUR_ENUMS = {"gpuobs_trait", "gpuobs_mode_traits"}
 
 
 def _enum_names() -> list[str]:
@@ -160,3 +164,17 @@ BLOCK_END_UNCONFIRMED = constant("GPUOBS_BLOCK_END_UNCONFIRMED")
 BLOCK_EARLY_EXITS = constant("GPUOBS_BLOCK_EARLY_EXITS")
 
 MODE_NAMES = {m: m.name.lower() for m in Mode}
+Trait = _enum("gpuobs_trait", "GPUOBS_TRAIT_")
+# Each mode's row of the schema's mode table (enum gpuobs_mode_traits): the one place
+# a mode's behaviour is decided, for the tool and for Python alike.
+MODE_TRAITS = {m: constant(f"GPUOBS_TRAITS_{m.name}") for m in Mode}
+
+
+def mode_has(mode, trait: int) -> bool:
+    """Whether a mode (a Mode, its value or its name) has the trait; False for an unknown mode."""
+    if isinstance(mode, str):
+        mode = next((m for m, name in MODE_NAMES.items() if name == mode), None)
+    try:
+        return bool(MODE_TRAITS[Mode(mode)] & trait) if mode is not None else False
+    except ValueError:
+        return False
