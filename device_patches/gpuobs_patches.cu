@@ -155,6 +155,35 @@ __device__ __forceinline__ uint32_t entry_u32(const void* userdata, uint32_t off
 #define GPUOBS_ENTRY_U64(ud, field) entry_u64(ud, offsetof(gpuobs_function_entry, field))
 #define GPUOBS_ENTRY_U32(ud, field) entry_u32(ud, offsetof(gpuobs_function_entry, field))
 
+// Records are stored a 32-bit word at a time (st_word, st_v4): each word named by
+// the schema field it starts with (in gpuobs_event, or gpuobs_warp_arrival), +1 for
+// a 64-bit field's high half. The asserts hold every word these patches write to
+// the layout, so a change in the schema that moves one fails to compile here.
+#define EVENT_WORD(field) (offsetof(gpuobs_event, field) / 4)
+#define ARRIVAL_WORD(field) (offsetof(gpuobs_warp_arrival, field) / 4)
+static_assert(sizeof(gpuobs_event) == 64 && offsetof(gpuobs_event, time_start) == 0, "event: 16 words");
+static_assert(offsetof(gpuobs_event, time_end) == 8 && offsetof(gpuobs_event, grid_id) == 16 &&
+                  offsetof(gpuobs_event, address) == 24 && offsetof(gpuobs_event, pc) == 32,
+              "event: the 64-bit fields, two words each, in the order st_v4 writes them");
+static_assert(offsetof(gpuobs_event, function_slot) == 40 && offsetof(gpuobs_event, block_x) == 44,
+              "event: st_v4 at EVENT_WORD(pc) writes pc, function_slot, block_x");
+static_assert(offsetof(gpuobs_event, block_y) == 48 && offsetof(gpuobs_event, block_z) == 50,
+              "event: one word holds block_y, block_z (pack_by_bz)");
+static_assert(offsetof(gpuobs_event, thread_index) == 52 && offsetof(gpuobs_event, sm_id) == 54,
+              "event: one word holds thread_index, sm_id");
+static_assert(offsetof(gpuobs_event, sm_id_end) == 56 && offsetof(gpuobs_event, kind) == 58 &&
+                  offsetof(gpuobs_event, access_size) == 59,
+              "event: one word holds sm_id_end, kind, access_size: the last one written");
+static_assert(offsetof(gpuobs_event, flags) == 60 && offsetof(gpuobs_event, exit_count) == 62,
+              "event: one word holds flags, exit_count (the exits add to its high half)");
+static_assert(sizeof(gpuobs_warp_arrival) == 32 && offsetof(gpuobs_warp_arrival, grid_id) == 0 &&
+                  offsetof(gpuobs_warp_arrival, time) == 8 && offsetof(gpuobs_warp_arrival, block_x) == 16 &&
+                  offsetof(gpuobs_warp_arrival, block_y) == 20 && offsetof(gpuobs_warp_arrival, block_z) == 22,
+              "warp arrival: grid, time, block_x, block_y and block_z in one word");
+static_assert(offsetof(gpuobs_warp_arrival, sm_id) == 24 && offsetof(gpuobs_warp_arrival, warp_slot) == 26 &&
+                  offsetof(gpuobs_warp_arrival, kind) == 27 && offsetof(gpuobs_warp_arrival, reserved) == 28,
+              "warp arrival: one word holds sm_id, warp_slot, kind: the last one written");
+
 // An SM's own stripe; SM ids past the stripe count (ids can have gaps) wrap.
 // A subtraction loop, not %: the division took 20 more instructions. With 0
 // stripes (an unwritten entry) it must not spin; a claim through such an entry
@@ -273,26 +302,26 @@ GPUOBS_PATCH gpuobs_block_trace_enter(void* userdata, uint64_t pc) {
     // pc: where the block entered, inside its own function's code. A grid
     // launched from the device gets its launcher's callback data (seen on the
     // H200), so its function is found from this pc on the host.
-    st_word(w + 8, (uint32_t)pc);
-    st_word(w + 9, (uint32_t)(pc >> 32));
+    st_word(w + EVENT_WORD(pc), (uint32_t)pc);
+    st_word(w + EVENT_WORD(pc) + 1, (uint32_t)(pc >> 32));
     // Published before the rest is written, so fewer early exits miss it: the
     // exits stamp only the end and the exit count, which the leader leaves as
     // the drain zeroed them.
     publish_block(userdata, index);
-    st_word(w + 10, GPUOBS_ENTRY_U32(userdata, function_slot));
+    st_word(w + EVENT_WORD(function_slot), GPUOBS_ENTRY_U32(userdata, function_slot));
     count_for_launch(userdata, grid_id_here(), sm_id(), 1);
-    st_word(w + 11, blockIdx.x);
+    st_word(w + EVENT_WORD(block_x), blockIdx.x);
     const uint64_t start = globaltimer_at(t0);
-    st_word(w + 0, (uint32_t)start);
-    st_word(w + 1, (uint32_t)(start >> 32));
+    st_word(w + EVENT_WORD(time_start), (uint32_t)start);
+    st_word(w + EVENT_WORD(time_start) + 1, (uint32_t)(start >> 32));
     const uint64_t grid = grid_id_here();
-    st_word(w + 4, (uint32_t)grid);
-    st_word(w + 5, (uint32_t)(grid >> 32));
-    st_word(w + 6, 0);  // address
-    st_word(w + 7, 0);
-    st_word(w + 12, pack_by_bz());
-    st_word(w + 13, threads_per_block() | (sm_id() << 16));
-    st_word(w + 14, sm_id() | ((uint32_t)GPUOBS_EVENT_BLOCK << 16));  // sm_id_end, kind: last
+    st_word(w + EVENT_WORD(grid_id), (uint32_t)grid);
+    st_word(w + EVENT_WORD(grid_id) + 1, (uint32_t)(grid >> 32));
+    st_word(w + EVENT_WORD(address), 0);  // address
+    st_word(w + EVENT_WORD(address) + 1, 0);
+    st_word(w + EVENT_WORD(block_y), pack_by_bz());
+    st_word(w + EVENT_WORD(thread_index), threads_per_block() | (sm_id() << 16));
+    st_word(w + EVENT_WORD(sm_id_end), sm_id() | ((uint32_t)GPUOBS_EVENT_BLOCK << 16));  // sm_id_end, kind: last
     return SANITIZER_PATCH_SUCCESS;
 }
 
@@ -350,26 +379,26 @@ GPUOBS_PATCH gpuobs_block_starts_enter(void* userdata, uint64_t pc) {
         const uint32_t capacity = GPUOBS_ENTRY_U32(userdata, stripe_capacity);
         uint32_t* w = reinterpret_cast<uint32_t*>(
             opaque((uint64_t)event_at(userdata, (uint64_t)stripe * capacity + (i & (capacity - 1)))));
-        st_word(w + 8, (uint32_t)pc);
-        st_word(w + 9, (uint32_t)(pc >> 32));
-        st_word(w + 10, GPUOBS_ENTRY_U32(userdata, function_slot));
+        st_word(w + EVENT_WORD(pc), (uint32_t)pc);
+        st_word(w + EVENT_WORD(pc) + 1, (uint32_t)(pc >> 32));
+        st_word(w + EVENT_WORD(function_slot), GPUOBS_ENTRY_U32(userdata, function_slot));
         count_for_launch(userdata, grid_id_here(), sm_id(), 1);
-        st_word(w + 11, blockIdx.x);
+        st_word(w + EVENT_WORD(block_x), blockIdx.x);
         const uint64_t start = globaltimer_at(t0);
-        st_word(w + 0, (uint32_t)start);
-        st_word(w + 1, (uint32_t)(start >> 32));
-        st_word(w + 2, 0);  // time_end: none, bounded on the host
-        st_word(w + 3, 0);
+        st_word(w + EVENT_WORD(time_start), (uint32_t)start);
+        st_word(w + EVENT_WORD(time_start) + 1, (uint32_t)(start >> 32));
+        st_word(w + EVENT_WORD(time_end), 0);  // time_end: none, bounded on the host
+        st_word(w + EVENT_WORD(time_end) + 1, 0);
         const uint32_t slot = warp_slot();
         const uint64_t grid = grid_id_here();
-        st_word(w + 4, (uint32_t)grid);
-        st_word(w + 5, (uint32_t)(grid >> 32));
-        st_word(w + 6, slot < 32 ? 1u << slot : 0);  // address: the slot mask
-        st_word(w + 7, slot >= 32 && slot < 64 ? 1u << (slot - 32) : 0);
-        st_word(w + 12, pack_by_bz());
-        st_word(w + 13, threads_per_block() | (sm_id() << 16));
-        st_word(w + 15, slot < 64 ? 0u : (uint32_t)GPUOBS_BLOCK_SLOTS_INCOMPLETE);  // flags, exit count
-        st_word(w + 14, sm_id() | ((uint32_t)GPUOBS_EVENT_BLOCK << 16));            // sm_id_end, kind: last
+        st_word(w + EVENT_WORD(grid_id), (uint32_t)grid);
+        st_word(w + EVENT_WORD(grid_id) + 1, (uint32_t)(grid >> 32));
+        st_word(w + EVENT_WORD(address), slot < 32 ? 1u << slot : 0);  // address: the slot mask
+        st_word(w + EVENT_WORD(address) + 1, slot >= 32 && slot < 64 ? 1u << (slot - 32) : 0);
+        st_word(w + EVENT_WORD(block_y), pack_by_bz());
+        st_word(w + EVENT_WORD(thread_index), threads_per_block() | (sm_id() << 16));
+        st_word(w + EVENT_WORD(flags), slot < 64 ? 0u : (uint32_t)GPUOBS_BLOCK_SLOTS_INCOMPLETE);  // flags, exit count
+        st_word(w + EVENT_WORD(sm_id_end), sm_id() | ((uint32_t)GPUOBS_EVENT_BLOCK << 16));  // sm_id_end, kind: last
         return SANITIZER_PATCH_SUCCESS;
     }
     // One arrival per warp, from its first active thread; warp 0 is the leader's.
@@ -391,15 +420,15 @@ GPUOBS_PATCH gpuobs_block_starts_enter(void* userdata, uint64_t pc) {
     uint32_t* w =
         reinterpret_cast<uint32_t*>(opaque((uint64_t)(first + (uint64_t)stripe * arrivals + (i & (arrivals - 1)))));
     const uint64_t grid = grid_id_here();
-    st_word(w + 0, (uint32_t)grid);
-    st_word(w + 1, (uint32_t)(grid >> 32));
+    st_word(w + ARRIVAL_WORD(grid_id), (uint32_t)grid);
+    st_word(w + ARRIVAL_WORD(grid_id) + 1, (uint32_t)(grid >> 32));
     const uint64_t t = globaltimer_at(t0);
-    st_word(w + 2, (uint32_t)t);
-    st_word(w + 3, (uint32_t)(t >> 32));
-    st_word(w + 4, blockIdx.x);
-    st_word(w + 5, pack_by_bz());
-    st_word(w + 7, 0);
-    st_word(w + 6, sm_id() | ((warp_slot() & 0xff) << 16) | (1u << 24));  // kind: last
+    st_word(w + ARRIVAL_WORD(time), (uint32_t)t);
+    st_word(w + ARRIVAL_WORD(time) + 1, (uint32_t)(t >> 32));
+    st_word(w + ARRIVAL_WORD(block_x), blockIdx.x);
+    st_word(w + ARRIVAL_WORD(block_y), pack_by_bz());
+    st_word(w + ARRIVAL_WORD(reserved), 0);
+    st_word(w + ARRIVAL_WORD(sm_id), sm_id() | ((warp_slot() & 0xff) << 16) | (1u << 24));  // kind: last
     return SANITIZER_PATCH_SUCCESS;
 }
 
@@ -432,14 +461,16 @@ static __device__ __noinline__ void capture_access(const void* userdata, uint64_
     gpuobs_event* r = claim(userdata, sm_id(), &index);
     if (r == nullptr) return;
     uint32_t* w = reinterpret_cast<uint32_t*>(r);
-    st_v4(w + 8, (uint32_t)pc, (uint32_t)(pc >> 32), GPUOBS_ENTRY_U32(userdata, function_slot), blockIdx.x);
+    st_v4(w + EVENT_WORD(pc), (uint32_t)pc, (uint32_t)(pc >> 32), GPUOBS_ENTRY_U32(userdata, function_slot),
+          blockIdx.x);
     const uint64_t grid = grid_id(), address = (uint64_t)ptr;
-    st_v4(w + 4, (uint32_t)grid, (uint32_t)(grid >> 32), (uint32_t)address, (uint32_t)(address >> 32));
+    st_v4(w + EVENT_WORD(grid_id), (uint32_t)grid, (uint32_t)(grid >> 32), (uint32_t)address,
+          (uint32_t)(address >> 32));
     const uint64_t t = globaltimer();
-    st_v4(w, (uint32_t)t, (uint32_t)(t >> 32), 0, 0);
+    st_v4(w + EVENT_WORD(time_start), (uint32_t)t, (uint32_t)(t >> 32), 0, 0);
     // kind (byte 58) goes in the last store, so a record reads as complete only when all of it is there.
     const uint32_t sm = sm_id();
-    st_v4(w + 12, pack_by_bz(), (flat_thread_index() & 0xffff) | (sm << 16),
+    st_v4(w + EVENT_WORD(block_y), pack_by_bz(), (flat_thread_index() & 0xffff) | (sm << 16),
           sm | ((uint32_t)GPUOBS_EVENT_MEMORY << 16) | (size_flags & 0xff000000u), size_flags & 0xffff);
 }
 
