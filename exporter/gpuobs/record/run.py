@@ -126,22 +126,115 @@ class EarlierRecordings:
             self.folder = None
 
 
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: the terminal or ssh went away
+
+
 def run_recorded(cmd: list[str], env: dict) -> int:
-    """Runs cmd, forwarding SIGINT/SIGTERM; returns its exit code (128+N for signal N)."""
-    proc = subprocess.Popen(cmd, env=env)
-    forwarded = {}
+    """Runs cmd; returns its exit code (128+N for signal N).
+
+    The program runs in a process group of its own, so each signal reaches it once:
+    the terminal's keys (Ctrl-C, Ctrl-\\, Ctrl-Z) go to the foreground group, which is
+    the program's while it runs, and gpuobs passes on only what was sent to gpuobs
+    itself or to its group (kill PID, kill -- -PGID), which the program is no longer
+    in. Sharing gpuobs's group, it got a group's signal directly and again from us.
+    gpuobs itself outlives the signal and still settles the recording."""
+    tty = _terminal()
+    hand_over = tty is not None and _foreground(tty) == os.getpgrp()
+    state = {"proc": None, "pending": [], "done": False}
 
     def forward(signum, _frame):
-        proc.send_signal(signum)
+        if state["proc"] is None:
+            state["pending"].append(signum)  # the program does not exist yet: sent once it does
+        elif not state["done"]:
+            _signal_program(state["proc"], signum)
 
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: the terminal or ssh went away
-        forwarded[sig] = signal.signal(sig, forward)
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    proc = None
     try:
-        code = proc.wait()
+        # The child joins its own group (and takes the terminal) before exec, so the
+        # program never runs where a terminal key or a group kill reaches it twice.
+        proc = subprocess.Popen(cmd, env=env, preexec_fn=_own_group_and_terminal(tty if hand_over else None))
+        state["proc"] = proc
+        for signum in state["pending"]:
+            _signal_program(proc, signum)
+        status = _wait(proc.pid, job_control=tty is not None, tty=tty)
+        state["done"] = True
+        proc.returncode = os.waitstatus_to_exitcode(status)
     finally:
-        for sig, old in forwarded.items():
+        state["done"] = True
+        if proc is not None and hand_over and _foreground(tty) == proc.pid:
+            _give_terminal(tty, os.getpgrp())
+        for sig, old in previous.items():
             signal.signal(sig, old)
+    code = proc.returncode
     return 128 - code if code < 0 else code
+
+
+def _terminal() -> int | None:
+    """A descriptor of gpuobs's controlling terminal (stdin, stdout or stderr), if it has one."""
+    for fd in (0, 1, 2):
+        if os.isatty(fd) and _foreground(fd) is not None:
+            return fd
+    return None
+
+
+def _foreground(fd: int) -> int | None:
+    try:
+        return os.tcgetpgrp(fd)
+    except OSError:  # not our controlling terminal, or it hung up
+        return None
+
+
+def _give_terminal(fd: int, pgrp: int) -> None:
+    """Makes pgrp the terminal's foreground group; SIGTTOU, which a background caller
+    would get for asking, is blocked meanwhile."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTTOU})
+    try:
+        os.tcsetpgrp(fd, pgrp)
+    except OSError:
+        pass
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _own_group_and_terminal(tty: int | None):
+    def in_child():
+        os.setpgid(0, 0)
+        if tty is not None:
+            _give_terminal(tty, os.getpid())
+
+    return in_child
+
+
+def _signal_program(proc: subprocess.Popen, signum: int) -> None:
+    """What a terminal would do: the signal to the program's group (its children too);
+    to the program alone if it has left that group."""
+    try:
+        os.killpg(proc.pid, signum)
+    except OSError:
+        try:
+            os.kill(proc.pid, signum)
+        except OSError:
+            pass  # already gone
+
+
+def _wait(pid: int, job_control: bool, tty: int | None) -> int:
+    """The program's wait status. Under a terminal, a stop of the program (Ctrl-Z,
+    or reading the terminal from the background) stops gpuobs's group too, so the
+    shell sees its job stopped; `fg`/`bg` continue the program."""
+    while True:
+        _, status = os.waitpid(pid, os.WUNTRACED if job_control else 0)
+        if not os.WIFSTOPPED(status):
+            return status
+        if tty is not None and _foreground(tty) == pid:
+            _give_terminal(tty, os.getpgrp())
+        os.killpg(os.getpgrp(), signal.SIGTSTP)  # returns once the shell continues us
+        if tty is not None and _foreground(tty) == os.getpgrp():
+            _give_terminal(tty, pid)
+        try:
+            os.killpg(pid, signal.SIGCONT)
+        except OSError:
+            os.kill(pid, signal.SIGCONT)
 
 
 def mode_names() -> list[str]:
