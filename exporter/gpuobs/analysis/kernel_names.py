@@ -10,6 +10,7 @@ the rightmost innermost first, until it fits. CSV and JSON keep the full name.
 
 from __future__ import annotations
 
+import heapq
 import re
 
 OPEN, CLOSE = "<({", ">)}"
@@ -77,37 +78,62 @@ def _drop_lambda_parameters(text: str) -> str:
     return text
 
 
-def _groups(text: str) -> list[tuple[int, int, int]]:
-    """(depth, open index, close index) of every bracket pair."""
-    found, stack = [], []
+def _fold_to(text: str, width: int) -> str:
+    """Folds bracket pairs to `...` until `text` fits in `width`: each time the rightmost
+    pair that holds no unfolded pair (later template arguments tell kernels apart
+    least). One pass over the brackets and a heap of the pairs ready to fold, so a
+    name of thousands of characters costs about as much as reading it."""
+    opens: list[int] = []
+    closes: list[int] = []
+    parent: list[int] = []
+    stack: list[int] = []
     for i, c in enumerate(text):
         if c in OPEN:
-            stack.append(i)
+            parent.append(stack[-1] if stack else -1)
+            opens.append(i)
+            closes.append(-1)
+            stack.append(len(opens) - 1)
         elif c in CLOSE and stack:
-            start = stack.pop()
-            found.append((len(stack) + 1, start, i))
-    return found
-
-
-def _fold_one(text: str) -> str | None:
-    """Folds one bracket pair to `...`: the rightmost that holds no unfolded pair (later
-    template arguments tell kernels apart least). None when nothing is left to fold."""
-    groups = [g for g in _groups(text) if text[g[1] + 1 : g[2]] != "..."]
-    leaves = [g for g in groups if not any(o[1] > g[1] and o[2] < g[2] for o in groups)]
-    if not leaves:
-        return None
-    _, start, end = max(leaves, key=lambda g: g[1])
-    return text[: start + 1] + "..." + text[end:]
+            closes[stack.pop()] = i
+    # An open never closed encloses no closed pair (a close matches the latest open),
+    # so it is nobody's pair and nobody's parent.
+    pair = [c >= 0 for c in closes]
+    parent = [up if up >= 0 and pair[up] else -1 for up in parent]
+    folded = [pair[n] and text[opens[n] + 1 : closes[n]] == "..." for n in range(len(opens))]
+    children: list[list[int]] = [[] for _ in opens]
+    unfolded_children = [0] * len(opens)
+    for n, up in enumerate(parent):
+        if pair[n] and up >= 0:
+            children[up].append(n)
+            unfolded_children[up] += not folded[n]
+    ready = [-n for n in range(len(opens)) if pair[n] and not folded[n] and unfolded_children[n] == 0]
+    heapq.heapify(ready)  # node numbers follow the opens: the largest is the rightmost
+    length = len(text)
+    while length > width and ready:
+        n = -heapq.heappop(ready)
+        inside = closes[n] - opens[n] - 1  # less what its children, all folded to `...`, gave up
+        inside -= sum(closes[k] - opens[k] - 1 - 3 for k in children[n])
+        length += 3 - inside
+        folded[n] = True
+        up = parent[n]
+        if up >= 0:
+            unfolded_children[up] -= 1
+            if unfolded_children[up] == 0 and not folded[up]:
+                heapq.heappush(ready, -up)
+    pieces, at = [], 0
+    for n in range(len(opens)):  # in text order; a folded pair's inner pairs are skipped with it
+        if folded[n] and opens[n] >= at:
+            pieces += [text[at : opens[n] + 1], "..."]
+            at = closes[n]
+    pieces.append(text[at:])
+    return "".join(pieces)
 
 
 def short_name(name: str, width: int = 100) -> str:
     """A readable form of a (demangled) kernel name in at most `width` characters."""
     text = _tidy_arguments(_strip_signature(name))
-    while len(text) > width:
-        folded = _fold_one(text)
-        if folded is None:
-            break
-        text = folded
+    if len(text) > width:
+        text = _fold_to(text, width)
     return text if len(text) <= width else text[: width - 3] + "..."
 
 

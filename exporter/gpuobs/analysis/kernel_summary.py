@@ -73,38 +73,49 @@ def kernel_times(rec: Recording, table: analysis.LaunchTable | None = None) -> K
     result.launches_end_weak = int(weak.sum())
     result.device_span_ns = _device_span(rec, table, spanned & ~weak)
     spans = table.last_end.astype(np.int64) - table.first_start.astype(np.int64)
-    by_name: dict = {}
-    weak_of: dict = {}
-    for i in np.flatnonzero(spanned):
-        if weak[i]:
-            weak_of[table.name[i]] = weak_of.get(table.name[i], 0) + 1
-            by_name.setdefault(table.name[i], [])
-        else:
-            by_name.setdefault(table.name[i], []).append(max(int(spans[i]), 0))
-    grand = sum(sum(v) for v in by_name.values()) or 1
-    for name, values in by_name.items():
-        v = np.asarray(values, np.int64)
-        if len(v) == 0:  # every launch of it ends at a weak bound: nothing measured
+    # Grouped by name in one sort: per name, its measured spans sorted and side by side
+    # (a launch ending at a weak bound names its kernel but measures nothing).
+    launched = np.flatnonzero(spanned)
+    groups: dict = {}
+    group_all = np.array([groups.setdefault(table.name[i], len(groups)) for i in launched.tolist()], np.int64)
+    weak_launched = weak[launched]
+    weak_counts = np.bincount(group_all[weak_launched], minlength=len(groups))
+    group = group_all[~weak_launched]
+    values = np.maximum(spans[launched[~weak_launched]], 0)
+    order = np.lexsort((values, group))
+    ordered, counts = values[order], np.bincount(group, minlength=len(groups))
+    begins = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    totals = np.zeros(len(groups), np.int64)
+    np.add.at(totals, group, values)
+    means = totals / np.maximum(counts, 1)
+    squares = np.zeros(len(groups), np.float64)
+    np.add.at(squares, group, (values - means[group]) ** 2)
+    grand = int(totals.sum()) or 1
+    for g, name in enumerate(groups):
+        n, at = int(counts[g]), int(begins[g])
+        if n == 0:  # every launch of it ends at a weak bound: nothing measured
             result.rows.append(
                 {"name": name, "time_pct": 0.0, "total_ns": 0, "instances": 0, "avg_ns": None, "med_ns": None}
-                | {"min_ns": None, "max_ns": None, "stddev_ns": None, "weak": weak_of[name]}
+                | {"min_ns": None, "max_ns": None, "stddev_ns": None, "weak": int(weak_counts[g])}
             )
             continue
+        middle = ordered[at + n // 2]
+        median = float(middle) if n % 2 else (float(ordered[at + n // 2 - 1]) + float(middle)) / 2
         result.rows.append(
             {
                 "name": name,
-                "time_pct": round(100.0 * int(v.sum()) / grand, 2),
-                "total_ns": int(v.sum()),
-                "instances": int(len(v)),
-                "avg_ns": round(float(v.mean()), 1),
-                "med_ns": round(float(np.median(v)), 1),
-                "min_ns": int(v.min()),
-                "max_ns": int(v.max()),
-                "stddev_ns": round(float(v.std(ddof=1)), 1) if len(v) > 1 else 0.0,
+                "time_pct": round(100.0 * int(totals[g]) / grand, 2),
+                "total_ns": int(totals[g]),
+                "instances": n,
+                "avg_ns": round(float(means[g]), 1),
+                "med_ns": round(median, 1),
+                "min_ns": int(ordered[at]),
+                "max_ns": int(ordered[at + n - 1]),
+                "stddev_ns": round(float(np.sqrt(squares[g] / (n - 1))), 1) if n > 1 else 0.0,
             }
         )
         if result.ends_are_bounds:
-            result.rows[-1]["weak"] = weak_of.get(name, 0)
+            result.rows[-1]["weak"] = int(weak_counts[g])
     sort_rows(result.rows, "total")
     return result
 

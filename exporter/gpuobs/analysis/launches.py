@@ -319,6 +319,35 @@ def summary(rec: Recording) -> dict:
     }
 
 
+def _grouped_percentiles(group: np.ndarray, values: np.ndarray, n_groups: int, ps: tuple) -> dict:
+    """{p: [int(np.percentile(values of group g, p)) or None, per g]}, by one sort of all
+    values: numpy's linear method (its virtual index and interpolation, step by step)."""
+    order = np.lexsort((values, group))
+    group, values = group[order], values[order]
+    count = np.bincount(group, minlength=n_groups)
+    begin = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)
+    has = count > 0
+    out = {}
+    for p in ps:
+        q = p / 100
+        n = count[has].astype(np.float64)
+        virtual = n * q + (1 + q * (1 - 1 - 1)) - 1
+        below = np.floor(virtual)
+        gamma = virtual - below
+        last = count[has] - 1
+        prev = np.minimum(below.astype(np.int64), last)
+        nxt = np.minimum(prev + 1, last)
+        prev[virtual >= last] = last[virtual >= last]
+        a, b = values[begin[has] + prev], values[begin[has] + nxt]
+        diff = b - a
+        lerp = a + diff * gamma
+        lerp = np.where(gamma >= 0.5, b - diff * (1 - gamma), lerp)
+        column = np.full(n_groups, None, object)
+        column[has] = lerp.astype(np.int64).tolist()  # int(): toward zero, as before
+        out[p] = column.tolist()
+    return out
+
+
 def kernel_stats(rec: Recording) -> list[dict]:
     """Per kernel (by name and device): launches, blocks, SMs, block-duration
     percentiles (ns), exact counts, memory events kept, blocks dropped."""
@@ -326,13 +355,12 @@ def kernel_stats(rec: Recording) -> list[dict]:
     table = launch_table(rec, of)
     ev = rec.events
     launches = rec.launches
-    keys = [(int(launch["device_index"]), table.name[i]) for i, launch in enumerate(launches)]
-    groups: dict = {}
-    for i, key in enumerate(keys):
-        groups.setdefault(key, []).append(i)
-    kernel_of_launch = np.zeros(len(launches), np.int64)
-    for k, members in enumerate(groups.values()):
-        kernel_of_launch[members] = k
+    groups: dict = {}  # (device, name) -> kernel index, in the order of first launch
+    kernel_of_launch = np.array(
+        [groups.setdefault(key, len(groups)) for key in zip(launches["device_index"].tolist(), table.name)],
+        np.int64,
+    )
+    n_kernels = len(groups)
     resolved = of >= 0
     ev_kernel = np.full(len(ev), -1, np.int64)
     ev_kernel[resolved] = kernel_of_launch[of[resolved]]
@@ -346,36 +374,59 @@ def kernel_stats(rec: Recording) -> list[dict]:
     has_slot = table.count_slot >= 0
     if has_slot.any():
         pairs = np.unique(np.stack([table.count_slot[has_slot], kernel_of_launch[has_slot]]), axis=1)
-        slots_seen, first, n_kernels = np.unique(pairs[0], return_index=True, return_counts=True)
-        one = n_kernels == 1
+        slots_seen, first, kernels_of_slot = np.unique(pairs[0], return_index=True, return_counts=True)
+        one = kernels_of_slot == 1
         slot_kernel[slots_seen[one]] = pairs[1][first[one]]
+    # launches whose counter slot other kernels' launches share: in no kernel's "counted"
+    shared = np.zeros(len(launches), np.int64)
+    shared[has_slot] = slot_kernel[table.count_slot[has_slot]] != kernel_of_launch[has_slot]
+    # Every per-kernel figure is a grouped sum over launches or events: one pass each.
+    recorded = table.blocks_recorded.astype(np.int64)
+    grid = table.grid_blocks.astype(np.int64)
+    per_launch = {
+        "launches": np.ones(len(launches), np.int64),
+        "blocks": grid,
+        "blocks_recorded": recorded,
+        "counted_shared_launches": shared,
+        "blocks_dropped": np.where(recorded > 0, np.maximum(grid - recorded, 0), 0),
+        # block ends stamped by a later replay of the same graph node (see the schema's block flags)
+        "ends_unconfirmed": table.ends_unconfirmed.astype(np.int64),
+    }
+    sums = {}
+    for column, values in per_launch.items():
+        sums[column] = np.zeros(n_kernels, np.int64)
+        np.add.at(sums[column], kernel_of_launch, values)
+    counted = np.zeros(n_kernels, np.int64)
+    owned = slot_kernel >= 0
+    np.add.at(counted, slot_kernel[owned], totals[owned])
+    memory_events = np.bincount(ev_kernel[resolved & ~is_block], minlength=n_kernels)
+    sm_pairs = np.sort((ev_kernel[resolved] << 32) | ev["sm_id"][resolved].astype(np.int64))
+    sm_pairs = sm_pairs[np.r_[True, sm_pairs[1:] != sm_pairs[:-1]]] if len(sm_pairs) else sm_pairs
+    sms = np.bincount(sm_pairs >> 32, minlength=n_kernels)
+    timed = resolved & is_block if ends_recorded else np.zeros(len(ev), bool)
+    percentiles = _grouped_percentiles(
+        ev_kernel[timed],
+        ev["time_end"][timed].astype(np.int64) - ev["time_start"][timed].astype(np.int64),
+        n_kernels,
+        (50, 90, 99),
+    )
     rows = []
-    for k, ((device, name), members) in enumerate(groups.items()):
-        members = np.asarray(members)
-        mine = ev_kernel == k
-        blocks = mine & is_block
-        dur = ev["time_end"][blocks].astype(np.int64) - ev["time_start"][blocks].astype(np.int64)
-        if not ends_recorded:
-            dur = dur[:0]
-        member_slots = table.count_slot[members]
-        recorded = table.blocks_recorded[members]
+    for k, (device, name) in enumerate(groups):
         row = {
             "device": device,
             "kernel": name,
-            "launches": int(len(members)),
-            "blocks": int(table.grid_blocks[members].sum()),
-            "blocks_recorded": int(recorded.sum()),
-            "sms": int(len(np.unique(ev["sm_id"][mine]))) if mine.any() else 0,
-            "counted": int(totals[slot_kernel == k].sum()),
-            # launches whose counter slot other kernels' launches share: in no kernel's "counted"
-            "counted_shared_launches": int((slot_kernel[member_slots[member_slots >= 0]] != k).sum()),
-            "memory_events": int((mine & ~is_block).sum()),
-            "blocks_dropped": int(np.maximum(table.grid_blocks[members] - recorded, 0)[recorded > 0].sum()),
-            # block ends stamped by a later replay of the same graph node (see the schema's block flags)
-            "ends_unconfirmed": int(table.ends_unconfirmed[members].sum()),
+            "launches": int(sums["launches"][k]),
+            "blocks": int(sums["blocks"][k]),
+            "blocks_recorded": int(sums["blocks_recorded"][k]),
+            "sms": int(sms[k]),
+            "counted": int(counted[k]),
+            "counted_shared_launches": int(sums["counted_shared_launches"][k]),
+            "memory_events": int(memory_events[k]),
+            "blocks_dropped": int(sums["blocks_dropped"][k]),
+            "ends_unconfirmed": int(sums["ends_unconfirmed"][k]),
         }
-        for p in (50, 90, 99):
-            row[f"block_ns_p{p}"] = int(np.percentile(dur, p)) if len(dur) else None
+        for p, values in percentiles.items():
+            row[f"block_ns_p{p}"] = values[k]
         rows.append(row)
     rows.sort(key=lambda r: -(r["blocks_recorded"] or r["counted"]))
     return rows

@@ -28,31 +28,60 @@ def device_span(rec: Recording) -> tuple[int, int] | None:
     return int(ev["time_start"].min()), int(np.maximum(ev["time_end"], ev["time_start"]).max())
 
 
+def _keys(devices: np.ndarray, flush_seqs: np.ndarray) -> np.ndarray:
+    """One integer per (device, flush_seq): both are 32-bit."""
+    return (devices.astype(np.uint64) << np.uint64(32)) | flush_seqs.astype(np.uint64)
+
+
+def _group_of(keys: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Index of each key in the sorted `groups`, or len(groups) where it has none."""
+    at = np.searchsorted(groups, keys)
+    hit = at < len(groups)
+    hit[hit] = groups[at[hit]] == keys[hit]
+    return np.where(hit, at, len(groups))
+
+
 def flush_windows(rec: Recording) -> list[dict]:
     """One row per flush, in file order: its index (what `trim --flushes` takes), its
-    events' span relative to the recording's start, launches and events."""
+    events' span relative to the recording's start, launches and events. One grouped
+    pass over the events and launches, whatever the number of flushes."""
     span = device_span(rec)
     t0 = span[0] if span else 0
+    flushes = rec.flushes
+    groups, flush_group = np.unique(_keys(flushes["device_index"], flushes["flush_seq"]), return_inverse=True)
+    n = len(groups)
+    ev = rec.events
+    ev_group = _group_of(_keys(rec.event_devices, rec.event_flushes), groups)
+    events = np.bincount(ev_group, minlength=n + 1)[:n]
+    first = np.zeros(n, np.int64)
+    last = np.zeros(n, np.int64)
+    if len(ev):
+        order = np.argsort(ev_group, kind="stable")
+        sorted_group = ev_group[order]
+        starts = np.flatnonzero(np.r_[True, sorted_group[1:] != sorted_group[:-1]])
+        present = sorted_group[starts] < n
+        begin = ev["time_start"][order]
+        end = np.maximum(ev["time_end"], ev["time_start"])[order]
+        first[sorted_group[starts[present]]] = np.minimum.reduceat(begin, starts)[present].astype(np.int64) - t0
+        last[sorted_group[starts[present]]] = np.maximum.reduceat(end, starts)[present].astype(np.int64) - t0
+    launch_group = _group_of(_keys(rec.launches["device_index"], rec.launch_flushes), groups)
+    launches = np.bincount(launch_group, minlength=n + 1)[:n]
     rows = []
-    ev_flush, ev_dev = rec.event_flushes, rec.event_devices
-    for index, f in enumerate(rec.flushes):
-        dev, seq = int(f["device_index"]), int(f["flush_seq"])
-        mine = (ev_flush == seq) & (ev_dev == dev)
-        ev = rec.events[mine] if mine.any() else rec.events[:0]
-        row = {
-            "index": index,
-            "device": dev,
-            "flush_seq": seq,
-            "launches": int(((rec.launch_flushes == seq) & (rec.launches["device_index"] == dev)).sum()),
-            "events": int(len(ev)),
-            "dropped": int(f["dropped"]),
-            "from_ns": None,
-            "to_ns": None,
-        }
-        if len(ev):
-            row["from_ns"] = int(ev["time_start"].min()) - t0
-            row["to_ns"] = int(np.maximum(ev["time_end"], ev["time_start"]).max()) - t0
-        rows.append(row)
+    for index, f in enumerate(flushes):
+        g = int(flush_group[index])
+        has_events = bool(events[g])
+        rows.append(
+            {
+                "index": index,
+                "device": int(f["device_index"]),
+                "flush_seq": int(f["flush_seq"]),
+                "launches": int(launches[g]),
+                "events": int(events[g]),
+                "dropped": int(f["dropped"]),
+                "from_ns": int(first[g]) if has_events else None,
+                "to_ns": int(last[g]) if has_events else None,
+            }
+        )
     return rows
 
 
