@@ -8,7 +8,6 @@ is printed with the port-forward that makes it work from the user's own machine.
 
 from __future__ import annotations
 
-import functools
 import http.server
 import os
 import socket
@@ -37,9 +36,14 @@ class Served:
 
 def ui_address(ui_url: str, port: int, name: str) -> str:
     """The UI page (`https://ui.perfetto.dev`, or a page such as `.../index.html`) told to fetch the trace."""
-    trace = f"http://127.0.0.1:{port}/{urllib.parse.quote(name)}"
+    trace = f"http://127.0.0.1:{port}{url_path(name)}"
     page = ui_url if ui_url.endswith((".html", "/")) else ui_url + "/"
     return f"{page}#!/?url={trace}&referrer=gpuobs"
+
+
+def url_path(name: str) -> str:
+    """`/NAME` quoted from the file name's bytes (a name that is not UTF-8 included)."""
+    return "/" + urllib.parse.quote(os.fsencode(name))
 
 
 def _origin(ui_url: str) -> str:
@@ -59,8 +63,33 @@ def browser_available() -> bool:
     return True
 
 
-class _OneFile(http.server.SimpleHTTPRequestHandler):
-    """Serves the one trace file and nothing else, with the UI's CORS header."""
+CONNECTION_TIMEOUT_S = 10.0  # a connection silent this long is closed; others are served meanwhile
+
+
+class _OneFile(http.server.BaseHTTPRequestHandler):
+    """Answers GET of the one trace path (and the CORS preflight, OPTIONS) and nothing
+    else: no listing, no other file, no HEAD. A Host other than the address served
+    (a page of another site that rebound its name to 127.0.0.1) is refused."""
+
+    protocol_version = "HTTP/1.0"
+    timeout = CONNECTION_TIMEOUT_S  # socket timeout per connection (StreamRequestHandler)
+
+    def _allowed(self) -> bool:
+        if self.headers.get("Host", "") not in self.server.hosts:
+            self._refuse(421, "this server answers only to " + self.server.hosts[0])
+            return False
+        if urllib.parse.urlsplit(self.path).path != self.server.path:
+            self._refuse(404, "not found")
+            return False
+        return True
+
+    def _refuse(self, code: int, why: str) -> None:
+        body = (why + "\n").encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def end_headers(self):
         self.send_header("Access-Control-Allow-Origin", self.server.allow_origin)
@@ -68,24 +97,58 @@ class _OneFile(http.server.SimpleHTTPRequestHandler):
         super().end_headers()
 
     def do_GET(self):
-        if self.path != "/" + urllib.parse.quote(self.server.name):
-            self.send_error(404, "File not found")
+        if not self._allowed():
             return
-        super().do_GET()
-        self.server.fetched = True  # reached only when the whole body was sent
+        try:
+            f = open(self.server.trace, "rb")
+        except OSError:
+            self._refuse(404, "not found")
+            return
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(size))
+            self.end_headers()
+            sent = 0
+            while chunk := f.read(1 << 20):
+                self.wfile.write(chunk)
+                sent += len(chunk)
+        self.wfile.flush()
+        if sent == size:
+            self.server.fetched = True  # reached only when the whole body was sent
 
-    def do_POST(self):
-        self.send_error(404, "File not found")
+    def do_OPTIONS(self):
+        if not self._allowed():
+            return
+        self.send_response(204)
+        self.send_header("Access-Control-Allow-Methods", "GET, OPTIONS")
+        self.send_header("Access-Control-Allow-Headers", "*")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def _not_allowed(self):
+        self.send_response(405)
+        self.send_header("Allow", "GET, OPTIONS")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_CONNECT = do_TRACE = _not_allowed
 
     def log_message(self, *args):
         pass
 
 
-class _Server(http.server.HTTPServer):
+class _Server(http.server.ThreadingHTTPServer):
+    """Each connection on a thread of its own, so one that sends nothing holds only
+    itself (and ends at its own deadline), never the accept loop or the timeout."""
+
     allow_reuse_address = True
+    daemon_threads = True
+    block_on_close = False
 
     def handle_error(self, request, client_address):
-        pass  # a browser that closed the connection early: it will fetch again
+        pass  # a browser that closed the connection early, or one that timed out: it will fetch again
 
 
 def serve(
@@ -101,16 +164,18 @@ def serve(
     trace = Path(trace).resolve()
     if not trace.is_file():
         raise OpenError(f"no trace at {trace}" if not trace.exists() else f"{trace} is not a file")
-    handler = functools.partial(_OneFile, directory=str(trace.parent))
     try:
-        httpd = _Server(("127.0.0.1", port), handler)
+        httpd = _Server(("127.0.0.1", port), _OneFile)
     except OSError as exc:
         raise OpenError(
             f"cannot serve on 127.0.0.1:{port}: {exc.strerror} (another `gpuobs open` or "
             "`trace_processor --httpd` may hold it; ui.perfetto.dev fetches only from port 9001)"
         ) from None
     with httpd:
-        httpd.name = trace.name
+        httpd.trace = trace
+        httpd.path = url_path(trace.name)
+        bound = httpd.server_address[1]
+        httpd.hosts = (f"127.0.0.1:{bound}", f"localhost:{bound}")
         httpd.allow_origin = _origin(ui_url)
         httpd.fetched = False
         httpd.timeout = 0.5
