@@ -13,6 +13,8 @@ from __future__ import annotations
 import heapq
 import re
 
+from ..safe_text import printable
+
 OPEN, CLOSE = "<({", ">)}"
 # Noise inside template arguments: lambdas' call operators and anonymous namespaces.
 _NOISE = re.compile(r"::operator\(\)\(\)(?: const)?|\(anonymous namespace\)::")
@@ -131,7 +133,7 @@ def _fold_to(text: str, width: int) -> str:
 
 def short_name(name: str, width: int = 100) -> str:
     """A readable form of a (demangled) kernel name in at most `width` characters."""
-    text = _tidy_arguments(_strip_signature(name))
+    text = _tidy_arguments(_strip_signature(printable(name)))  # shown: no terminal escapes
     if len(text) > width:
         text = _fold_to(text, width)
     return text if len(text) <= width else text[: width - 3] + "..."

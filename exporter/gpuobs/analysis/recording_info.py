@@ -10,6 +10,7 @@ import numpy as np
 
 from ..ranges import format_ns, format_span
 from ..recording_file.recording import Recording
+from ..safe_text import printable
 from . import block_end_report, block_ends
 from . import launches as analysis
 
@@ -234,4 +235,5 @@ def text(d: dict) -> list[str]:
             f"    {w['index']:>4}  GPU {w['device']}  {when:<22} {w['launches']:>7,} launches "
             f"{w['events']:>9,} events" + (f"  {w['dropped']:,} dropped" if w["dropped"] else "")
         )
-    return lines
+    # argv, notices, names and paths come from the file: no terminal escapes, no surrogates
+    return [printable(line) for line in lines]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..recording_file.recording_checks import TIME_LIMIT_NS
+from ..safe_text import readable
 
 EVENT = np.dtype([("start_ns", "<i8"), ("dur_ns", "<i8"), ("track", "<i4"), ("name", "<i4"), ("category", "<i4")])
 KERNEL = np.dtype(
@@ -178,7 +179,11 @@ class HostTraceBuilder:
         events["start_ns"] += offset_ns
         kernels["start_ns"] += offset_ns
         kernels = kernels[np.argsort(kernels["start_ns"], kind="stable")]
-        names, tracks, categories = list(self._names), list(self._tracks), list(self._categories)
+        # Text from the file, encodable however it is written (a JSON "\\ud800" is valid JSON)
+        names, categories = [_readable_key(n) for n in self._names], [_readable_key(c) for c in self._categories]
+        tracks = [_readable_key(t) for t in self._tracks]
+        thread_names = {_readable_key(k): _readable_key(v) for k, v in (thread_names or {}).items()}
+        process_names = {_readable_key(k): _readable_key(v) for k, v in (process_names or {}).items()}
 
         def event(e) -> HostEvent:
             return HostEvent(
@@ -198,17 +203,23 @@ class HostTraceBuilder:
             )
 
         return HostTrace(
-            str(path),
+            readable(str(path)),
             kind,
             Rows(events, event),
             Rows(kernels, kernel),
             names,
             tracks,
             categories,
-            thread_names or {},
+            thread_names,
             base_ns=base_ns,
-            process_names=process_names or {},
+            process_names=process_names,
         )
+
+
+def _readable_key(key):
+    if isinstance(key, tuple):
+        return tuple(_readable_key(k) for k in key)
+    return readable(key) if isinstance(key, str) else key
 
 
 def check_time(start_ns: int, dur_ns: int, where: str) -> None:

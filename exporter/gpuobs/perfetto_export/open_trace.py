@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..safe_text import readable
+
 DEFAULT_UI = "https://ui.perfetto.dev"
 DEFAULT_PORT = 9001
 
@@ -163,7 +165,8 @@ def serve(
     None decides by browser_available(). KeyboardInterrupt stops it (the caller reports)."""
     trace = Path(trace).resolve()
     if not trace.is_file():
-        raise OpenError(f"no trace at {trace}" if not trace.exists() else f"{trace} is not a file")
+        shown = readable(str(trace))
+        raise OpenError(f"no trace at {shown}" if not trace.exists() else f"{shown} is not a file")
     try:
         httpd = _Server(("127.0.0.1", port), _OneFile)
     except OSError as exc:
@@ -188,7 +191,8 @@ def serve(
             say(f"open this address in a browser on this machine:\n  {url}")
             say(f"from another machine, forward the port first: ssh -L {port}:127.0.0.1:{port} {socket.gethostname()}")
         say(
-            f"serving {trace} on 127.0.0.1:{port} until the UI has fetched it (at most {timeout_s:.0f} s; Ctrl-C stops)"
+            f"serving {readable(str(trace))} on 127.0.0.1:{port} until the UI has fetched it "
+            f"(at most {timeout_s:.0f} s; Ctrl-C stops)"
         )
         deadline = time.monotonic() + timeout_s
         while not httpd.fetched and time.monotonic() < deadline:
