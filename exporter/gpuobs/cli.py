@@ -294,8 +294,10 @@ def record(
     from .record.native_build import NativeUnavailable, build
     from .record.run import (
         EarlierRecordings,
+        FolderBusy,
         RecordOptions,
         child_recordings,
+        lock_output_folder,
         mode_names,
         outputs_of_run,
         run_recorded,
@@ -332,6 +334,10 @@ def record(
     problem = _program_problem(cmd[0])
     if problem:
         _fail(*problem)
+    try:  # held until gpuobs exits: what -f sets aside below is this run's alone
+        _folder_lock = lock_output_folder(output.parent)  # noqa: F841
+    except FolderBusy as exc:
+        _fail(str(exc))
     stale = ([output] if os.path.lexists(output) else []) + child_recordings(output)
     if stale and not force:
         _fail(

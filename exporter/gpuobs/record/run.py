@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -78,6 +79,32 @@ def outputs_of_run(output: Path, since: float) -> list[Path]:
     output = Path(output)
     found = [output] if output.exists() else []
     return found + [p for p in child_recordings(output) if p.stat().st_mtime >= since - 1]
+
+
+class FolderBusy(Exception):
+    pass
+
+
+def lock_output_folder(folder: Path) -> int | None:
+    """Takes the folder's lock for this run (released when gpuobs exits, however it
+    exits): two runs into one folder would set aside, restore or delete each other's
+    recordings. Raises FolderBusy while another `gpuobs record` holds it; None where
+    the folder cannot be opened (the caller's checks say why)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)  # not inherited: the program holds nothing
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise FolderBusy(
+            f"another `gpuobs record` is writing into {folder}; wait for it to finish, or record elsewhere with -o"
+        ) from None
+    except OSError:  # a file system without locks: nothing to coordinate with
+        os.close(fd)
+        return None
+    return fd
 
 
 class EarlierRecordings:
