@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import secrets
+import signal
 import stat
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator
@@ -97,6 +100,54 @@ def _read_only(folder: Path) -> bool:
         return False
 
 
+def _sweep_stale_temps(path: Path) -> None:
+    """Removes temp files of `path` left by a gpuobs that was killed outright (SIGKILL,
+    a crash): `.NAME.PID.HEX.tmp` whose process is gone."""
+    pattern = re.compile(re.escape(f".{path.name}.") + r"(\d+)\.[0-9a-f]{12}\.tmp")
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return
+    for name in names:
+        m = pattern.fullmatch(name)
+        if not m or int(m.group(1)) == os.getpid():
+            continue
+        try:
+            os.kill(int(m.group(1)), 0)
+            continue  # that writer is alive (or the pid was reused): leave it
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue  # alive, another user's
+        try:
+            os.unlink(path.parent / name)
+        except OSError:
+            pass
+
+
+class _Stopped(BaseException):
+    """SIGTERM or SIGHUP while an output is written: unwinds so the temp file goes."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stopped(signum, _frame):
+    raise _Stopped(signum)
+
+
+def _stop_by_unwinding() -> dict:
+    """SIGTERM/SIGHUP raise _Stopped meanwhile (only the main thread may set handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    previous = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) == signal.SIG_DFL:  # a caller's own handler stays
+            previous[sig] = signal.signal(sig, _raise_stopped)
+    return previous
+
+
 def _open_temp(path: Path) -> tuple[int, Path]:
     for _ in range(16):
         temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
@@ -147,6 +198,23 @@ def write_atomically(path: Path, inputs: Iterable[Path] = (), force: bool = Fals
     path = Path(path)
     inputs = list(inputs)
     check_output(path, inputs, force)
+    _sweep_stale_temps(path)
+    previous = _stop_by_unwinding()
+    try:
+        with _written(path, inputs, force) as fh:
+            yield fh
+    except _Stopped as stop:  # the temp file is gone: now end as the signal would have
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+        os.kill(os.getpid(), stop.signum)
+        raise SystemExit(128 + stop.signum) from None
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@contextmanager
+def _written(path: Path, inputs: list, force: bool) -> Iterator[BinaryIO]:
     try:
         fd, temp = _open_temp(path)
     except OSError as exc:

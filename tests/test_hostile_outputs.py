@@ -1,0 +1,46 @@
+"""An export stopped by SIGTERM or SIGHUP while it writes leaves no hidden temp file,
+and one killed outright (SIGKILL) has its temp file swept by the next write to
+the same output; a live writer's temp file is left alone."""
+
+import signal
+import subprocess
+import time
+
+import pytest
+
+from gpuobs.recording_file import synthetic
+
+from .cli_helpers import gpuobs, gpuobs_cmd, repo_env
+
+
+@pytest.fixture(scope="module")
+def slow_recording(tmp_path_factory):
+    """A recording whose export takes a while (many flush windows)."""
+    return synthetic.write_many_flush_recording(tmp_path_factory.mktemp("slow") / "r.gpuobs", 4000, 2, 40)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: signal.Signals(s).name)
+def test_a_stopped_export_leaves_no_temp_file(tmp_path, slow_recording, sig):
+    out = tmp_path / "t.pftrace"
+    proc = subprocess.Popen(gpuobs_cmd("export", str(slow_recording), "-o", str(out)), env=repo_env())
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".t.pftrace.*.tmp")):
+        assert proc.poll() is None, "the export ended before it was stopped: make the recording larger"
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    proc.send_signal(sig)
+    assert proc.wait(timeout=60) == -sig  # ends as the signal ends it
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_killed_writers_temp_file_is_swept_by_the_next_write(tmp_path):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / f".t.pftrace.{dead.pid}.0123456789ab.tmp"
+    live = tmp_path / f".t.pftrace.{subprocess.os.getpid()}.0123456789ab.tmp"
+    other = tmp_path / f".other.pftrace.{dead.pid}.0123456789ab.tmp"
+    for p in (stale, live, other):
+        p.write_bytes(b"partial")
+    r = gpuobs("export", synthetic.write_block_trace_recording(tmp_path / "r.gpuobs"), "-o", tmp_path / "t.pftrace")
+    assert r.returncode == 0, r.stderr
+    assert not stale.exists() and live.exists() and other.exists()
