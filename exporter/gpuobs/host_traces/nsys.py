@@ -18,6 +18,7 @@ table, the row and the column; rows then stream into compact columns."""
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 from ..input_files import describe, open_regular
@@ -67,6 +68,24 @@ def open_read_only(path) -> sqlite3.Connection:
     return db
 
 
+# A query may run at most this long (and this much more per GB of file): a hostile
+# schema (a virtual generated column, a costly default) cannot hold gpuobs for long.
+QUERY_BUDGET_S = 30.0
+QUERY_BUDGET_S_PER_GB = 60.0
+
+
+def _limit_time(db: sqlite3.Connection, path: Path) -> float:
+    """Stops SQLite (a progress handler) once the budget for this file's size is spent."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0
+    budget = QUERY_BUDGET_S + QUERY_BUDGET_S_PER_GB * size / 1e9
+    deadline = time.monotonic() + budget
+    db.set_progress_handler(lambda: time.monotonic() > deadline, 1_000)
+    return budget
+
+
 def load_nsys(path) -> HostTrace:
     path = Path(path)
     if _magic(path) != SQLITE_MAGIC:
@@ -75,6 +94,7 @@ def load_nsys(path) -> HostTrace:
         db = open_read_only(path)
     except sqlite3.Error as exc:
         raise HostTraceError(f"{path}: cannot read as SQLite: {exc}") from None
+    budget = _limit_time(db, path)
     try:
         tables = _tables(db)
         if KERNELS not in tables or "StringIds" not in tables:
@@ -83,6 +103,13 @@ def load_nsys(path) -> HostTrace:
                 "CUDA trace (was it recorded with --trace=cuda?)"
             )
         return _read(db, path, tables)
+    except sqlite3.OperationalError as exc:
+        if str(exc) == "interrupted":
+            raise HostTraceError(
+                f"{path}: reading it took over {budget:.0f} s, stopped (a column this file computes on each "
+                "read, or a schema made to be slow?)"
+            ) from None
+        raise HostTraceError(f"{path}: {exc} (an nsys schema this reader does not know?)") from None
     except sqlite3.Error as exc:
         raise HostTraceError(f"{path}: {exc} (an nsys schema this reader does not know?)") from None
     finally:
