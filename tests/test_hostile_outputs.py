@@ -44,3 +44,11 @@ def test_a_killed_writers_temp_file_is_swept_by_the_next_write(tmp_path):
     r = gpuobs("export", synthetic.write_block_trace_recording(tmp_path / "r.gpuobs"), "-o", tmp_path / "t.pftrace")
     assert r.returncode == 0, r.stderr
     assert not stale.exists() and live.exists() and other.exists()
+
+
+def test_dash_is_not_taken_for_a_file_named_dash(tmp_path):
+    rec = synthetic.write_block_trace_recording(tmp_path / "r.gpuobs")
+    for args in (["export", rec, "-o", "-"], ["trim", rec, "--flushes", "0:", "-o", "-"]):
+        r = gpuobs(*args, cwd=tmp_path)
+        assert r.returncode == 2 and "-o - (standard output) is not supported" in r.stderr, r.stderr
+        assert not (tmp_path / "-").exists()

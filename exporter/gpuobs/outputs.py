@@ -59,6 +59,8 @@ def _identity(path: Path):
 def check_output(path: Path, inputs: Iterable[Path] = (), force: bool = False) -> None:
     """Refuses, before any work is done, an output that write_atomically would refuse."""
     path = Path(path)
+    if str(path) == "-":  # a user asking for stdout, not a file named `-`
+        raise OutputError("-o - (standard output) is not supported: name a file (./- if you mean one called -)")
     folder = path.parent
     try:
         st = os.lstat(path)
