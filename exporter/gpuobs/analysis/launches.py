@@ -275,9 +275,9 @@ def counted_total(rec: Recording, table: LaunchTable | None = None, launches: np
     whole recording, or of the given launch indices (with their launch_table)."""
     totals = slot_counts(rec)
     if launches is None:
-        return int(totals.sum())
+        return sum(totals.tolist())  # Python ints: counts below 2^63 each may sum past it
     slots = np.unique(table.count_slot[launches])
-    return int(totals[slots[slots >= 0]].sum())
+    return sum(totals[slots[slots >= 0]].tolist())
 
 
 def _modules_with(rec: Recording, status) -> int:
@@ -317,6 +317,22 @@ def summary(rec: Recording) -> dict:
         "flushes": int(len(rec.flushes)),
         "complete": rec.complete,
     }
+
+
+def _group_sums(group: np.ndarray, values: np.ndarray, n_groups: int) -> list:
+    """Per group, the exact sum of its values (Python ints): in int64 where no sum can
+    reach 2^63 (checked in float), else one Python pass."""
+    values = values.astype(np.int64)
+    magnitude = np.zeros(n_groups, np.float64)
+    np.add.at(magnitude, group, np.abs(values.astype(np.float64)))
+    if not len(values) or magnitude.max() < 2.0**62:
+        out = np.zeros(n_groups, np.int64)
+        np.add.at(out, group, values)
+        return out.tolist()
+    exact = [0] * n_groups
+    for g, v in zip(group.tolist(), values.tolist()):
+        exact[g] += v
+    return exact
 
 
 def _grouped_percentiles(group: np.ndarray, values: np.ndarray, n_groups: int, ps: tuple) -> dict:
@@ -392,13 +408,9 @@ def kernel_stats(rec: Recording) -> list[dict]:
         # block ends stamped by a later replay of the same graph node (see the schema's block flags)
         "ends_unconfirmed": table.ends_unconfirmed.astype(np.int64),
     }
-    sums = {}
-    for column, values in per_launch.items():
-        sums[column] = np.zeros(n_kernels, np.int64)
-        np.add.at(sums[column], kernel_of_launch, values)
-    counted = np.zeros(n_kernels, np.int64)
+    sums = {column: _group_sums(kernel_of_launch, values, n_kernels) for column, values in per_launch.items()}
     owned = slot_kernel >= 0
-    np.add.at(counted, slot_kernel[owned], totals[owned])
+    counted = _group_sums(slot_kernel[owned], totals[owned], n_kernels)
     memory_events = np.bincount(ev_kernel[resolved & ~is_block], minlength=n_kernels)
     sm_pairs = np.sort((ev_kernel[resolved] << 32) | ev["sm_id"][resolved].astype(np.int64))
     sm_pairs = sm_pairs[np.r_[True, sm_pairs[1:] != sm_pairs[:-1]]] if len(sm_pairs) else sm_pairs
