@@ -11,13 +11,15 @@ import json
 import re
 from typing import Callable
 
+from ..errors import GpuobsError
+
 READ_BYTES = 1 << 20
 MAX_VALUE_CHARS = 4 << 20
 _WS = re.compile(r"[ \t\n\r]*")
 _TAIL = 16  # a decode error this close to the end of the window may only be a value cut off by it
 
 
-class JsonStreamError(ValueError):
+class JsonStreamError(GpuobsError, ValueError):
     pass
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import GpuobsError
 from ..recording_file.recording_checks import TIME_LIMIT_NS
 from ..safe_text import readable
 
@@ -30,7 +31,7 @@ NO_DIMS = (-1, -1, -1)  # grid or block not given: matches no launch
 MAX_CATEGORY_CHARS = 64  # categories are short names ("kernel", "cpu_op"); each event carries its own copy
 
 
-class HostTraceError(Exception):
+class HostTraceError(GpuobsError):
     pass
 
 

@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..errors import GpuobsError
 from ..safe_text import readable
 
 DEFAULT_UI = "https://ui.perfetto.dev"
 DEFAULT_PORT = 9001
 
 
-class OpenError(Exception):
+class OpenError(GpuobsError):
     pass
 
 

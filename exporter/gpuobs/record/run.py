@@ -10,6 +10,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import GpuobsError
 from ..recording_file import schema
 from .native_build import NativeBuild
 
@@ -81,7 +82,7 @@ def outputs_of_run(output: Path, since: float) -> list[Path]:
     return found + [p for p in child_recordings(output) if p.stat().st_mtime >= since - 1]
 
 
-class FolderBusy(Exception):
+class FolderBusy(GpuobsError):
     pass
 
 
