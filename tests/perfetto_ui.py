@@ -76,11 +76,11 @@ class PerfettoUI:
         self._tmp = tempfile.TemporaryDirectory()
         root = Path(self._tmp.name)
         os.symlink(ui_dist(), root / "ui")
-        port = self.ui_port or _free_port()
         handler = functools.partial(_Handler, directory=str(root))
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+        # Port 0 unless told: the kernel picks a free one, so no other process can take it first.
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", self.ui_port or 0), handler)
+        port = self._server.server_address[1]
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        debug_port = _free_port()
         if self.page_url:
             url = self.page_url
         else:
@@ -100,7 +100,7 @@ class PerfettoUI:
                 "--disable-sync",
                 "--disable-dev-shm-usage",
                 f"--user-data-dir={root / 'profile'}",
-                f"--remote-debugging-port={debug_port}",
+                "--remote-debugging-port=0",  # Chromium picks the port and names it in DevToolsActivePort
                 "--window-size=1600,1000",
                 url,
             ],
@@ -109,7 +109,7 @@ class PerfettoUI:
         )
         self._ws = None
         try:
-            self._ws = websocket.create_connection(self._page_socket(debug_port), timeout=self.timeout)
+            self._ws = websocket.create_connection(self._page_socket(root / "profile"), timeout=self.timeout)
             self._id = 0
             self._wait_loaded()
         except BaseException:
@@ -128,18 +128,26 @@ class PerfettoUI:
         self._server.shutdown()
         self._tmp.cleanup()
 
-    def _page_socket(self, debug_port: int) -> str:
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{debug_port}/json") as r:
-                    pages = [p for p in json.load(r) if p.get("type") == "page"]
-                if pages:
-                    return pages[0]["webSocketDebuggerUrl"]
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise UiUnavailable("Chromium did not open its DevTools port")
+    def _page_socket(self, profile: Path) -> str:
+        """The page's DevTools socket, once Chromium says it listens: it writes the port
+        to DevToolsActivePort when the socket is open. On a busy machine that takes what
+        it takes, so this waits for the browser (up to the whole timeout), not a guess."""
+        active = profile / "DevToolsActivePort"
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            if self._browser.poll() is not None:
+                raise UiUnavailable(f"Chromium exited with status {self._browser.returncode} before it was ready")
+            lines = active.read_text().split() if active.is_file() else []
+            if lines:  # written whole, but it may be read between its creation and its write
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{int(lines[0])}/json") as r:
+                        pages = [p for p in json.load(r) if p.get("type") == "page"]
+                    if pages:
+                        return pages[0]["webSocketDebuggerUrl"]
+                except OSError:
+                    pass  # the page target is not listed yet
+            time.sleep(0.05)
+        raise UiUnavailable(f"Chromium did not open its DevTools port within {self.timeout:.0f} s")
 
     def evaluate(self, expression: str, await_promise: bool = True):
         self._id += 1

@@ -7,6 +7,7 @@ it is walked. `record` runs `env` under a stand-in build (no GPU here): each of
 its options must reach the tool's environment."""
 
 import socket
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -370,28 +371,45 @@ def test_record_passes_everything_after_the_program_to_it(walk_env, tmp_path):
     assert r.returncode == 2 and "no such option: --bogus" in r.stderr, r.stderr
 
 
+def _catches(pid: int, signum: int) -> bool:
+    """Whether process `pid` has a handler installed for `signum` (Linux: SigCgt in /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    return False
+
+
 def test_record_hung_up_puts_earlier_recordings_back(walk_env, tmp_path):
     """SIGHUP (the terminal or ssh went away) is forwarded to the program like SIGTERM,
-    and the earlier recording moved aside by -f comes back when nothing new was written."""
+    and the earlier recording moved aside by -f comes back when nothing new was written.
+    A hang-up as a terminal gives it: `record` starts with SIGHUP's default action even
+    when this test runs under nohup, and the signal is sent once the program runs and
+    `record` forwards it (seen in /proc, not guessed from a sleep)."""
     import signal
     import subprocess
-    import time
 
     from .cli_helpers import gpuobs_cmd
 
+    if not Path("/proc/self/status").is_file():
+        pytest.skip("needs /proc to see when record forwards SIGHUP")
     (tmp_path / "r.gpuobs").write_bytes(b"old")
+    running = tmp_path / "running"
+    program = ["sh", "-c", f'echo > "{running}"; exec sleep 60']
     proc = subprocess.Popen(
-        gpuobs_cmd("record", "-o", str(tmp_path / "r.gpuobs"), "-f", "--", "sleep", "30"),
+        gpuobs_cmd("record", "-o", str(tmp_path / "r.gpuobs"), "-f", "--", *program),
         cwd=tmp_path,
         env={**repo_env(), **walk_env[0]},
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),  # nohup's SIG_IGN is inherited
     )
-    deadline = time.monotonic() + 60
-    while not list(tmp_path.glob(".gpuobs-earlier-*")) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.5)  # the program is running
-    proc.send_signal(signal.SIGHUP)
-    _, stderr = proc.communicate(timeout=60)
+    try:
+        while not (running.exists() and _catches(proc.pid, signal.SIGHUP)):
+            assert proc.poll() is None, proc.stderr.read()
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGHUP)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
     assert proc.returncode == 128 + signal.SIGHUP and "kept the earlier" in stderr, stderr
-    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == {"r.gpuobs": b"old"}
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p != running} == {"r.gpuobs": b"old"}

@@ -52,9 +52,8 @@ def _start_open(trace, ui_port, *extra, env=None):
 
 
 def _printed_address(proc) -> str:
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        line = proc.stdout.readline()
+    """The address `gpuobs open` prints, read as it comes (however long a busy machine takes)."""
+    for line in proc.stdout:  # ends when the command does
         if "#!/?url=" in line:
             return line.strip().split()[-1]
     raise AssertionError(f"gpuobs open printed no address; stderr: {proc.stderr.read()}")
@@ -93,9 +92,9 @@ def test_open_hands_the_address_to_the_browser(ui_class, sample_trace, tmp_path)
     ui_port = _free_port()
     proc = _start_open(sample_trace, ui_port, env=env)
     try:
-        deadline = time.time() + 30
-        while not (seen.exists() and seen.read_text()) and time.time() < deadline:
-            time.sleep(0.1)
+        while not (seen.exists() and seen.read_text()):  # the browser was asked, or the command ended
+            assert proc.poll() is None, proc.stderr.read()
+            time.sleep(0.05)
         address = seen.read_text()
         _loads_in_the_ui(ui_class, address, ui_port, sample_trace)
         out, errs = proc.communicate(timeout=60)

@@ -107,3 +107,24 @@ def test_host_trace_beside_device_tracks_in_the_real_ui(tmp_path, ui_class):
             len(rec.events) + len(rec.launches) + len(host.events),
             {"Kernels", "SMs", "GPU 0", "stream 7", "pid 4242", "python"},
         )
+
+
+def test_a_browser_that_exits_is_reported_at_once(tmp_path, monkeypatch):
+    """The DevTools wait is on the browser itself: one that exits is said with its status
+    straight away, not after a fixed wait that a busy machine can also run out of."""
+    import time
+
+    from .perfetto_ui import PerfettoUI, UiUnavailable
+
+    ui_available()  # the UI itself is still needed
+    pytest.importorskip("websocket")
+    fake = tmp_path / "bin" / "chromium"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    started = time.monotonic()
+    with pytest.raises(UiUnavailable, match="Chromium exited with status 3"):
+        with PerfettoUI(SAMPLE, timeout=120):
+            pass
+    assert time.monotonic() - started < 20
