@@ -10,6 +10,7 @@ import pytest
 import gpuobs
 from gpuobs.analysis import launches as analysis
 from gpuobs.analysis.block_ends import LABELS, EndBound
+from gpuobs.analysis.kernel_names import slice_names
 from gpuobs.perfetto_export.export import ExportOptions, export
 from gpuobs.recording_file import synthetic
 
@@ -57,13 +58,15 @@ def test_one_slice_per_block_ending_at_its_bound_named_by_its_bound(exported):
     table = analysis.launch_table(rec)
     ends = table.block_ends
     ev = rec.events[ends.rows]
+    fulls = sorted(set(table.name))
+    slice_name = dict(zip(fulls, slice_names(fulls, 90)))  # the trace's short, unique names
     want = sorted(
         (
             int(dev),
             int(sm),
             int(start),
             int(end),
-            table.name[k] + SUFFIXES[EndBound(q)],
+            slice_name[table.name[k]] + SUFFIXES[EndBound(q)],
             NOTES[EndBound(q)],
             int(rec.launches["launch_id"][k]),
             int(x),

@@ -5,6 +5,7 @@ import pytest
 
 import gpuobs
 from gpuobs.analysis import launches as analysis
+from gpuobs.analysis.kernel_names import slice_names
 from gpuobs.perfetto_export.export import ExportError, ExportOptions, export
 from gpuobs.recording_file import schema, synthetic
 from gpuobs.recording_file.recording_writer import RecordingWriter
@@ -80,17 +81,16 @@ def test_kernel_slices_span_their_blocks_with_args(exported):
         assert all(b[1] == name for b in mine)  # interned names resolve to the kernel's name
         assert args["blocks_recorded"] == 1024 and args["blocks_dropped"] == 0 and args["counted"] == 1024
         assert args["grid"] == "1024x1x1" and args["block_dim"] == "128x1x1"
-    assert {k[1] for k in kernels} == {
-        synthetic.FUNCTION_NAMES[0][1],
-        synthetic.FUNCTION_NAMES[1][0],
-        synthetic.FUNCTION_NAMES[2][1],
-    }
+    full = {synthetic.FUNCTION_NAMES[0][1], synthetic.FUNCTION_NAMES[1][0], synthetic.FUNCTION_NAMES[2][1]}
+    assert {k[4]["kernel"] for k in kernels} == full  # the full signature in the args
+    assert {k[1] for k in kernels} == set(slice_names(sorted(full), 90))  # the short one names the slice
 
 
 def test_gpu_group_names_device_and_clock(exported):
     _rec, d, _ = exported
     gpu = [t for t in d.tracks.values() if t.name.startswith("GPU ")]
-    assert len(gpu) == 1 and "NVIDIA H200" in gpu[0].name and "device clock" in gpu[0].name
+    assert len(gpu) == 1 and gpu[0].name == "GPU 0 H200 (pid 4242)"  # fits the UI's name column
+    assert "NVIDIA H200" in gpu[0].description and "Device clock" in gpu[0].description
     assert "+/-" in gpu[0].description and "measured" in gpu[0].description.lower() or "probe" in gpu[0].description
 
 
@@ -120,7 +120,8 @@ def export_to(path, recs, opts=None):
 def test_filters(tmp_path, block_recording):
     rec = gpuobs.load(block_recording)
     d = decode(export_to(tmp_path / "k.pftrace", [rec], ExportOptions(kernels="silu")))
-    assert {s[1] for s in d.slices} == {synthetic.FUNCTION_NAMES[0][1]}
+    assert {s[4].get("kernel") for s in d.slices if "kernel" in s[4]} == {synthetic.FUNCTION_NAMES[0][1]}
+    assert {s[1] for s in d.slices} == {"silu_and_mul<BFloat16>"}
     d = decode(export_to(tmp_path / "l.pftrace", [rec], ExportOptions(launches="2:4")))
     assert sorted({s[4]["launch"] for s in d.slices}) == [2, 3]
     t0 = int(rec.events["time_start"].min())

@@ -460,7 +460,7 @@ def test_two_processes_one_gpu_each_merge_into_one_trace(tmp_path):
     assert exp.returncode == 0, exp.stderr
     d = decode(tmp_path / "merged.pftrace")
     assert d.problems == []
-    gpu_groups = [t for t in d.tracks.values() if t.name.startswith("GPU ") and "device clock" in t.name]
+    gpu_groups = [t for t in d.tracks.values() if t.name.startswith("GPU ") and "(pid " in t.name]
     assert len(gpu_groups) == 2
     blocks = [s for s in d.slices if d.tracks[s[0]].name.startswith("SM ")]
     assert len(blocks) == sum(len(r.events) for r in recs)

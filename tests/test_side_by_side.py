@@ -48,7 +48,7 @@ def test_every_launch_call_has_its_flow_to_a_kernel_slice(exported):
         assert kernel_slice[4]["launch"] == int(launch["launch_id"])
     api = summary.api[0]
     assert api.shown and api.flows == len(launches) and api.calls == len(rec.api_calls)
-    api_slices = [s for s in d.slices if d.tracks[d.tracks[s[0]].parent_uuid].name.startswith("Host pid")]
+    api_slices = [s for s in d.slices if d.tracks[d.tracks[s[0]].parent_uuid].name.startswith("CUDA API, pid")]
     assert len(api_slices) == len(rec.api_calls)
 
 

@@ -152,3 +152,14 @@ def short_names(names: list[str], width: int = 100) -> list[str]:
         short if len(fulls_of[short]) == 1 else f"{short} [{fulls_of[short].index(full) + 1}]"
         for full, short in zip(names, shorts)
     ]
+
+
+_LEADING_NAMESPACES = re.compile(r"^(?:[A-Za-z_]\w*::)+(?=[A-Za-z_~])")
+
+
+def slice_names(names: list[str], width: int = 64) -> list[str]:
+    """Names for trace slices, which the UI cuts from the right to their width: the
+    short_name without the kernel's own namespaces (`at::native::`: the same on most
+    slices, so it would be all a narrow slice shows), made unique as short_names does."""
+    bare = [_LEADING_NAMESPACES.sub("", short_name(n, width=1 << 30)) for n in names]
+    return short_names([b or n for b, n in zip(bare, names)], width)

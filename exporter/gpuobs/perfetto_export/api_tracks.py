@@ -55,7 +55,7 @@ def write_api_calls(
         )
     argv = " ".join(rec.run.argv[:3]) if rec.run and rec.run.argv else ""
     group = w.track(
-        f"Host pid {pid}: CUDA API calls (host clock)",
+        f"CUDA API, pid {pid}",  # fits the UI's name column; what and which clock: the description
         description=(
             f"{argv}: CUDA runtime and driver API calls recorded by gpuobs --api-trace on "
             "CLOCK_MONOTONIC. They relate to the device-clock GPU tracks only through the "

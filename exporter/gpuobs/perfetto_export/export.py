@@ -12,6 +12,7 @@ import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from ..analysis import launches as analysis
+from ..analysis.kernel_names import slice_names
 from ..errors import ExportError, SelectionError
 from ..host_traces.matching import kernel_alignment, match_kernels
 from ..ranges import format_span
@@ -45,8 +46,10 @@ KERNEL_ARGS = [
     "listed_from_node_table",
     "graph_node",
     "kernels",
+    "kernel",  # the full demangled signature; the slice's name is its short, unique form
 ]
 
+SLICE_NAME_WIDTH = 90  # characters of a kernel slice's name (the UI cuts it to the slice's width anyway)
 KERNEL_END_ARG = len(KERNEL_ARGS) + 1  # block_starts: "end" (interned only there)
 SMS_DESCRIPTION = (
     "One track per SM, in SM order; blocks that overlap on an SM sit on lanes merged into its track. "
@@ -411,7 +414,10 @@ def _export_gpu(g: GpuExport) -> GpuSummary:
         s.boot_realtime_ns = (int(s0["realtime_before"]) + int(s0["realtime_after"])) // 2 - (
             int(s0["boottime_before"]) + int(s0["boottime_after"])
         ) // 2
-    g.track = w.track(label, description=clock.describe() + _drop_note(rec, device) + _window_note(rec, device))
+    g.track = w.track(
+        _gpu_group_name(device, name, pid),
+        description=f"{label}. " + clock.describe() + _drop_note(rec, device) + _window_note(rec, device),
+    )
 
     sel = (rec.event_devices == device) & g.selection.events
     is_block = ev["kind"] == schema.EventKind.BLOCK
@@ -438,6 +444,13 @@ def _export_gpu(g: GpuExport) -> GpuSummary:
     s.unrecorded_launches = int(rec.flushes["unrecorded_launches"][rec.flushes["device_index"] == device].sum())
     _drop_counter(g)
     return s
+
+
+def _gpu_group_name(device: int, name: str, pid: int) -> str:
+    """`GPU 0 H200 (pid 6061)`: short enough for the UI's track-name column (about 30
+    characters at 1600 px); the clock and the rest are in the group's description."""
+    short = name.removeprefix("NVIDIA ").strip() or name
+    return f"GPU {device} {short}" + (f" (pid {pid})" if pid else "")
 
 
 def _drop_note(rec: Recording, device: int) -> str:
@@ -469,7 +482,8 @@ def _kernel_names(rec: Recording, device: int):
         | set(np.flatnonzero(np.bincount(in_events)).tolist() if len(in_events) else [])
     )
     iid_of_slot = {slot: i + 1 for i, slot in enumerate(slots)}
-    names = {iid: rec.function(device, slot).name for slot, iid in iid_of_slot.items()}
+    full = [rec.function(device, slot).name for slot in slots]
+    names = dict(zip(iid_of_slot.values(), slice_names(full, SLICE_NAME_WIDTH)))
     return names, iid_of_slot
 
 
@@ -582,6 +596,8 @@ def _kernel_slice_table(g: GpuExport, timed, start, end, track) -> Slices:
         return ["x".join(str(int(v)) for v in row).encode() for row in a]
 
     s.int_arg(arg["launch"], launch["launch_id"].astype(np.int64))
+    full_names = [rec.function(g.device, slot).name.encode() for slot in iid_of_slot]
+    s.choice_arg(arg["kernel"], full_names, s.name_iid.astype(np.int64) - 1)  # iids are 1.. in slot order
     s.string_arg(arg["grid"], dims(launch["grid"]))
     s.string_arg(arg["block_dim"], dims(launch["block"]))
     s.string_arg(arg["stream"], [hex(int(v)).encode() for v in launch["stream_id"]])
