@@ -19,6 +19,7 @@ def repo_env(**extra) -> dict:
     package_parent = str(Path(gpuobs.__file__).resolve().parents[1])
     env["PYTHONPATH"] = package_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.pop("GPUOBS_DEBUG", None)
+    env.pop("COLUMNS", None)  # text is laid out to COLUMNS: the caller's terminal must not change what tests see
     env.update(extra)
     return env
 

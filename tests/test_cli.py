@@ -139,11 +139,27 @@ def test_piped_output_never_wraps(tmp_path):
     r = gpuobs("export", MEM, "-o", tmp_path / "m.pftrace", COLUMNS="60")
     gpu_line = [line for line in r.stdout.splitlines() if "GPU 0" in line]
     assert len(gpu_line) == 1 and "34,737,899 accesses counted" in gpu_line[0] and "clock: measured" in gpu_line[0]
-    r = gpuobs("info", BLOCK, COLUMNS="60")
+    r = gpuobs("info", BLOCK)  # piped, no COLUMNS: one line per value, for grep
     assert any(
         len(line) > 100 and "unmatched exits" in line and line.endswith("move a block's end")
         for line in r.stdout.splitlines()
     )
+
+
+def test_help_is_laid_out_to_the_terminal_width():
+    wide = gpuobs("stats", "-h", COLUMNS="140").stdout.splitlines()
+    narrow = gpuobs("stats", "-h", COLUMNS="60").stdout.splitlines()
+    assert max(map(len, wide)) > 100 and max(map(len, narrow)) <= 60 and len(narrow) > len(wide)
+
+
+@pytest.mark.parametrize("columns", [80, 60, 44])
+def test_info_keeps_its_two_columns_at_any_width(columns):
+    """COLUMNS (piped or not): a long value wraps under itself, never to column 0."""
+    lines = gpuobs("info", BLOCK, COLUMNS=str(columns)).stdout.splitlines()
+    assert max(len(line) for line in lines[1:]) <= columns  # the first, the recording's path, is not broken
+    at = next(i for i, line in enumerate(lines) if line.startswith("  unmatched exits"))
+    assert lines[at + 1].startswith(" " * 18) and lines[at + 1][18] != " "
+    assert all(line.startswith("  ") for line in lines[1:])
 
 
 def test_user_text_is_printed_as_it_is(tmp_path):

@@ -75,10 +75,13 @@ def test_counting_modes_say_there_are_no_times(tmp_path):
     assert json.loads(r.stdout)["kernel_times"]["timed"] is False and "records no block times" in r.stderr
 
 
+KERNEL_ROW = r"^\s+\d+\.\d\s+[\d,]+\.\d\s+\d+\s"  # Time %, Total, Instances, ...
+
+
 def test_the_table_is_whole_when_piped_and_says_what_it_leaves_out():
-    r = run("stats", BLOCK, COLUMNS="60")
+    r = run("stats", BLOCK)  # piped, no COLUMNS: nothing is cut or wrapped
     assert "\u2026" not in r.stdout  # no column collapsed to an ellipsis
-    kernel_rows = [row for row in r.stdout.splitlines() if re.match(r"^\s+\d+\.\d\s+[\d,]+\.\d\s+\d+\s", row)]
+    kernel_rows = [row for row in r.stdout.splitlines() if re.match(KERNEL_ROW, row)]
     assert len(kernel_rows) == 30 and all(len(row.split()) >= 9 for row in kernel_rows)
     assert "31 kernels, the first 30 by total shown (--top N for more)" in r.stdout
     rows = json.loads(run("stats", BLOCK, "--json", "--top", "5").stdout)
@@ -87,6 +90,23 @@ def test_the_table_is_whole_when_piped_and_says_what_it_leaves_out():
     mem = run("stats", MEM, "--report", "blocks").stdout
     assert "0/65,584" not in mem and "Recorded" not in mem and "Mem samples" in mem
     assert "Counted: exact accesses counted on the device" in mem
+
+
+@pytest.mark.parametrize("columns", [80, 60])
+def test_at_80_columns_every_row_keeps_its_kernel_name_and_numbers(columns):
+    """COLUMNS is honoured piped too: nothing is wider, and a row that would be goes on two
+    lines, its (folded) kernel name above all its numbers; nothing ends cut mid-number."""
+    r = run("stats", BLOCK, COLUMNS=str(columns))
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and max(len(line) for line in lines) <= columns
+    wide = run("stats", BLOCK, "--report", "kernels").stdout.splitlines()
+    wide_rows = [row.split(None, 8) for row in wide if re.match(KERNEL_ROW, row)]
+    at = [i for i, row in enumerate(lines) if re.match(KERNEL_ROW, row)][:30]
+    assert len(at) == 30
+    for i, wide_row in zip(at, wide_rows):
+        assert lines[i].split() == wide_row[:8]  # every number, whole
+        name = lines[i - 1].strip()  # the name, folded to fit: the kernel's own name is kept
+        assert wide_row[8].startswith(name.split("<")[0].removesuffix("...")), (name, wide_row[8])
 
 
 def test_every_command_reports_the_same_totals(tmp_path):
@@ -161,3 +181,23 @@ def test_csv_keeps_bounded_blocks_apart_from_launched_blocks(tmp_path):
     bounded = [r for r in rows if r["report"] == "block_ends"]
     assert bounded and all(r["blocks_bounded"] != "" and r["blocks"] == "" for r in bounded)
     assert all(r["blocks_bounded"] == "" for r in rows if r["report"] != "block_ends")
+
+
+def test_every_sort_key_is_valid_for_every_report():
+    """--sort avg with the default report (both): the time summary sorts by it, the blocks
+    report by its default, and each says by what; `launches` and `instances` are one key."""
+    r = run("stats", BLOCK, "--sort", "avg", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["kernel_times"]["sort"] == "avg" and out["blocks"]["sort"] == "blocks"
+    avg = [row["avg_ns"] for row in out["kernel_times"]["rows"]]
+    assert avg == sorted(avg, reverse=True)
+    for key, report in (("instances", "blocks"), ("launches", "kernels"), ("p99", "all"), ("name", "blocks")):
+        assert run("stats", BLOCK, "-r", report, "--sort", key, "--top", "2").returncode == 0, (key, report)
+    assert "by launches shown" in run("stats", BLOCK, "-r", "blocks", "--sort", "instances").stdout
+
+
+def test_memory_modes_sort_blocks_by_the_blocks_shown():
+    out = json.loads(run("stats", MEM, "-r", "blocks", "--sort", "blocks", "--json").stdout)["blocks"]["rows"]
+    blocks = [row["blocks"] for row in out]
+    assert blocks == sorted(blocks, reverse=True) and blocks[0] == 65_584

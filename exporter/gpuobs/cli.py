@@ -21,7 +21,21 @@ from . import __version__
 from .errors import BadMagic, CorruptChunk, RecordingError, TruncatedChunk
 from .recording_file import schema
 
-CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+def _output_width() -> int | None:
+    """The width to lay text out in: COLUMNS where set (also piped, as `COLUMNS=100 gpuobs stats
+    | less`), else the terminal's; None off a terminal (nothing is cut or wrapped)."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns > 0:
+        return columns
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+
+
+# Help at the terminal's width (click stops at 80 unless told).
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": max(_output_width() or 80, 40)}
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
@@ -477,11 +491,32 @@ def info(
     if as_json:
         _say(json.dumps(described[0] if len(described) == 1 else described, indent=2))
         return
+    width = _output_width()
     for i, d in enumerate(described):
         if i:
             _say("")
         for line in text(d):
-            _say(line)
+            for part in _hanging(line, width, INFO_VALUE_COLUMN):
+                _say(part)
+
+
+INFO_VALUE_COLUMN = 18  # recording_info.text: "  {label:<15} {value}"
+
+
+def _hanging(line: str, width: int | None, value_at: int | None = None) -> list:
+    """`line` wrapped to `width`, its continuation lines indented as it is or, for a
+    `  key  value` line whose value starts at column `value_at`, under the value: a
+    key/value listing keeps its two columns at any width."""
+    import textwrap
+
+    if width is None or len(line) <= width:
+        return [line]
+    hang = len(line) - len(line.lstrip())
+    if value_at is not None and hang == 2 and value_at < width // 2:
+        hang = value_at
+    return textwrap.wrap(line, width, subsequent_indent=" " * hang, break_on_hyphens=False, break_long_words=False) or [
+        line
+    ]
 
 
 # -- stats ----------------------------------------------------------------------------------------------
@@ -509,7 +544,8 @@ def stats(
         "-s",
         metavar="KEY",
         help="kernels: total (default), instances, avg, med, min, max, stddev, "
-        "name; blocks: blocks (default), launches, p50, p99, counted, name",
+        "name; blocks: blocks (default), launches (= instances), p50, p99, counted, name; "
+        "with both reports any of these: a report without the key keeps its default",
     ),
     fmt: str = typer.Option("table", "--format", metavar="FORMAT", help="table, csv or json"),
     as_json: bool = typer.Option(False, "--json", help="same as --format json"),
@@ -535,7 +571,7 @@ def stats(
         if sort not in keys:
             _fail(
                 f"--sort {sort!r} is not one of {', '.join(keys)}"
-                + (" (--report all: a key both reports know)" if report == "all" else f" for --report {report}")
+                + ("" if report == "all" else f" for --report {report}")
             )
     if top is not None and top < 1:
         _fail(f"--top {top}: give 1 or more rows")
@@ -544,13 +580,16 @@ def stats(
     for r in results:
         if fmt != "table" and "kernel_times" in r and not r["kernel_times"]["timed"]:
             _warn(f"{r['recording']}: mode {r['mode']} records no block times: the kernel time summary is empty")
-    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    width = _output_width()
     if fmt == "json":
         _say(json.dumps(results[0] if len(results) == 1 else results, indent=2))
     elif fmt == "csv":
         _say(stats_report.as_csv(results).rstrip("\n"))
     else:
-        _say("\n\n".join(stats_report.as_text(r, width) for r in results))
+        text = "\n\n".join(stats_report.as_text(r, width) for r in results)
+        for line in text.split("\n"):  # the tables fit already; their notes wrap
+            for part in _hanging(line, width):
+                _say(part)
 
 
 # -- export ---------------------------------------------------------------------------------------------

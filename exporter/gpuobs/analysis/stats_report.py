@@ -23,14 +23,14 @@ TABLE_TOP = 30
 US = "{:,.1f}"
 
 KERNEL_COLUMNS = [
-    Column("Time %", "time_pct", "{:.1f}"),
-    Column("Total (us)", "total_us", US),
+    Column("Time %", "time_pct", "{:.1f}"),  # times in us, as the title says: the numbers fit 80 columns
+    Column("Total", "total_us", US),
     Column("Instances", "instances"),
-    Column("Avg (us)", "avg_us", US),
-    Column("Med (us)", "med_us", US),
-    Column("Min (us)", "min_us", US),
-    Column("Max (us)", "max_us", US),
-    Column("StdDev (us)", "stddev_us", US),
+    Column("Avg", "avg_us", US),
+    Column("Med", "med_us", US),
+    Column("Min", "min_us", US),
+    Column("Max", "max_us", US),
+    Column("StdDev", "stddev_us", US),
     Column("Name", "short", left=True),
 ]
 WEAK_COLUMN = Column("Weak", "weak")  # block_starts: launches left out, their end bound is weak
@@ -119,12 +119,23 @@ def _block_columns(mode: str) -> list:
     return [c for c in BLOCK_COLUMNS if c.key not in drop]
 
 
+SAME_KEY = {"instances": "launches", "launches": "instances"}  # one count, as each report calls it
+
+
 def sort_keys(report: str) -> tuple:
-    if report == "kernels":
-        return KERNEL_SORT_KEYS
-    if report == "blocks":
-        return BLOCK_SORT_KEYS
-    return tuple(k for k in KERNEL_SORT_KEYS if k in BLOCK_SORT_KEYS)
+    """Keys --sort takes: with both reports, any key of either (each report sorts by the
+    keys it has, by its own default otherwise, and says by what)."""
+    keys = {"kernels": KERNEL_SORT_KEYS, "blocks": BLOCK_SORT_KEYS}.get(report)
+    if keys is None:
+        keys = KERNEL_SORT_KEYS + tuple(k for k in BLOCK_SORT_KEYS if k not in KERNEL_SORT_KEYS)
+    return keys + tuple(SAME_KEY[k] for k in keys if k in SAME_KEY and SAME_KEY[k] not in keys)
+
+
+def _key_for(sort: str | None, keys: tuple) -> str | None:
+    """`sort` as this report knows it, or None (its default)."""
+    if sort in keys:
+        return sort
+    return SAME_KEY.get(sort) if SAME_KEY.get(sort) in keys else None
 
 
 def _kernels(rec: Recording, table, sort: str | None, top: int | None) -> dict:
@@ -152,7 +163,7 @@ def _sort_blocks(rows: list, key: str) -> None:
         rows.sort(key=lambda r: (short_name(r["kernel"]), r["kernel"]))
         return
     column = {
-        "blocks": "blocks_recorded",
+        "blocks": "blocks",  # grid blocks launched, the Blocks column (block records are 0 in memory modes)
         "launches": "launches",
         "p50": "block_ns_p50",
         "p99": "block_ns_p99",
@@ -183,9 +194,9 @@ def build(rec: Recording, report: str, sort: str | None, top: int | None, fmt: s
     result = {"recording": str(rec.path), "mode": mode}
     table = analysis.launch_table(rec) if report in ("kernels", "all") or mode == "block_starts" else None
     if report in ("kernels", "all"):
-        result["kernel_times"] = _kernels(rec, table, sort, top)
+        result["kernel_times"] = _kernels(rec, table, _key_for(sort, KERNEL_SORT_KEYS), top)
     if report in ("blocks", "all"):
-        result["blocks"] = _blocks(rec, sort, top)
+        result["blocks"] = _blocks(rec, _key_for(sort, BLOCK_SORT_KEYS), top)
     if table is not None and table.block_ends is not None:
         rows = block_end_report.kernel_rows(rec, table.block_ends, table.name)
         result["block_ends"] = {
@@ -204,10 +215,15 @@ def _shown(part: dict) -> str:
     return f"  {total} kernels"
 
 
-def _named_rows(rows) -> list:
+def _name_width(width: int | None) -> int:
+    """How long a short kernel name may be: 100, or a line of its own at `width`."""
+    return 100 if width is None else max(min(100, width - 2), 20)
+
+
+def _named_rows(rows, width: int | None = None) -> list:
     """Copies of table rows with a short kernel name, its GPU named when not the first."""
     rows = [dict(r) for r in rows]
-    for r, short in zip(rows, short_names([r["kernel"] for r in rows])):
+    for r, short in zip(rows, short_names([r["kernel"] for r in rows], _name_width(width))):
         r["short"] = short if r["device"] == 0 else f"{short} (GPU {r['device']})"
     return rows
 
@@ -226,11 +242,11 @@ def as_text(result: dict, width: int | None = None) -> str:
             )
         else:
             lines.append(
-                "Kernel time summary (the spans of each kernel's launches, device clock"
+                "Kernel time summary, us (the spans of each kernel's launches, device clock"
                 + ("; upper bounds: block_starts records no end):" if k["ends_are_bounds"] else "):")
             )
             rows = [dict(r) for r in k["rows"]]
-            for r, short in zip(rows, short_names([r["name"] for r in rows])):
+            for r, short in zip(rows, short_names([r["name"] for r in rows], _name_width(width))):
                 r["short"] = short
                 for key in ("total", "avg", "med", "min", "max", "stddev"):
                     r[f"{key}_us"] = None if r[f"{key}_ns"] is None else r[f"{key}_ns"] / 1e3
@@ -262,7 +278,7 @@ def as_text(result: dict, width: int | None = None) -> str:
     if b is not None:
         lines.append("")
         lines.append("Blocks per kernel:")
-        rows = _named_rows(b["rows"])
+        rows = _named_rows(b["rows"], width)
         for r in rows:
             r["p50_us"] = None if r["block_ns_p50"] is None else r["block_ns_p50"] / 1e3
             r["p99_us"] = None if r["block_ns_p99"] is None else r["block_ns_p99"] / 1e3
@@ -283,7 +299,7 @@ def as_text(result: dict, width: int | None = None) -> str:
     if e is not None:
         lines.append("")
         lines.append("Block end bounds per kernel (share of its blocks whose end each bound gives):")
-        lines.append(render_text(BOUND_COLUMNS, _named_rows(e["rows"]), width))
+        lines.append(render_text(BOUND_COLUMNS, _named_rows(e["rows"], width), width))
         lines.append(_shown(e))
         lines.append(f"  {block_end_report.bound_line(e)}")
         lines.append(f"  {e['meaning']}")
