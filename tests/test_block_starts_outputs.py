@@ -154,7 +154,7 @@ def test_stats_gives_each_kernels_bound_shares_and_the_accounting(recording):
     assert incomplete == bounds["slots_incomplete"] > 0
     assert result["kernel_times"]["ends_are_bounds"] and result["kernel_times"]["rows"]
     csv = run("stats", recording, "--format", "csv").stdout
-    assert "slot_pct,stream_pct,quiet_pct,none_pct" in csv
+    assert "Slot (%),Stream (%),Quiet (%),None (%)" in csv
 
 
 def test_stats_kernel_spans_are_the_bounded_launch_spans(recording):
@@ -193,7 +193,7 @@ def test_export_says_block_ends_are_upper_bounds(recording, tmp_path):
 def test_record_help_lists_block_starts():
     r = run("record", "--help", COLUMNS="200")
     assert r.returncode == 0
-    assert "block_starts" in r.stdout and "warp-slot reuse" in r.stdout and "entry patch only" in r.stdout
+    assert "block_starts" in r.stdout and "end an upper bound" in r.stdout
 
 
 def test_plot_draws_occupancy_to_the_bounds(recording):

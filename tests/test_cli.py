@@ -4,6 +4,7 @@ wrapped when piped, and user text printed as it is."""
 
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -148,8 +149,8 @@ def test_piped_output_never_wraps(tmp_path):
 
 def test_help_is_laid_out_to_the_terminal_width():
     wide = gpuobs("stats", "-h", COLUMNS="140").stdout.splitlines()
-    narrow = gpuobs("stats", "-h", COLUMNS="60").stdout.splitlines()
-    assert max(map(len, wide)) > 100 and max(map(len, narrow)) <= 60 and len(narrow) > len(wide)
+    narrow = gpuobs("stats", "-h", COLUMNS="70").stdout.splitlines()
+    assert max(map(len, wide)) > 100 and max(map(len, narrow)) <= 70 and len(narrow) > len(wide)
 
 
 @pytest.mark.parametrize("columns", [80, 60, 44])
@@ -308,7 +309,7 @@ def test_a_bug_is_one_line_and_the_traceback_is_on_request():
 def test_sorting_by_name_follows_the_names_shown(tmp_path):
     from gpuobs.analysis.kernel_names import short_name
 
-    for report, key, name in (("kernels", "kernel_times", "name"), ("blocks", "blocks", "kernel")):
+    for report, key, name in (("kernels", "kernel_times", "kernel"), ("blocks", "blocks", "kernel")):
         r = no_traceback(gpuobs("stats", BLOCK, "-r", report, "-s", "name", "--json"))
         assert r.returncode == 0, r.stderr
         shown = [short_name(row[name]) for row in json.loads(r.stdout)[key]["rows"]]
@@ -449,3 +450,33 @@ def test_review_fixes_old_spelling_duplicates_fifo_and_help_pointer(tmp_path):
     assert r.returncode == 2 and "is not a file" in r.stderr, r.stderr
     r = no_traceback(gpuobs("stats", "--top"))
     assert r.returncode == 2 and "requires an argument. (see " in r.stderr and "stats --help)" in r.stderr
+
+
+def test_record_help_lists_the_modes_in_ladder_order_with_their_cost():
+    from gpuobs.record.run import mode_names
+
+    text = gpuobs("record", "-h").stdout
+    table = text.split("cheapest first;")[1].split("Example:")[0].splitlines()[1:]
+    listed = [line.split()[0] for line in table if line.strip()]
+    ladder = ["off", "block_noop", "block_counter", "block_starts", "block_trace_noop", "block_trace"]
+    assert listed == ladder + ["mem_noop", "mem_sampled", "mem_full"] and sorted(listed) == sorted(mode_names())
+    rows = [line for line in text.splitlines() if line.split()[:1] and line.split()[0] in listed]
+    assert all(re.search(r"\d\.\d+-\d+\.\d+x$", row) for row in rows), rows  # each with its measured cost
+    capacity = text.split("\n  --capacity")[1].split("\n  --device-memory")[0]
+    assert capacity.count("[default: 0]") + capacity.count("(the default)") == 1  # its default said once
+    memory = text.split("\n  --device-memory")[1].split("\n  --kernels")[0]
+    assert "default 512 MiB" not in memory and memory.count("[default: 512]") == 1
+
+
+def test_every_command_shows_an_example_and_completion_is_on():
+    import typer.main
+
+    from gpuobs.cli import app
+
+    for name in typer.main.get_command(app).commands:
+        text = gpuobs(name, "-h").stdout
+        example = text.split("Example:\n")[-1].strip().splitlines()
+        assert "Example:" in text and example[0].startswith(f"gpuobs {name}"), name
+    assert "--install-completion" in gpuobs("-h").stdout
+    r = gpuobs("--show-completion", "bash", _TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION="1")
+    assert r.returncode == 0 and "complete" in r.stdout, r.stdout + r.stderr

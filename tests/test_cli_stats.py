@@ -37,7 +37,7 @@ def test_the_kernel_summary_leads_and_its_numbers_are_the_launch_spans():
     table = analysis.launch_table(rec)
     nvjet = [i for i, n in enumerate(table.name) if n == "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT"]
     spans = table.last_end[nvjet].astype(np.int64) - table.first_start[nvjet].astype(np.int64)
-    row = next(r for r in rows if r["name"] == "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT")
+    row = next(r for r in rows if r["kernel"] == "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT")
     assert row["instances"] == len(nvjet) == 120 and row["total_ns"] == spans.sum()
     assert row["min_ns"] == spans.min() and row["max_ns"] == spans.max() and row["med_ns"] == np.median(spans)
     assert row["stddev_ns"] == pytest.approx(spans.std(ddof=1), abs=0.1)
@@ -51,14 +51,13 @@ def test_sort_format_and_full_names():
     assert [r["max_ns"] for r in rows] == sorted((r["max_ns"] for r in rows), reverse=True)
     text = run("stats", BLOCK, "--report", "cuda_gpu_kern_sum", "--format", "csv").stdout
     parsed = list(csv.DictReader(io.StringIO(text)))
-    assert len(parsed) == 31 and set(parsed[0]) >= {"time_pct", "total_ns", "instances", "stddev_ns", "kernel"}
-    assert {p["report"] for p in parsed} == {"kernels"}
+    assert len(parsed) == 31 and set(parsed[0]) >= {"Time (%)", "Total Time (ns)", "Instances", "StdDev (ns)", "Name"}
     assert any(
-        p["kernel"].startswith(
+        p["Name"].startswith(
             "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast"
             "<at::native::BinaryFunctor<c10::BFloat16"
         )
-        and len(p["kernel"]) > 500
+        and len(p["Name"]) > 500
         for p in parsed
     )  # the full demangled name
     r = run("stats", BLOCK, "--sort", "bogus")
@@ -155,21 +154,30 @@ def test_the_readme_shows_the_summary_as_the_command_prints_it():
     assert r.returncode == 0 and block[1:] == r.stdout.rstrip("\n").splitlines()
 
 
-def test_csv_is_one_table_whatever_the_reports_and_recordings(tmp_path):
-    """Both reports of two recordings: one header, each row naming its recording and
-    report, each report's own columns filled and the other's empty."""
+def test_csv_is_one_table_with_nsys_headers_whatever_the_reports_and_recordings(tmp_path):
+    """Both reports of two recordings: one header (the time summary's columns as nsys's
+    cuda_gpu_kern_sum names them), each row naming its recording and report, each report's
+    own columns filled and the other's empty."""
     other = tmp_path / "other.gpuobs"
     other.write_bytes(BLOCK.read_bytes())
     text = run("stats", BLOCK, other, "--format", "csv").stdout
     lines = text.splitlines()
-    assert sum(line.startswith("recording,report,") for line in lines) == 1 and "" not in lines
+    assert lines[0].startswith(
+        "Recording,Report,Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),"
+    ) and lines[0].endswith(",Name")
+    assert sum(line.startswith("Recording,") for line in lines) == 1 and "" not in lines
     rows = list(csv.DictReader(io.StringIO(text)))
-    by = {(Path(r["recording"]).name, r["report"]) for r in rows}
+    by = {(Path(r["Recording"]).name, r["Report"]) for r in rows}
     assert by == {(n, rep) for n in (BLOCK.name, "other.gpuobs") for rep in ("kernels", "blocks")}
     for r in rows:
-        assert r["kernel"] and None not in r and None not in r.values()  # as many fields as the header
-        assert (r["total_ns"] != "") == (r["report"] == "kernels")
-        assert (r["blocks_recorded"] != "") == (r["report"] == "blocks")
+        assert r["Name"] and None not in r and None not in r.values()  # as many fields as the header
+        assert (r["Total Time (ns)"] != "") == (r["Report"] == "kernels")
+        assert (r["Block Records"] != "") == (r["Report"] == "blocks")
+
+
+def test_json_rows_name_their_kernel_alike_in_every_report():
+    out = json.loads(run("stats", BLOCK, "--json").stdout)
+    assert all("kernel" in r and "name" not in r for part in ("kernel_times", "blocks") for r in out[part]["rows"])
 
 
 def test_csv_keeps_bounded_blocks_apart_from_launched_blocks(tmp_path):
@@ -178,9 +186,9 @@ def test_csv_keeps_bounded_blocks_apart_from_launched_blocks(tmp_path):
     path = tmp_path / "bs.gpuobs"
     synthetic.write_block_starts_recording(path, devices=2)
     rows = list(csv.DictReader(io.StringIO(run("stats", path, "--format", "csv").stdout)))
-    bounded = [r for r in rows if r["report"] == "block_ends"]
-    assert bounded and all(r["blocks_bounded"] != "" and r["blocks"] == "" for r in bounded)
-    assert all(r["blocks_bounded"] == "" for r in rows if r["report"] != "block_ends")
+    bounded = [r for r in rows if r["Report"] == "block_ends"]
+    assert bounded and all(r["Blocks Bounded"] != "" and r["Blocks"] == "" for r in bounded)
+    assert all(r["Blocks Bounded"] == "" for r in rows if r["Report"] != "block_ends")
 
 
 def test_every_sort_key_is_valid_for_every_report():

@@ -75,7 +75,7 @@ def test_trim_by_kernel_keeps_their_launches_and_accounts_for_the_rest(tmp_path)
     assert info["counted"] == info["block_events"] == len(kept.events)  # counts of the kept launches only
     assert info["recorded"] - info["filtered"] == len(kept.events)  # left-out records count as filtered
     stats = json.loads(gpuobs("stats", out, "--json").stdout)["kernel_times"]["rows"]
-    assert {r["name"] for r in stats} == names
+    assert {r["kernel"] for r in stats} == names
     assert decode_ok(kept, tmp_path)
     combined = tmp_path / "c.gpuobs"
     r = gpuobs("trim", BLOCK, "--kernels", "^nvjet", "--flushes", "1:3", "-o", combined)

@@ -66,6 +66,8 @@ def cases(fake_browser: str) -> list:
         Case(["info", BLOCK], expect="device span     0..87.123 ms"),
         Case(["info", BLOCK, MEM], ["info", BLOCK], expect="mode            mem_sampled"),
         Case(["info", BLOCK, "--json"], ["info", BLOCK], expect='"device_span_ns": 87122752'),
+        Case(["info", BLOCK, "--format", "json"], ["info", BLOCK], expect='"device_span_ns": 87122752'),
+        Case(["info", BLOCK, "--format", "csv"], rc=2, expect="is not table or json"),
         Case(
             ["info", "{dir}/d.gpuobs", "--salvage"],
             ["info", "{dir}/d.gpuobs"],
@@ -82,7 +84,8 @@ def cases(fake_browser: str) -> list:
         Case(st + ["-r", "all"], st + ["-r", "kernels"]),
         Case(st + ["--sort", "max", "-r", "kernels"], st + ["-r", "kernels"]),
         Case(st + ["-s", "p99", "-r", "blocks"], st + ["-r", "blocks"]),
-        Case(st + ["--sort", "p99"], rc=2, expect="--sort 'p99' is not one of"),
+        Case(st + ["--sort", "p99"], st, expect="the first 30 by p99 shown"),  # both reports: the blocks' key
+        Case(st + ["--sort", "p99", "-r", "kernels"], rc=2, expect="--sort 'p99' is not one of"),
         Case(st + ["--format", "csv"], st),
         Case(st + ["--format", "json"], st),
         Case(st + ["--json"], st),
@@ -101,8 +104,8 @@ def cases(fake_browser: str) -> list:
         Case(ex, rc=2, expect="exists; pass -f/--force", setup={"t.pftrace": b"old"}),
         Case(ex + ["-f"], ex, output="t.pftrace", setup={"t.pftrace": b"old"}),
         Case(ex + ["--force"], ex, output="t.pftrace", setup={"t.pftrace": b"old"}),
-        Case(["export", BLOCK, "--output", "{dir}/t.pftrace"], expect="{dir}/t.pftrace: 1.7 MB"),
-        Case(["export", BLOCK], expect="decode_block_trace.pftrace: 1.7 MB"),  # the default name, here
+        Case(["export", BLOCK, "--output", "{dir}/t.pftrace"], expect="{dir}/t.pftrace: 2.2 MB"),
+        Case(["export", BLOCK], expect="decode_block_trace.pftrace: 2.2 MB"),  # the default name, here
         Case(["export", "-i", BLOCK, "{dir}/t.pftrace"], expect="is deprecated"),
         Case(["export", "--input", BLOCK, "-o", "{dir}/t.pftrace"], expect="is deprecated"),
         Case(["export", BLOCK, MEM, "-o", "{dir}/t.pftrace"], ex, output="t.pftrace"),

@@ -37,7 +37,7 @@ def _output_width() -> int | None:
 # Help at the terminal's width (click stops at 80 unless told).
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": max(_output_width() or 80, 40)}
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish
     no_args_is_help=True,
     rich_markup_mode=None,
     context_settings=CONTEXT,
@@ -54,9 +54,31 @@ class _Command(typer.core.TyperCommand):
         formatter.write_usage(ctx.command_path, self.options_metavar)
 
 
-def command(usage: str, **kwargs):
-    """app.command, with the usage line written out."""
+def command(usage: str, example: str = "", notes: tuple = (), **kwargs):
+    """app.command, with the usage line written out and, under the options, `notes`
+    (lines kept as written) and an example."""
+    lines = list(notes) + (["Example:", "  " + example] if example else [])
+    if lines:
+        kwargs["epilog"] = "\b\n" + "\n".join(lines)  # \b: click keeps the lines as written
     return app.command(cls=_Command, options_metavar=usage, **kwargs)
+
+
+# The record modes cheapest first, each with what it adds and its device-time cost against
+# no tool on the H200 (the README's ladder: cuBLAS, SDPA, small-block silu*mul, graph decode).
+MODE_LADDER = (
+    ("off", "launches only", "0.94-1.05x"),
+    ("block_noop", "nothing: the cost of a call at block entry", "0.97-1.17x"),
+    ("block_counter", "exact blocks per launch", "1.03-1.19x"),
+    ("block_starts", "per block: SM, start; end an upper bound", "1.00-1.47x"),
+    ("block_trace_noop", "nothing: calls at block entry and exit", "0.97-4.29x"),
+    ("block_trace", "per block: SM, start, end", "0.97-5.40x"),
+    ("mem_noop", "nothing: a call before every global access", "0.98-9.03x"),
+    ("mem_sampled", "exact access counts, 1 in 2^N kept", "0.94-10.25x"),
+    ("mem_full", "every access until the buffer fills", "0.97-30.5x"),
+)
+MODE_NOTES = ("Modes (--mode), cheapest first; device time against no tool on the H200:",) + tuple(
+    f"  {name:<17}{what:<44}{cost}" for name, what, cost in MODE_LADDER
+)
 
 
 def _reader_left() -> None:
@@ -227,6 +249,8 @@ def _program_problem(program: str) -> tuple[str, int] | None:
     "[OPTIONS] -- CMD [ARGS]...",
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False},
     short_help="Run a program with every kernel patched, and record it.",
+    example="gpuobs record -m block_counter -- python train.py",
+    notes=MODE_NOTES,
 )
 def record(
     ctx: typer.Context,
@@ -235,8 +259,7 @@ def record(
         "--mode",
         "-m",
         metavar="MODE",
-        help=" | ".join(schema.MODE_NAMES.values()) + "; block_starts: block starts + SM, ends bounded from "
-        "warp-slot reuse (entry patch only, no exit patch)",
+        help="what to record: one of the modes listed below, cheapest first",
     ),
     sample_shift: int = typer.Option(
         schema.DEFAULT_SAMPLE_SHIFT,
@@ -251,13 +274,13 @@ def record(
         help="event records per CUDA context, 64 B each (block_starts: 192 B with its warp arrivals), "
         "rounded down to a power of two per SM; 0 (the default) = as many as --device-memory holds. "
         "The records form a ring that a tool thread drains while kernels run",
+        show_default=False,
     ),
     device_memory: int = typer.Option(
         schema.DEFAULT_DEVICE_MEMORY_MIB,
         "--device-memory",
         metavar="MIB",
-        help="the tool's device memory per CUDA context, at most (its tables take 20 MiB, the "
-        f"record ring the rest); default {schema.DEFAULT_DEVICE_MEMORY_MIB} MiB",
+        help="the tool's device memory per CUDA context, at most (its tables take 20 MiB, the record ring the rest)",
     ),
     kernels: str = typer.Option(
         "", "--kernels", metavar="REGEX", help="keep only events of kernels whose name matches this regex"
@@ -475,20 +498,28 @@ def _build_with_progress(build, force: bool = False):
 # -- info -----------------------------------------------------------------------------------------------
 
 
-@command("[OPTIONS] [RECORDING]...")
+@command("[OPTIONS] [RECORDING]...", example="gpuobs info run.gpuobs --format json")
 def info(
     recordings: Optional[List[Path]] = typer.Argument(None, metavar="[RECORDING]...", hidden=True),
     salvage: bool = typer.Option(False, "--salvage", help="read a damaged recording up to the damage"),
-    as_json: bool = typer.Option(
-        False, "--json", help="print JSON: an object for one recording, a list of them for several"
+    fmt: str = typer.Option(
+        "table",
+        "--format",
+        metavar="FORMAT",
+        help="table or json (json: an object for one recording, a list of them for several)",
     ),
+    as_json: bool = typer.Option(False, "--json", help="same as --format json"),
 ):
     """Summarise recordings (default: ./gpuobs.gpuobs and its children's): what ran, on which GPU, for how
     long, what was counted, kept and dropped, and the flush windows `trim` selects by index."""
     from .analysis.recording_info import describe, text
 
+    if as_json and fmt not in ("table", "json"):
+        _fail(f"--json and --format {fmt} ask for two formats: give one")
+    if fmt not in ("table", "json"):
+        _fail(f"--format {fmt!r} is not table or json (info is one record per recording, not a table of rows)")
     described = [describe(_load(p, salvage)) for p in _recordings_or_default(recordings)]
-    if as_json:
+    if as_json or fmt == "json":
         _say(json.dumps(described[0] if len(described) == 1 else described, indent=2))
         return
     width = _output_width()
@@ -525,7 +556,7 @@ REPORTS = ("kernels", "blocks", "all")
 REPORT_ALIASES = {"cuda_gpu_kern_sum": "kernels", "kern_sum": "kernels"}
 
 
-@command("[OPTIONS] [RECORDING]...")
+@command("[OPTIONS] [RECORDING]...", example="gpuobs stats run.gpuobs -r blocks --sort p99")
 def stats(
     recordings: Optional[List[Path]] = typer.Argument(None, metavar="[RECORDING]...", hidden=True),
     report: str = typer.Option(
@@ -628,7 +659,7 @@ def _export_paths(positional: List[Path], inputs: List[Path], output: Optional[P
     return recordings, output
 
 
-@command("[OPTIONS] [RECORDING]... [-o TRACE]")
+@command("[OPTIONS] [RECORDING]... [-o TRACE]", example="gpuobs export run.gpuobs -o run.pftrace --open")
 def export(
     recordings: Optional[List[Path]] = typer.Argument(None, metavar="[RECORDING]...", hidden=True),
     output: Optional[Path] = typer.Option(
@@ -819,7 +850,8 @@ def _print_export_summary(summary, output: Path) -> None:
     for a in summary.api:
         if a.shown:
             _say(
-                f"  CUDA API calls of pid {a.pid}: {a.calls:,} calls on {a.threads} threads, host clock; "
+                f"  CUDA API calls of pid {a.pid}: {a.calls:,} calls on {a.threads} "
+                f"thread{'' if a.threads == 1 else 's'}, host clock; "
                 f"{a.flows:,} flows to kernel slices"
             )
         else:
@@ -875,7 +907,7 @@ def _open(
     _say("the UI has the trace; stopped serving")
 
 
-@command("[OPTIONS] TRACE", name="open")
+@command("[OPTIONS] TRACE", name="open", example="gpuobs open run.pftrace --no-browser")
 def open_cmd(
     trace: Path = typer.Argument(..., metavar="TRACE", hidden=True),
     port: int = typer.Option(
@@ -925,7 +957,7 @@ def open_cmd(
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
-@command("[OPTIONS] [RECORDING] [-o IMAGE]", name="plot")
+@command("[OPTIONS] [RECORDING] [-o IMAGE]", name="plot", example="gpuobs plot run.gpuobs -o occupancy.svg")
 def plot_cmd(
     recording: Optional[Path] = typer.Argument(None, metavar="[RECORDING]", hidden=True),
     output: Optional[Path] = typer.Option(
@@ -971,7 +1003,7 @@ def plot_cmd(
 # -- trim -----------------------------------------------------------------------------------------------
 
 
-@command("[OPTIONS] RECORDING -o FILE")
+@command("[OPTIONS] RECORDING -o FILE", example="gpuobs trim run.gpuobs -o part.gpuobs --time 10ms:20ms")
 def trim(
     recording: Path = typer.Argument(..., metavar="RECORDING", hidden=True),
     old_output: Optional[Path] = typer.Argument(None, hidden=True),
@@ -1069,7 +1101,7 @@ def metrics(
 # -- build, version -----------------------------------------------------------------------------------
 
 
-@command("[OPTIONS]", name="build")
+@command("[OPTIONS]", name="build", example="gpuobs build --force")
 def build_cmd(force: bool = typer.Option(False, "--force", "-f", help="rebuild even if cached")):
     """Build the native tool and device patches (`record` does it on first use), saying what compiles."""
     from .record.native_build import NativeUnavailable, build
@@ -1081,7 +1113,7 @@ def build_cmd(force: bool = typer.Option(False, "--force", "-f", help="rebuild e
     _say(f"tool:    {b.tool}\npatches: {b.patches}\nprobe:   {b.probe}\nsanitizer: {b.sanitizer_lib}")
 
 
-@command("")
+@command("", example="gpuobs version")
 def version():
     """Print the gpuobs version."""
     _say(__version__)

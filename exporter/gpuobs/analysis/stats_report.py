@@ -34,9 +34,20 @@ KERNEL_COLUMNS = [
     Column("Name", "short", left=True),
 ]
 WEAK_COLUMN = Column("Weak", "weak")  # block_starts: launches left out, their end bound is weak
+# CSV headers as nsys stats writes them (cuda_gpu_kern_sum: "Time (%)", "Total Time (ns)", ...).
 KERNEL_CSV = [
-    Column("", k)
-    for k in ("time_pct", "total_ns", "instances", "avg_ns", "med_ns", "min_ns", "max_ns", "stddev_ns", "weak", "name")
+    Column(title, key)
+    for title, key in (
+        ("Time (%)", "time_pct"),
+        ("Total Time (ns)", "total_ns"),
+        ("Instances", "instances"),
+        ("Avg (ns)", "avg_ns"),
+        ("Med (ns)", "med_ns"),
+        ("Min (ns)", "min_ns"),
+        ("Max (ns)", "max_ns"),
+        ("StdDev (ns)", "stddev_ns"),
+        ("Weak", "weak"),
+    )
 ]
 BLOCK_COLUMNS = [
     Column("Launches", "launches"),
@@ -51,22 +62,21 @@ BLOCK_COLUMNS = [
     Column("Name", "short", left=True),
 ]
 BLOCK_CSV = [
-    Column("", k)
-    for k in (
-        "device",
-        "launches",
-        "blocks",
-        "blocks_recorded",
-        "sms",
-        "block_ns_p50",
-        "block_ns_p90",
-        "block_ns_p99",
-        "counted",
-        "counted_shared_launches",
-        "memory_events",
-        "blocks_dropped",
-        "ends_unconfirmed",
-        "kernel",
+    Column(title, key)
+    for title, key in (
+        ("Device", "device"),
+        ("Launches", "launches"),
+        ("Blocks", "blocks"),
+        ("Block Records", "blocks_recorded"),
+        ("SMs", "sms"),
+        ("Block p50 (ns)", "block_ns_p50"),
+        ("Block p90 (ns)", "block_ns_p90"),
+        ("Block p99 (ns)", "block_ns_p99"),
+        ("Counted", "counted"),
+        ("Count Shared Launches", "counted_shared_launches"),
+        ("Memory Samples", "memory_events"),
+        ("Blocks Dropped", "blocks_dropped"),
+        ("Ends Unconfirmed", "ends_unconfirmed"),
     )
 ]
 BOUND_COLUMNS = [
@@ -80,17 +90,16 @@ BOUND_COLUMNS = [
     Column("Name", "short", left=True),
 ]
 BOUND_CSV = [
-    Column("", k)
-    for k in (
-        "device",
-        "blocks",
-        "slot_pct",
-        "stream_pct",
-        "quiet_pct",
-        "none_pct",
-        "weak_pct",
-        "slots_incomplete",
-        "kernel",
+    Column(title, key)
+    for title, key in (
+        ("Device", "device"),
+        ("Blocks Bounded", "blocks"),
+        ("Slot (%)", "slot_pct"),
+        ("Stream (%)", "stream_pct"),
+        ("Quiet (%)", "quiet_pct"),
+        ("None (%)", "none_pct"),
+        ("Weak (%)", "weak_pct"),
+        ("Slots Incomplete", "slots_incomplete"),
     )
 ]
 COLUMN_MEANING = {
@@ -142,6 +151,7 @@ def _kernels(rec: Recording, table, sort: str | None, top: int | None) -> dict:
     times = kernel_times(rec, table)
     rows = list(times.rows)
     sort_rows(rows, sort or "total")
+    rows = [{("kernel" if k == "name" else k): v for k, v in r.items()} for r in rows]  # as every report keys it
     return {
         "timed": times.timed,
         "span": SPAN_MEANING_BOUNDS if times.ends_are_bounds else SPAN_MEANING,
@@ -246,7 +256,7 @@ def as_text(result: dict, width: int | None = None) -> str:
                 + ("; upper bounds: block_starts records no end):" if k["ends_are_bounds"] else "):")
             )
             rows = [dict(r) for r in k["rows"]]
-            for r, short in zip(rows, short_names([r["name"] for r in rows], _name_width(width))):
+            for r, short in zip(rows, short_names([r["kernel"] for r in rows], _name_width(width))):
                 r["short"] = short
                 for key in ("total", "avg", "med", "min", "max", "stddev"):
                     r[f"{key}_us"] = None if r[f"{key}_ns"] is None else r[f"{key}_ns"] / 1e3
@@ -307,8 +317,9 @@ def as_text(result: dict, width: int | None = None) -> str:
     return "\n".join(lines)
 
 
-# CSV is one table whatever the reports and recordings: each row says which recording and
-# report it comes from, and a column a report does not have is empty in its rows.
+# CSV is one table whatever the reports and recordings (a CSV reader takes one): headers as
+# nsys stats writes them, each row naming its recording and report first and its kernel
+# last (the full name); a column a report does not have is empty in its rows.
 CSV_TABLES = (
     ("kernels", "kernel_times", KERNEL_CSV),
     ("blocks", "blocks", BLOCK_CSV),
@@ -316,29 +327,22 @@ CSV_TABLES = (
 )
 
 
-def _csv_key(key: str, report: str) -> str:
-    if key == "name":  # the kernel time summary calls its name column "name"
-        return "kernel"
-    if key == "blocks" and report == "block_ends":  # blocks with a bound, not grid blocks launched
-        return "blocks_bounded"
-    return key
-
-
 def csv_columns(results: list) -> list:
-    keys = ["recording", "report"]
-    for report, part, columns in CSV_TABLES:
+    titles = ["Recording", "Report"]
+    for _report, part, columns in CSV_TABLES:
         if any(r.get(part) is not None for r in results):
-            keys += [k for k in (_csv_key(c.key, report) for c in columns) if k not in keys and k != "kernel"]
-    return [Column("", k) for k in keys + ["kernel"]]
+            titles += [c.title for c in columns if c.title not in titles]
+    return [Column(t, t) for t in titles + ["Name"]]
 
 
 def as_csv(results: list) -> str:
     rows = []
     for r in results:
-        for report, part, _columns in CSV_TABLES:
+        for report, part, columns in CSV_TABLES:
             if r.get(part) is not None:  # a kernels report with no times adds no row; the header stays
                 rows += [
-                    {"recording": r["recording"], "report": report, **{_csv_key(k, report): v for k, v in row.items()}}
+                    {"Recording": r["recording"], "Report": report, "Name": row["kernel"]}
+                    | {c.title: row.get(c.key) for c in columns}
                     for row in r[part]["rows"]
                 ]
     return render_csv(csv_columns(results), rows)

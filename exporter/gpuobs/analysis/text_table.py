@@ -57,7 +57,7 @@ def render_text(columns: list[Column], rows: list[dict], width: int | None = Non
 def render_csv(columns: list[Column], rows: list[dict]) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow([c.key for c in columns])
+    writer.writerow([c.title or c.key for c in columns])
     for r in rows:
         writer.writerow(["" if r.get(c.key) is None else r.get(c.key) for c in columns])
     return buf.getvalue()
