@@ -480,3 +480,29 @@ def test_every_command_shows_an_example_and_completion_is_on():
     assert "--install-completion" in gpuobs("-h").stdout
     r = gpuobs("--show-completion", "bash", _TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION="1")
     assert r.returncode == 0 and "complete" in r.stdout, r.stdout + r.stderr
+
+
+def test_plot_legend_names_are_unique_and_time_has_its_unit(tmp_path):
+    """The busiest kernels' legend entries read apart (folded names that would be alike get
+    [1], [2]...), and the time axis says its unit: ms over the sample, us inside 1 ms."""
+    matplotlib = pytest.importorskip("matplotlib")
+    import re as regex
+
+    import gpuobs as g
+    from gpuobs.analysis.plot import plot
+    from gpuobs.selection import Criteria, select
+
+    matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text in the SVG
+    rec = g.load(BLOCK)
+    plot(rec, {0: tmp_path / "all.svg"}, top=6)
+    svg = (tmp_path / "all.svg").read_text()
+    legend = regex.findall(r">([^<>]+ \([\d,]+\))<", svg)
+    assert len(legend) == 6 and len({label.rsplit(" (", 1)[0] for label in legend}) == 6, legend  # apart by name
+    assert not any(label.startswith("at::native::") for label in legend)
+    assert "first event (ms)" in svg
+    keep = select(rec, Criteria.parse(time="11ms:11.5ms", time_option="--time")).events
+    plot(rec, {0: tmp_path / "part.svg"}, keep=keep)
+    part = (tmp_path / "part.svg").read_text()
+    assert "first event (us)" in part
+    ticks = [float(t.replace("\u2212", "-")) for t in regex.findall(r">(\u2212?[\d.]+)</text>", part)]
+    assert any(11_000 <= t <= 11_500 for t in ticks)  # the axis counts from the recording's first event

@@ -185,6 +185,17 @@ def cases(fake_browser: str) -> list:
         # plot
         Case(["plot", BLOCK, "-o", "{dir}/p.png"], output="p.png", expect="wrote"),
         Case(["plot", BLOCK, "--output", "{dir}/p.svg"], expect="p.svg"),
+        Case(
+            ["plot", BLOCK, "-o", "{dir}/p.png", "--time", "10ms:20ms"],
+            ["plot", BLOCK, "-o", "{dir}/p.png"],
+            output="p.png",
+        ),
+        Case(["plot", BLOCK, "-o", "{dir}/p.png", "--time", "1s:2s"], rc=2, expect="keeps no block"),
+        Case(
+            ["plot", BLOCK, "-o", "{dir}/p.png", "--kernels", "nvjet"],
+            ["plot", BLOCK, "-o", "{dir}/p.png"],
+            output="p.png",
+        ),
         Case(["plot", BLOCK, "-o", "{dir}/p.png"], rc=2, expect="exists", setup={"p.png": b"old"}),
         Case(["plot", BLOCK, "-o", "{dir}/p.png", "-f"], expect="wrote", setup={"p.png": b"old"}),
         Case(["plot", BLOCK, "-o", "{dir}/p.png", "--force"], expect="wrote", setup={"p.png": b"old"}),

@@ -957,7 +957,9 @@ def open_cmd(
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
-@command("[OPTIONS] [RECORDING] [-o IMAGE]", name="plot", example="gpuobs plot run.gpuobs -o occupancy.svg")
+@command(
+    "[OPTIONS] [RECORDING] [-o IMAGE]", name="plot", example="gpuobs plot run.gpuobs -o occupancy.svg --time 10ms:20ms"
+)
 def plot_cmd(
     recording: Optional[Path] = typer.Argument(None, metavar="[RECORDING]", hidden=True),
     output: Optional[Path] = typer.Option(
@@ -970,6 +972,16 @@ def plot_cmd(
         show_default=False,
     ),
     force: bool = typer.Option(False, "--force", "-f", help="replace existing images"),
+    time_range: Optional[str] = typer.Option(
+        None,
+        "--time",
+        metavar="START:END",
+        help="only blocks that start in this window, counted from the recording's first event, with units, "
+        "e.g. 10ms:20ms (as export --time-window)",
+    ),
+    kernels: Optional[str] = typer.Option(
+        None, "--kernels", metavar="REGEX", help="only blocks of kernels whose name matches this regex"
+    ),
     salvage: bool = typer.Option(False, "--salvage", help="read a damaged recording up to the damage"),
 ):
     """SM x time occupancy heatmap and block-duration histograms of a recording (default ./gpuobs.gpuobs;
@@ -990,10 +1002,28 @@ def plot_cmd(
             f"{path} holds no block records to plot (mode {rec.run.mode_name if rec.run else 'unknown'}; "
             "record with --mode block_trace)"
         )
+    keep = None
+    if time_range or kernels:
+        from .errors import SelectionError
+        from .selection import Criteria, TimeMeaning, select
+
+        try:
+            chosen = select(
+                rec,
+                Criteria.parse(
+                    kernels=kernels, time=time_range, time_meaning=TimeMeaning.STARTS_IN, time_option="--time"
+                ),
+            )
+        except SelectionError as exc:
+            _fail(str(exc))
+        keep = chosen.events & (rec.events["kind"] == schema.EventKind.BLOCK)
+        if not keep.any():
+            _fail(f"{chosen.criteria.describe()} keeps no block of {path}: nothing to plot, nothing was written")
+        targets = {d: t for d, t in targets.items() if (keep & (rec.event_devices == d)).any()}
     for target in targets.values():
         _check_output(target, [path], force)
     try:
-        written = plot(rec, targets, inputs=[path], force=force)
+        written = plot(rec, targets, inputs=[path], force=force, keep=keep)
     except (PlotUnavailable, OutputError) as exc:
         _fail(str(exc))
     for target in written:
@@ -1063,7 +1093,7 @@ def trim(
 # -- diff -----------------------------------------------------------------------------------------------
 
 
-@command("[OPTIONS] A B")
+@command("[OPTIONS] A B", example="gpuobs diff before.gpuobs after.gpuobs --top 10")
 def diff(
     a: Path = typer.Argument(..., metavar="A", hidden=True),
     b: Path = typer.Argument(..., metavar="B", hidden=True),
@@ -1082,7 +1112,7 @@ def diff(
 # -- metrics --------------------------------------------------------------------------------------------
 
 
-@command("[OPTIONS] [RECORDING]")
+@command("[OPTIONS] [RECORDING]", example="gpuobs metrics run.gpuobs --port 9400")
 def metrics(
     recording: Path = typer.Argument(DEFAULT_RECORDING, metavar="[RECORDING]", hidden=True),
     port: int = typer.Option(9400, "--port", metavar="PORT", help="serve /metrics on this port"),

@@ -12,18 +12,20 @@ from ..outputs import write_atomically
 from ..recording_file import schema
 from ..recording_file.recording import Recording
 from . import block_ends, launches
-from .kernel_names import short_name
+from .kernel_names import slice_names
 
 
 class PlotUnavailable(RuntimeError):
     pass
 
 
-def occupancy(rec: Recording, device: int, bins: int = 400):
+def occupancy(rec: Recording, device: int, bins: int = 400, keep: np.ndarray | None = None):
     """Busy fraction per (SM, time bin): summed block time in the bin over the bin width
-    (above 1 when several blocks share the SM)."""
+    (above 1 when several blocks share the SM). `keep`: the events to draw (a selection's)."""
     ev = rec.events
     blocks = (ev["kind"] == schema.EventKind.BLOCK) & (rec.event_devices == device)
+    if keep is not None:
+        blocks &= keep
     start = ev["time_start"][blocks].astype(np.int64)
     end = np.maximum(ev["time_end"][blocks].astype(np.int64), start)
     if block_ends.is_block_starts(rec):  # no end recorded: to each end's upper bound (occupancy over-counted)
@@ -56,8 +58,16 @@ def plot_paths(rec: Recording, out: Path) -> dict:
     return {d: out.with_name(f"{out.stem}.gpu{d}{out.suffix}") for d in devices}
 
 
-def plot(rec: Recording, targets: dict, top: int = 6, inputs=(), force: bool = False) -> list[Path]:
-    """Draws each GPU of `targets` (plot_paths) into its file through gpuobs.outputs."""
+def time_unit(span_ns: float) -> tuple:
+    """(name, ns per unit) to show a span of this length in: ms from 2 ms on, else us."""
+    return ("ms", 1e6) if span_ns >= 2e6 else ("us", 1e3)
+
+
+def plot(
+    rec: Recording, targets: dict, top: int = 6, inputs=(), force: bool = False, keep: np.ndarray | None = None
+) -> list[Path]:
+    """Draws each GPU of `targets` (plot_paths) into its file through gpuobs.outputs;
+    `keep`: the events to draw (a selection's, gpuobs.selection), None for all."""
     try:
         import matplotlib
 
@@ -69,10 +79,12 @@ def plot(rec: Recording, targets: dict, top: int = 6, inputs=(), force: bool = F
     stats = launches.kernel_stats(rec)
     of = launches.launch_index_of_events(rec)
     names = np.array(launches.launch_table(rec, of).name, dtype=object)
+    origin = int(rec.events["time_start"].min()) if len(rec.events) else 0  # as --time and `gpuobs info` count
     for device, path in targets.items():
-        grid, t0, width = occupancy(rec, device)
+        grid, t0, width = occupancy(rec, device, keep=keep)
         if grid is None:
             continue
+        unit, per = time_unit(grid.shape[1] * width)
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(16, 6), gridspec_kw={"width_ratios": [3, 2]})
         im = ax1.imshow(
             grid,
@@ -80,9 +92,9 @@ def plot(rec: Recording, targets: dict, top: int = 6, inputs=(), force: bool = F
             origin="lower",
             interpolation="nearest",
             cmap="viridis",
-            extent=(0, grid.shape[1] * width / 1e3, -0.5, grid.shape[0] - 0.5),
+            extent=((t0 - origin) / per, (t0 - origin + grid.shape[1] * width) / per, -0.5, grid.shape[0] - 0.5),
         )
-        ax1.set_xlabel("device time since first block (us)")
+        ax1.set_xlabel(f"device time since the recording's first event ({unit})")
         ax1.set_ylabel("SM")
         starts_only = block_ends.is_block_starts(rec)
         ax1.set_title(
@@ -92,11 +104,18 @@ def plot(rec: Recording, targets: dict, top: int = 6, inputs=(), force: bool = F
         fig.colorbar(im, ax=ax1, label="blocks resident (time-averaged)")
         ev = rec.events
         ok = (of >= 0) & (ev["kind"] == schema.EventKind.BLOCK) & (rec.event_devices == device)
-        for row in [r for r in stats if r["device"] == device and r["block_ns_p50"]][:top]:
+        if keep is not None:
+            ok &= keep
+        shown = [r for r in stats if r["device"] == device and r["block_ns_p50"]]
+        if keep is not None:  # the busiest kernels of what is drawn
+            drawn = set(names_of_events(names, of)[ok].tolist())
+            shown = [r for r in shown if r["kernel"] in drawn]
+        shown = shown[:top]
+        for row, label in zip(shown, slice_names([r["kernel"] for r in shown], 56)):  # unique legend names
             mine = ok.copy()
             mine[ok] = names[of[ok]] == row["kernel"]
             dur = (ev["time_end"][mine].astype(np.int64) - ev["time_start"][mine].astype(np.int64)) / 1e3
-            ax2.hist(dur, bins=60, histtype="step", label=f"{short_name(row['kernel'], 48)} ({len(dur):,})")
+            ax2.hist(dur, bins=60, histtype="step", label=f"{label} ({len(dur):,})")
         ax2.set_xlabel("block duration (us)")
         ax2.set_ylabel("blocks")
         ax2.set_yscale("log")
@@ -113,3 +132,10 @@ def plot(rec: Recording, targets: dict, top: int = 6, inputs=(), force: bool = F
             plt.close(fig)
         written.append(path)
     return written
+
+
+def names_of_events(names: np.ndarray, of: np.ndarray) -> np.ndarray:
+    """Each event's kernel name (None where it belongs to no launch)."""
+    out = np.full(len(of), None, dtype=object)
+    out[of >= 0] = names[of[of >= 0]]
+    return out
