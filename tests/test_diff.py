@@ -27,7 +27,7 @@ def _stats(path, report):
     r = gpuobs("stats", path, "--report", report, "--format", "json")
     assert r.returncode == 0, r.stderr
     part = json.loads(r.stdout)["kernel_times" if report == "kernels" else "blocks"]
-    return {row["name" if report == "kernels" else "kernel"]: row for row in part["rows"]}
+    return {row["kernel"]: row for row in part["rows"]}  # every report keys its kernel "kernel"
 
 
 @pytest.mark.parametrize("sample", ["decode_block_trace", "decode_mem_sampled"])
