@@ -95,7 +95,8 @@ def block_trace_dir(tmp_path_factory):
 
 
 def test_duckdb_kernel_time_summary_is_stats(block_trace_dir):
-    expected = _stats(BLOCK_TRACE, "kernels")["kernel_times"]["rows"]
+    rows = _stats(BLOCK_TRACE, "kernels")["kernel_times"]["rows"]
+    expected = [{("name" if k == "kernel" else k): v for k, v in r.items()} for r in rows]  # stats keys it "kernel"
     got = _rows(KERNEL_SUMMARY_SQL, block_trace_dir)
     assert len(expected) == 31
     assert got == expected
@@ -103,7 +104,7 @@ def test_duckdb_kernel_time_summary_is_stats(block_trace_dir):
 
 def test_duckdb_spans_from_block_records_are_stats(block_trace_dir):
     expected = [
-        {k: r[k] for k in ("name", "total_ns", "instances", "min_ns", "max_ns")}
+        {"name": r["kernel"], **{k: r[k] for k in ("total_ns", "instances", "min_ns", "max_ns")}}
         for r in _stats(BLOCK_TRACE, "kernels")["kernel_times"]["rows"]
     ]
     assert _rows(SPANS_FROM_BLOCKS_SQL, block_trace_dir) == expected
