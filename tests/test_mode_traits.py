@@ -30,5 +30,7 @@ def test_python_reads_the_same_traits():
     assert not schema.mode_has("block_trace_noop", schema.Trait.BLOCK_RECORDS)
     assert schema.mode_has("mem_full", schema.Trait.EVERY_ACCESS)
     assert not schema.mode_has("no such mode", schema.Trait.PATCHES)
+    memory = {m for m in schema.MODE_NAMES.values() if schema.mode_has(m, schema.Trait.MEMORY_PATCH)}
+    assert memory == {m for m in schema.MODE_NAMES.values() if m.startswith("mem")}
     timed = {m for m in schema.MODE_NAMES.values() if schema.mode_has(m, schema.Trait.BLOCK_RECORDS)}
     assert timed == {"block_trace", "block_starts"}

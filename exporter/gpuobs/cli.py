@@ -823,7 +823,7 @@ def _print_export_summary(summary, output: Path) -> None:
     for g in summary.gpus:
         drops = f"{g.dropped:,} records DROPPED (buffer full)" if g.dropped else "nothing dropped"
         memory = ""
-        if g.mode.startswith("mem"):
+        if schema.mode_has(g.mode, schema.Trait.MEMORY_PATCH):
             memory = f", {g.memory_events:,} memory samples ({g.accesses_counted:,} accesses counted)"
         blocks = f"{g.sms} SMs ({g.lanes} lanes), {g.block_slices:,} blocks, " if g.block_slices else ""
         _say(f"  {g.label}: {blocks}{g.kernel_slices:,} kernels{memory}, {drops}; clock: {g.clock}")
@@ -832,7 +832,7 @@ def _print_export_summary(summary, output: Path) -> None:
             _say(f"    block ends are upper bounds (block_starts records none): {shares} (`gpuobs stats` explains)")
         if g.unrecorded_launches:
             _say(f"    {g.unrecorded_launches:,} launches ran outside recording windows: unpatched, not in the trace")
-        if g.launches_without_time and g.mode.startswith("mem"):
+        if g.launches_without_time and schema.mode_has(g.mode, schema.Trait.MEMORY_PATCH):
             _say(
                 f"    {g.launches_without_time:,} launches kept no sampled access, so they have no time and no "
                 f"kernel slice; their {g.accesses_unplaced:,} accesses are counted, not on the counter track"

@@ -73,6 +73,8 @@ int main() {
         const Plan want = old_plan(m);
         const Plan got = m < modes ? rows[m] : Plan{nullptr, nullptr, nullptr};
         EXPECT(same(got.entry, want.entry) && same(got.exit, want.exit) && same(got.memory, want.memory));
+        // The modes whose names begin "mem" (what the reports tested): those with a memory patch.
+        EXPECT(gpuobs_mode_has(m, GPUOBS_TRAIT_MEMORY_PATCH) == (want.memory != nullptr));
         // Measured ends: the modes whose plan has a block_trace exit.
         EXPECT(gpuobs_mode_has(m, GPUOBS_TRAIT_MEASURED_ENDS) == same(want.exit, "gpuobs_block_trace_exit"));
     }

@@ -9,6 +9,7 @@ import datetime
 import numpy as np
 
 from ..ranges import format_ns, format_span
+from ..recording_file import schema
 from ..recording_file.recording import Recording
 from ..safe_text import printable
 from . import block_end_report, block_ends
@@ -155,7 +156,10 @@ def text(d: dict) -> list[str]:
         + (f"; ran {format_ns(d['run_ns'])}" if d["run_ns"] is not None else ""),
     )
     detail = ""
-    if mode == "mem_sampled" and d["sample_shift"] is not None:
+    sampled = schema.mode_has(mode, schema.Trait.ACCESS_RECORDS) and not schema.mode_has(
+        mode, schema.Trait.EVERY_ACCESS
+    )
+    if sampled and d["sample_shift"] is not None:
         detail = f", 1 access in 2^{d['sample_shift']} kept"
     if d["window_every"]:
         detail += f", recorded 1 interval in {d['window_every']}"
@@ -184,7 +188,7 @@ def text(d: dict) -> list[str]:
     )
     if d["unrecorded_launches"]:
         line("", f"{d['unrecorded_launches']:,} more launches ran outside recording windows (unpatched, not recorded)")
-    unit = "accesses" if mode.startswith("mem") else "blocks"
+    unit = "accesses" if schema.mode_has(mode, schema.Trait.MEMORY_PATCH) else "blocks"
     line("counted", f"{d['counted']:,} {unit} (exact, counted on the device)")
     line("kept", f"{d['block_events']:,} block records, {d['memory_events']:,} memory samples")
     line(

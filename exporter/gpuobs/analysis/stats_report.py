@@ -10,6 +10,7 @@ Text shows folded kernel names (gpuobs.kernel_names); CSV and JSON the full ones
 
 from __future__ import annotations
 
+from ..recording_file import schema
 from ..recording_file.recording import Recording
 from . import block_end_report
 from . import launches as analysis
@@ -117,13 +118,14 @@ def _block_columns(mode: str) -> list:
     """The columns that mean something in this mode: block records and their durations
     in block_trace (block_starts: records, no durations), memory samples in memory modes."""
     drop = set()
-    if mode not in ("block_trace", "block_starts"):
+    T = schema.Trait
+    if not schema.mode_has(mode, T.BLOCK_RECORDS):
         drop |= {"blocks_recorded", "blocks_dropped"}
-    if mode != "block_trace":
+    if not schema.mode_has(mode, T.MEASURED_ENDS):
         drop |= {"p50_us", "p99_us"}
-    if not mode.startswith("mem"):
+    if not schema.mode_has(mode, T.MEMORY_PATCH):
         drop.add("memory_events")
-    if mode in ("off", "block_noop", "block_counter", "block_trace_noop", "mem_noop"):
+    if mode in schema.MODE_NAMES.values() and not schema.mode_has(mode, T.BLOCK_RECORDS | T.ACCESS_RECORDS):
         drop.add("sms")  # no records, so no SM is known
     return [c for c in BLOCK_COLUMNS if c.key not in drop]
 
@@ -202,7 +204,11 @@ def build(rec: Recording, report: str, sort: str | None, top: int | None, fmt: s
         top = TABLE_TOP
     mode = rec.run.mode_name if rec.run else "unknown"
     result = {"recording": str(rec.path), "mode": mode}
-    table = analysis.launch_table(rec) if report in ("kernels", "all") or mode == "block_starts" else None
+    table = (
+        analysis.launch_table(rec)
+        if report in ("kernels", "all") or schema.mode_has(mode, schema.Trait.BOUNDED_ENDS)
+        else None
+    )
     if report in ("kernels", "all"):
         result["kernel_times"] = _kernels(rec, table, _key_for(sort, KERNEL_SORT_KEYS), top)
     if report in ("blocks", "all"):
@@ -295,7 +301,7 @@ def as_text(result: dict, width: int | None = None) -> str:
         columns = _block_columns(mode)
         lines.append(render_text(columns, rows, width))
         lines.append(_shown(b))
-        unit = "accesses" if mode.startswith("mem") else "blocks"
+        unit = "accesses" if schema.mode_has(mode, schema.Trait.MEMORY_PATCH) else "blocks"
         total = f"  counted: {b['counted_total']:,} {unit} in all (as `gpuobs info`)"
         if b["counted_unattributed"]:
             total += (
