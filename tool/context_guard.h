@@ -26,6 +26,21 @@ inline void become_tool_thread() {
     if (driver().exchange_capture_mode != nullptr) driver().exchange_capture_mode(&relaxed);
 }
 
+// The relaxed stream-capture mode on this thread for a scope, so that the tool's
+// own calls never invalidate a graph another thread captures in the global mode.
+struct RelaxedCapture {
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    bool exchanged = false;
+    RelaxedCapture() {
+        exchanged = driver().exchange_capture_mode != nullptr && driver().exchange_capture_mode(&mode) == CUDA_SUCCESS;
+    }
+    ~RelaxedCapture() {
+        if (exchanged) driver().exchange_capture_mode(&mode);
+    }
+    RelaxedCapture(const RelaxedCapture&) = delete;
+    RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+};
+
 // Makes a context current on this thread for a scope. Callbacks run on the
 // program's threads, whose current context may be another one or none (a
 // driver-API program's context is created before it is made current).

@@ -350,16 +350,7 @@ void PressureValve::relieve(CUstream stream, uint64_t stream_key) {
         ++counts_.capturing;
         return;
     }
-    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    const bool exchanged =
-        driver().exchange_capture_mode != nullptr && driver().exchange_capture_mode(&mode) == CUDA_SUCCESS;
-    struct RestoreMode {
-        bool exchanged;
-        CUstreamCaptureMode& mode;
-        ~RestoreMode() {
-            if (exchanged) driver().exchange_capture_mode(&mode);
-        }
-    } restore{exchanged, mode};
+    const RelaxedCapture relaxed;
     const StreamWait idle = wait_for_stream(stream, wary ? 20 : 2000);
     if (idle != StreamWait::kIdle) {
         give_up_on_stream(stream_key, idle == StreamWait::kBusy
@@ -415,15 +406,7 @@ void PressureValve::maybe_snapshot(CUstream stream, uint64_t stream_key) {
     }
     // In the relaxed capture mode, and never on a stream being captured (the kernel
     // would become part of the program's graph).
-    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    const bool exchanged = d.exchange_capture_mode != nullptr && d.exchange_capture_mode(&mode) == CUDA_SUCCESS;
-    struct RestoreMode {
-        bool exchanged;
-        CUstreamCaptureMode& mode;
-        ~RestoreMode() {
-            if (exchanged) driver().exchange_capture_mode(&mode);
-        }
-    } restore{exchanged, mode};
+    const RelaxedCapture relaxed;
     CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
     if (d.stream_is_capturing == nullptr || d.stream_is_capturing(stream, &capturing) != CUDA_SUCCESS ||
         capturing != CU_STREAM_CAPTURE_STATUS_NONE) {
