@@ -439,7 +439,7 @@ void Drainer::drain_loop() {
 
 // A non-blocking stream of the tool's own in this context, as the sanitizer
 // names it (its copies take that handle); null when it cannot be made.
-Sanitizer_StreamHandle create_own_stream(CUcontext ctx, CUstream* out) {
+Sanitizer_StreamHandle create_own_stream(CUcontext ctx) {
     CurrentContext current(ctx);
     CUstream s = nullptr;
     Sanitizer_StreamHandle handle = nullptr;
@@ -447,7 +447,6 @@ Sanitizer_StreamHandle create_own_stream(CUcontext ctx, CUstream* out) {
         driver().stream_create(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
         sanitizer().get_stream_handle(ctx, s, &handle) != SANITIZER_SUCCESS)
         handle = nullptr;
-    if (out != nullptr) *out = handle != nullptr ? s : nullptr;
     return handle;
 }
 

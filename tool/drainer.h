@@ -39,8 +39,7 @@ void install_crash_drain();
 void watch_drains_on_crash(Drainer* drainer);
 // A non-blocking stream of the tool's own in this context, as the sanitizer
 // names it (its copies take that handle); null when it cannot be made.
-// `out`, when given, gets the stream as the driver names it.
-Sanitizer_StreamHandle create_own_stream(CUcontext ctx, CUstream* out = nullptr);
+Sanitizer_StreamHandle create_own_stream(CUcontext ctx);
 
 // One flush window: the launches it lists and where each stripe's claims stood
 // when it was cut. Everything claimed before the cut belongs to it.

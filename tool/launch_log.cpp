@@ -194,6 +194,11 @@ void LaunchLog::note_launcher(uint64_t stream_key) {
     if (!fresh && it->second != me) it->second = kSharedStream;
 }
 
+bool LaunchLog::alone_in_flight(uint64_t stream_key) const {
+    return unsynced_streams_.size() == 1 && unsynced_streams_.count(stream_key) &&
+           launcher_of(stream_key) == thread_tag();
+}
+
 uintptr_t LaunchLog::launcher_of(uint64_t stream_key) const {
     auto it = stream_launchers_.find(stream_key);
     return it == stream_launchers_.end() ? 0 : it->second;
@@ -274,10 +279,9 @@ bool LaunchLog::take_window_upto(uint64_t launches, uint64_t stream_key, FlushWi
     uint64_t blocks = 0, warps = 0;
     for (size_t i = 0; i < n; ++i) {
         const gpuobs_launch& l = pending_launches_[i];
-        const uint64_t b = (uint64_t)l.grid[0] * l.grid[1] * l.grid[2];
-        const uint64_t warps_per_block = ((uint64_t)l.block[0] * l.block[1] * l.block[2] + 31) / 32;
+        const uint64_t b = grid_blocks(l.grid);
         blocks += b;
-        warps += warps_per_block > 1 ? b * (warps_per_block - 1) : 0;
+        warps += later_warps(b, l.block);  // 0 in the plan of a mode without warp arrivals: subtracting is safe
     }
     w->launches.assign(pending_launches_.begin(), pending_launches_.begin() + n);
     pending_launches_.erase(pending_launches_.begin(), pending_launches_.begin() + n);
@@ -291,11 +295,8 @@ bool LaunchLog::take_window_upto(uint64_t launches, uint64_t stream_key, FlushWi
 
 bool LaunchLog::snapshot_point(uint64_t stream_key, uint64_t* launches) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = unsynced_streams_.find(stream_key);
-    const bool only_this_thread =
-        unsynced_streams_.size() == 1 && it != unsynced_streams_.end() && launcher_of(stream_key) == thread_tag();
     *launches = launches_total_;
-    return only_this_thread && launches_total_ > launches_cut_;
+    return alone_in_flight(stream_key) && launches_total_ > launches_cut_;
 }
 
 uint64_t LaunchLog::launches_total() {
@@ -367,9 +368,8 @@ void LaunchLog::relief_state(uint64_t stream_key, bool* can_sync, uint64_t* in_f
     // fills), another thread's launch on this stream may be begun and not yet
     // enqueued (an idle stream would not mean it ran), and a stream given up on
     // stays so until the program synchronises it.
+    *can_sync = alone_in_flight(stream_key) && !busy_streams_.count(stream_key);
     auto it = unsynced_streams_.find(stream_key);
-    *can_sync = unsynced_streams_.size() == 1 && it != unsynced_streams_.end() &&
-                launcher_of(stream_key) == thread_tag() && !busy_streams_.count(stream_key);
     *in_flight = it != unsynced_streams_.end() ? it->second : 0;
 }
 

@@ -21,6 +21,7 @@
 #include "graph_table.h"
 #include "gpuobs_schema.h"
 #include "recording_file.h"
+#include "ring_pressure.h"
 
 namespace gpuobs {
 
@@ -101,6 +102,8 @@ private:
     uint32_t function_slot_for(CUfunction f, const char* name, CUmodule module);  // under mu_
     void note_launcher(uint64_t stream_key);                                      // under mu_
     uintptr_t launcher_of(uint64_t stream_key) const;                             // under mu_; 0: none since its sync
+    // Under mu_: the stream is the only one with launches in flight, all of them this thread's.
+    bool alone_in_flight(uint64_t stream_key) const;
     static constexpr uintptr_t kSharedStream = 1;
 
     const uint32_t device_index_;

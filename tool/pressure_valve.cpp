@@ -79,17 +79,15 @@ bool PressureValve::plan_blocks(const uint32_t grid[3], const uint32_t block[3])
     const uint32_t mode = config_.mode;
     const uint64_t stripe_capacity = arena_->stripe_capacity;
     const uint32_t stripe_count = arena_->stripe_count;
-    const uint64_t blocks = (uint64_t)grid[0] * grid[1] * grid[2];
-    const uint64_t warps_per_block = ((uint64_t)block[0] * block[1] * block[2] + 31) / 32;
+    const uint64_t blocks = grid_blocks(grid), warps = later_warps(blocks, block);
     // Rings of a few records per SM (a test's --capacity) are left to drop: a
     // quarter of one is no slack for the plan's guesses.
     if ((!records_blocks(mode) && !records_accesses(mode)) || stripe_capacity < 64) return false;
     std::lock_guard<std::mutex> lock(plan_mu_);
     blocks_since_cut_ += blocks;
     uint64_t share = stripe_share(blocks, stripe_count);
-    if (gpuobs_mode_has(mode, GPUOBS_TRAIT_WARP_ARRIVALS) && warps_per_block > 1) {
+    if (gpuobs_mode_has(mode, GPUOBS_TRAIT_WARP_ARRIVALS) && warps != 0) {
         // block_starts' arrivals ring, in records of the event ring's size.
-        const uint64_t warps = blocks * (warps_per_block - 1);
         warps_since_cut_ += warps;
         share = std::max(share, stripe_share(warps, stripe_count) / GPUOBS_WARP_ARRIVALS_PER_EVENT);
     }

@@ -20,6 +20,13 @@ inline uint64_t stripe_share(uint64_t blocks, uint32_t stripes) {
     return std::min(blocks, 2 * ((blocks + stripes - 1) / stripes) + 16);
 }
 
+// A launch's blocks, and block_starts' warp arrivals: one per warp past each block's first.
+inline uint64_t grid_blocks(const uint32_t grid[3]) { return (uint64_t)grid[0] * grid[1] * grid[2]; }
+inline uint64_t later_warps(uint64_t blocks, const uint32_t block[3]) {
+    const uint64_t warps_per_block = ((uint64_t)block[0] * block[1] * block[2] + 31) / 32;
+    return warps_per_block > 1 ? blocks * (warps_per_block - 1) : 0;
+}
+
 // The fullest stripe's claims not yet drained. claimed: each stripe's counter;
 // drained: each stripe's first undrained position.
 inline uint64_t undrained_worst(const std::vector<uint64_t>& claimed, const std::vector<uint64_t>& drained) {
