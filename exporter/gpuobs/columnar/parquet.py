@@ -31,6 +31,7 @@ from ..perfetto_export.export import node_positions
 from ..ranges import format_span
 from ..recording_file import schema
 from ..recording_file.recording import Recording
+from ..recording_file.recording_checks import FLUSH_COUNTERS
 from ..selection import Criteria, Selection, device_span, select
 from . import tables
 
@@ -372,21 +373,7 @@ def _flushes(w, rec, pid, device) -> None:
         {
             "flush_seq": f["flush_seq"],
             "index": index.astype(np.uint32),
-            **{
-                name: f[name]
-                for name in (
-                    "host_time_ns",
-                    "attempted",
-                    "recorded",
-                    "dropped",
-                    "filtered",
-                    "unattributed",
-                    "unmatched_exit_threads",
-                    "unconfirmed_ends",
-                    "unrecorded_launches",
-                    "incomplete",
-                )
-            },
+            **{name: f[name] for name in ("host_time_ns", *FLUSH_COUNTERS, "incomplete")},
             "warp_arrivals": of_slots("warp_arrivals"),
             "warp_arrivals_dropped": of_slots("warp_arrivals_dropped"),
             "device_quiet_ns": of_slots("device_quiet_ns"),
