@@ -354,7 +354,10 @@ void Drainer::drain_window(FlushWindow& w) {
         const uint64_t classify_started_ns = monotonic_ns();
         valve_.remeasure_after_drain();
         if (gpuobs_mode_has(config_.mode, GPUOBS_TRAIT_WARP_ARRIVALS)) {
-            fold_warp_arrivals(staging_, event_stripes, arrival_staging_, arrival_stripes, &slots_info_, kFoldThreads);
+            // A thread per 64k arrivals, up to kFoldThreads: a small window (one per
+            // synchronisation in a stepping program) is not worth starting threads for.
+            const unsigned threads = (unsigned)std::min<size_t>(kFoldThreads, 1 + arrival_staging_.size() / 65536);
+            fold_warp_arrivals(staging_, event_stripes, arrival_staging_, arrival_stripes, &slots_info_, threads);
             // Arrivals dropped under an older limit left their positions unwritten: dropped, not unmatched.
             slots_info_.unmatched_arrivals -= std::min(slots_info_.unmatched_arrivals, arrivals_dropped_inside);
         }
