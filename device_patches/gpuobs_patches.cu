@@ -132,6 +132,14 @@ __device__ __forceinline__ gpuobs_event* event_at(const void* ud, uint64_t index
     return reinterpret_cast<gpuobs_event*>(arena(ud) + GPUOBS_ARENA_EVENTS) + index;
 }
 
+// The record gate (see the schema): off, the patch returns before it counts or
+// records anything. Through the read-only cache: the host changes the gate only
+// where none of the context's kernels runs or in stream order, so one launch
+// reads one value, and past an SM's first block the read is an L1 hit.
+__device__ __forceinline__ bool gate_off(const void* ud) {
+    return __ldg(&control(ud)->record_gate) == GPUOBS_RECORD_GATE_OFF;
+}
+
 // Exact per-launch counting with no loads: a fire-and-forget add into the
 // grid's hashed slot, spread over stripes by SM.
 __device__ __forceinline__ void count_for_launch(const void* ud, uint64_t grid, uint32_t sm, uint32_t n) {
@@ -273,6 +281,7 @@ GPUOBS_PATCH gpuobs_block_exit_noop(void* userdata, uint64_t pc) { return SANITI
 
 GPUOBS_PATCH gpuobs_block_counter(void* userdata, uint64_t pc) {
     if ((threadIdx.x | threadIdx.y | threadIdx.z) != 0 || userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
+    if (gate_off(userdata)) return SANITIZER_PATCH_SUCCESS;
     count_for_launch(userdata, grid_id(), sm_id(), 1);
     return SANITIZER_PATCH_SUCCESS;
 }
@@ -285,6 +294,7 @@ GPUOBS_PATCH gpuobs_block_counter(void* userdata, uint64_t pc) {
 // inline helper, ptxas gave this entry 3 saves instead of 1.
 GPUOBS_PATCH gpuobs_block_trace_enter(void* userdata, uint64_t pc) {
     if ((threadIdx.x | threadIdx.y | threadIdx.z) != 0 || userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
+    if (gate_off(userdata)) return SANITIZER_PATCH_SUCCESS;
     const uint32_t t0 = globaltimer_lo();
     const uint32_t stripe = stripe_of(sm_id(), GPUOBS_ENTRY_U32(userdata, stripe_count));
     bool dropped;
@@ -335,7 +345,7 @@ GPUOBS_PATCH gpuobs_block_trace_enter(void* userdata, uint64_t pc) {
 GPUOBS_PATCH gpuobs_block_trace_exit(void* userdata, uint64_t pc) {
     if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
     const uint32_t mask = __activemask();
-    if (lane_id() != (uint32_t)(__ffs(mask) - 1)) return SANITIZER_PATCH_SUCCESS;
+    if (lane_id() != (uint32_t)(__ffs(mask) - 1) || gate_off(userdata)) return SANITIZER_PATCH_SUCCESS;
     const uint64_t grid = grid_id(), block = flat_block_index();
     uint64_t key, index;
     ld_slot(block_slot(userdata, grid, block), &key, &index);
@@ -366,6 +376,7 @@ GPUOBS_PATCH gpuobs_block_trace_exit(void* userdata, uint64_t pc) {
 GPUOBS_PATCH gpuobs_block_starts_enter(void* userdata, uint64_t pc) {
     if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
     if ((threadIdx.x | threadIdx.y | threadIdx.z) == 0) {
+        if (gate_off(userdata)) return SANITIZER_PATCH_SUCCESS;
         const uint32_t t0 = globaltimer_lo();
         const uint32_t stripe = stripe_of(sm_id(), GPUOBS_ENTRY_U32(userdata, stripe_count));
         bool dropped;
@@ -402,7 +413,8 @@ GPUOBS_PATCH gpuobs_block_starts_enter(void* userdata, uint64_t pc) {
         return SANITIZER_PATCH_SUCCESS;
     }
     // One arrival per warp, from its first active thread; warp 0 is the leader's.
-    if (flat_thread_index() < 32 || lane_id() != (uint32_t)(__ffs(__activemask()) - 1)) return SANITIZER_PATCH_SUCCESS;
+    if (flat_thread_index() < 32 || lane_id() != (uint32_t)(__ffs(__activemask()) - 1) || gate_off(userdata))
+        return SANITIZER_PATCH_SUCCESS;
     const uint32_t t0 = globaltimer_lo();
     const uint32_t stripe = stripe_of(sm_id(), GPUOBS_ENTRY_U32(userdata, stripe_count));
     bool dropped;
@@ -456,6 +468,7 @@ static __device__ __forceinline__ uint32_t fmix32(uint32_t h) {
 // barrier). Ids are read again from special registers, not kept live.
 static __device__ __noinline__ void capture_access(const void* userdata, uint64_t pc, void* ptr, uint32_t size,
                                                    uint32_t flags) {
+    if (gate_off(userdata)) return;
     const uint32_t size_flags = ((size & 0xff) << 24) | (flags & 0xffff);
     uint64_t index;
     gpuobs_event* r = claim(userdata, sm_id(), &index);
@@ -482,7 +495,10 @@ GPUOBS_PATCH gpuobs_mem_access(void* userdata, uint64_t pc, void* ptr, uint32_t 
                                const void* data) {
     if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
     const uint32_t mask = __activemask();
-    if (lane_id() == (uint32_t)(__ffs(mask) - 1)) count_for_launch(userdata, grid_id(), sm_id(), __popc(mask));
+    if (lane_id() == (uint32_t)(__ffs(mask) - 1)) {
+        if (gate_off(userdata)) return SANITIZER_PATCH_SUCCESS;  // the other lanes see it in capture_access
+        count_for_launch(userdata, grid_id(), sm_id(), __popc(mask));
+    }
     const uint32_t block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
     const uint32_t h = fmix32((uint32_t)pc * 0x9e3779b1u ^ flat_thread_index() * 0x85ebca77u ^ block * 0xc2b2ae3du ^
                               (uint32_t)(pc >> 32));

@@ -1,12 +1,12 @@
-"""Recording windows: instrument only part of a run, the rest at native speed.
+"""Recording windows: record only part of a run, CUDA graphs included.
 
     gpuobs record --mode block_trace --paused -- python examples/recording_windows.py
 
-Outside `with gpuobs.window():` every kernel runs its original code (gpuobs
-counts the launches, nothing more); inside, every kernel is patched and every
-block recorded, counts exact. Windows turn only while no CUDA graph is
-instantiated: a graph keeps the code its kernels had when it was instantiated,
-so gpuobs refuses (WindowError) rather than patch under it. Prints one JSON
+Every kernel stays patched; outside `with gpuobs.window():` the patches find the
+context's record gate closed and return at once (gpuobs counts the launches on the
+host, nothing more). Inside, every block is recorded, counts exact. Graphs follow
+the windows whenever they were captured: before any window, inside one, or between
+two, a replay is recorded exactly when it runs inside a window. Prints one JSON
 line: what ran where, and what each resume and pause cost on the host.
 """
 
@@ -16,19 +16,35 @@ import time
 import torch
 
 import gpuobs
-from gpuobs.record.runtime import WindowError
+
+
+def capture(op):
+    """One CUDA graph of `op`, captured on a side stream as torch wants."""
+    graph = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.cuda.graph(graph, stream=side):
+        op()
+    torch.cuda.current_stream().wait_stream(side)
+    return graph
 
 
 def main():
     x = torch.randn(1 << 22, device="cuda")
-    ran = {"in": 0, "out": 0, "toggles_ms": [], "refused_with_a_graph": False}
+    ran = {"in": 0, "out": 0, "replays_in": 0, "replays_out": 0, "toggles_ms": []}
 
     def step(inside):
         x.mul_(1.0001)
         ran["in" if inside else "out"] += 1
 
+    def replay(graph, inside):
+        graph.replay()
+        ran["replays_in" if inside else "replays_out"] += 1
+
     for _ in range(3):  # before any window
         step(False)
+    before = capture(lambda: x.add_(1.0))  # captured before any window
+    replay(before, False)
     for _ in range(2):
         t0 = time.perf_counter()
         with gpuobs.window():
@@ -38,21 +54,19 @@ def main():
         for _ in range(4):
             step(False)
 
-    graph = torch.cuda.CUDAGraph()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s), torch.cuda.graph(graph, stream=s):
-        x.add_(1.0)
-    torch.cuda.current_stream().wait_stream(s)
-    graph.replay()
-    try:
-        gpuobs.resume()
-    except WindowError as exc:
-        ran["refused_with_a_graph"] = True
-        print(f"as expected: {exc}")
-    graph.reset()  # destroys the instantiated graph: windows turn again
     with gpuobs.window():
+        replay(before, True)
+        inside = capture(lambda: x.add_(2.0))  # captured inside a window, replayed across it
+        replay(inside, True)
+    replay(before, False)
+    replay(inside, False)
+    between = capture(lambda: x.add_(3.0))  # captured between windows
+    replay(between, False)
+    with gpuobs.window():
+        for graph in (before, inside, between):
+            replay(graph, True)
         step(True)
+    replay(between, False)
     torch.cuda.synchronize()
     print(json.dumps(ran))
 

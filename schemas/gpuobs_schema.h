@@ -16,7 +16,7 @@
 /* gpuobs:cdef-begin */
 #define GPUOBS_FORMAT_VERSION 1
 /* FNV-1a 64 of the canonical layout text (see gpuobs/recording_file/schema.py: layout_text). */
-#define GPUOBS_SCHEMA_HASH 0x73b702bbe2b866cc
+#define GPUOBS_SCHEMA_HASH 0x9e00b211abf33cf1
 #define GPUOBS_EVENT_SIZE 64
 #define GPUOBS_MAX_STRIPES 256
 #define GPUOBS_DEFAULT_CAPACITY 0 /* event records per context: 0 = as many as the device memory budget holds */
@@ -138,8 +138,9 @@ typedef struct gpuobs_stripe {
     uint64_t claimed; /* attempts so far; the atomic add that counts also claims (the block entries add to
                          its low 32 bits only and compare with the limit's modulo 2^32: the host widens it
                          from what it drained; right while fewer than 2^31 drops wait undrained) */
-    uint64_t dropped; /* attempts so far that found the stripe's limit reached */
-    uint64_t pad[6];
+    uint64_t dropped;     /* attempts so far that found the stripe's limit reached */
+    uint64_t sampled_out; /* blocks so far counted but, by the record gate's sampling, not claimed */
+    uint64_t pad[5];
 } gpuobs_stripe;
 
 /* block_starts: a warp other than its block's first, arriving in its slot. The
@@ -158,6 +159,15 @@ typedef struct gpuobs_warp_arrival {
     uint32_t reserved;
 } gpuobs_warp_arrival;
 
+/* The record gate (gpuobs_control.record_gate): recording windows turn on the
+ * device, so patched code stays in place and CUDA graphs instantiated at any
+ * time follow them. GPUOBS_RECORD_GATE_OFF: the patches return at once (nothing
+ * counted or recorded, as if unpatched); any other value is a sampling mask: a
+ * block is recorded when the hash of (grid, block) has those bits zero (0: every
+ * block). The host writes it only where no kernel of the context runs, or in
+ * stream order, so one launch sees one value. */
+#define GPUOBS_RECORD_GATE_OFF 0xFFFFFFFFu
+
 /* Per-context control block in device memory. */
 typedef struct gpuobs_control {
     uint32_t magic;
@@ -169,6 +179,8 @@ typedef struct gpuobs_control {
     uint64_t launch_counters;        /* device address of gpuobs_launch_counter[GPUOBS_LAUNCH_TABLE_SIZE] */
     uint64_t block_table;            /* device address of gpuobs_block_slot[GPUOBS_BLOCK_TABLE_SIZE] */
     uint64_t unmatched_exit_threads; /* block_trace: exiting threads that did not find their block's slot */
+    uint32_t record_gate;            /* read by every patch before it counts or records: see below */
+    uint32_t reserved;
     gpuobs_stripe stripes[GPUOBS_MAX_STRIPES];
     gpuobs_stripe warp_stripes[GPUOBS_MAX_STRIPES]; /* block_starts: claims of warp arrivals, per SM */
     uint64_t limits[GPUOBS_MAX_STRIPES];            /* per stripe: first position not yet free (drained) */

@@ -53,7 +53,7 @@ void DeviceArena::plan(uint32_t sms, const Config& config) {
     stripe_capacity = stripe_capacity_for(config, stripe_count);
 }
 
-bool DeviceArena::allocate(CUcontext ctx, const Config& config, std::string* error) {
+bool DeviceArena::allocate(CUcontext ctx, const Config& config, uint32_t gate, std::string* error) {
     // Every step says which one failed and why: a context that cannot be set up
     // runs uninstrumented, and the user is told exactly what went wrong.
     auto step = [&](const std::string& what, SanitizerResult r) {
@@ -103,6 +103,7 @@ bool DeviceArena::allocate(CUcontext ctx, const Config& config, std::string* err
     init.events = (uint64_t)events;
     init.launch_counters = (uint64_t)counters;
     init.block_table = (uint64_t)block_table;
+    init.record_gate = gate;
     // Every function entry is written now, so a function first seen inside a
     // graph replay never reads an unwritten entry.
     std::vector<gpuobs_function_entry> table(GPUOBS_FUNCTION_TABLE_SIZE);
@@ -143,6 +144,16 @@ bool DeviceArena::allocate(CUcontext ctx, const Config& config, std::string* err
     return true;
 }
 
+bool DeviceArena::write_gate(CUcontext ctx, uint32_t gate) {
+    if (ctl == nullptr) return true;  // nothing patched in this mode: no gate to turn
+    InTool guard;
+    CurrentContext current(ctx);
+    uint32_t back = ~gate;
+    return sanitizer().memcpy_htod_async(&ctl->record_gate, &gate, sizeof gate, stream) == SANITIZER_SUCCESS &&
+           sanitizer().memcpy_dtoh(&back, &ctl->record_gate, sizeof back, stream) == SANITIZER_SUCCESS &&
+           back == gate;
+}
+
 bool ContextState::setup(std::string* error) {
     InTool guard;
     CudaDriver& d = driver();
@@ -159,7 +170,7 @@ bool ContextState::setup(std::string* error) {
             *error = "cannot make the context current to set it up";
             return false;
         }
-        if (!arena_.allocate(ctx_, config_, error)) return false;
+        if (!arena_.allocate(ctx_, config_, paused_ ? GPUOBS_RECORD_GATE_OFF : 0, error)) return false;
     }
     valve_.start(arena_);
     drainer_.start(arena_);

@@ -7,6 +7,7 @@
 
 #include <mutex>
 
+#include "log.h"
 #include "sanitizer_api.h"
 
 namespace gpuobs {
@@ -53,14 +54,15 @@ bool ContextState::on_context_synchronized() {
     return s.quiet;
 }
 
-void ContextState::set_paused(bool paused) {
-    if (!paused && config_.patches_needed() && !config_.launch_scope) {
-        // Bound again after every re-patch: cheap, and not left to whether the
-        // sanitizer keeps a function's data across an unpatch.
-        for (const auto& [f, slot] : launches_.functions())
-            sanitizer().set_callback_data(f, arena_.callback_data(slot, config_.sample_shift));
+bool ContextState::set_paused(bool paused) {
+    // Before setup (paused from the start) the gate is initialised from paused_.
+    if (active_ && paused != paused_ && !arena_.write_gate(ctx_, paused ? GPUOBS_RECORD_GATE_OFF : 0)) {
+        GPUOBS_LOG("cannot turn the recording window on the device; recording stays %s",
+                   paused_ ? "paused" : "on");
+        return false;
     }
     paused_ = paused;
+    return true;
 }
 
 void ContextState::on_destroy() {

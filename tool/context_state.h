@@ -87,11 +87,13 @@ public:
     bool wait_for_drains(int timeout_ms) const { return drainer_.wait_for_drains(timeout_ms); }
     void on_destroy();
 
-    // Recording windows. While paused, launches run unpatched and are only
-    // counted (flush info: unrecorded_launches). The caller patches or unpatches
-    // the modules; set_paused(false) rebinds every known function's callback data.
+    // Recording windows. The patched code stays in place; pausing closes the
+    // context's record gate on the device (see the schema), so launches, graph
+    // replays included, run the patches' early return and are only counted on
+    // the host. Turned only where none of the context's kernels runs (the gate is
+    // written synchronously); false, and the state unchanged, when it cannot be.
     bool paused() const { return paused_.load(); }
-    void set_paused(bool paused);
+    bool set_paused(bool paused);
     // Automatic windows: true when the interval that starts now is recorded.
     bool next_interval_recorded(uint32_t every) { return ++intervals_ % every == 0; }
 

@@ -27,10 +27,10 @@ extern "C" __attribute__((visibility("default"))) unsigned long long gpuobs_tool
     return gpuobs::g_tool->launch_callbacks.load() + gpuobs::g_tool->node_callbacks.load();
 }
 
-// Recording windows: pause unpatches every module (the program runs at native
-// speed, its launches only counted), resume patches them again. Both return the
-// modules changed, -1 when the tool is not recording, -2 (nothing changed) while
-// a CUDA graph is instantiated.
+// Recording windows: pause closes every context's record gate (kernels run the
+// patches' early return, their launches only counted), resume opens it, CUDA
+// graphs included. Both return the contexts turned, -1 when the tool is not
+// recording.
 static int turn_recording(bool on) {
     if (!gpuobs_tool_active()) return -1;
     try {

@@ -58,8 +58,12 @@ struct DeviceArena {
     // Sizes the stripes from the device's SM count (stripe_capacity_for).
     void plan(uint32_t sms, const Config& config);
     // Allocates the arena and initialises every table, the rings empty (free up to
-    // one lap ahead), with the context current; false with `error` naming the step.
-    bool allocate(CUcontext ctx, const Config& config, std::string* error);
+    // one lap ahead), the record gate `gate`, with the context current; false with
+    // `error` naming the step.
+    bool allocate(CUcontext ctx, const Config& config, uint32_t gate, std::string* error);
+    // Sets the record gate (see the schema) and returns once the device has it;
+    // only where none of the context's kernels runs. False when the copy failed.
+    bool write_gate(CUcontext ctx, uint32_t gate);
 
     // block_starts' warp arrivals per stripe.
     uint64_t arrivals_per_stripe() const { return stripe_capacity * GPUOBS_WARP_ARRIVALS_PER_EVENT; }

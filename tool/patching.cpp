@@ -1,5 +1,7 @@
 // Module patching: each module the driver loads is patched once, for the mode's
-// patch points, and windows patch and unpatch it again (set_instrumented).
+// patch points, and stays patched: recording windows turn on the device (the
+// record gate), so CUDA graphs, which keep the code of the moment they were
+// instantiated, follow them.
 #include <sanitizer.h>
 
 #include <cstring>
@@ -47,8 +49,6 @@ ModuleRecord* module_record(CUmodule m) {
 }
 
 // Marks the mode's patch points in a module and instruments it; holds patch_mu.
-// Every time: unpatching a module drops its marks (patching again without them
-// left the code unpatched, seen on the H200).
 bool instrument_module(CUmodule module) {
     for (const PatchStep& step : patch_plan(g_tool->config.mode)) {
         SanitizerResult r = sanitizer().patch_instructions(step.instruction, module, step.function);
@@ -75,7 +75,7 @@ void notice_unpatched(uint32_t device) {
 
 // Patches a module exactly once, even when several threads load modules at
 // once: the compare-and-swap on its status elects one patcher. A module loaded
-// while its context is paused waits for the next window.
+// while its context is paused is patched too: its kernels find the gate closed.
 void patch_module(ContextState* state, const Sanitizer_ResourceModuleData& md) {
     Tool& t = *g_tool;
     ModuleRecord* m = module_record(md.module);
@@ -91,11 +91,8 @@ void patch_module(ContextState* state, const Sanitizer_ResourceModuleData& md) {
     uint32_t status = kNotPatched;
     if (!patch_plan(t.config.mode).empty()) {
         std::lock_guard<std::mutex> lock(t.patch_mu);
-        if (state->paused()) {
-            status = kDeferred;
-        } else if (instrument_module(md.module)) {
+        if (instrument_module(md.module)) {
             status = kPatched;
-            m->instrumented = true;
             info.patch_count = 1;
         } else {
             status = kFailed;
@@ -105,46 +102,6 @@ void patch_module(ContextState* state, const Sanitizer_ResourceModuleData& md) {
     info.status = status;
     m->status.store(status);
     t.file.write_chunk(GPUOBS_CHUNK_MODULE, {{&info, sizeof info}});
-}
-
-// Instruments (on) or restores (off) every module of one context, or of all
-// (`only` null), that the tool patches, and sets those contexts' paused flag to
-// match, all under patch_mu: a module loaded meanwhile sees the final state. The
-// caller makes sure no kernel of those modules runs. Returns the modules changed.
-int set_instrumented(ContextState* only, bool on) {
-    Tool& t = *g_tool;
-    std::vector<std::pair<CUmodule, ModuleRecord*>> modules;
-    {
-        std::lock_guard<std::mutex> lock(t.modules_mu);
-        modules.assign(t.modules.begin(), t.modules.end());
-    }
-    auto states = all_contexts();
-    std::lock_guard<std::mutex> lock(t.patch_mu);
-    for (auto& [ctx, state] : states)
-        if (!on && (only == nullptr || state == only)) state->set_paused(true);  // before any code changes
-    int changed = 0;
-    for (auto& [module, m] : modules) {
-        uint32_t status = m->status.load();
-        if ((status != kPatched && status != kDeferred) || (only != nullptr && m->context != only) ||
-            m->instrumented == on)
-            continue;
-        bool ok;
-        if (on) {
-            ok = instrument_module(module);
-        } else {
-            SanitizerResult r = sanitizer().unpatch_module(module);
-            ok = r == SANITIZER_SUCCESS;
-            if (!ok) GPUOBS_LOG("cannot remove the patch of a module: %s; it stays patched", sanitizer().describe(r));
-        }
-        if (ok) {
-            m->instrumented = on;
-            if (on && status == kDeferred) m->status.store(kPatched);
-            ++changed;
-        }
-    }
-    for (auto& [ctx, state] : states)
-        if (on && (only == nullptr || state == only)) state->set_paused(false);  // after all of it
-    return changed;
 }
 
 }  // namespace gpuobs

@@ -1,6 +1,7 @@
 // Recording windows: gpuobs.pause() and gpuobs.resume(), and the automatic
-// windows that turn at a context's quiet points; the graph node callbacks,
-// which are on only while something records.
+// windows that turn at a context's quiet points, all through the contexts'
+// record gates (the patches stay in place); the graph node callbacks, which are
+// on only while something records.
 #include <mutex>
 
 #include "config.h"
@@ -38,40 +39,32 @@ bool node_callbacks_on() {
     return g_tool->node_callbacks_on;
 }
 
-// Automatic windows: at a quiet point of a context, the interval that starts
-// now is recorded or not; the context's modules follow.
+// Automatic windows: at a quiet point of a context (none of its kernels runs),
+// the interval that starts now is recorded or not; the context's gate follows.
 void turn_window(ContextState* s) {
     const bool record = s->next_interval_recorded(g_tool->config.window_every);
     if (record == !s->paused()) return;
-    if (size_t graphs = live_graphs()) {
-        if (!g_tool->graphs_reported)
-            GPUOBS_LOG(
-                "%zu CUDA graph(s) instantiated: recording windows stop turning while any exists (a graph "
-                "keeps the code of the moment it was instantiated); recording stays %s",
-                graphs, s->paused() ? "paused" : "on");
-        g_tool->graphs_reported = true;
-        return;
-    }
-    set_instrumented(s, record);
-    update_node_callbacks();
+    if (s->set_paused(!record)) update_node_callbacks();
 }
 
 // gpuobs.pause() / gpuobs.resume(): every context is synchronised first, so no
-// kernel runs while its code is patched or restored. Returns the modules changed.
+// kernel runs while its gate turns; CUDA graphs, whenever instantiated, follow
+// (their kernels run the same patched code). Returns the contexts turned (one
+// that cannot be keeps its state and says so; the others turn).
 int set_recording(bool on) {
     Tool& t = *g_tool;
     std::lock_guard<std::mutex> lock(t.window_mu);
     if (t.paused == !on) return 0;
-    if (live_graphs() != 0) return -2;
+    int turned = 0;
     for (auto& [ctx, state] : all_contexts()) {
         synchronize_context(ctx);
         if (!on) state->flush("pause");
+        turned += state->set_paused(!on) ? 1 : 0;
     }
     t.paused = !on;
-    int changed = set_instrumented(nullptr, on);
     update_node_callbacks();
     if (t.config.api_trace) t.api.write_pending(t.file);
-    return changed;
+    return turned;
 }
 
 }  // namespace gpuobs

@@ -56,7 +56,6 @@ bool SanitizerApi::load(std::string* error) {
     ok &= bind(handle, "sanitizerAddPatchesFromFile", &add_patches_from_file, &missing);
     ok &= bind(handle, "sanitizerPatchInstructions", &patch_instructions, &missing);
     ok &= bind(handle, "sanitizerPatchModule", &patch_module, &missing);
-    ok &= bind(handle, "sanitizerUnpatchModule", &unpatch_module, &missing);
     ok &= bind(handle, "sanitizerGetFunctionPcAndSize", &function_pc_and_size, &missing);
     ok &= bind(handle, "sanitizerSetCallbackData", &set_callback_data, &missing);
     ok &= bind(handle, "sanitizerSetLaunchCallbackData", &set_launch_callback_data, &missing);

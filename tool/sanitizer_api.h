@@ -14,7 +14,6 @@ struct SanitizerApi {
     decltype(&::sanitizerAddPatchesFromFile) add_patches_from_file = nullptr;
     decltype(&::sanitizerPatchInstructions) patch_instructions = nullptr;
     decltype(&::sanitizerPatchModule) patch_module = nullptr;
-    decltype(&::sanitizerUnpatchModule) unpatch_module = nullptr;
     decltype(&::sanitizerGetFunctionPcAndSize) function_pc_and_size = nullptr;
     decltype(&::sanitizerSetCallbackData) set_callback_data = nullptr;
     decltype(&::sanitizerSetLaunchCallbackData) set_launch_callback_data = nullptr;

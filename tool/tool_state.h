@@ -27,15 +27,12 @@
 namespace gpuobs {
 
 constexpr uint32_t kNew = GPUOBS_MODULE_NEW, kPatching = GPUOBS_MODULE_PATCHING, kPatched = GPUOBS_MODULE_PATCHED,
-                   kFailed = GPUOBS_MODULE_PATCH_FAILED, kNotPatched = GPUOBS_MODULE_NOT_PATCHED,
-                   kDeferred = GPUOBS_MODULE_DEFERRED;
+                   kFailed = GPUOBS_MODULE_PATCH_FAILED, kNotPatched = GPUOBS_MODULE_NOT_PATCHED;
 
-// A loaded module: its status and whether its instrumentation is in place now
-// (windows patch and unpatch it; guarded by Tool::patch_mu).
+// A loaded module: its status, and the context it was loaded into.
 struct ModuleRecord {
     std::atomic<uint32_t> status{kNew};
     ContextState* context = nullptr;
-    bool instrumented = false;
 };
 
 // Lock order (a thread holding one may take those to its right, never to its left). Every lock of
@@ -77,11 +74,10 @@ struct Tool {
     std::mutex callbacks_mu;
     bool node_callbacks_on = false;  // SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN enabled
     // Instantiated CUDA graphs and what is known of their kernel nodes. A graph
-    // keeps the code its kernels had when it was instantiated, and patching or
-    // unpatching a module under a live graph made later replays crash (illegal
-    // instruction, seen on the H200), so windows do not turn while any exists.
+    // keeps the code its kernels had when it was instantiated (patching or
+    // unpatching a module under a live graph made later replays crash, seen on
+    // the H200), so modules stay patched and windows turn on the device.
     GraphTable graphs;
-    bool graphs_reported = false;
     std::atomic<uint32_t> replay_ids{0};
 
     std::atomic<uint64_t> launch_callbacks{0}, node_callbacks{0}, graph_launches{0}, sync_callbacks{0};
@@ -114,7 +110,6 @@ void stop_all_measuring();
 
 // patching.cpp: module patching.
 void patch_module(ContextState* state, const Sanitizer_ResourceModuleData& md);
-int set_instrumented(ContextState* only, bool on);
 
 // recording_windows.cpp: recording windows, and the graph node callbacks that follow them.
 size_t live_graphs();

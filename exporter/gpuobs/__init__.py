@@ -30,14 +30,14 @@ def flush():
 
 
 def pause():
-    """End a recording window: kernels run unpatched until resume()."""
+    """End a recording window: kernels, graph replays included, record nothing until resume()."""
     from .record.runtime import pause as _pause
 
     return _pause()
 
 
 def resume():
-    """Start a recording window: every module is patched again."""
+    """Start a recording window: every context's record gate opens again."""
     from .record.runtime import resume as _resume
 
     return _resume()

@@ -145,7 +145,7 @@ TABLES: dict = {
             ("unattributed", u64, "counts in counter slots no launch owned"),
             ("unmatched_exit_threads", u64, "thread exits that matched no block entry"),
             ("unconfirmed_ends", u64, "block ends a later replay may have stamped"),
-            ("unrecorded_launches", u64, "launches outside recording windows (ran unpatched)"),
+            ("unrecorded_launches", u64, "launches outside recording windows (their kernels recorded nothing)"),
             ("incomplete", u32, "records not committed at the flush"),
             ("warp_arrivals", u64, "block_starts: warp arrivals recorded (0 in other modes)"),
             ("warp_arrivals_dropped", u64, "block_starts: warp arrivals dropped"),

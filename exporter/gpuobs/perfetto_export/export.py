@@ -94,7 +94,7 @@ class GpuSummary:
     accesses_unplaced: int = 0  # of those, by launches without a kept sample: no time, not on the counter
     launches_unplaced: int = 0
     dropped: int = 0
-    unrecorded_launches: int = 0  # outside recording windows: ran unpatched, not in the trace
+    unrecorded_launches: int = 0  # outside recording windows: recorded nothing, not in the trace
     end_bounds: dict = field(default_factory=dict)  # block_starts: block slices per bound label (block_ends.LABELS)
     clock: str = ""
     flowed_launches: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -469,7 +469,7 @@ def _window_note(rec: Recording, device: int) -> str:
     if n == 0:
         return ""
     return (
-        f" Recorded in windows: {n:,} kernel launches and graph replays ran outside them, unpatched, and are "
+        f" Recorded in windows: {n:,} kernel launches and graph replays ran outside them, recording nothing, and are "
         "not in this trace (gaps between kernels may be theirs)."
     )
 

@@ -6,11 +6,11 @@ through cffi before CUDA starts, flush on demand, read counters.
     ...
     gpuobs.flush()
 
-Recording windows: gpuobs.pause() restores every kernel's original code, so the
-program runs at native speed (its launches are only counted), and
-gpuobs.resume() patches them again; `with gpuobs.window(): ...` records just
-that region. They work in a process started by `gpuobs record` as well, and
-only while no CUDA graph is instantiated (WindowError says so).
+Recording windows: gpuobs.pause() closes every context's record gate on the
+device, so kernels (CUDA graph replays included, whenever the graph was
+captured) run the patches' early return and their launches are only counted;
+gpuobs.resume() opens it again; `with gpuobs.window(): ...` records just that
+region. They work in a process started by `gpuobs record` as well.
 """
 
 from __future__ import annotations
@@ -118,36 +118,25 @@ def flush() -> int:
     return int(_tool().gpuobs_tool_flush())
 
 
-class WindowError(GpuobsError, RuntimeError):
-    pass
-
-
-def _turn(fn, verb: str) -> int:
+def _turn(fn) -> int:
     lib = _tool()
     changed = int(fn(lib))
-    if changed == -2:
-        raise WindowError(
-            f"cannot {verb} recording: {int(lib.gpuobs_tool_live_graphs())} CUDA graph(s) are instantiated. A graph "
-            "keeps the code its kernels had when it was instantiated, and patching modules under a live graph "
-            "made its replays crash, so windows only turn while no graph exists (destroy them first, e.g. "
-            "`del graph`, or record the whole run)"
-        )
     if changed < 0:
         raise AttachError("the gpuobs tool is not recording (see the 'gpuobs:' line on stderr)")
     return changed
 
 
 def pause() -> int:
-    """Ends a recording window: synchronises, flushes, and restores every module's
-    original code. Launches until resume() run unpatched and are only counted.
-    Returns the modules restored."""
-    return _turn(lambda lib: lib.gpuobs_tool_pause(), "pause")
+    """Ends a recording window: synchronises, flushes, and closes every context's
+    record gate. Launches until resume() run the patches' early return and are only
+    counted. Returns the contexts turned."""
+    return _turn(lambda lib: lib.gpuobs_tool_pause())
 
 
 def resume() -> int:
-    """Starts a recording window: synchronises, then patches every module again
-    (modules loaded while paused for the first time). Returns the modules patched."""
-    return _turn(lambda lib: lib.gpuobs_tool_resume(), "resume")
+    """Starts a recording window: synchronises, then opens every context's record
+    gate. Returns the contexts turned."""
+    return _turn(lambda lib: lib.gpuobs_tool_resume())
 
 
 def paused() -> bool:

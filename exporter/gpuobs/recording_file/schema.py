@@ -145,6 +145,7 @@ COMPATIBLE_SCHEMAS = {
     0x49906C504643937C: {"launch_table_size": 4096},  # before notices and device-launched grids (2026-12-01)
     0xE78BC05CF512A957: {},  # before block_starts (its mode, flag, warp arrivals and SLOTS chunk)
     0x8DC623220B0E97DB: {},  # before the device rings' limits (gpuobs_control only: no file layout changed)
+    0x73B702BBE2B866CC: {},  # before the record gate and sampled-out counts (gpuobs_control only)
 }
 
 
