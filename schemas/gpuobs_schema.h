@@ -135,9 +135,9 @@ typedef struct gpuobs_event {
  * So the host drains while kernels keep writing, and loses nothing it did
  * not count. */
 typedef struct gpuobs_stripe {
-    uint64_t claimed; /* attempts so far; the atomic add that counts also claims (the block entries add to
-                         its low 32 bits only and compare with the limit's modulo 2^32: the host widens it
-                         from what it drained; right while fewer than 2^31 drops wait undrained) */
+    uint64_t claimed;     /* attempts so far; the atomic add that counts also claims (the block entries add to
+                             its low 32 bits only and compare with the limit's modulo 2^32: the host widens it
+                             from what it drained; right while fewer than 2^31 drops wait undrained) */
     uint64_t dropped;     /* attempts so far that found the stripe's limit reached */
     uint64_t sampled_out; /* blocks so far counted but, by the record gate's sampling, not claimed */
     uint64_t pad[5];

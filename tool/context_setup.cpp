@@ -150,8 +150,7 @@ bool DeviceArena::write_gate(CUcontext ctx, uint32_t gate) {
     CurrentContext current(ctx);
     uint32_t back = ~gate;
     return sanitizer().memcpy_htod_async(&ctl->record_gate, &gate, sizeof gate, stream) == SANITIZER_SUCCESS &&
-           sanitizer().memcpy_dtoh(&back, &ctl->record_gate, sizeof back, stream) == SANITIZER_SUCCESS &&
-           back == gate;
+           sanitizer().memcpy_dtoh(&back, &ctl->record_gate, sizeof back, stream) == SANITIZER_SUCCESS && back == gate;
 }
 
 bool ContextState::setup(std::string* error) {

@@ -831,7 +831,7 @@ def _print_export_summary(summary, output: Path) -> None:
             shares = ", ".join(f"{n:,} {label}" for label, n in g.end_bounds.items() if n)
             _say(f"    block ends are upper bounds (block_starts records none): {shares} (`gpuobs stats` explains)")
         if g.unrecorded_launches:
-            _say(f"    {g.unrecorded_launches:,} launches ran outside recording windows: not recorded, not in the trace")
+            _say(f"    {g.unrecorded_launches:,} launches ran outside recording windows: not in the trace")
         if g.launches_without_time and schema.mode_has(g.mode, schema.Trait.MEMORY_PATCH):
             _say(
                 f"    {g.launches_without_time:,} launches kept no sampled access, so they have no time and no "

@@ -148,7 +148,7 @@ GPU_METRICS = {
     "attempted": ("gpuobs_records_attempted", "records the device tried to write"),
     "recorded": ("gpuobs_records", "records written"),
     "dropped": ("gpuobs_records_dropped", "records dropped because a ring was full"),
-    "unrecorded_launches": ("gpuobs_unrecorded_launches", "launches outside recording windows (their kernels recorded nothing)"),
+    "unrecorded_launches": ("gpuobs_unrecorded_launches", "launches outside recording windows"),
 }
 
 
