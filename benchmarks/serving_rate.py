@@ -7,8 +7,10 @@ scheduling queues them, under each configuration side by side (rounds alternate)
         --configs none,block_noop,block_trace,block_trace@8192,block_starts,block_starts@8192
 
 MODE@MiB runs MODE with --device-memory MiB (a ring that holds the whole run);
-MODE+lossless with --lossless; --sync-every-step adds a synchronisation per step
-(the classic serving loop). Per configuration: device ms per step (events around
+MODE+lossless with --lossless; MODE+paused with --paused (the whole run outside
+recording windows: the record gate's disarmed cost); MODE%ON/PERIOD with a duty
+cycle recording ON ms of every PERIOD ms; --sync-every-step adds a
+synchronisation per step (the classic serving loop). Per configuration: device ms per step (events around
 the whole loop), the ratio to no tool and to MODE@8192, the waits the tool made
 (its PROGRAM_WAITED line), what each flush attempted, recorded and dropped and
 how long its drain stages took (GPUOBS_DEBUG lines), the recording's size, and
@@ -34,6 +36,7 @@ FLUSH_LINE = re.compile(
     r"write (?P<write>[\d.]+)\))?"
 )
 WAITED = re.compile(r"have waited (\d+) times so far, ([\d.]+) ms in all")
+DUTY = re.compile(r"duty cycle: (\d+) turns in the program's stream, (\d+) launches found another stream")
 
 
 def worker(args) -> None:
@@ -72,10 +75,18 @@ def worker(args) -> None:
 
 
 def parse_config(text: str) -> dict:
-    mode, _, rest = text.partition("@")
-    lossless = mode.endswith("+lossless")
-    mode = mode.removesuffix("+lossless")
-    return {"name": text, "mode": mode, "device_memory": int(rest) if rest else None, "lossless": lossless}
+    head, _, duty = text.partition("%")
+    mode, _, rest = head.partition("@")
+    flags = mode.split("+")
+    on_ms, _, period_ms = duty.partition("/")
+    return {
+        "name": text,
+        "mode": flags[0],
+        "device_memory": int(rest) if rest else None,
+        "lossless": "lossless" in flags,
+        "paused": "paused" in flags,
+        "duty_ms": (float(on_ms), float(period_ms)) if duty else None,
+    }
 
 
 def run_config(cfg: dict, args, workdir: Path) -> dict:
@@ -95,7 +106,7 @@ def run_config(cfg: dict, args, workdir: Path) -> dict:
         str(args.max_len),
         *(["--sync-every-step"] if args.sync_every_step else []),
     ]
-    out = workdir / f"{cfg['name'].replace('@', '_').replace('+', '_')}.gpuobs"
+    out = workdir / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', cfg['name'])}.gpuobs"
     if cfg["mode"] == "none":
         cmd = worker_cmd
     else:
@@ -104,8 +115,13 @@ def run_config(cfg: dict, args, workdir: Path) -> dict:
             cmd += ["--device-memory", str(cfg["device_memory"])]
         if cfg["lossless"]:
             cmd += ["--lossless"]
+        if cfg["paused"]:
+            cmd += ["--paused"]
         cmd += ["--", *worker_cmd]
     env = dict(__import__("os").environ, GPUOBS_DEBUG="1")
+    if cfg["duty_ms"]:
+        env["GPUOBS_DUTY_ON_NS"] = str(int(cfg["duty_ms"][0] * 1e6))
+        env["GPUOBS_DUTY_PERIOD_NS"] = str(int(cfg["duty_ms"][1] * 1e6))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     done = time.time()
     line = next((x for x in proc.stdout.splitlines() if x.startswith("SERVING ")), None)
@@ -121,6 +137,9 @@ def run_config(cfg: dict, args, workdir: Path) -> dict:
         r[f"{stage}_ms"] = round(sum(float(f[stage] or 0) for f in flushes), 1)
     waits = WAITED.findall(proc.stderr)
     r["waits"], r["waited_ms"] = (int(waits[-1][0]), float(waits[-1][1])) if waits else (0, 0.0)
+    duty = DUTY.findall(proc.stderr)
+    if duty:
+        r["duty_turns"], r["duty_not_alone"] = int(duty[-1][0]), int(duty[-1][1])
     r["file_mb"] = round(out.stat().st_size / 2**20, 1) if out.exists() else 0
     (workdir / f"{out.stem}.stderr").write_text(proc.stderr)
     if out.exists() and not args.keep:

@@ -133,6 +133,21 @@ bool Config::load(std::string* error) {
         if (!parse_u64("GPUOBS_WINDOW_EVERY", s, 0, 1u << 30, &v, error)) return false;
         window_every = (uint32_t)v;
     }
+    if (const char* s = std::getenv("GPUOBS_DUTY_PERIOD_NS")) {
+        if (!parse_u64("GPUOBS_DUTY_PERIOD_NS", s, 1000000, 86400000000000ull, &v, error)) return false;
+        duty_period_ns = v;
+        const char* on = std::getenv("GPUOBS_DUTY_ON_NS");
+        if (on == nullptr) {
+            *error = "GPUOBS_DUTY_PERIOD_NS is set without GPUOBS_DUTY_ON_NS";
+            return false;
+        }
+        if (!parse_u64("GPUOBS_DUTY_ON_NS", on, 1, duty_period_ns - 1, &v, error)) return false;
+        duty_on_ns = v;
+        if (window_every != 0) {
+            *error = "GPUOBS_DUTY_PERIOD_NS and GPUOBS_WINDOW_EVERY are two ways to turn windows: set one";
+            return false;
+        }
+    }
     // A window may only turn at a point where no kernel runs: without per-node
     // callbacks a graph replay is invisible to the tool and may still be running.
     if (window_every != 0 && graph_nodes == GraphNodes::kNone) {

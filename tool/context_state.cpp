@@ -5,10 +5,14 @@
 
 #include <time.h>
 
+#include <cstdlib>
 #include <mutex>
 
+#include "context_guard.h"
+#include "cuda_driver.h"
 #include "log.h"
 #include "sanitizer_api.h"
+#include "tool_state.h"
 
 namespace gpuobs {
 
@@ -64,11 +68,45 @@ bool ContextState::set_paused(bool paused) {
     return true;
 }
 
+void ContextState::follow_duty_cycle(CUstream stream, uint64_t stream_key, bool recording) {
+    if (!active_ || recording == !paused_ || arena_.ctl == nullptr) return;
+    if (turning_.exchange(true)) return;
+    struct Done {
+        std::atomic<bool>& flag;
+        ~Done() { flag = false; }
+    } done{turning_};
+    if (!launches_.alone(stream_key)) {  // at a later launch, or the next quiet point
+        ++duty_not_alone_;
+        return;
+    }
+    InTool guard;
+    CudaDriver& d = driver();
+    const RelaxedCapture relaxed;
+    CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (d.stream_is_capturing == nullptr || d.stream_is_capturing(stream, &capturing) != CUDA_SUCCESS ||
+        capturing != CU_STREAM_CAPTURE_STATUS_NONE)
+        return;
+    kernels_.load();
+    {
+        CurrentContext current(ctx_);
+        if (!current.pushed || !kernels_.queue_gate(stream, arena_, recording ? 0 : GPUOBS_RECORD_GATE_OFF)) return;
+    }
+    paused_ = !recording;
+    ++duty_turns_;
+    if (!recording) valve_.snapshot_now(stream, stream_key);
+    update_node_callbacks();
+}
+
 void ContextState::on_destroy() {
     drainer_.sample_clock_next();  // the final flush takes a last clock sample
     valve_.stop();
     drainer_.flush("context destroyed", false);
     valve_.report_program_waits();
+    if (config_.duty_period_ns != 0 && std::getenv("GPUOBS_DEBUG"))
+        GPUOBS_LOG(
+            "device %u: duty cycle: %llu turns in the program's stream, %llu launches found another stream "
+            "in flight",
+            device_index_, (unsigned long long)duty_turns_.load(), (unsigned long long)duty_not_alone_.load());
     auto no_drain = drainer_.exclusive();
     launches_.close();
 }

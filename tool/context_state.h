@@ -96,6 +96,13 @@ public:
     bool set_paused(bool paused);
     // Automatic windows: true when the interval that starts now is recorded.
     bool next_interval_recorded(uint32_t every) { return ++intervals_ % every == 0; }
+    // A duty cycle's turn in the program's stream, when the launch API call on
+    // `stream` has returned and the window should be `recording`: only where that
+    // stream alone has launches in flight, all this thread's (no other stream's
+    // kernel can run across the turn), and it is not being captured. The gate
+    // kernel goes behind its launches; closing, an in-stream snapshot follows, so
+    // the window drains while the program goes on.
+    void follow_duty_cycle(CUstream stream, uint64_t stream_key, bool recording);
 
 private:
     // The tool's own quiet point (ring relief): marks the stream synchronised only
@@ -110,7 +117,9 @@ private:
     RecordingFile& file_;
     std::atomic<bool> active_{false};
     std::atomic<bool> paused_{false};
-    uint64_t intervals_ = 0;  // automatic windows: intervals ended at quiet points
+    uint64_t intervals_ = 0;                                   // automatic windows: intervals ended at quiet points
+    std::atomic<bool> turning_{false};                         // one in-stream turn at a time
+    std::atomic<uint64_t> duty_turns_{0}, duty_not_alone_{0};  // GPUOBS_DEBUG's line at the end
 
     DeviceArena arena_;
     Drainer drainer_;

@@ -299,6 +299,11 @@ bool LaunchLog::snapshot_point(uint64_t stream_key, uint64_t* launches) {
     return alone_in_flight(stream_key) && launches_total_ > launches_cut_;
 }
 
+bool LaunchLog::alone(uint64_t stream_key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return alone_in_flight(stream_key);
+}
+
 uint64_t LaunchLog::launches_total() {
     std::lock_guard<std::mutex> lock(mu_);
     return launches_total_;

@@ -80,6 +80,8 @@ public:
     // listed (it is the only stream with launches in flight, all of them this
     // thread's), and how many have been listed.
     bool snapshot_point(uint64_t stream_key, uint64_t* launches);
+    // Whether `stream_key` is the only stream with launches in flight, all the calling thread's.
+    bool alone(uint64_t stream_key);
     uint64_t launches_total();
 
     // The counter slots of launches not yet cut (their counts wait for their window).
