@@ -3,7 +3,10 @@ measured in the same run. Configurations alternate round by round (the tool is
 either in a process or not), and each cell is the median over rounds of the
 per-process median of device times.
 
-    python benchmarks/overhead_ladder.py --rounds 2 --out docs/benchmarks.md
+    python benchmarks/overhead_ladder.py --rounds 2 --out ladder.md
+
+(--out rewrites its file with the table after every round: copy the table into
+docs/benchmarks.md, never point --out at it.)
 
 Two builds of the tool side by side in one run (an A/B of a change): build the
 other one with its own Makefile and name it; `MODE@NAME` runs MODE under it.
