@@ -97,16 +97,20 @@ void ContextState::follow_duty_cycle(CUstream stream, uint64_t stream_key, bool 
     update_node_callbacks();
 }
 
-void ContextState::on_destroy() {
-    drainer_.sample_clock_next();  // the final flush takes a last clock sample
-    valve_.stop();
-    drainer_.flush("context destroyed", false);
+void ContextState::report_program_waits() {
     valve_.report_program_waits();
     if (config_.duty_period_ns != 0 && std::getenv("GPUOBS_DEBUG"))
         GPUOBS_LOG(
             "device %u: duty cycle: %llu turns in the program's stream, %llu launches found another stream "
             "in flight",
             device_index_, (unsigned long long)duty_turns_.load(), (unsigned long long)duty_not_alone_.load());
+}
+
+void ContextState::on_destroy() {
+    drainer_.sample_clock_next();  // the final flush takes a last clock sample
+    valve_.stop();
+    drainer_.flush("context destroyed", false);
+    report_program_waits();
     auto no_drain = drainer_.exclusive();
     launches_.close();
 }

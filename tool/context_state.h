@@ -76,7 +76,8 @@ public:
     // A notice in the file (and on stderr) when the program's threads waited for
     // the rings since the last one (the totals so far), so its timings are read
     // knowingly; under GPUOBS_DEBUG, also what the pressure path did.
-    void report_program_waits() { valve_.report_program_waits(); }
+    // The program's waits (a notice), and under GPUOBS_DEBUG the duty cycle's turns.
+    void report_program_waits();
     // Both return true at a quiet point (no launch of this context in flight)
     // that ends an interval with launches in it: where a window may turn.
     bool on_stream_synchronized(uint64_t stream_key);
