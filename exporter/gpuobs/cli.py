@@ -1109,6 +1109,29 @@ def diff(
     diff_command(a, b, "json" if as_json else fmt, top, salvage)
 
 
+# -- query ----------------------------------------------------------------------------------------
+
+
+@command(
+    '[OPTIONS] RECORDING "SQL"',
+    example='gpuobs query run.gpuobs "SELECT kernel, count(*), sum(span_ns) FROM launches GROUP BY kernel"',
+)
+def query(
+    recording: Path = typer.Argument(..., metavar="RECORDING", hidden=True),
+    sql: str = typer.Argument(..., metavar="SQL", hidden=True),
+    fmt: str = typer.Option("table", "--format", metavar="FORMAT", help="table, csv or json"),
+    cache: Optional[Path] = typer.Option(
+        None, "--cache", metavar="DIR", help="where the tables are kept (default RECORDING.parquet beside it)"
+    ),
+    refresh: bool = typer.Option(False, "--refresh", help="export the tables again even if current"),
+):
+    """DuckDB SQL over the recording's tables (launches, blocks, kernels, memory_samples, flushes, ...:
+    docs/parquet-schema.md), exported once beside it (pip install 'gpuobs[query]')."""
+    from .columnar.query import command as query_command
+
+    query_command(recording, sql, fmt, cache, refresh)
+
+
 # -- metrics --------------------------------------------------------------------------------------------
 
 
