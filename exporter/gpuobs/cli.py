@@ -167,12 +167,12 @@ def _check_recording_path(path: Path) -> None:
         _fail(f"no recording at {path}{hint}")
 
 
-def _load(path: Path, salvage: bool):
+def _load(path: Path, salvage: bool, opener=None):
     from .recording_file.reader import load
 
     _check_recording_path(path)
     try:
-        rec = load(path, salvage=salvage)
+        rec = load(path, salvage=salvage) if opener is None else opener(path)
     except BadMagic as exc:
         reason = exc.reason.removesuffix(": not a gpuobs recording")  # said once, in front
         _fail(f"{path} is not a gpuobs recording" + (_what_it_looks_like(path) or f": {reason}"))
@@ -758,7 +758,7 @@ def export(
         except OSError as exc:
             _fail(f"--host {h}: cannot read: {describe(exc)}")
     _check_output(output, paths + hosts_given, force)
-    loaded = [_load(p, salvage) for p in paths]
+    loaded = [_load_for_export(p, salvage, streamable=not (hosts_given or samples)) for p in paths]
     try:
         hosts = [load_host_trace(h) for h in hosts_given]
     except HostTraceError as exc:
@@ -790,6 +790,22 @@ def export(
         _open(output)
 
 
+def _load_for_export(path: Path, salvage: bool, streamable: bool):
+    """A recording the Perfetto export streams a flush window at a time where it can
+    (perfetto_export/streamed.py: bounded memory), else the whole recording."""
+    from .perfetto_export.export import ExportOptions
+    from .perfetto_export.streamed import can_stream
+    from .recording_file.windows import open_windows
+
+    if salvage or not streamable:
+        return _load(path, salvage)
+    windows = _load(path, False, opener=open_windows)
+    if can_stream(windows, ExportOptions(), ()):
+        return windows
+    windows.close()
+    return _load(path, salvage)
+
+
 def _run_export(run_export, recordings, fh, opts, hosts, archive):
     """The export into `fh`, with a spinner for big ones; an archive zips a temp trace."""
     if archive:
@@ -802,7 +818,8 @@ def _run_export(run_export, recordings, fh, opts, hosts, archive):
             trace.seek(0)
             summary.bytes = write_archive(fh, trace, hosts, summary.hosts, summary.clock_related)
         return summary
-    if sum(len(r.events) for r in recordings) <= 200_000 or not err.is_terminal:
+    events = sum(r.event_count if hasattr(r, "event_count") else len(r.events) for r in recordings)
+    if events <= 200_000 or not err.is_terminal:
         return run_export(recordings, fh, opts, hosts=hosts)
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 

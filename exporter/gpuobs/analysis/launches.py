@@ -44,19 +44,7 @@ def launch_index_of_events(rec: Recording) -> np.ndarray:
     if len(ev) == 0 or len(rec.launches) == 0:
         return out
     launches = rec.launches
-    # Fast path: a grid id that names exactly one launch, on the event's device and window.
-    by_grid = np.argsort(launches["grid_id"], kind="stable")
-    grids = launches["grid_id"][by_grid]
-    # a grid id held by exactly one launch, found with one binary search per event
-    alone = np.ones(len(grids), bool)
-    same_as_next = grids[1:] == grids[:-1]
-    alone[1:] &= ~same_as_next
-    alone[:-1] &= ~same_as_next
-    left = np.minimum(np.searchsorted(grids, ev["grid_id"], side="left"), len(grids) - 1)
-    single = (grids[left] == ev["grid_id"]) & alone[left]
-    cand = by_grid[left]
-    single &= launches["device_index"][cand] == rec.event_devices
-    single &= rec.launch_flushes[cand] == rec.event_flushes
+    cand, single = single_launches(rec, ev["grid_id"], rec.event_devices, rec.event_flushes)
     out[single] = cand[single]
     rest = np.flatnonzero(~single)
     if len(rest) == 0:
@@ -92,6 +80,27 @@ def launch_index_of_events(rec: Recording) -> np.ndarray:
         _match(sub, _key(devices, flushes + 1, sub["grid_id"]), lk_sorted, order, sub_out, late, blocks)
     out[rest] = sub_out
     return out
+
+
+def single_launches(rec: Recording, grid_ids, devices, flushes) -> tuple[np.ndarray, np.ndarray]:
+    """The fast path of launch_index_of_events: (candidate launch, resolved) per event,
+    resolved where its grid id names exactly one launch, on its device and window.
+    Whether an event resolves here depends only on its (device, window, grid id), so
+    a part of a window's events resolves as it would with all of them."""
+    launches = rec.launches
+    by_grid = np.argsort(launches["grid_id"], kind="stable")
+    grids = launches["grid_id"][by_grid]
+    # a grid id held by exactly one launch, found with one binary search per event
+    alone = np.ones(len(grids), bool)
+    same_as_next = grids[1:] == grids[:-1]
+    alone[1:] &= ~same_as_next
+    alone[:-1] &= ~same_as_next
+    left = np.minimum(np.searchsorted(grids, grid_ids, side="left"), len(grids) - 1)
+    single = (grids[left] == grid_ids) & alone[left]
+    cand = by_grid[left]
+    single &= launches["device_index"][cand] == devices
+    single &= rec.launch_flushes[cand] == flushes
+    return cand, single
 
 
 def _grid_blocks(launches) -> np.ndarray:

@@ -18,8 +18,9 @@ from ..host_traces.matching import kernel_alignment, match_kernels
 from ..ranges import format_span
 from ..recording_file import schema
 from ..recording_file.recording import Recording
+from ..recording_file.windows import WindowedRecording
 from ..selection import Criteria, Selection, matched_launches, select
-from . import block_bounds
+from . import block_bounds, streamed
 from .api_tracks import flow_id, write_api_calls
 from .blocks import BlockSlices, encode_blocks
 from .clock import ClockRelation, clock_relation
@@ -220,6 +221,7 @@ class GpuExport:
     selection: Selection  # what --kernels, --launches and --time-window keep of the recording
     host_dur: dict  # launch index -> its duration in the uninstrumented --host run
     api_calls: np.ndarray  # --api-trace call ids of the recording
+    windows: Optional[WindowedRecording] = None  # the streamed export's source (its events; streamed.py)
     clock: ClockRelation = field(init=False)
     names: dict = field(init=False)  # name iid -> kernel name
     iid_of_slot: dict = field(init=False)
@@ -245,7 +247,7 @@ class GpuExport:
         pid = self.rec.run.pid if self.rec.run else 0
         samples = self.rec.clock_samples
         self.clock = clock_relation(samples[samples["device_index"] == self.device], pid, self.device, self.opts.clock)
-        self.names, self.iid_of_slot = _kernel_names(self.rec, self.device)
+        self.names, self.iid_of_slot = _kernel_names(self.rec, self.device, self.windows)
 
     @property
     def ev(self) -> np.ndarray:
@@ -271,17 +273,38 @@ def export(
         raise ExportError(f"--align {opts.align!r}: only 'kernels' is known")
     say = progress or (lambda _msg: None)
     w = _SpoolingWriter()
+    criteria = opts.criteria()
+    if criteria.by_launch:  # said before any launch is resolved
+        matched = [matched_launches(_rec_of(rec), criteria) for rec in recordings]
+        if not any(m.any() for m in matched):
+            raise ExportError(_nothing_selected([_rec_of(r) for r in recordings], opts))
+    streamed_selections = []
+    try:
+        return _export_all(w, recordings, out_path, opts, say, hosts, criteria, streamed_selections)
+    finally:
+        for selection in streamed_selections:
+            selection.close()
+
+
+def _rec_of(source) -> Recording:
+    return source.rec if isinstance(source, WindowedRecording) else source
+
+
+def _export_all(w, recordings, out_path, opts, say, hosts, criteria, streamed_selections) -> ExportSummary:
     summary = ExportSummary()
     matches = []  # (host, rec, table, KernelMatch)
     related = False
-    criteria = opts.criteria()
-    if criteria.by_launch:  # said before any launch is resolved
-        matched = [matched_launches(rec, criteria) for rec in recordings]
-        if not any(m.any() for m in matched):
-            raise ExportError(_nothing_selected(recordings, opts))
-    for rec_index, rec in enumerate(recordings):
+    for rec_index, source in enumerate(recordings):
+        windows = source if isinstance(source, WindowedRecording) else None
+        rec = _rec_of(source)
         say(f"resolving launches of {rec.path}")
-        selection = select(rec, criteria)
+        if windows is not None:  # a window of events at a time, the chosen blocks spooled (streamed.py)
+            selection = streamed.select(windows, criteria, say)
+            streamed_selections.append(selection)
+            event_devices = {c.device for c in windows.chunks if c.count}
+        else:
+            selection = select(rec, criteria)
+            event_devices = set(rec.event_devices.tolist())
         host_dur = {}
         for host in hosts:
             m = match_kernels(rec, selection.table, host)
@@ -289,7 +312,7 @@ def export(
             host_dur.update({int(i): k.dur_ns for i, k in zip(m.launch_index, m.host_kernel)})
         devices = sorted(
             set(rec.devices["device_index"].tolist())
-            | set(rec.event_devices.tolist())
+            | event_devices
             | set(rec.launches["device_index"].tolist())
         )
         # --api-trace: flows from calls to kernel slices, on GPUs whose clock is related
@@ -307,6 +330,7 @@ def export(
                     selection=selection,
                     host_dur=host_dur,
                     api_calls=calls,
+                    windows=windows,
                 )
             )
             rec_related |= gpu.clock.startswith("measured")
@@ -335,14 +359,18 @@ def export(
     return summary
 
 
-def _span_text(rec: Recording) -> str:
-    ev = rec.events
-    if len(ev) == 0:
+def _span_text(source) -> str:
+    if isinstance(source, WindowedRecording):
+        rec, span = source.rec, source.span()
+    else:
+        rec, ev = source, source.events
+        span = None
+        if len(ev):
+            span = (int(ev["time_start"].min()), int(np.maximum(ev["time_end"], ev["time_start"]).max()))
+    if span is None:
         mode = rec.run.mode_name if rec.run else "unknown"
         return f"{rec.path} has no device times (mode {mode})"
-    t0 = int(ev["time_start"].min())
-    t1 = int(np.maximum(ev["time_end"], ev["time_start"]).max())
-    return f"{rec.path} spans {format_span(0, t1 - t0)}"
+    return f"{rec.path} spans {format_span(0, span[1] - span[0])}"
 
 
 def _nothing_selected(recordings: list, opts: ExportOptions) -> str:
@@ -419,17 +447,24 @@ def _export_gpu(g: GpuExport) -> GpuSummary:
         description=f"{label}. " + clock.describe() + _drop_note(rec, device) + _window_note(rec, device),
     )
 
-    sel = (rec.event_devices == device) & g.selection.events
-    is_block = ev["kind"] == schema.EventKind.BLOCK
-    blocks = np.flatnonzero(sel & is_block)
-    mem = np.flatnonzero(sel & (ev["kind"] == schema.EventKind.MEMORY))
+    if g.windows is not None:  # streamed.py: blocks in a spool, no memory events
+        blocks, mem = None, np.zeros(0, np.int64)
+    else:
+        sel = (rec.event_devices == device) & g.selection.events
+        is_block = ev["kind"] == schema.EventKind.BLOCK
+        blocks = np.flatnonzero(sel & is_block)
+        mem = np.flatnonzero(sel & (ev["kind"] == schema.EventKind.MEMORY))
 
     dev_launches = np.flatnonzero((rec.launches["device_index"] == device) & g.keep_launch)
     s.kernel_slices, s.launches_without_time, timed = _kernel_slices(g, dev_launches)
     _graph_replay_slices(g, timed)
     if g.flow_calls is not None:
         s.flowed_launches = timed[np.isin(rec.launches["api_call_id"][timed], g.flow_calls)]
-    if len(blocks):
+    spool = g.selection.spools.get(device) if g.windows is not None else None
+    if spool is not None:
+        s.sms, s.lanes = _streamed_block_tracks_and_slices(g, spool)
+        s.block_slices = sum(spool.counts.values())
+    elif blocks is not None and len(blocks):
         s.sms, s.lanes = _block_tracks_and_slices(g, blocks)
         s.block_slices = len(blocks)
         s.end_bounds = block_bounds.counts(g.table.block_ends, blocks)
@@ -474,12 +509,16 @@ def _window_note(rec: Recording, device: int) -> str:
     )
 
 
-def _kernel_names(rec: Recording, device: int):
-    in_events = rec.events["function_slot"][rec.event_devices == device]
+def _kernel_names(rec: Recording, device: int, windows: Optional[WindowedRecording] = None):
+    if windows is None:
+        in_events = rec.events["function_slot"][rec.event_devices == device]
+        event_slots = set(np.flatnonzero(np.bincount(in_events)).tolist() if len(in_events) else [])
+    else:  # the slots the reader's index saw in the GPU's events
+        event_slots = {int(i) for c in windows.chunks if c.device == device for i in np.flatnonzero(c.slots)}
     slots = sorted(
         {k[1] for k in rec.functions if k[0] == device}
         | set(rec.launches["function_slot"][rec.launches["device_index"] == device].tolist())
-        | set(np.flatnonzero(np.bincount(in_events)).tolist() if len(in_events) else [])
+        | event_slots
     )
     iid_of_slot = {slot: i + 1 for i, slot in enumerate(slots)}
     full = [rec.function(device, slot).name for slot in slots]
@@ -649,11 +688,7 @@ def _block_tracks_and_slices(g: GpuExport, blocks: np.ndarray):
     by_sm = np.argsort(sm, kind="stable")  # each SM's blocks keep their order
     sm_sorted = sm[by_sm]
     sm_starts = np.flatnonzero(np.r_[True, sm_sorted[1:] != sm_sorted[:-1]])
-    cuts, first = [], 0
-    for i in sm_starts[1:]:
-        if i - first >= BATCH_BLOCKS:
-            cuts.append(int(i))
-            first = i
+    cuts = _batch_cuts(sm_starts)
     sms = lanes = 0
     for lo, hi in zip([0] + cuts, cuts + [len(blocks)]):
         n_sms, n_lanes = _encode_block_batch(g, blocks[by_sm[lo:hi]], sms_group)
@@ -661,9 +696,52 @@ def _block_tracks_and_slices(g: GpuExport, blocks: np.ndarray):
     return sms, lanes
 
 
+def _batch_cuts(sm_starts) -> list:
+    """Where batches of whole SMs begin (past the first), from where each SM's blocks
+    begin in SM order: a batch closes at the first SM that starts BATCH_BLOCKS or more
+    blocks after the batch's start."""
+    cuts, first = [], 0
+    for i in sm_starts[1:]:
+        if i - first >= BATCH_BLOCKS:
+            cuts.append(int(i))
+            first = i
+    return cuts
+
+
+def _streamed_block_tracks_and_slices(g: GpuExport, spool: streamed.SmSpool):
+    """_block_tracks_and_slices over the streamed export's spool: the same batches of
+    whole SMs, each read back from the spool when it is encoded."""
+    sms_group = g.w.track("SMs", parent=g.track, rank=1, explicit_order=True, description=SMS_DESCRIPTION)
+    order = sorted(spool.counts)
+    counts = [spool.counts[s] for s in order]
+    total = sum(counts)
+    starts = np.cumsum([0] + counts[:-1]).tolist()
+    cuts = _batch_cuts(starts) if total > BATCH_BLOCKS else []
+    first_sm = [starts.index(c) for c in cuts]
+    sms = lanes = 0
+    for lo, hi in zip([0] + first_sm, first_sm + [len(order)]):
+        b = spool.read(order[lo:hi])
+        streamed.check_overlap(g.windows, g.device, b)
+        launch_ids = analysis.of_launch(g.rec.launches["launch_id"].astype(np.int64), b["launch"], -1)
+        start = b["time_start"]
+        n_sms, n_lanes = _encode_block_columns(
+            g,
+            sms_group,
+            b["sm_id"].astype(np.int64),
+            start,
+            np.maximum(b["time_end"], start),
+            None,
+            launch_ids,
+            b["function_slot"],
+            (b["block_x"], b["block_y"], b["block_z"]),
+        )
+        sms, lanes = sms + n_sms, lanes + n_lanes
+    return sms, lanes
+
+
 def _encode_block_batch(g: GpuExport, blocks: np.ndarray, sms_group: int):
     """The lane tracks and block slices of `blocks` (every block of an SM in one batch)."""
-    w, rec, ev, launch_of_event = g.w, g.rec, g.ev, g.launch_of_event
+    rec, ev, launch_of_event = g.rec, g.ev, g.launch_of_event
     every = len(blocks) == len(ev)  # the common case: no filter, so columns need no gather
 
     def col(name):
@@ -677,12 +755,18 @@ def _encode_block_batch(g: GpuExport, blocks: np.ndarray, sms_group: int):
     if bounds is not None:
         at = bounds.at(blocks)
         end, quality = bounds.end_bound_ns[at], bounds.quality[at]
+    lo = launch_of_event if every else launch_of_event[blocks]
+    launch_ids = analysis.of_launch(rec.launches["launch_id"].astype(np.int64), lo, -1)
+    xyz = (col("block_x"), col("block_y"), col("block_z"))
+    return _encode_block_columns(g, sms_group, sm, start, end, quality, launch_ids, col("function_slot"), xyz)
+
+
+def _encode_block_columns(g: GpuExport, sms_group: int, sm, start, end, quality, launch_ids, slots, xyz):
+    """Lane tracks and block slices of one batch of whole SMs, given its columns."""
+    w = g.w
     tracks = lane_tracks(
         sm, start, end, lambda s_id: w.track(f"SM {s_id}", parent=sms_group, rank=s_id, merge_key=f"sm-{s_id}")
     )
-    lo = launch_of_event if every else launch_of_event[blocks]
-    launch_ids = analysis.of_launch(rec.launches["launch_id"].astype(np.int64), lo, -1)
-    slots = col("function_slot")
     slot_iid = np.zeros(int(slots.max()) + 1, np.uint64)
     for slot, iid in g.iid_of_slot.items():
         if slot < len(slot_iid):
@@ -698,9 +782,9 @@ def _encode_block_batch(g: GpuExport, blocks: np.ndarray, sms_group: int):
         lane_uuid=tracks.of_slice,
         name_iid=name_iid,
         launch_id=launch_ids,
-        block_x=col("block_x"),
-        block_y=col("block_y"),
-        block_z=col("block_z"),
+        block_x=xyz[0],
+        block_y=xyz[1],
+        block_z=xyz[2],
         end_quality=quality,
     )
     encode_blocks(w, b, names, tracks.first, g.clock, g.opts.block_args)
@@ -800,12 +884,10 @@ def _memory_samples(g: GpuExport, mem: np.ndarray):
 
 def _drop_counter(g: GpuExport) -> None:
     """Per flush window: the records it dropped, from its first to its last event."""
-    rec, device, ev = g.rec, g.device, g.ev
+    rec, device = g.rec, g.device
     flushes = rec.flushes[rec.flushes["device_index"] == device]
     if int(flushes["dropped"].sum()) == 0:
         return
-    on = rec.event_devices == device
-    fl = rec.event_flushes
     track = g.w.track(
         "Dropped records",
         parent=g.track,
@@ -814,11 +896,30 @@ def _drop_counter(g: GpuExport) -> None:
         description="Records the device could not keep (buffer full), per flush window.",
     )
     times, values = [], []
-    for f in flushes:
-        m = on & (fl == f["flush_seq"])
-        if not m.any():
+    for f, span in zip(flushes, _window_spans(g, flushes)):
+        if span is None:
             continue
-        times += [int(ev["time_start"][m].min()), int(np.maximum(ev["time_end"][m], ev["time_start"][m]).max())]
+        times += list(span)
         values += [int(f["dropped"]), 0]
     order = np.argsort(times, kind="stable")
     _counter_packets(g, track, np.array(times)[order], np.array(values)[order])
+
+
+def _window_spans(g: GpuExport, flushes) -> list:
+    """Per flush window of the GPU: (first start, last end) of its events, None without any."""
+    if g.windows is not None:  # from the reader's index
+        spans = []
+        for f in flushes:
+            chunks = [c for c in g.windows.chunks if c.device == g.device and c.flush == f["flush_seq"] and c.count]
+            spans.append((min(c.min_start for c in chunks), max(c.max_end for c in chunks)) if chunks else None)
+        return spans
+    ev, on, fl = g.ev, g.rec.event_devices == g.device, g.rec.event_flushes
+    spans = []
+    for f in flushes:
+        m = on & (fl == f["flush_seq"])
+        spans.append(
+            (int(ev["time_start"][m].min()), int(np.maximum(ev["time_end"][m], ev["time_start"][m]).max()))
+            if m.any()
+            else None
+        )
+    return spans

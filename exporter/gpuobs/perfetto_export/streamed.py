@@ -1,0 +1,297 @@
+"""The Perfetto export's selection in bounded memory, over a WindowedRecording
+(recording_file/windows.py): one pass over the flush windows a selection needs, a
+segment of events at a time, that resolves each event's launch, sums the launch
+table (analysis/launches.py's figures) and spools the chosen blocks to a temporary
+file grouped by SM; the writer then reads back a batch of whole SMs at a time
+(export.py's BATCH_BLOCKS), so what is held is one segment or one batch, not the
+recording. The trace is the same, byte for byte, as the in-memory export's
+(tests/test_export_streamed.py).
+
+Used for recordings of block records with recorded ends (block_trace) exported
+without --salvage, --host or --samples; other recordings take the in-memory path."""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from ..analysis import launches as analysis
+from ..analysis.block_ends import is_block_starts
+from ..recording_file import recording_checks as checks
+from ..recording_file import schema
+from ..recording_file.windows import WindowedRecording
+from ..selection import Criteria, TimeMeaning, matched_launches
+
+_E = schema.EVENT_DTYPE
+SPOOL_DTYPE = np.dtype(
+    [
+        ("order", "<u8"),  # the event's place in the recording (all chunks in file order)
+        ("row", "<u8"),  # its row in its chunk, for error messages
+        ("chunk", "<u4"),
+        ("launch", "<i8"),  # index into rec.launches, -1 unresolved
+        ("sm_id", _E["sm_id"]),
+        ("time_start", _E["time_start"]),
+        ("time_end", _E["time_end"]),
+        ("flags", _E["flags"]),
+        ("kind", _E["kind"]),
+        ("function_slot", _E["function_slot"]),
+        ("block_x", _E["block_x"]),
+        ("block_y", _E["block_y"]),
+        ("block_z", _E["block_z"]),
+    ]
+)
+SM_PAIRS_HELD = 1 << 22  # (launch, SM) pairs gathered before they are made unique
+
+
+def can_stream(wr: WindowedRecording, opts, hosts) -> bool:
+    """Whether export.py's streamed path gives this recording's trace: block records
+    with recorded ends and nothing that needs every event at once."""
+    kinds = sum((c.kinds for c in wr.chunks), np.zeros(256, np.int64))
+    return (
+        not hosts
+        and not opts.samples
+        and not is_block_starts(wr.rec)
+        and int(kinds[schema.EventKind.MEMORY]) == 0
+        and int(kinds.sum() - kinds[schema.EventKind.BLOCK] - kinds[0]) == 0
+    )
+
+
+class SmSpool:
+    """A GPU's chosen blocks in a temporary file, each segment's sorted by SM, with
+    where each SM's runs are: a batch of SMs is read back without the rest."""
+
+    def __init__(self):
+        self.file = tempfile.TemporaryFile()
+        self.runs: dict = {}  # sm -> [(byte offset, rows)]
+        self.counts: dict = {}  # sm -> rows
+        self.size = 0
+
+    def add(self, rows: np.ndarray) -> None:
+        if len(rows) == 0:
+            return
+        rows = rows[np.argsort(rows["sm_id"], kind="stable")]
+        sms, first, n = np.unique(rows["sm_id"], return_index=True, return_counts=True)
+        self.file.seek(self.size)
+        self.file.write(rows.tobytes())
+        for sm, at, k in zip(sms.tolist(), first.tolist(), n.tolist()):
+            self.runs.setdefault(sm, []).append((self.size + at * SPOOL_DTYPE.itemsize, k))
+            self.counts[sm] = self.counts.get(sm, 0) + k
+        self.size += rows.nbytes
+
+    def read(self, sms: list) -> np.ndarray:
+        """The blocks of these SMs, by SM and then in recording order."""
+        total = sum(self.counts[s] for s in sms)
+        out = np.empty(total, SPOOL_DTYPE)
+        raw = memoryview(out.view(np.uint8))
+        at = 0
+        for sm in sms:
+            for offset, k in self.runs[sm]:
+                self.file.seek(offset)
+                self.file.readinto(raw[at : at + k * SPOOL_DTYPE.itemsize])
+                at += k * SPOOL_DTYPE.itemsize
+        key = (out["sm_id"].astype(np.uint64) << np.uint64(44)) | out["order"]
+        return out[np.argsort(key, kind="stable")] if total < 1 << 44 else out[np.lexsort((out["order"], out["sm_id"]))]
+
+    def close(self) -> None:
+        self.file.close()
+
+
+@dataclass
+class StreamedSelection:
+    """selection.Selection's figures for the streamed export (STARTS_IN), without
+    per-event arrays: the chosen blocks are in `spools`, per GPU."""
+
+    rec: object
+    criteria: Criteria
+    table: analysis.LaunchTable
+    matched: np.ndarray
+    launches: np.ndarray
+    window: Optional[tuple]
+    spools: dict = field(default_factory=dict)  # device -> SmSpool
+    launch_of_event: Optional[np.ndarray] = None  # none: the events are in the spools
+
+    def close(self) -> None:
+        for spool in self.spools.values():
+            spool.close()
+
+
+def _needed(wr: WindowedRecording, criteria: Criteria, matched: np.ndarray, window) -> list:
+    """Per chunk: whether the selection needs its events. Events of a launch are in
+    the window that lists it or the one before or after it (analysis/launches.py), so
+    a chunk whose window is two or more from every window of a chosen launch (or from
+    every window holding the time window's events) holds nothing chosen and nothing
+    of a chosen launch."""
+    rec = wr.rec
+    keep = [c.count > 0 for c in wr.chunks]
+    if criteria.by_launch:
+        lf = rec.launch_flushes[matched].astype(np.int64)
+        dev = rec.launches["device_index"][matched].astype(np.int64)
+        near = {(d, f + k) for d, f in zip(dev.tolist(), lf.tolist()) for k in (-1, 0, 1)}
+        keep = [k and (c.device, c.flush) in near for k, c in zip(keep, wr.chunks)]
+    if window is not None:
+        w0, w1 = window
+        before, after = {}, {}  # (device, flush) -> every chunk of it starts wholly before / after
+        for c in wr.chunks:
+            if c.count:
+                key = (c.device, c.flush)
+                before[key] = before.get(key, True) and c.max_start < w0
+                after[key] = after.get(key, True) and c.min_start >= w1
+
+        def outside(c, table):
+            return all(table.get((c.device, c.flush + k), True) for k in range(-2, 3))
+
+        keep = [k and not outside(c, before) and not outside(c, after) for k, c in zip(keep, wr.chunks)]
+    return keep
+
+
+class _Tally:
+    """launch_table's per-event figures, summed a segment at a time."""
+
+    def __init__(self, n: int):
+        self.first_start = np.full(n, np.iinfo(np.uint64).max, np.uint64)
+        self.last_end = np.zeros(n, np.uint64)
+        self.blocks = np.zeros(n, np.int64)
+        self.kept = np.zeros(n, np.int64)
+        self.unconfirmed = np.zeros(n, np.int64)
+        self.pairs: list = []
+        self.held = 0
+        self.n = n
+
+    def add(self, ev: np.ndarray, idx: np.ndarray) -> None:
+        ok = idx >= 0
+        if not ok.any():
+            return
+        ev, idx = ev[ok], idx[ok]
+        starts, ends, over = analysis._spans(ev)
+        np.minimum.at(self.first_start, idx, starts)
+        np.maximum.at(self.last_end, idx, ends)
+        is_block = ev["kind"] == schema.EventKind.BLOCK
+        n = self.n
+        self.blocks += np.bincount(idx[is_block], minlength=n)[:n]
+        self.kept += np.bincount(idx[~is_block], minlength=n)[:n]
+        self.unconfirmed += np.bincount(idx[over], minlength=n)[:n]
+        self.pairs.append(np.unique(idx.astype(np.int64) * 65536 + ev["sm_id"].astype(np.int64)))
+        self.held += len(self.pairs[-1])
+        if self.held > SM_PAIRS_HELD:
+            self.pairs = [np.unique(np.concatenate(self.pairs))]
+            self.held = len(self.pairs[0])
+
+    def table(self, rec) -> analysis.LaunchTable:
+        table = analysis.launch_table(rec, np.zeros(0, np.int64))  # the per-launch figures; events below
+        first = self.first_start.copy()
+        first[first == np.iinfo(np.uint64).max] = 0
+        pairs = np.unique(np.concatenate(self.pairs)) if self.pairs else np.zeros(0, np.int64)
+        return dataclasses.replace(
+            table,
+            first_start=first,
+            last_end=self.last_end,
+            blocks_recorded=self.blocks,
+            events_kept=self.kept,
+            ends_unconfirmed=self.unconfirmed,
+            sms_touched=np.bincount(pairs // 65536, minlength=self.n)[: self.n],
+        )
+
+
+def select(wr: WindowedRecording, criteria: Criteria, progress=lambda _msg: None) -> StreamedSelection:
+    """selection.select(rec, criteria) for the streamed export (TimeMeaning.STARTS_IN)."""
+    assert criteria.time_meaning is TimeMeaning.STARTS_IN and criteria.flushes is None
+    rec = wr.rec
+    n = len(rec.launches)
+    matched = matched_launches(rec, criteria)
+    span = wr.span()
+    window = None
+    if criteria.time is not None and span is not None:
+        t0 = span[0]
+        lo, hi = criteria.time
+        window = (t0 + lo if lo is not None else 0, t0 + hi if hi is not None else np.iinfo(np.uint64).max)
+    tally = _Tally(n)
+    sel = StreamedSelection(rec, criteria, None, matched, matched, window)
+    needed = _needed(wr, criteria, matched, window)
+    last_of_window = {(c.device, c.flush): i for i, c in enumerate(wr.chunks) if needed[i]}
+    deferred: dict = {}  # (device, flush) -> [(chunk, rows, events)] left for the slow path
+    bases = np.cumsum([0] + [c.count for c in wr.chunks])
+
+    def take(i, rows, ev, idx):
+        c = wr.chunks[i]
+        tally.add(ev, idx)
+        resolved = idx >= 0
+        keep = ev["kind"] == schema.EventKind.BLOCK
+        if criteria.by_launch:
+            keep &= resolved
+        if window is not None:
+            keep &= (ev["time_start"] >= window[0]) & (ev["time_start"] < window[1])
+        if window is not None or criteria.by_launch:
+            keep &= ~resolved | analysis.of_launch(matched, idx, False)
+        at = np.flatnonzero(keep)
+        if len(at) == 0:
+            return
+        out = np.empty(len(at), SPOOL_DTYPE)
+        out["order"] = bases[i] + rows[at]
+        out["row"] = rows[at]
+        out["chunk"] = i
+        out["launch"] = idx[at]
+        part = ev[at]
+        for name in SPOOL_DTYPE.names[4:]:
+            out[name] = part[name]
+        if c.device not in sel.spools:
+            sel.spools[c.device] = SmSpool()
+        sel.spools[c.device].add(out)
+
+    try:
+        for i, c in enumerate(wr.chunks):
+            if not needed[i]:
+                continue
+            progress(f"reading flush window {c.flush} of GPU {c.device} ({c.count:,} events)")
+            key = (c.device, c.flush)
+            for lo, ev in wr.segments(c):
+                rows = np.arange(lo, lo + len(ev), dtype=np.uint64)
+                if n == 0:
+                    take(i, rows, ev, np.full(len(ev), analysis.UNRESOLVED, np.int64))
+                    continue
+                cand, single = analysis.single_launches(rec, ev["grid_id"], c.device, c.flush)
+                take(i, rows[single], ev[single], cand[single])
+                if not single.all():
+                    deferred.setdefault(key, []).append((i, rows[~single], ev[~single]))
+            if last_of_window[key] == i and key in deferred:
+                _resolve_deferred(rec, key, deferred.pop(key), take)
+    except BaseException:
+        sel.close()
+        raise
+    sel.table = tally.table(rec)
+    if window is not None:
+        first = sel.table.first_start
+        sel.launches = matched & (first >= window[0]) & (first < window[1])
+    return sel
+
+
+def _resolve_deferred(rec, key, parts, take) -> None:
+    """The slow path (graph replays sharing a grid id, launches listed a window late)
+    over every event of the window that needs it, as launch_index_of_events runs it."""
+    ev = np.concatenate([p[2] for p in parts])
+    sub = dataclasses.replace(rec, event_chunks=[ev], event_chunk_devices=[key[0]], event_chunk_flushes=[key[1]])
+    idx = analysis.launch_index_of_events(sub)
+    at = 0
+    for i, rows, part in parts:
+        take(i, rows, part, idx[at : at + len(part)])
+        at += len(part)
+
+
+def check_overlap(wr: WindowedRecording, device: int, blocks: np.ndarray) -> None:
+    """The reader's blocks-open-at-once check (recording_checks.deepest_block_overlap)
+    over a batch of whole SMs, with load()'s message."""
+    depth, _, row = checks.deepest_block_overlap([blocks], [device])
+    if depth > checks.MAX_BLOCK_OVERLAP:
+        from ..errors import CorruptChunk
+
+        b = blocks[row]
+        chunk = wr.chunks[int(b["chunk"])]
+        raise CorruptChunk(
+            wr.rec.path,
+            chunk.offset,
+            f"EVENTS chunk: event {int(b['row'])}: {depth:,} blocks are open at once on SM {int(b['sm_id'])} of "
+            f"device {device} (at most {checks.MAX_BLOCK_OVERLAP:,}; an SM keeps at most 32 blocks resident)",
+        )

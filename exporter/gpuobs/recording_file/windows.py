@@ -1,0 +1,267 @@
+"""A recording read window by window: `open_windows(path)` reads every chunk but the
+events as `load()` does (the same parser, checks and errors) and, for the events,
+an index of their chunks (device, flush window, byte offsets, and per chunk its time
+range and function slots) built in one pass that reads each chunk a segment at a
+time with pread: the events are not mapped, so they never count in the process's
+memory, and a writer reads the segments it needs (`segments`) when it needs them.
+
+What is checked is what load() checks: every chunk's CRC-32 and its events' values
+(kinds, slots, SM ids, times). The blocks-open-at-once check runs on the blocks a
+writer gathers (it is per SM, and the streamed Perfetto export holds whole SMs)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import CorruptChunk, RecordingError
+from ..input_files import describe, open_regular
+from . import recording_checks as checks
+from . import schema
+from .fileformat import CHUNK_HEADER, CRC_COVERED_HEADER_BYTES, EVENTS_HEADER, chunk_crc
+from .reader import CHUNK_HEAD, ChunkType, _Parser, _PayloadError, _type_name
+from .recording import Recording
+
+SEGMENT_ROWS = 1 << 20  # events read at once (64 MB)
+CRC_BYTES = 16 << 20  # bytes read at once for a chunk's CRC
+
+
+@dataclass
+class EventChunk:
+    """One EVENTS chunk: where its events are and what the index pass saw in them."""
+
+    offset: int  # of the chunk header (errors name it)
+    first: int  # byte offset of its first event
+    count: int
+    device: int
+    flush: int
+    min_start: int = 0  # time_start's minimum (0 without events)
+    max_start: int = 0
+    max_end: int = 0  # of max(time_end, time_start)
+    slots: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # function slots present
+    kinds: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # events per kind
+
+
+@dataclass
+class WindowedRecording:
+    """The recording without its events (`rec`, whose event lists are empty) and the
+    index of its event chunks, read with `segments`. Close it, or use it in `with`."""
+
+    rec: Recording
+    chunks: list
+    fd: int
+
+    @property
+    def path(self) -> str:
+        return self.rec.path
+
+    damage = None  # read whole or not at all (no salvage)
+
+    @property
+    def event_count(self) -> int:
+        return sum(c.count for c in self.chunks)
+
+    def read(self, chunk: EventChunk, lo: int, hi: int) -> np.ndarray:
+        """Events lo..hi of a chunk, read into a new array."""
+        size = schema.EVENT_DTYPE.itemsize
+        out = np.empty(hi - lo, schema.EVENT_DTYPE)
+        view = memoryview(out.view(np.uint8))
+        done, want = 0, (hi - lo) * size
+        while done < want:
+            n = os.preadv(self.fd, [view[done:]], chunk.first + lo * size + done)
+            if n <= 0:
+                raise RecordingError(Path(self.path), chunk.offset, "the file shrank while it was read")
+            done += n
+        return out
+
+    def segments(self, chunk: EventChunk, rows: int = 0):
+        """(first row, events) of a chunk, at most `rows` (SEGMENT_ROWS) at a time."""
+        rows = rows or SEGMENT_ROWS
+        for lo in range(0, chunk.count, rows):
+            yield lo, self.read(chunk, lo, min(lo + rows, chunk.count))
+
+    def span(self):
+        """(first start, last end) device ns over every event; None without events."""
+        timed = [c for c in self.chunks if c.count]
+        if not timed:
+            return None
+        return min(c.min_start for c in timed), max(c.max_end for c in timed)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def open_windows(path) -> WindowedRecording:
+    """Read a recording's chunks but its events, and index those (see the module's note).
+    Raises the RecordingError load() raises for the same damage (no salvage)."""
+    from .reader import load  # noqa: F401  (the same module's errors and messages)
+
+    path = Path(path)
+    try:
+        with open_regular(path) as fh:
+            fd = os.dup(fh.fileno())
+    except OSError as exc:
+        raise RecordingError(path, 0, f"cannot open: {describe(exc)}") from None
+    try:
+        import mmap
+
+        size = os.fstat(fd).st_size
+        if size == 0:
+            from ..errors import TruncatedChunk
+            from .fileformat import FILE_HEADER
+
+            raise TruncatedChunk(path, 0, f"file is empty; expected a {FILE_HEADER.itemsize}-byte gpuobs header")
+        buf = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        parser = _WindowParser(path, buf, fd)
+        rec = parser.parse(len(buf))
+        _check_values(parser, rec)
+        return WindowedRecording(rec, parser.chunks, fd)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+class _WindowParser(_Parser):
+    """load()'s parser, but an EVENTS chunk is indexed (read by pread), not mapped."""
+
+    def __init__(self, path: Path, buf, fd: int):
+        super().__init__(path, buf, salvage=False)
+        self.fd = fd
+        self.chunks: list = []
+
+    def _chunk(self, rec: Recording, offset: int) -> int:
+        size = len(self.buf)
+        if offset + CHUNK_HEADER.itemsize > size:
+            return super()._chunk(rec, offset)  # its truncation error
+        ctype, _flags, length, expected = CHUNK_HEAD.unpack_from(self.buf, offset)
+        start = offset + CHUNK_HEADER.itemsize
+        if ctype != ChunkType.EVENTS or length > size - start or length < EVENTS_HEADER.itemsize:
+            return super()._chunk(rec, offset)
+        self.offset = offset
+        try:
+            chunk = self._index(start, length)
+        except (_PayloadError, checks.BadValue) as err:
+            raise CorruptChunk(self.path, offset, f"{_type_name(ctype)} chunk: {err}") from None
+        found = self._stream_crc(offset, start, length, chunk)
+        if found != expected:
+            raise CorruptChunk(
+                self.path,
+                offset,
+                f"{_type_name(ctype)} chunk fails its CRC-32 (stored {expected:#010x}, computed {found:#010x})",
+            )
+        self.chunks.append(chunk)
+        return start + length
+
+    def _index(self, start: int, length: int) -> EventChunk:
+        head = np.frombuffer(bytes(self.buf[start : start + EVENTS_HEADER.itemsize]), EVENTS_HEADER, 1)[0]
+        count, padding = int(head["count"]), int(head["padding"])
+        need = EVENTS_HEADER.itemsize + padding + count * schema.EVENT_DTYPE.itemsize
+        if need != length:
+            raise _PayloadError(
+                f"header promises {count} events after {padding} padding bytes ({need} bytes), payload has {length}"
+            )
+        checks.check_events_header(int(head["device_index"]), int(head["flush_seq"]))
+        return EventChunk(
+            self.offset,
+            start + EVENTS_HEADER.itemsize + padding,
+            count,
+            int(head["device_index"]),
+            int(head["flush_seq"]),
+        )
+
+    def _stream_crc(self, offset: int, start: int, length: int, chunk: EventChunk) -> int:
+        """The chunk's CRC-32, read CRC_BYTES at a time; the events' index figures on the way."""
+        crc = chunk_crc(bytes(self.buf[offset : offset + CRC_COVERED_HEADER_BYTES]), b"")
+        import zlib
+
+        size = schema.EVENT_DTYPE.itemsize
+        pos, end = start, start + length
+        ev_lo = chunk.first
+        carry = b""
+        stats = _Stats()
+        while pos < end:
+            block = os.pread(self.fd, min(CRC_BYTES, end - pos), pos)
+            if not block:
+                raise RecordingError(self.path, offset, "the file shrank while it was read")
+            crc = zlib.crc32(block, crc)
+            # the whole events within this block (and the part carried from the last)
+            ev_start = max(pos, ev_lo)
+            if ev_start < pos + len(block):
+                data = carry + block[ev_start - pos :]
+                whole = len(data) // size * size
+                if whole:
+                    stats.add(np.frombuffer(data, schema.EVENT_DTYPE, whole // size))
+                carry = data[whole:]
+            pos += len(block)
+        stats.into(chunk)
+        return crc & 0xFFFFFFFF
+
+
+class _Stats:
+    """What the index keeps of a chunk's events, gathered a block at a time."""
+
+    def __init__(self):
+        self.min_start = self.max_start = self.max_end = None
+        self.slots = np.zeros(checks.FUNCTION_SLOTS + 1, bool)
+        self.kinds = np.zeros(256, np.int64)
+        self.max_sm = self.max_slot = self.max_time = 0
+
+    def add(self, ev: np.ndarray) -> None:
+        if len(ev) == 0:
+            return
+        start, end = ev["time_start"], ev["time_end"]
+        lo, hi = int(start.min()), int(start.max())
+        e = int(np.maximum(end, start).max())
+        self.min_start = lo if self.min_start is None else min(self.min_start, lo)
+        self.max_start = hi if self.max_start is None else max(self.max_start, hi)
+        self.max_end = e if self.max_end is None else max(self.max_end, e)
+        slots = ev["function_slot"]
+        self.max_slot = max(self.max_slot, int(slots.max()))
+        if self.max_slot <= checks.FUNCTION_SLOTS:
+            self.slots[np.unique(slots)] = True
+        self.kinds += np.bincount(ev["kind"], minlength=256)[:256]
+        self.max_sm = max(self.max_sm, int(ev["sm_id"].max()), int(ev["sm_id_end"].max()))
+        self.max_time = max(self.max_time, hi, int(end.max()))
+
+    def into(self, chunk: EventChunk) -> None:
+        chunk.min_start = self.min_start or 0
+        chunk.max_start = self.max_start or 0
+        chunk.max_end = self.max_end or 0
+        chunk.slots = self.slots
+        chunk.kinds = self.kinds
+        chunk._limits = (self.max_sm, self.max_slot, self.max_time, int(np.flatnonzero(self.kinds).max(initial=0)))
+
+
+def _check_values(parser: _WindowParser, rec: Recording) -> None:
+    """load()'s value checks of the events: where a chunk's maxima pass no check can
+    fail; where one may, the chunk is read and checked as load() checks it (the same
+    message, naming its first bad row)."""
+    limits = checks.sm_limits(rec.devices)
+    for chunk in parser.chunks:
+        max_sm, max_slot, max_time, max_kind = chunk._limits
+        sm_limit = limits.get(chunk.device, checks.SM_ID_LIMIT)
+        if (
+            max_sm < sm_limit
+            and max_slot < checks.FUNCTION_SLOTS
+            and max_time < checks.TIME_LIMIT_NS
+            and max_kind <= max(checks.EVENT_KINDS)
+        ):
+            continue
+        with_fd = WindowedRecording(rec, [], parser.fd)
+        for lo, part in with_fd.segments(chunk):
+            try:
+                checks.check_events(part, sm_limit)
+            except checks.BadValue as bad:
+                raise parser._bad_value(chunk.offset, f"{bad.what} {bad.row + lo}: {bad}").error from None
