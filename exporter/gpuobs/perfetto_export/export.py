@@ -311,9 +311,7 @@ def _export_all(w, recordings, out_path, opts, say, hosts, criteria, streamed_se
             matches.append((host, rec, selection.table, m))
             host_dur.update({int(i): k.dur_ns for i, k in zip(m.launch_index, m.host_kernel)})
         devices = sorted(
-            set(rec.devices["device_index"].tolist())
-            | event_devices
-            | set(rec.launches["device_index"].tolist())
+            set(rec.devices["device_index"].tolist()) | event_devices | set(rec.launches["device_index"].tolist())
         )
         # --api-trace: flows from calls to kernel slices, on GPUs whose clock is related
         calls = np.unique(rec.api_calls["call_id"])

@@ -1,0 +1,173 @@
+"""The streamed Perfetto export (recording_file/windows.py + perfetto_export/streamed.py)
+writes the in-memory export's trace byte for byte, with every selection, with
+segments and SM batches small enough that windows span segments and GPUs span
+batches; graph replays that share a grid id resolve as they do with every event at
+once; and damage is the error load() gives."""
+
+import io
+
+import numpy as np
+import pytest
+from cli_helpers import DATA, gpuobs
+
+from gpuobs.errors import CorruptChunk, ExportError
+from gpuobs.perfetto_export import export as ex
+from gpuobs.perfetto_export import streamed
+from gpuobs.recording_file import schema, synthetic
+from gpuobs.recording_file import windows as windows_module
+from gpuobs.recording_file.reader import load
+from gpuobs.recording_file.recording_writer import RecordingWriter
+from gpuobs.recording_file.windows import open_windows
+
+SELECTIONS = [
+    {},
+    {"time_window": "0ms:30ms"},
+    {"time_window": "40ms:70ms"},
+    {"kernels": "nvjet"},
+    {"launches": "1000:1400"},
+    {"kernels": "elementwise", "time_window": "0ms:50ms"},
+    {"block_args": False},
+]
+
+
+def _both(path, **options):
+    """(in-memory trace or error, streamed trace or error)."""
+    opts = ex.ExportOptions(**options)
+    out = []
+    for source in (load(path), open_windows(path)):
+        if hasattr(source, "chunks"):
+            assert streamed.can_stream(source, opts, ())
+        buf = io.BytesIO()
+        try:
+            ex.export([source], buf, opts)
+            out.append(buf.getvalue())
+        except ExportError as exc:
+            out.append(str(exc))
+        finally:
+            if hasattr(source, "close"):
+                source.close()
+    return out
+
+
+@pytest.mark.parametrize("small", [False, True], ids=["defaults", "small-segments"])
+@pytest.mark.parametrize("options", SELECTIONS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "all")
+def test_sample_traces_are_the_same(options, small, monkeypatch):
+    if small:
+        monkeypatch.setattr(windows_module, "SEGMENT_ROWS", 1000)
+        monkeypatch.setattr(ex, "BATCH_BLOCKS", 3000)
+    whole, streamed_trace = _both(DATA / "decode_block_trace.gpuobs", **options)
+    assert isinstance(whole, bytes) and len(whole) > 1000
+    assert streamed_trace == whole
+
+
+def _replays_recording(path, flushes=3, replays=6, blocks=700, dropped=5):
+    """Flush windows of graph replays that share one grid id per window (the slow path
+    of launch_index_of_events), each window's events in two chunks, some dropped."""
+    with RecordingWriter(path) as w:
+        w.run(pid=77, mode=schema.Mode.BLOCK_TRACE, capacity=1 << 20, argv=["graph.py"])
+        w.device(sm_count=132)
+        w.module(module_id=1)
+        for slot, (mangled, demangled) in enumerate(synthetic.FUNCTION_NAMES):
+            w.function(function_slot=slot, mangled=mangled, demangled=demangled)
+        for f in range(flushes):
+            ev, launches = synthetic.block_trace_events(replays, blocks, seed=f, gap_ns=20_000)
+            offset = f * 10_000_000
+            ev["time_start"] += offset
+            ev["time_end"] += offset
+            ev["grid_id"] = 50 + f
+            launches["grid_id"] = 50 + f
+            launches["launch_id"] += f * replays
+            launches["graph_launch_id"] = np.arange(replays) + 1 + f * replays
+            launches["flags"] = schema.LaunchFlag.GRAPH_NODE
+            w.launches(launches)
+            counts = np.zeros(1, schema.dtype("gpuobs_launch_count"))
+            counts["grid_id"], counts["count"], counts["launches_sharing"] = 50 + f, replays * blocks, replays
+            ev = ev[np.argsort(ev["time_start"], kind="stable")]  # a segment holds some replays, not all
+            ev = ev[: len(ev) - dropped]
+            w.flush(flush_seq=f, attempted=len(ev) + dropped, recorded=len(ev), dropped=dropped, launch_counts=counts)
+            half = len(ev) // 2
+            w.events(ev[:half], flush_seq=f)
+            w.events(ev[half:], flush_seq=f)
+        w.end(flushes=flushes, launches=flushes * replays, events=0)
+    return path
+
+
+@pytest.mark.parametrize("options", [{}, {"time_window": "10ms:12ms"}, {"launches": "7:13"}, {"kernels": "rms"}])
+def test_graph_replays_across_segments_are_the_same(tmp_path, monkeypatch, options):
+    path = _replays_recording(tmp_path / "graph.gpuobs")
+    monkeypatch.setattr(windows_module, "SEGMENT_ROWS", 500)  # a window spans segments and chunks
+    monkeypatch.setattr(ex, "BATCH_BLOCKS", 2000)
+    whole, streamed_trace = _both(path, **options)
+    assert isinstance(whole, bytes), whole
+    assert streamed_trace == whole
+
+
+def test_windows_not_needed_are_not_read(tmp_path, monkeypatch):
+    path = _replays_recording(tmp_path / "graph.gpuobs", flushes=8)
+    read = []
+    original = windows_module.WindowedRecording.read
+    monkeypatch.setattr(
+        windows_module.WindowedRecording,
+        "read",
+        lambda self, c, lo, hi: read.append(c.flush) or original(self, c, lo, hi),
+    )
+    with open_windows(path) as wr:
+        read.clear()
+        ex.export([wr], io.BytesIO(), ex.ExportOptions(launches="7:13"))  # the launches of window 1
+        assert sorted(set(read)) == [0, 1, 2]
+        read.clear()
+        ex.export([wr], io.BytesIO(), ex.ExportOptions(time_window="70ms:71ms"))  # in window 7
+        assert sorted(set(read)) == [5, 6, 7]
+
+
+def _damaged(tmp_path, edit):
+    path = tmp_path / "bad.gpuobs"
+    synthetic.write_block_trace_recording(path, n_launches=4, blocks_per_launch=600, edit_events=edit)
+    return path
+
+
+def test_blocks_open_at_once_is_load_s_error(tmp_path):
+    def pile_up(ev):  # 1,100 blocks open at once on SM 3
+        ev["sm_id"][:1100] = 3
+        ev["time_start"][:1100] = ev["time_start"][0]
+        ev["time_end"][:1100] = ev["time_start"][0] + 10_000
+
+    path = _damaged(tmp_path, pile_up)
+    with pytest.raises(CorruptChunk) as from_load:
+        load(path)
+    with open_windows(path) as wr, pytest.raises(CorruptChunk) as from_stream:
+        ex.export([wr], io.BytesIO(), ex.ExportOptions())
+    assert "blocks are open at once on SM 3" in str(from_load.value)
+    assert str(from_stream.value).split(": event")[0] == str(from_load.value).split(": event")[0]
+
+
+def test_crc_and_values_are_load_s_errors(tmp_path):
+    path = _damaged(tmp_path, None)
+    data = bytearray(path.read_bytes())
+    at = len(data) - 64 * 100  # inside the events, near the end
+    data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptChunk) as from_load:
+        load(path)
+    with pytest.raises(CorruptChunk) as from_windows:
+        open_windows(path)
+    assert str(from_windows.value) == str(from_load.value) and "CRC-32" in str(from_load.value)
+
+    def bad_sm(ev):
+        ev["sm_id"][17] = 900
+
+    path = _damaged(tmp_path, bad_sm)
+    with pytest.raises(CorruptChunk) as from_load:
+        load(path)
+    with pytest.raises(CorruptChunk) as from_windows:
+        open_windows(path)
+    assert str(from_windows.value) == str(from_load.value) and "sm_id 900" in str(from_load.value)
+
+
+def test_cli_streams_and_writes_the_sample_trace(tmp_path):
+    out = tmp_path / "t.pftrace"
+    r = gpuobs("export", DATA / "decode_block_trace.gpuobs", "-o", out)
+    assert r.returncode == 0, r.stderr
+    buf = io.BytesIO()
+    ex.export([load(DATA / "decode_block_trace.gpuobs")], buf, ex.ExportOptions())
+    assert out.read_bytes() == buf.getvalue()
