@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..errors import ExportError
+from ..errors import ExportError, GpuobsError
 from . import tables
 
 SOURCE_STAMP = "gpuobs-query-source.json"  # what the cache was written from
@@ -98,7 +98,7 @@ def run_sql(folder: Path, sql: str) -> Result:
         con.close()
 
 
-class QueryError(Exception):
+class QueryError(GpuobsError):
     pass
 
 

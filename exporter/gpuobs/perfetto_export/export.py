@@ -533,7 +533,9 @@ def _ts(pkt: pb.TracePacket, t: int, clock: ClockRelation) -> None:
 def _kernel_slices(g: GpuExport, launches: np.ndarray):
     w, table, window = g.w, g.table, g.window
     has_time = table.first_start[launches] > 0
-    missing = int((~has_time).sum())  # no device time at all (counting modes), not those outside a window
+    unread = getattr(g.selection, "unread", None)  # streamed: launches in windows not read
+    known = ~unread[launches] if unread is not None else True
+    missing = int((~has_time & known).sum())  # no device time at all (counting modes), not those outside a window
     if window is not None:
         has_time &= (table.first_start[launches] >= window[0]) & (table.first_start[launches] < window[1])
     timed = launches[has_time]

@@ -113,6 +113,9 @@ class StreamedSelection:
     window: Optional[tuple]
     spools: dict = field(default_factory=dict)  # device -> SmSpool
     launch_of_event: Optional[np.ndarray] = None  # none: the events are in the spools
+    # per launch: a window its events may be in was not read (the selection needs none of
+    # them), so a first_start of 0 there is not "no device time"
+    unread: Optional[np.ndarray] = None
 
     def close(self) -> None:
         for spool in self.spools.values():
@@ -262,6 +265,14 @@ def select(wr: WindowedRecording, criteria: Criteria, progress=lambda _msg: None
         sel.close()
         raise
     sel.table = tally.table(rec)
+    skipped = {(c.device, c.flush) for c, need in zip(wr.chunks, needed) if c.count and not need}
+    lf = rec.launch_flushes.astype(np.int64)
+    dev = rec.launches["device_index"].astype(np.int64)
+    sel.unread = (
+        np.array([any((d, f + k) in skipped for k in (-1, 0, 1)) for d, f in zip(dev.tolist(), lf.tolist())], bool)
+        if skipped
+        else np.zeros(n, bool)
+    )
     if window is not None:
         first = sel.table.first_start
         sel.launches = matched & (first >= window[0]) & (first < window[1])
