@@ -30,9 +30,7 @@ _E = schema.EVENT_DTYPE
 SPOOL_DTYPE = np.dtype(
     [
         ("order", "<u8"),  # the event's place in the recording (all chunks in file order)
-        ("row", "<u8"),  # its row in its chunk, for error messages
-        ("chunk", "<u4"),
-        ("launch", "<i8"),  # index into rec.launches, -1 unresolved
+        ("launch", "<i4"),  # index into rec.launches, -1 unresolved
         ("sm_id", _E["sm_id"]),
         ("time_start", _E["time_start"]),
         ("time_end", _E["time_end"]),
@@ -94,6 +92,8 @@ class SmSpool:
                 self.file.readinto(raw[at : at + k * SPOOL_DTYPE.itemsize])
                 at += k * SPOOL_DTYPE.itemsize
         key = (out["sm_id"].astype(np.uint64) << np.uint64(44)) | out["order"]
+        if len(key) < 2 or bool((key[1:] >= key[:-1]).all()):  # the common case: no slow-path rows
+            return out
         return out[np.argsort(key, kind="stable")] if total < 1 << 44 else out[np.lexsort((out["order"], out["sm_id"]))]
 
     def close(self) -> None:
@@ -168,7 +168,8 @@ class _Tally:
         ok = idx >= 0
         if not ok.any():
             return
-        ev, idx = ev[ok], idx[ok]
+        if not ok.all():
+            ev, idx = ev[ok], idx[ok]
         starts, ends, over = analysis._spans(ev)
         np.minimum.at(self.first_start, idx, starts)
         np.maximum.at(self.last_end, idx, ends)
@@ -229,16 +230,17 @@ def select(wr: WindowedRecording, criteria: Criteria, progress=lambda _msg: None
             keep &= (ev["time_start"] >= window[0]) & (ev["time_start"] < window[1])
         if window is not None or criteria.by_launch:
             keep &= ~resolved | analysis.of_launch(matched, idx, False)
-        at = np.flatnonzero(keep)
-        if len(at) == 0:
-            return
-        out = np.empty(len(at), SPOOL_DTYPE)
-        out["order"] = bases[i] + rows[at]
-        out["row"] = rows[at]
-        out["chunk"] = i
-        out["launch"] = idx[at]
-        part = ev[at]
-        for name in SPOOL_DTYPE.names[4:]:
+        if keep.all():  # no gather: the segment's columns as they are
+            part, rows_kept, idx_kept = ev, rows, idx
+        else:
+            at = np.flatnonzero(keep)
+            if len(at) == 0:
+                return
+            part, rows_kept, idx_kept = ev[at], rows[at], idx[at]
+        out = np.empty(len(part), SPOOL_DTYPE)
+        out["order"] = bases[i] + rows_kept
+        out["launch"] = idx_kept
+        for name in SPOOL_DTYPE.names[2:]:
             out[name] = part[name]
         if c.device not in sel.spools:
             sel.spools[c.device] = SmSpool()
@@ -299,10 +301,13 @@ def check_overlap(wr: WindowedRecording, device: int, blocks: np.ndarray) -> Non
         from ..errors import CorruptChunk
 
         b = blocks[row]
-        chunk = wr.chunks[int(b["chunk"])]
+        bases = np.cumsum([0] + [c.count for c in wr.chunks])
+        at = int(np.searchsorted(bases, int(b["order"]), side="right")) - 1
+        chunk = wr.chunks[at]
         raise CorruptChunk(
             wr.rec.path,
             chunk.offset,
-            f"EVENTS chunk: event {int(b['row'])}: {depth:,} blocks are open at once on SM {int(b['sm_id'])} of "
+            f"EVENTS chunk: event {int(b['order']) - int(bases[at])}: {depth:,} blocks are open at once on SM "
+            f"{int(b['sm_id'])} of "
             f"device {device} (at most {checks.MAX_BLOCK_OVERLAP:,}; an SM keeps at most 32 blocks resident)",
         )

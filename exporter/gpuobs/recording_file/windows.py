@@ -25,7 +25,7 @@ from .fileformat import CHUNK_HEADER, CRC_COVERED_HEADER_BYTES, EVENTS_HEADER, c
 from .reader import CHUNK_HEAD, ChunkType, _Parser, _PayloadError, _type_name
 from .recording import Recording
 
-SEGMENT_ROWS = 1 << 20  # events read at once (64 MB)
+SEGMENT_ROWS = 1 << 18  # events read at once (16 MB)
 CRC_BYTES = 16 << 20  # bytes read at once for a chunk's CRC
 
 
