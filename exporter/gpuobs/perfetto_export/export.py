@@ -127,11 +127,12 @@ class _ChunkSpool:
 
     SPOOL_BYTES = 32 << 20
 
-    def __init__(self):
+    def __init__(self, target=None):
         self.held: list = []
         self.held_bytes = 0
         self.total = 0
-        self.file = None
+        self.file = target  # an open output file: spilled into it, in order, not copied at the end
+        self.owned = target is None
 
     def append(self, chunk) -> None:
         self.held.append(chunk)
@@ -140,6 +141,7 @@ class _ChunkSpool:
         if self.held_bytes > self.SPOOL_BYTES:
             if self.file is None:
                 self.file = tempfile.TemporaryFile()
+                self.owned = True
             self.file.writelines(self.held)
             self.held, self.held_bytes = [], 0
 
@@ -155,17 +157,24 @@ class _ChunkSpool:
         yield from self.held
 
     def close(self) -> None:
-        if self.file is not None:
+        if self.file is not None and self.owned:
             self.file.close()
 
 
 class _SpoolingWriter(TraceWriter):
-    def __init__(self):
+    def __init__(self, target=None):
         super().__init__()
-        self._chunks = _ChunkSpool()
+        self._chunks = _ChunkSpool(target)
 
     def size(self) -> int:
         return self._chunks.total
+
+    def save(self, target) -> int:
+        spool = self._chunks
+        if spool.file is not None and spool.file is target:  # what spilled is written there already
+            target.writelines(spool.held)
+            return spool.total
+        return super().save(target)
 
 
 # The Perfetto UI holds 2-4x a trace's size in the browser's memory: a 182 MB trace of 4M blocks
@@ -272,7 +281,8 @@ def export(
     if opts.align not in (None, "kernels"):
         raise ExportError(f"--align {opts.align!r}: only 'kernels' is known")
     say = progress or (lambda _msg: None)
-    w = _SpoolingWriter()
+    # Into an open output file the trace spills as it is encoded (a path is written at the end).
+    w = _SpoolingWriter(out_path if hasattr(out_path, "write") and hasattr(out_path, "seek") else None)
     criteria = opts.criteria()
     if criteria.by_launch:  # said before any launch is resolved
         matched = [matched_launches(_rec_of(rec), criteria) for rec in recordings]

@@ -72,7 +72,9 @@ class SmSpool:
         if len(rows) == 0:
             return
         rows = rows[np.argsort(rows["sm_id"], kind="stable")]
-        sms, first, n = np.unique(rows["sm_id"], return_index=True, return_counts=True)
+        sm = rows["sm_id"]
+        first = np.flatnonzero(np.r_[True, sm[1:] != sm[:-1]])  # sorted: runs, without np.unique's hashing
+        sms, n = sm[first], np.diff(np.r_[first, len(sm)])
         self.file.seek(self.size)
         self.file.write(rows.tobytes())
         for sm, at, k in zip(sms.tolist(), first.tolist(), n.tolist()):
@@ -154,7 +156,7 @@ def _needed(wr: WindowedRecording, criteria: Criteria, matched: np.ndarray, wind
 class _Tally:
     """launch_table's per-event figures, summed a segment at a time."""
 
-    def __init__(self, n: int):
+    def __init__(self, n: int, sm_ids: int):
         self.first_start = np.full(n, np.iinfo(np.uint64).max, np.uint64)
         self.last_end = np.zeros(n, np.uint64)
         self.blocks = np.zeros(n, np.int64)
@@ -163,6 +165,7 @@ class _Tally:
         self.pairs: list = []
         self.held = 0
         self.n = n
+        self.seen = np.zeros((n, sm_ids), bool) if n * sm_ids <= 50_000_000 else None
 
     def add(self, ev: np.ndarray, idx: np.ndarray) -> None:
         ok = idx >= 0
@@ -178,7 +181,11 @@ class _Tally:
         self.blocks += np.bincount(idx[is_block], minlength=n)[:n]
         self.kept += np.bincount(idx[~is_block], minlength=n)[:n]
         self.unconfirmed += np.bincount(idx[over], minlength=n)[:n]
-        self.pairs.append(np.unique(idx.astype(np.int64) * 65536 + ev["sm_id"].astype(np.int64)))
+        sm = ev["sm_id"]
+        if self.seen is not None and int(sm.max()) < self.seen.shape[1]:  # as launch_table: a launch x SM grid
+            self.seen[idx, sm] = True
+            return
+        self.pairs.append(np.unique(idx.astype(np.int64) * 65536 + sm.astype(np.int64)))
         self.held += len(self.pairs[-1])
         if self.held > SM_PAIRS_HELD:
             self.pairs = [np.unique(np.concatenate(self.pairs))]
@@ -188,7 +195,13 @@ class _Tally:
         table = analysis.launch_table(rec, np.zeros(0, np.int64))  # the per-launch figures; events below
         first = self.first_start.copy()
         first[first == np.iinfo(np.uint64).max] = 0
-        pairs = np.unique(np.concatenate(self.pairs)) if self.pairs else np.zeros(0, np.int64)
+        if self.seen is not None:  # pairs of SMs past the grid's, if any, added to it
+            for p in self.pairs:
+                self.seen[p // 65536, p % 65536] = True
+            sms_touched = self.seen.sum(axis=1)
+        else:
+            pairs = np.unique(np.concatenate(self.pairs)) if self.pairs else np.zeros(0, np.int64)
+            sms_touched = np.bincount(pairs // 65536, minlength=self.n)[: self.n]
         return dataclasses.replace(
             table,
             first_start=first,
@@ -196,7 +209,7 @@ class _Tally:
             blocks_recorded=self.blocks,
             events_kept=self.kept,
             ends_unconfirmed=self.unconfirmed,
-            sms_touched=np.bincount(pairs // 65536, minlength=self.n)[: self.n],
+            sms_touched=sms_touched,
         )
 
 
@@ -212,7 +225,7 @@ def select(wr: WindowedRecording, criteria: Criteria, progress=lambda _msg: None
         t0 = span[0]
         lo, hi = criteria.time
         window = (t0 + lo if lo is not None else 0, t0 + hi if hi is not None else np.iinfo(np.uint64).max)
-    tally = _Tally(n)
+    tally = _Tally(n, max(checks.sm_limits(rec.devices).values(), default=checks.SM_ID_LIMIT))
     sel = StreamedSelection(rec, criteria, None, matched, matched, window)
     needed = _needed(wr, criteria, matched, window)
     last_of_window = {(c.device, c.flush): i for i, c in enumerate(wr.chunks) if needed[i]}
