@@ -16,7 +16,7 @@
 /* gpuobs:cdef-begin */
 #define GPUOBS_FORMAT_VERSION 1
 /* FNV-1a 64 of the canonical layout text (see gpuobs/recording_file/schema.py: layout_text). */
-#define GPUOBS_SCHEMA_HASH 0x9e00b211abf33cf1
+#define GPUOBS_SCHEMA_HASH 0x746be70a1966131a
 #define GPUOBS_EVENT_SIZE 64
 #define GPUOBS_MAX_STRIPES 256
 #define GPUOBS_DEFAULT_CAPACITY 0 /* event records per context: 0 = as many as the device memory budget holds */
@@ -238,16 +238,21 @@ enum gpuobs_chunk_type {
 
 /* gpuobs_launch.flags bits. */
 enum gpuobs_launch_flags {
-    GPUOBS_LAUNCH_GRAPH_NODE = 1,     /* a kernel node of a graph replay */
-    GPUOBS_LAUNCH_RACED_FLUSH = 2,    /* listed by a flush that was not at a quiet point while its stream had not
-                                         synchronised: it may have been running, so its counts and records may
-                                         be partial (the rest fall in the next window) */
-    GPUOBS_LAUNCH_FROM_DEVICE = 4,    /* launched by a kernel (dynamic parallelism): the host never saw the
-                                         launch, so it is listed from its blocks' records at the flush; its
-                                         grid and block sizes are what those records show (lower bounds) */
-    GPUOBS_LAUNCH_FROM_NODE_TABLE = 8 /* a graph replay's kernel node, listed from its exec's node table
-                                         (learned from one replay) at the replay's launch: no per-node
-                                         callback ran for it */
+    GPUOBS_LAUNCH_GRAPH_NODE = 1,       /* a kernel node of a graph replay */
+    GPUOBS_LAUNCH_RACED_FLUSH = 2,      /* listed by a flush that was not at a quiet point while its stream had not
+                                           synchronised: it may have been running, so its counts and records may
+                                           be partial (the rest fall in the next window) */
+    GPUOBS_LAUNCH_FROM_DEVICE = 4,      /* launched by a kernel (dynamic parallelism): the host never saw the
+                                           launch, so it is listed from its blocks' records at the flush; its
+                                           grid and block sizes are what those records show (lower bounds) */
+    GPUOBS_LAUNCH_FROM_NODE_TABLE = 8,  /* a graph replay's kernel node, listed from its exec's node table
+                                           (learned from one replay) at the replay's launch: no per-node
+                                           callback ran for it */
+    GPUOBS_LAUNCH_CONDITIONAL_BODY = 16 /* a kernel node inside a conditional node's body (WHILE, IF,
+                                           SWITCH): the device decides how often it runs in one replay
+                                           (0..n times) and the host is told once, so it is listed once
+                                           per replay and its count and records are those of all its runs
+                                           (runs = counted / grid blocks) */
 };
 
 /* gpuobs_module_info.status values. */
@@ -267,8 +272,10 @@ enum gpuobs_notice_code {
     GPUOBS_NOTICE_FUNCTION_UNBOUND = 3,       /* a function's callback data could not be bound */
     GPUOBS_NOTICE_CONTEXT_SETUP_RETRIED = 4,  /* the first setup of a context failed and a later one worked */
     GPUOBS_NOTICE_DEVICE_LAUNCHES = 5,        /* grids were launched from the device: what is and is not known */
-    GPUOBS_NOTICE_PROGRAM_WAITED = 6          /* ring pressure: how often and how long the tool made the program's
+    GPUOBS_NOTICE_PROGRAM_WAITED = 6,         /* ring pressure: how often and how long the tool made the program's
                                                  launching threads wait for drains, so that nothing was dropped */
+    GPUOBS_NOTICE_CONDITIONAL_BODIES = 7      /* a graph with conditional nodes was replayed: which kernels run in
+                                                 their bodies, listed once per replay for all their runs */
 };
 
 typedef struct gpuobs_file_header {

@@ -8,6 +8,7 @@
 #include "context_guard.h"
 #include "context_state.h"
 #include "cuda_driver.h"
+#include "ring_capacity.h"
 #include "ring_cut.h"
 #include "sanitizer_api.h"
 
@@ -29,9 +30,10 @@ bool device_alloc(CUcontext ctx, T** out, size_t bytes, const char* what, std::s
 
 }  // namespace
 
-// Records per stripe: a power of two (a ring position maps to its record with a
-// mask), the most that fit the device memory budget, or that --capacity asks for.
+// Records per stripe (ring_capacity.h): at least --capacity N in all, or the most
+// that fit the device memory budget.
 uint64_t stripe_capacity_for(const Config& config, uint32_t stripes) {
+    if (config.capacity != 0) return stripe_capacity_asked(config.capacity, stripes);
     const uint64_t record_bytes =
         sizeof(gpuobs_event) + (gpuobs_mode_has(config.mode, GPUOBS_TRAIT_WARP_ARRIVALS)
                                     ? GPUOBS_WARP_ARRIVALS_PER_EVENT * sizeof(gpuobs_warp_arrival)
@@ -40,11 +42,7 @@ uint64_t stripe_capacity_for(const Config& config, uint32_t stripes) {
                    fixed = GPUOBS_ARENA_EVENTS + GPUOBS_ARENA_ALIGN +
                            (DeviceArena::wants_snapshots(config) ? DeviceArena::kSnapshots * DeviceArena::kSnapshotBytes
                                                                  : 0);
-    uint64_t wanted = config.capacity != 0 ? config.capacity / stripes
-                                           : (budget > fixed ? (budget - fixed) / record_bytes / stripes : 1);
-    uint64_t cap = 1;
-    while (cap * 2 <= wanted) cap *= 2;
-    return cap;
+    return stripe_capacity_fitting(budget > fixed ? (budget - fixed) / record_bytes : 0, stripes);
 }
 
 void DeviceArena::plan(uint32_t sms, const Config& config) {

@@ -272,7 +272,8 @@ def record(
         "--capacity",
         metavar="N",
         help="event records per CUDA context, 64 B each (block_starts: 192 B with its warp arrivals), "
-        "rounded down to a power of two per SM; 0 (the default) = as many as --device-memory holds. "
+        "at least N kept (each SM's ring a power of two, rounded up: `info` says how many); "
+        "0 (the default) = as many as --device-memory holds. "
         "The records form a ring that a tool thread drains while kernels run",
         show_default=False,
     ),

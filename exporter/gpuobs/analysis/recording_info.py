@@ -12,7 +12,7 @@ from ..ranges import format_ns, format_span
 from ..recording_file import schema
 from ..recording_file.recording import Recording
 from ..safe_text import printable
-from . import block_end_report, block_ends
+from . import block_end_report, block_ends, ring_capacity
 from . import launches as analysis
 
 MAX_WINDOW_LINES = 40
@@ -113,6 +113,10 @@ def describe(rec: Recording) -> dict:
         "run_ns": run_ns,
         "sample_shift": run.sample_shift if run else None,
         "capacity": run.capacity if run else None,
+        # what --capacity kept per context, by GPU: (records per SM ring, rings, in all)
+        "capacity_kept": [list(ring_capacity.kept(run.capacity, g["sms"], rec.schema_hash) or ()) for g in gpus]
+        if run and run.capacity
+        else [],
         "window_every": run.window_every if run else 0,
         "gpus": gpus,
         "device_span_ns": (span[1] - span[0]) if span else None,
@@ -164,7 +168,11 @@ def text(d: dict) -> list[str]:
     if d["window_every"]:
         detail += f", recorded 1 interval in {d['window_every']}"
     if d["capacity"]:
-        detail += f", {d['capacity']:,} records per context"
+        detail += f", --capacity {d['capacity']:,} records per context"
+        kept = {tuple(k) for k in d.get("capacity_kept", []) if k}
+        if len(kept) == 1:
+            each, rings, total = kept.pop()
+            detail += f" (kept {total:,}: {each:,} per SM ring x {rings})"
     line("mode", mode + detail)
     for g in d["gpus"]:
         line(f"GPU {g['index']}", f"{g['name']}, {g['sms']} SMs, compute capability {g['cc']}")

@@ -130,6 +130,7 @@ def _enum(name: str, prefix: str) -> type[enum.IntEnum]:
 FORMAT_VERSION = constant("GPUOBS_FORMAT_VERSION")
 SCHEMA_HASH = constant("GPUOBS_SCHEMA_HASH")
 LAUNCH_TABLE_SIZE = constant("GPUOBS_LAUNCH_TABLE_SIZE")
+MAX_STRIPES = constant("GPUOBS_MAX_STRIPES")
 DEFAULT_CAPACITY = constant("GPUOBS_DEFAULT_CAPACITY")
 DEFAULT_DEVICE_MEMORY_MIB = constant("GPUOBS_DEFAULT_DEVICE_MEMORY_MIB")
 MIN_CAPACITY = constant("GPUOBS_MIN_CAPACITY")
@@ -140,12 +141,17 @@ NO_FLUSH = constant("GPUOBS_NO_FLUSH")
 # Earlier layouts this reader still reads, with what differs: each entry's structs
 # are a subset of today's, unchanged (only enums, a struct and a chunk type were
 # added since), so only what the writer did differently is listed here.
+# "capacity_rounding": how the writer sized each SM's ring for --capacity N (down: at
+# most N in all; today up, at least N: analysis/ring_capacity.py).
+_ROUNDED_DOWN = {"capacity_rounding": "down"}
 COMPATIBLE_SCHEMAS = {
-    0x5C1E4BD4A6AF10CA: {},  # before the program-waited notice (ring pressure)
-    0x49906C504643937C: {"launch_table_size": 4096},  # before notices and device-launched grids (2026-12-01)
-    0xE78BC05CF512A957: {},  # before block_starts (its mode, flag, warp arrivals and SLOTS chunk)
-    0x8DC623220B0E97DB: {},  # before the device rings' limits (gpuobs_control only: no file layout changed)
-    0x73B702BBE2B866CC: {},  # before the record gate and sampled-out counts (gpuobs_control only)
+    0x9E00B211ABF33CF1: _ROUNDED_DOWN,  # before conditional-body launches and --capacity rounded up
+    0x73B702BBE2B866CC: _ROUNDED_DOWN,  # before the record gate and sampled-out counts (gpuobs_control only)
+    0x5C1E4BD4A6AF10CA: _ROUNDED_DOWN,  # before the program-waited notice (ring pressure)
+    # before notices and device-launched grids (2026-12-01)
+    0x49906C504643937C: {"launch_table_size": 4096, **_ROUNDED_DOWN},
+    0xE78BC05CF512A957: _ROUNDED_DOWN,  # before block_starts (its mode, flag, warp arrivals and SLOTS chunk)
+    0x8DC623220B0E97DB: _ROUNDED_DOWN,  # before the device rings' limits (gpuobs_control only: no file layout changed)
 }
 
 
