@@ -19,6 +19,7 @@
 
 #include "clocks.h"
 #include "context_guard.h"
+#include "launch_counts.h"
 #include "launch_log.h"
 #include "log.h"
 #include "pressure_valve.h"
@@ -142,46 +143,6 @@ void Drainer::drained_views(std::vector<uint64_t>* events, std::vector<uint64_t>
     *arrivals = warp_drained_view_;
 }
 
-// Each counter slot's growth since its last harvest goes to this window's launch
-// in that slot. Kernels may be counting while the harvest reads, so a slot whose
-// launch comes in a later window (cut, or not yet) keeps its growth for that
-// window; the growth of a slot no launch owns is unattributed.
-void Drainer::write_launch_counts(const std::vector<gpuobs_launch>& launches, bool final,
-                                  std::vector<gpuobs_launch_count>* out, uint64_t* unattributed) {
-    std::map<uint32_t, std::map<uint64_t, uint32_t>> by_slot;  // slot -> grid id -> launches
-    for (const gpuobs_launch& l : launches) ++by_slot[gpuobs_launch_slot(l.grid_id)][l.grid_id];
-    std::unordered_set<uint32_t> later;
-    if (!final) {
-        {
-            std::lock_guard<std::mutex> lock(queue_mu_);
-            for (const FlushWindow& w : queue_)
-                for (const gpuobs_launch& l : w.launches) later.insert(gpuobs_launch_slot(l.grid_id));
-        }
-        launches_.add_pending_slots(&later);
-    }
-    for (uint32_t s = 0; s < GPUOBS_LAUNCH_TABLE_SIZE; ++s) {
-        const uint64_t total = counter_staging_[s] - counter_baseline_[s];
-        auto it = by_slot.find(s);
-        if (it == by_slot.end()) {
-            if (total == 0 || later.count(s)) continue;
-            *unattributed += total;
-            counter_baseline_[s] = counter_staging_[s];
-            continue;
-        }
-        counter_baseline_[s] = counter_staging_[s];
-        uint32_t sharing = 0;
-        for (const auto& g : it->second) sharing += g.second;
-        for (const auto& g : it->second) {
-            gpuobs_launch_count c;
-            std::memset(&c, 0, sizeof c);
-            c.grid_id = g.first;
-            c.count = total;
-            c.launches_sharing = sharing;
-            out->push_back(c);
-        }
-    }
-}
-
 // Classify: staging_'s events flagged, and filtered in place; info counts what was left out.
 void Drainer::classify_events(const std::vector<uint8_t>& selected, gpuobs_flush_info& info) {
     // Keep complete events that pass the kernel filter, in place. A block
@@ -265,6 +226,14 @@ bool Drainer::cut_window(const char* reason, bool require_quiet, FlushWindow* w,
             // Every launch of this window has run: a device time read now bounds each
             // of their blocks' ends (not at a snapshot: later launches run by now).
             if (require_quiet && at.slot < 0) w->device_quiet_ns = kernels_.device_time_now(stream);
+        }
+        // Graph nodes' slots come back at their next replay: their totals now, before
+        // the program launches again (take_window refuses a launch listed since).
+        if (require_quiet && at.slot < 0) {
+            std::vector<uint32_t> slots;
+            launches_.pending_graph_slots(&slots);
+            if (!slots.empty() && !kernels_.harvest_slots(a.counters, stream, slots, &w->cut_totals))
+                w->cut_totals.clear();
         }
     }
     uint64_t raced = 0;
@@ -379,8 +348,13 @@ void Drainer::drain_window(FlushWindow& w) {
             harvested = kernels_.harvest_counts(a.counters, stream, &counter_staging_);
         }
         harvest_ns = monotonic_ns() - harvest_started_ns;
-        if (harvested)
-            write_launch_counts(w.launches, !w.quiet, &counts, &info.unattributed);
+        if (harvested)  // launch_counts.h: each slot's growth to its launch
+            attribute_counts(
+                {w.launches, w.cut_totals, w.launches_end, w.snapshot >= 0}, counter_staging_, counter_baseline_,
+                [this](uint64_t n, const std::vector<uint32_t>& s, std::unordered_set<uint32_t>* o) {
+                    launches_.listed_after(n, s, o);
+                },
+                w.quiet, &counts, &info.unattributed);
         else
             GPUOBS_LOG("flush %u (%s): cannot read the launch counters; this window's counts are lost", info.flush_seq,
                        w.reason);
@@ -417,6 +391,7 @@ void Drainer::drain_loop() {
             // keeps its own.
             for (taken = 1; w.quiet && !queue_.empty() && queue_.front().quiet; ++taken) {
                 FlushWindow& next = queue_.front();
+                merge_cut_totals(w.cut_totals, next.launches, &next.cut_totals);
                 next.launches.insert(next.launches.begin(), w.launches.begin(), w.launches.end());
                 next.unrecorded += w.unrecorded;
                 next.snapshot_slots.insert(next.snapshot_slots.begin(), w.snapshot_slots.begin(),

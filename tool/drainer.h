@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "config.h"
@@ -59,6 +60,10 @@ struct FlushWindow {
     // (merged windows hold several), released once it is drained.
     int snapshot = -1;
     std::vector<int> snapshot_slots;
+    // launch_counts.h: the number of the window's last launch (LaunchLog), and the
+    // totals of its graph-node slots read at a quiet cut (slot, total; sorted).
+    uint64_t launches_end = 0;
+    std::vector<std::pair<uint32_t, uint64_t>> cut_totals;
 };
 
 // One ring of records on the device (the events, or block_starts' warp
@@ -134,8 +139,7 @@ private:
     void start_drain_thread();
     void sample_clock();
     void classify_events(const std::vector<uint8_t>& selected, gpuobs_flush_info& info);
-    void write_launch_counts(const std::vector<gpuobs_launch>& launches, bool final,
-                             std::vector<gpuobs_launch_count>* out, uint64_t* unattributed);
+
     void write_flush_chunks(const std::vector<gpuobs_launch>& launches, const std::vector<gpuobs_launch_count>& counts,
                             gpuobs_flush_info& info);
     Sanitizer_StreamHandle drain_stream();  // under flush_mu_

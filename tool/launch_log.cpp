@@ -41,6 +41,7 @@ uint64_t next_launch_id() {
 void LaunchLog::open() {
     std::lock_guard<std::mutex> lock(mu_);
     function_selected_.assign(GPUOBS_FUNCTION_TABLE_SIZE, 1);
+    slot_last_listed_.assign(GPUOBS_LAUNCH_TABLE_SIZE, 0);
     open_ = true;
 }
 
@@ -140,8 +141,7 @@ bool LaunchLog::on_launch(const LaunchInfo& launch, bool paused) {
     l.graph_launch_id = launch.graph_launch_id;
     l.flags = launch.graph_node ? GPUOBS_LAUNCH_GRAPH_NODE : 0;
     if (config_.api_trace) l.api_call_id = ApiTrace::current_call();
-    pending_launches_.push_back(l);
-    ++launches_total_;
+    list_launch(l);
     return valve_.plan_blocks(l.grid, l.block);
 }
 
@@ -167,11 +167,16 @@ bool LaunchLog::on_graph_replay(const std::vector<LearnedNode>& nodes, uint64_t 
         l.graph_launch_id = replay_id;
         l.flags = GPUOBS_LAUNCH_GRAPH_NODE | GPUOBS_LAUNCH_FROM_NODE_TABLE;
         if (config_.api_trace) l.api_call_id = ApiTrace::current_call();
-        pending_launches_.push_back(l);
-        ++launches_total_;
+        list_launch(l);
         check |= valve_.plan_blocks(l.grid, l.block);
     }
     return check;
+}
+
+void LaunchLog::list_launch(const gpuobs_launch& l) {
+    pending_launches_.push_back(l);
+    ++launches_total_;
+    if (!slot_last_listed_.empty()) slot_last_listed_[gpuobs_launch_slot(l.grid_id)] = launches_total_;
 }
 
 void LaunchLog::on_paused_graph_launch(uint64_t stream_key) {
@@ -250,6 +255,7 @@ bool LaunchLog::take_window(bool require_quiet, uint64_t launches_before, FlushW
     if (require_quiet && launches_total_ != launches_before) return false;
     w->launches.swap(pending_launches_);
     launches_cut_ = launches_total_;
+    w->launches_end = launches_total_;
     // The ring pressure's plan starts again from this cut, with no launch between.
     valve_.reset_at_cut(sum_of(w->claimed), sum_of(w->warp_claimed));
     w->unrecorded = unrecorded_launches_;
@@ -286,6 +292,7 @@ bool LaunchLog::take_window_upto(uint64_t launches, uint64_t stream_key, FlushWi
     w->launches.assign(pending_launches_.begin(), pending_launches_.begin() + n);
     pending_launches_.erase(pending_launches_.begin(), pending_launches_.begin() + n);
     launches_cut_ = launches;
+    w->launches_end = launches;
     // The plan keeps the launches after the snapshot: only what the window took leaves it.
     valve_.advance_cut(blocks, warps, sum_of(w->claimed), sum_of(w->warp_claimed));
     w->unrecorded = 0;  // paused launches wait for a full cut
@@ -309,9 +316,20 @@ uint64_t LaunchLog::launches_total() {
     return launches_total_;
 }
 
-void LaunchLog::add_pending_slots(std::unordered_set<uint32_t>* slots) {
+void LaunchLog::listed_after(uint64_t launch_number, const std::vector<uint32_t>& slots,
+                             std::unordered_set<uint32_t>* out) {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const gpuobs_launch& l : pending_launches_) slots->insert(gpuobs_launch_slot(l.grid_id));
+    if (slot_last_listed_.empty()) return;
+    for (uint32_t s : slots)
+        if (slot_last_listed_[s & (GPUOBS_LAUNCH_TABLE_SIZE - 1)] > launch_number) out->insert(s);
+}
+
+void LaunchLog::pending_graph_slots(std::vector<uint32_t>* slots) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const gpuobs_launch& l : pending_launches_)
+        if (l.flags & GPUOBS_LAUNCH_GRAPH_NODE) slots->push_back(gpuobs_launch_slot(l.grid_id));
+    std::sort(slots->begin(), slots->end());
+    slots->erase(std::unique(slots->begin(), slots->end()), slots->end());
 }
 
 // Grids launched by kernels (dynamic parallelism): the host never saw them,

@@ -84,8 +84,12 @@ public:
     bool alone(uint64_t stream_key);
     uint64_t launches_total();
 
-    // The counter slots of launches not yet cut (their counts wait for their window).
-    void add_pending_slots(std::unordered_set<uint32_t>* slots);
+    // Of `slots`, those where a launch numbered past `launch_number` (listed after the
+    // cut that ended there: FlushWindow::launches_end) has been listed, into `out`.
+    void listed_after(uint64_t launch_number, const std::vector<uint32_t>& slots, std::unordered_set<uint32_t>* out);
+    // The counter slots of the graph-node launches not yet cut: a node's grid id comes
+    // back at every replay of its exec, so their totals are read at a quiet cut.
+    void pending_graph_slots(std::vector<uint32_t>* slots);
     // Kernels launched from the device appear only in their blocks' records:
     // lists one launch per grid id the host never saw (flagged FROM_DEVICE).
     void list_device_launches(std::vector<gpuobs_event>& events, std::vector<gpuobs_launch>* launches);
@@ -127,6 +131,9 @@ private:
     bool device_launch_noticed_ = false;
     std::vector<uint8_t> function_selected_;  // by slot: passes the kernel filter
     std::vector<gpuobs_launch> pending_launches_;
+    void list_launch(const gpuobs_launch& l);  // under mu_: pending, numbered, its slot's last
+    // By counter slot: the number (launches_total_ once it was listed) of its last launch.
+    std::vector<uint64_t> slot_last_listed_;
     uint64_t launches_total_ = 0;
     uint64_t launches_cut_ = 0;         // of launches_total_, those taken into windows
     uint64_t unrecorded_launches_ = 0;  // while paused, since the last cut

@@ -156,6 +156,38 @@ bool ToolKernels::harvest_counts(gpuobs_launch_counter* counters, Sanitizer_Stre
     return true;
 }
 
+bool ToolKernels::harvest_slots(gpuobs_launch_counter* counters, Sanitizer_StreamHandle copy_stream,
+                                const std::vector<uint32_t>& slots, std::vector<std::pair<uint32_t, uint64_t>>* out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    out->clear();
+    load_locked();
+    CurrentContext current(ctx_);
+    if (gather_fn_ == nullptr || !current.pushed) return false;
+    CudaDriver& d = driver();
+    uint64_t* table = reinterpret_cast<uint64_t*>(counters);
+    uint32_t n = GPUOBS_LAUNCH_TABLE_SIZE, k = GPUOBS_LAUNCH_COUNTER_STRIPES + 1;
+    void* args[] = {&table, &totals_, &n, &k};
+    if (d.launch_kernel(gather_fn_, 128, 1, 1, 256, 1, 1, 0, probe_stream_, args, nullptr) != CUDA_SUCCESS ||
+        d.stream_synchronize(probe_stream_) != CUDA_SUCCESS)
+        return false;
+    // The slots of one graph are consecutive grid ids: a copy per run of slots no
+    // more than kGap apart, not one per slot.
+    constexpr uint32_t kGap = 64;
+    std::vector<uint64_t> run;
+    for (size_t i = 0; i < slots.size();) {
+        size_t j = i;
+        while (j + 1 < slots.size() && slots[j + 1] - slots[j] <= kGap) ++j;
+        const uint32_t lo = slots[i], hi = slots[j];
+        run.assign(hi - lo + 1, 0);
+        if (sanitizer().memcpy_dtoh(run.data(), totals_ + lo, run.size() * sizeof(uint64_t), copy_stream) !=
+            SANITIZER_SUCCESS)
+            return false;
+        for (size_t m = i; m <= j; ++m) out->emplace_back(slots[m], run[slots[m] - lo]);
+        i = j + 1;
+    }
+    return true;
+}
+
 bool ToolKernels::queue_snapshot(CUstream stream, const DeviceArena& arena, uint32_t slot, uint64_t seq) {
     if (!done_.load() || snapshot_fn_ == nullptr) return false;
     const uint64_t* table = reinterpret_cast<const uint64_t*>(arena.counters);

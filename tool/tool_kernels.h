@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "config.h"
@@ -32,6 +33,11 @@ public:
     // One total per launch-counter slot since the context's start, into `totals`.
     bool harvest_counts(gpuobs_launch_counter* counters, Sanitizer_StreamHandle copy_stream,
                         std::vector<uint64_t>* totals);
+    // The totals of `slots` (sorted, unique) now, as (slot, total) into `out`: a quiet
+    // cut's read of its graph nodes' slots (launch_counts.h). The harvest kernel, then
+    // one small copy per run of nearby slots; false when it cannot (no kernel).
+    bool harvest_slots(gpuobs_launch_counter* counters, Sanitizer_StreamHandle copy_stream,
+                       const std::vector<uint32_t>& slots, std::vector<std::pair<uint32_t, uint64_t>>* out);
     // Launches the snapshot kernel into the arena's slot on the program's `stream`
     // (the caller has made the context current); false when it cannot. No lock:
     // after load() its function is fixed, and it shares no buffer with the others.

@@ -1,0 +1,68 @@
+// Launch counts at a drain (launch_counts.h says why each rule is there).
+#include "launch_counts.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace gpuobs {
+
+void attribute_counts(const CountedWindow& w, const std::vector<uint64_t>& harvested, std::vector<uint64_t>& baseline,
+                      const ListedAfter& listed_after, bool later_possible, std::vector<gpuobs_launch_count>* out,
+                      uint64_t* unattributed) {
+    std::map<uint32_t, std::map<uint64_t, uint32_t>> by_slot;  // slot -> grid id -> launches
+    for (const gpuobs_launch& l : w.launches) ++by_slot[gpuobs_launch_slot(l.grid_id)][l.grid_id];
+    std::unordered_map<uint32_t, uint64_t> at_cut(w.cut_totals.begin(), w.cut_totals.end());
+    // The slots a later launch may have grown: those whose growth is not all this window's.
+    std::unordered_set<uint32_t> later;
+    if (later_possible) {
+        std::vector<uint32_t> asked;
+        for (uint32_t s = 0; s < GPUOBS_LAUNCH_TABLE_SIZE; ++s) {
+            const bool mine = by_slot.count(s) != 0;
+            if ((mine && !at_cut.count(s)) || (!mine && harvested[s] != baseline[s])) asked.push_back(s);
+        }
+        listed_after(w.launches_end, asked, &later);
+    }
+    for (uint32_t s = 0; s < GPUOBS_LAUNCH_TABLE_SIZE; ++s) {
+        auto it = by_slot.find(s);
+        if (it == by_slot.end()) {
+            const uint64_t grown = harvested[s] - baseline[s];
+            if (grown == 0 || later.count(s)) continue;  // a later window's launch owns it
+            *unattributed += grown;
+            baseline[s] = harvested[s];
+            continue;
+        }
+        auto cut = at_cut.find(s);
+        // Read at the cut: the growth after it is a later launch's, left for its window.
+        const uint64_t upto = cut != at_cut.end() ? std::min(cut->second, harvested[s]) : harvested[s];
+        const uint64_t total = upto - std::min(upto, baseline[s]);
+        baseline[s] = std::max(baseline[s], upto);
+        uint32_t sharing = 0;
+        for (const auto& g : it->second) sharing += g.second;
+        // A snapshot's totals were read on the stream before any later launch ran.
+        if (cut == at_cut.end() && !w.snapshot && later.count(s)) ++sharing;
+        for (const auto& g : it->second) {
+            gpuobs_launch_count c{};
+            c.grid_id = g.first;
+            c.count = total;
+            c.launches_sharing = sharing;
+            out->push_back(c);
+        }
+    }
+}
+
+void merge_cut_totals(const SlotTotals& earlier, const std::vector<gpuobs_launch>& later_launches, SlotTotals* into) {
+    if (earlier.empty()) return;
+    std::unordered_set<uint32_t> later_slots;
+    for (const gpuobs_launch& l : later_launches) later_slots.insert(gpuobs_launch_slot(l.grid_id));
+    // A slot the later window holds is counted to its cut (its own total), or, without
+    // one, to the drain's harvest: the earlier total then says nothing more.
+    SlotTotals merged = *into;
+    for (const auto& st : earlier)
+        if (!later_slots.count(st.first)) merged.push_back(st);
+    std::sort(merged.begin(), merged.end());
+    into->swap(merged);
+}
+
+}  // namespace gpuobs

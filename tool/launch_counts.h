@@ -1,0 +1,55 @@
+// Which launch each launch-counter slot's growth belongs to, at a drain
+// (Drainer::drain_window). A slot is a grid id's low bits, and a graph's kernel node
+// keeps its grid id on every replay of its exec: so when a replay runs between a
+// window's cut and its drain's harvest, the harvest holds blocks of both replays in
+// the one slot. (The vLLM-shaped server: 80 of 303 launches counted twice their grid,
+// the next replay's none.) Two things keep counts exact:
+//   - a quiet cut whose window holds graph-node launches reads those slots' totals at
+//     the cut, before the program launches again (cut_totals); the drain takes them
+//     instead of its own harvest's, and the growth after them is the next window's;
+//   - every launch listed gets a number (LaunchLog), and a slot's last one is kept, so
+//     the drain knows exactly which slots a launch listed after its window's cut may
+//     have grown (the queue and the pending launches left out those between a cut
+//     and its place in the queue: counts of no listed launch).
+// Where neither can tell (a cut whose slot totals could not be read, a flush that was
+// not at a quiet point), the count is marked shared with the later launch (its
+// launches_sharing one more), never given to one launch whole.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "gpuobs_schema.h"
+
+namespace gpuobs {
+
+// slot -> total at a cut, sorted by slot.
+using SlotTotals = std::vector<std::pair<uint32_t, uint64_t>>;
+
+// What a drain knows of its window (FlushWindow's parts the counts need).
+struct CountedWindow {
+    const std::vector<gpuobs_launch>& launches;
+    const SlotTotals& cut_totals;  // read at the cut (a quiet one's graph-node slots)
+    uint64_t launches_end;         // the number of its last launch (LaunchLog)
+    bool snapshot;                 // harvested by an in-stream snapshot behind its launches
+};
+// Of the slots asked, those where a launch numbered past the given one has been listed
+// (LaunchLog::listed_after).
+using ListedAfter = std::function<void(uint64_t, const std::vector<uint32_t>&, std::unordered_set<uint32_t>*)>;
+
+// The counts of a window from `harvested` (one total per slot), each slot's growth
+// since `baseline` (which moves on); growth no launch of the window or a later one
+// owns is added to `unattributed`. `later_possible`: whether launches listed after the
+// window's cut may have run before the harvest (false for a flush that was not at a
+// quiet point, whose remaining growth is not waited for, as before).
+void attribute_counts(const CountedWindow& w, const std::vector<uint64_t>& harvested, std::vector<uint64_t>& baseline,
+                      const ListedAfter& listed_after, bool later_possible, std::vector<gpuobs_launch_count>* out,
+                      uint64_t* unattributed);
+
+// Quiet windows merged into one drain: the later window's totals, and the earlier
+// one's where the later window (its own launches) holds no launch in that slot.
+void merge_cut_totals(const SlotTotals& earlier, const std::vector<gpuobs_launch>& later_launches, SlotTotals* into);
+
+}  // namespace gpuobs
