@@ -178,3 +178,53 @@ def test_the_makefile_builds_what_gpuobs_build_builds(native, tmp_path):
         env=dict(os.environ, LD_PRELOAD=str(tmp_path / "libgpuobs_tool.so"), GPUOBS_MODE="off"),
     )
     assert proc.returncode == 0 and proc.stdout == "ran\n", proc.stderr
+
+
+def test_the_tool_starts_once_whichever_way_it_came_in(native, tmp_path):
+    """LD_PRELOAD and CUDA_INJECTION64_PATH (the driver calls InitializeInjection at
+    cuInit, simulated here): one start; a second copy of the library stays off."""
+    copy = tmp_path / "copy" / "libgpuobs_tool.so"
+    copy.parent.mkdir()
+    shutil.copy(native.tool, copy)
+    code = (
+        "import ctypes, sys\n"
+        f"lib = ctypes.CDLL({str(native.tool)!r})\n"
+        "print(lib.InitializeInjection(), lib.InitializeInjection())\n"
+        f"other = ctypes.CDLL({str(copy)!r})\n"
+        "print(other.InitializeInjection())\n"
+    )
+    proc = _preloaded(native, tmp_path, code, GPUOBS_MODE="block_counter", GPUOBS_DEBUG="1")
+    assert proc.returncode == 0 and proc.stdout == "1 1\n1\n", proc.stdout + proc.stderr
+    assert proc.stderr.count("tool starting (loaded)") == 1, proc.stderr
+    assert "another copy of the tool runs in this process; this one (loaded) stays off" in proc.stderr
+    # Injection alone (no LD_PRELOAD): the library loaded as the driver loads it, then its entry point.
+    env = dict(os.environ, GPUOBS_MODE="block_counter", GPUOBS_DEBUG="1", GPUOBS_OUTPUT=str(tmp_path / "y.gpuobs"))
+    env.pop("LD_PRELOAD", None)
+    env.pop("GPUOBS_STARTED_PID", None)
+    alone = subprocess.run(
+        [sys.executable, "-c", f"import ctypes; print(ctypes.CDLL({str(native.tool)!r}).InitializeInjection())"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert alone.returncode == 0 and alone.stdout == "1\n" and alone.stderr.count("tool starting") == 1, alone.stderr
+
+
+def test_record_sets_both_ways_in_to_one_path(native):
+    from gpuobs.record.run import RecordOptions, tool_environment
+
+    env = tool_environment(native, RecordOptions(), base={})
+    assert env["LD_PRELOAD"] == env["CUDA_INJECTION64_PATH"] == str(native.tool)
+    kept = tool_environment(native, RecordOptions(), base={"CUDA_INJECTION64_PATH": "/opt/other.so"})
+    assert kept["CUDA_INJECTION64_PATH"] == "/opt/other.so"  # another injected tool's is left as it is
+
+
+@pytest.mark.parametrize("call", ["os._exit(3)", "ctypes.CDLL(None)._Exit(4)"])
+def test_exit_without_destructors_reaches_the_tool_and_keeps_the_status(native, tmp_path, call):
+    """_exit / _Exit are the tool's first (they finish a recording: CPython's forkserver
+    children leave through os._exit; the GPU test checks the file), then the real one."""
+    proc = _preloaded(native, tmp_path, f"import os, ctypes\nprint('ran', flush=True)\n{call}", GPUOBS_DEBUG="1")
+    status = 3 if "_exit" in call else 4
+    assert proc.returncode == status and proc.stdout == "ran\n", proc.stderr
+    name = "_exit" if "_exit" in call else "_Exit"
+    assert f"{name}({status}): no recording of this process to finish" in proc.stderr, proc.stderr

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <iterator>
 #include <string>
@@ -378,7 +379,25 @@ bool start() {
     return true;
 }
 
-__attribute__((constructor)) void gpuobs_init() {
+// The tool starts once per process, whichever way it came in: LD_PRELOAD (this
+// constructor, before main), gpuobs.attach() (the constructor, at its dlopen), or
+// CUDA_INJECTION64_PATH (the driver dlopens it at cuInit, so the constructor runs
+// then, and calls InitializeInjection after). `gpuobs record` sets both, to one path,
+// so that a child whose environment lost LD_PRELOAD is still recorded. A second copy
+// of the library (another path to another build) finds GPUOBS_STARTED_PID naming
+// this process and stays off: two tools would patch every module twice.
+void start_once(const char* how) {
+    static std::atomic<bool> begun{false};
+    if (begun.exchange(true)) return;
+    const std::string me = std::to_string(getpid());
+    if (const char* started = std::getenv("GPUOBS_STARTED_PID"); started != nullptr && me == started) {
+        if (std::getenv("GPUOBS_DEBUG"))
+            GPUOBS_LOG("pid %s: another copy of the tool runs in this process; this one (%s) stays off", me.c_str(),
+                       how);
+        return;
+    }
+    setenv("GPUOBS_STARTED_PID", me.c_str(), 1);
+    if (std::getenv("GPUOBS_DEBUG")) GPUOBS_LOG("pid %s: tool starting (%s)", me.c_str(), how);
     g_tool = new Tool();
     try {
         start();
@@ -388,18 +407,30 @@ __attribute__((constructor)) void gpuobs_init() {
     }
 }
 
-__attribute__((destructor)) void gpuobs_fini() {
-    if (g_tool == nullptr || !g_tool->active || !g_tool->file.is_open()) return;
+__attribute__((constructor)) void gpuobs_init() { start_once("loaded"); }
+
+__attribute__((destructor)) void gpuobs_fini() { finish_recording("process exit"); }
+
+}  // namespace
+
+// Every exit path that can end the file: the destructor at exit(), and _exit / _Exit
+// (exit_paths.cpp), which CPython's forkserver and fork children leave through. The
+// file is finished once, and only by the process that opened it (a forked child holds
+// a copy of its parent's file).
+void finish_recording(const char* why) {
+    static std::atomic<bool> finished{false};
+    if (g_tool == nullptr || !g_tool->active || !g_tool->file.is_open() || !g_tool->file.opened_here()) return;
+    if (finished.exchange(true)) return;
     Tool& t = *g_tool;
     try {
         if (std::getenv("GPUOBS_DEBUG"))
-            GPUOBS_LOG("callbacks: launch %llu, graph node %llu, graph launch %llu, sync %llu",
+            GPUOBS_LOG("%s: callbacks: launch %llu, graph node %llu, graph launch %llu, sync %llu", why,
                        (unsigned long long)t.launch_callbacks.load(), (unsigned long long)t.node_callbacks.load(),
                        (unsigned long long)t.graph_launches.load(), (unsigned long long)t.sync_callbacks.load());
         // Contexts the program never destroyed still hold events: flush them
         // (destroyed ones were flushed at CONTEXT_DESTROY_STARTING).
         stop_all_measuring();
-        flush_all("process exit", false);
+        flush_all(why, false);
         t.active = false;  // no callback may touch the file after this
         gpuobs_end_info end;
         std::memset(&end, 0, sizeof end);
@@ -410,5 +441,12 @@ __attribute__((destructor)) void gpuobs_fini() {
     } catch (...) {}
 }
 
-}  // namespace
 }  // namespace gpuobs
+
+// CUDA_INJECTION64_PATH's entry point: the driver calls it once the library is loaded,
+// inside cuInit. 1: keep the library loaded (it is already started, or has stood down
+// and said why: the program runs either way).
+extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
+    gpuobs::start_once("CUDA_INJECTION64_PATH");
+    return 1;
+}

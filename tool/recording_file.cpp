@@ -69,6 +69,8 @@ static int create_new(const std::string& path) {
     return ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 }
 
+bool RecordingFile::opened_here() const { return file_ != nullptr && owner_pid_ == (long)getpid(); }
+
 bool RecordingFile::open(const std::string& path, std::string* error) {
     std::string chosen = path;
     int fd = create_new(chosen);
@@ -91,6 +93,7 @@ bool RecordingFile::open(const std::string& path, std::string* error) {
         return false;
     }
     path_ = chosen;
+    owner_pid_ = (long)getpid();
     gpuobs_file_header h;
     std::memset(&h, 0, sizeof h);
     std::memcpy(h.magic, GPUOBS_FILE_MAGIC, 8);

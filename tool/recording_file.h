@@ -22,6 +22,8 @@ public:
     // truncating or following a link). False with `error` set on failure.
     bool open(const std::string& path, std::string* error);
     bool is_open() const { return file_ != nullptr; }
+    // False in a forked child of the process that opened it (it must not write there).
+    bool opened_here() const;
     const std::string& path() const { return path_; }
 
     void write_chunk(uint32_t type, std::initializer_list<Part> parts);
@@ -35,6 +37,7 @@ private:
     FILE* file_ = nullptr;
     uint64_t offset_ = 0;
     std::string path_;
+    long owner_pid_ = 0;  // the process that opened it
 };
 
 uint32_t crc32_update(uint32_t crc, const void* data, size_t size);

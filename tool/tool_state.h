@@ -110,6 +110,10 @@ uint64_t flush_all(const char* reason, bool synchronize);
 // At process exit, before the last flush: no context's rings are measured again.
 void stop_all_measuring();
 
+// gpuobs_tool.cpp: flushes every context and ends the file (its END chunk), once, in the
+// process that opened it; at exit (the destructor) and at _exit / _Exit (exit_paths.cpp).
+void finish_recording(const char* why);
+
 // patching.cpp: module patching.
 void patch_module(ContextState* state, const Sanitizer_ResourceModuleData& md);
 

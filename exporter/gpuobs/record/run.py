@@ -40,6 +40,10 @@ def tool_environment(build: NativeBuild, opts: RecordOptions, base: dict | None 
     env = dict(os.environ if base is None else base)
     preload = env.get("LD_PRELOAD", "")
     env["LD_PRELOAD"] = f"{build.tool}:{preload}" if preload else str(build.tool)
+    # A second way in, for children whose environment loses LD_PRELOAD (frameworks set
+    # their own): the driver loads this library at cuInit and the tool starts there,
+    # once per process however it came in. One set already (another injected tool) stays.
+    env.setdefault("CUDA_INJECTION64_PATH", str(build.tool))
     env.update(
         {
             "GPUOBS_MODE": opts.mode,

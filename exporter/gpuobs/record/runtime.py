@@ -78,6 +78,7 @@ def attach(
     )
     env = tool_environment(native, opts, base={})
     env.pop("LD_PRELOAD")
+    env.pop("CUDA_INJECTION64_PATH")  # attach() records this process, not its children
     os.environ.update(env)
     # RTLD_LOCAL: made global, the tool's C++ template symbols would interpose on
     # those of libraries loaded later (importing torch then crashed, seen on the H200).
