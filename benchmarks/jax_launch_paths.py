@@ -115,11 +115,18 @@ def unattributed(rec) -> dict:
         name = rec.function(int(devices[i]), int(ev["function_slot"][i])).name
         by_kernel[(name[:80], int(ev["grid_id"][i]))] += 1
     table = analysis.launch_table(rec, of)
-    off = np.flatnonzero((table.counted >= 0) & (table.counted != table.grid_blocks))
+    body = (rec.launches["flags"] & schema.LaunchFlag.CONDITIONAL_BODY) != 0
+    # Kernels in conditional bodies count all their runs (listed once a replay): apart.
+    off = np.flatnonzero((table.counted >= 0) & (table.counted != table.grid_blocks) & ~body)
     repeated = collections.Counter()
     for i in off.tolist():
         ratio = int(table.counted[i]) / max(int(table.grid_blocks[i]), 1)
-        repeated[(table.name[i][:80], round(ratio, 2), int(rec.launches["flags"][i]))] += 1
+        key = (table.name[i][:80], round(ratio, 2), int(rec.launches["flags"][i]), int(table.counted_shared[i]))
+        repeated[key] += 1
+    runs = analysis.conditional_runs(rec, table)
+    bodies = collections.Counter()
+    for i in np.flatnonzero(body).tolist():
+        bodies[(table.name[i][:80], int(runs[i]))] += 1
     late = collections.Counter()
     for i in np.flatnonzero(table.ends_unconfirmed > 0).tolist():
         late[table.name[i][:80]] += int(table.ends_unconfirmed[i])
@@ -134,9 +141,13 @@ def unattributed(rec) -> dict:
         ][:20],
         "counted_of_no_launch_total": int(f["unattributed"].sum()) if len(f) else 0,
         "count_not_grid": [
-            {"kernel": k, "counted_over_grid": r, "flags": fl, "launches": n}
-            for (k, r, fl), n in repeated.most_common(20)
+            {"kernel": k, "counted_over_grid": r, "flags": fl, "shared_by": sh, "launches": n}
+            for (k, r, fl, sh), n in repeated.most_common(20)
         ],
+        "conditional_bodies": [
+            {"kernel": k, "runs_per_replay": r, "launches": n} for (k, r), n in bodies.most_common(20)
+        ],
+        "notices": [f"{n.code}: {n.text[:300]}" for n in rec.notices],
         "ends_stamped_later_by_kernel": dict(late.most_common(20)),
     }
 
@@ -197,7 +208,10 @@ def show(r: dict) -> None:
         f"  counted blocks of no listed launch: {u['counted_of_no_launch_total']:,}",
         u["counted_of_no_launch_per_window"],
     )
-    print("  launches whose count is not their grid:", u["count_not_grid"])
+    print("  launches whose count is not their grid (conditional bodies apart):", u["count_not_grid"])
+    print("  kernels in conditional bodies (runs per replay: counted / grid):", u["conditional_bodies"])
+    for note in u["notices"]:
+        print("  notice:", note)
     print("  ends stamped by a later replay, by kernel:", u["ends_stamped_later_by_kernel"])
 
 

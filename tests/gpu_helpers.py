@@ -5,7 +5,11 @@ import signal
 import subprocess
 import sys
 
+import numpy as np
+
 import gpuobs
+from gpuobs.analysis import launches as analysis
+from gpuobs.recording_file import schema
 
 
 def record(tmp_path, mode, cmd, *extra, name=None, check=True, env=None, timeout=900):
@@ -42,3 +46,57 @@ def assert_windows_add_up(rec):
     """Every flush window: what was recorded and what was dropped make what was attempted."""
     f = rec.flushes
     assert (f["recorded"] + f["dropped"] == f["attempted"]).all()
+
+
+def check_launch_counts(rec, table):
+    """Each launch's count is its own: its grid (block_trace counts and records every
+    block); a kernel inside a conditional node's body (listed once per replay) a whole
+    number of runs of its grid, its records as many; a count shared only by replays of
+    one node in one flush window (one grid id: the counter cannot tell them apart), the
+    sum of their grids. Block ends stamped by a later run are flagged, and only where
+    one grid id ran more than once in a window."""
+    flags = rec.launches["flags"]
+    body = (flags & schema.LaunchFlag.CONDITIONAL_BODY) != 0
+    runs = analysis.conditional_runs(rec, table)
+    grid = table.grid_blocks
+    alone = table.counted_shared == 1
+    bad_body = np.flatnonzero(
+        body
+        & (
+            (alone & ((runs < 0) | (table.blocks_recorded != table.counted)))
+            | (table.counted % np.maximum(grid, 1) != 0)
+        )
+    )
+    assert len(bad_body) == 0, [
+        (table.name[i][:60], int(grid[i]), int(table.counted[i]), int(table.blocks_recorded[i])) for i in bad_body[:10]
+    ]
+    key = rec.launch_flushes.astype(np.int64) * (1 << 40) + rec.launches["grid_id"].astype(np.int64)
+    _, where, same_window = np.unique(key, return_inverse=True, return_counts=True)
+    repeats = same_window[where]  # launches of this grid id in this launch's window
+    plain = ~body
+    exact = plain & (table.counted_shared == 1)
+    shared = plain & (table.counted_shared > 1)
+    wrong = np.flatnonzero(exact & ((table.counted != grid) | (table.blocks_recorded != grid)))
+    wrong = np.union1d(
+        wrong, np.flatnonzero(shared & ((table.counted_shared != repeats) | (table.counted != repeats * grid)))
+    )
+    wrong = np.union1d(wrong, np.flatnonzero(plain & (table.counted < 0)))
+    assert len(wrong) == 0, [
+        (table.name[i][:60], int(grid[i]), int(table.counted[i]), int(table.counted_shared[i]), int(repeats[i]))
+        for i in wrong[:10]
+    ]
+    late = table.ends_unconfirmed > 0
+    print(
+        "conditional-body launches",
+        int(body.sum()),
+        "runs",
+        np.unique(runs[body]).tolist(),
+        "shared by replays of one node",
+        int(shared.sum()),
+        "ends flagged late",
+        int(table.ends_unconfirmed.sum()),
+    )
+    assert not (late & ~body & (repeats == 1)).any(), [
+        table.name[i][:60] for i in np.flatnonzero(late & ~body & (repeats == 1))[:10]
+    ]
+    return body, shared

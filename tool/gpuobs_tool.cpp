@@ -27,6 +27,7 @@
 #include "graph_table.h"
 #include "gpuobs_schema.h"
 #include "log.h"
+#include "notice.h"
 #include "sanitizer_api.h"
 #include "tool_state.h"
 
@@ -175,6 +176,20 @@ void on_launch(Sanitizer_CallbackId cbid, const void* cbdata) {
     t_fill_check = s != nullptr && s->on_launch({ld, (uint64_t)ld->hStream, 0, false}) ? s : nullptr;
 }
 
+// Kernels first seen inside conditional nodes' bodies, said once in the recording.
+void report_conditional_bodies(CUcontext ctx) {
+    std::vector<std::string> names = g_tool->graphs.take_new_body_kernels();
+    if (names.empty()) return;
+    ContextState* s = known_context(ctx);
+    std::string list;
+    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+    write_notice(g_tool->file, GPUOBS_NOTICE_CONDITIONAL_BODIES, s != nullptr ? s->device_index() : 0,
+                 "kernels inside conditional nodes' bodies (WHILE, IF, SWITCH) of graph replays: " + list +
+                     ". The device decides how often a body runs and the driver reports its kernel nodes once per "
+                     "replay, so each is listed once per replay (flag conditional_body) with the count and records "
+                     "of all its runs in that replay (runs = counted / grid blocks)");
+}
+
 void on_graph(Sanitizer_CallbackId cbid, const void* cbdata) {
     Tool& t = *g_tool;
     const bool learn = t.config.graph_nodes == Config::GraphNodes::kLearn;
@@ -217,6 +232,7 @@ void on_graph(Sanitizer_CallbackId cbid, const void* cbdata) {
             t_replay = ReplayInFlight();
             update_node_callbacks();
         }
+        report_conditional_bodies(gd->context);
         check_fill_after_launch(gd->stream, (uint64_t)gd->hStream);
         note_duty_turn(gd->context, gd->stream, (uint64_t)gd->hStream);
         return;
@@ -228,7 +244,9 @@ void on_graph(Sanitizer_CallbackId cbid, const void* cbdata) {
     const Sanitizer_LaunchData& ld = nd->launchData;
     const uint32_t replay = t_replay.exec == nd->graphExec ? t_replay.id : nd->launchId;
     if (ContextState* s = context_state(ld.context, ld.device, true)) {
-        if (s->on_launch({&ld, (uint64_t)ld.hApiStream, replay, true}))
+        const bool body = t.graphs.in_conditional_body(nd->graphExec, nd->node);
+        if (body) t.graphs.note_body_kernel(ld.functionName ? ld.functionName : "(unnamed)");
+        if (s->on_launch({&ld, (uint64_t)ld.hApiStream, replay, true, body}))
             t_fill_check = s;  // checked at the replay's end
         if (learn && !s->paused()) {
             LearnedNode node{nd->node,

@@ -17,27 +17,36 @@ bool debug() {
 }
 }  // namespace
 
-bool graph_has_conditional_nodes(CUgraph graph) {
+bool graph_has_conditional_nodes(CUgraph graph, std::unordered_set<CUgraphNode>* kernels) {
     CudaDriver& d = driver();
     if (d.graph_get_nodes == nullptr || d.graph_node_get_type == nullptr) return false;
     size_t n = 0;
     if (d.graph_get_nodes(graph, nullptr, &n) != CUDA_SUCCESS || n == 0) return false;
     std::vector<CUgraphNode> nodes(n);
     if (d.graph_get_nodes(graph, nodes.data(), &n) != CUDA_SUCCESS) return false;
+    bool conditional = false;
     for (CUgraphNode node : nodes) {
         CUgraphNodeType type;
         if (d.graph_node_get_type(node, &type) != CUDA_SUCCESS) continue;
-        if (type == CU_GRAPH_NODE_TYPE_CONDITIONAL) return true;
+        if (type == CU_GRAPH_NODE_TYPE_KERNEL && kernels != nullptr) kernels->insert(node);
+        if (type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+            conditional = true;
+            if (kernels == nullptr) return true;
+        }
         CUgraph child = nullptr;
         if (type == CU_GRAPH_NODE_TYPE_GRAPH && d.graph_child_graph != nullptr &&
-            d.graph_child_graph(node, &child) == CUDA_SUCCESS && child != nullptr && graph_has_conditional_nodes(child))
-            return true;
+            d.graph_child_graph(node, &child) == CUDA_SUCCESS && child != nullptr &&
+            graph_has_conditional_nodes(child, kernels)) {
+            conditional = true;
+            if (kernels == nullptr) return true;
+        }
     }
-    return false;
+    return conditional;
 }
 
 void GraphTable::on_created(CUgraphExec exec, CUgraph graph, bool device_launch) {
-    const bool conditional = graph != nullptr && graph_has_conditional_nodes(graph);
+    std::unordered_set<CUgraphNode> outside;
+    const bool conditional = graph != nullptr && graph_has_conditional_nodes(graph, &outside);
     const bool dynamic = device_launch || conditional;
     if (debug())
         GPUOBS_LOG("graph exec %p created from graph %p: %s", (void*)exec, (void*)graph,
@@ -48,6 +57,26 @@ void GraphTable::on_created(CUgraphExec exec, CUgraph graph, bool device_launch)
     Exec& e = execs_[exec];
     e = Exec();
     if (dynamic) e.state = State::kDynamic;
+    e.conditional = conditional;
+    if (conditional) e.outside_conditionals.swap(outside);
+}
+
+bool GraphTable::in_conditional_body(CUgraphExec exec, CUgraphNode node) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = execs_.find(exec);
+    return it != execs_.end() && it->second.conditional && !it->second.outside_conditionals.count(node);
+}
+
+void GraphTable::note_body_kernel(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (body_kernels_.insert(name).second) new_body_kernels_.push_back(name);
+}
+
+std::vector<std::string> GraphTable::take_new_body_kernels() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::string> out;
+    out.swap(new_body_kernels_);
+    return out;
 }
 
 void GraphTable::on_destroying(CUgraphExec exec) {

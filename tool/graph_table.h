@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace gpuobs {
@@ -50,6 +51,18 @@ public:
     // True while some exec needs per-node callbacks, or a replay that relies on
     // them is in flight (turning them off then would cut it short).
     bool needs_node_callbacks() const;
+    // Whether a kernel node of a replay of `exec` lies inside a conditional node's body
+    // (WHILE, IF, SWITCH): the driver reports such a node once per replay however often
+    // the device runs it. The driver API gives no way to read a conditional node's body
+    // graphs back from a graph, so a body node is told by what it is not: every kernel
+    // node of the exec's graph and its child graphs is found at creation, outside the
+    // conditional nodes; a node launched in a replay of an exec with conditional nodes
+    // that is none of them is in a body.
+    bool in_conditional_body(CUgraphExec exec, CUgraphNode node) const;
+    // The first time a kernel is seen in a conditional body: its name is kept for the
+    // recording's notice (take_new_body_kernels), once per process.
+    void note_body_kernel(const std::string& name);
+    std::vector<std::string> take_new_body_kernels();
 
 private:
     enum class State { kLearning, kLearned, kDynamic };
@@ -57,14 +70,19 @@ private:
         State state = State::kLearning;
         uint32_t learning_launch = 0;  // the sanitizer launch id whose nodes are being learned (0: none yet)
         std::vector<LearnedNode> nodes;
+        bool conditional = false;
+        std::unordered_set<CUgraphNode> outside_conditionals;  // kernel nodes not in a body
     };
+    std::unordered_set<std::string> body_kernels_;
+    std::vector<std::string> new_body_kernels_;
     mutable std::mutex mu_;
     std::unordered_map<CUgraphExec, Exec> execs_;
     int callback_replays_in_flight_ = 0;
 };
 
 // True when a graph (or a child graph of it) holds a conditional node, whose
-// replays can launch different kernels.
-bool graph_has_conditional_nodes(CUgraph graph);
+// replays can launch different kernels. `kernels`, when given, gets every kernel node
+// of the graph and its child graphs, outside conditional nodes.
+bool graph_has_conditional_nodes(CUgraph graph, std::unordered_set<CUgraphNode>* kernels = nullptr);
 
 }  // namespace gpuobs

@@ -139,7 +139,8 @@ bool LaunchLog::on_launch(const LaunchInfo& launch, bool paused) {
     l.block[1] = ld.blockDim_y;
     l.block[2] = ld.blockDim_z;
     l.graph_launch_id = launch.graph_launch_id;
-    l.flags = launch.graph_node ? GPUOBS_LAUNCH_GRAPH_NODE : 0;
+    l.flags = (launch.graph_node ? GPUOBS_LAUNCH_GRAPH_NODE : 0) |
+              (launch.conditional_body ? GPUOBS_LAUNCH_CONDITIONAL_BODY : 0);
     if (config_.api_trace) l.api_call_id = ApiTrace::current_call();
     list_launch(l);
     return valve_.plan_blocks(l.grid, l.block);

@@ -36,6 +36,7 @@ struct LaunchInfo {
     uint64_t stream_key;       // the stream whose synchronisation completes this launch
     uint32_t graph_launch_id;  // graph replays: the replay id, else 0
     bool graph_node;
+    bool conditional_body = false;  // a kernel node inside a conditional node's body (GraphTable)
 };
 
 class LaunchLog {

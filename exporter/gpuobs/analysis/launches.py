@@ -303,6 +303,7 @@ def summary(rec: Recording) -> dict:
         "mode": mode,
         "launches": int(len(rec.launches)),
         "device_launches": int(((flags & schema.LaunchFlag.FROM_DEVICE) != 0).sum()),
+        "conditional_body_launches": int(((flags & schema.LaunchFlag.CONDITIONAL_BODY) != 0).sum()),
         "functions": len(rec.functions),
         "modules_patched": _modules_with(rec, schema.ModuleStatus.PATCHED),
         "modules_failed": _modules_with(rec, schema.ModuleStatus.PATCH_FAILED),
@@ -451,3 +452,21 @@ def kernel_stats(rec: Recording) -> list[dict]:
         rows.append(row)
     rows.sort(key=lambda r: -(r["blocks_recorded"] or r["counted"]))
     return rows
+
+
+def conditional_runs(rec: Recording, table: LaunchTable) -> np.ndarray:
+    """Per launch, how many times a kernel inside a conditional node's body (flag
+    CONDITIONAL_BODY: listed once per graph replay for all its runs) ran in that replay:
+    its exact count over its grid's blocks, in block modes; 1 for any other launch;
+    -1 where that does not divide (or was not counted exactly: shared, memory modes)."""
+    runs = np.ones(len(rec.launches), np.int64)
+    body = (rec.launches["flags"] & schema.LaunchFlag.CONDITIONAL_BODY) != 0
+    if not body.any():
+        return runs
+    mode = rec.run.mode_name if rec.run else ""
+    grid = np.maximum(table.grid_blocks, 1)
+    ok = body & (table.counted >= 0) & (table.counted_shared == 1) & (table.counted % grid == 0)
+    ok &= not schema.mode_has(mode, schema.Trait.MEMORY_PATCH)
+    runs[body] = -1
+    runs[ok] = table.counted[ok] // grid[ok]
+    return runs

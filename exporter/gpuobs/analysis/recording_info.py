@@ -225,6 +225,13 @@ def text(d: dict) -> list[str]:
         line("block ends", block_end_report.bound_line(bounds))
         line("", bounds["meaning"])
         line("warp slots", block_end_report.accounting_line(bounds))
+    if d.get("conditional_body_launches"):
+        line(
+            "",
+            f"{d['conditional_body_launches']:,} of the launches are kernels inside conditional nodes' bodies "
+            "(WHILE, IF, SWITCH): each listed once per graph replay, its count and records all its runs "
+            "(runs = counted / grid blocks; the notice names them)",
+        )
     if d.get("device_launches"):
         line("", f"{d['device_launches']:,} of the launches were made by kernels (dynamic parallelism)")
     for note in d.get("notices", []):

@@ -45,6 +45,7 @@ KERNEL_ARGS = [
     "ends_unconfirmed",
     "launched_from_device",
     "listed_from_node_table",
+    "conditional_runs",
     "graph_node",
     "kernels",
     "kernel",  # the full demangled signature; the slice's name is its short, unique form
@@ -662,6 +663,9 @@ def _kernel_slice_table(g: GpuExport, timed, start, end, track) -> Slices:
     # graph replay's node listed from its exec's learned node table (no per-node callback ran).
     s.bool_arg(arg["launched_from_device"], present=(launch["flags"] & schema.LaunchFlag.FROM_DEVICE) != 0)
     s.bool_arg(arg["listed_from_node_table"], present=(launch["flags"] & schema.LaunchFlag.FROM_NODE_TABLE) != 0)
+    # A kernel inside a conditional node's body: one slice per replay for all its runs, and how many (-1: unknown).
+    body = (launch["flags"] & schema.LaunchFlag.CONDITIONAL_BODY) != 0
+    s.int_arg(arg["conditional_runs"], analysis.conditional_runs(rec, table)[timed], present=body)
     if host_dur:  # the same launch in a separate, uninstrumented run (--host)
         unins = np.array([host_dur.get(int(x), -1) for x in timed], np.int64)
         has = unins > 0
