@@ -20,14 +20,16 @@ void attribute_counts(const CountedWindow& w, const std::vector<uint64_t>& harve
         std::vector<uint32_t> asked;
         for (uint32_t s = 0; s < GPUOBS_LAUNCH_TABLE_SIZE; ++s) {
             const bool mine = by_slot.count(s) != 0;
-            if ((mine && !at_cut.count(s)) || (!mine && harvested[s] != baseline[s])) asked.push_back(s);
+            if ((mine && !at_cut.count(s)) || (!mine && harvested[s] > baseline[s])) asked.push_back(s);
         }
         listed_after(w.launches_end, asked, &later);
     }
     for (uint32_t s = 0; s < GPUOBS_LAUNCH_TABLE_SIZE; ++s) {
         auto it = by_slot.find(s);
         if (it == by_slot.end()) {
-            const uint64_t grown = harvested[s] - baseline[s];
+            // An in-stream snapshot's totals can be older than the last live harvest (its
+            // kernel ran before that drain): never less than nothing.
+            const uint64_t grown = harvested[s] > baseline[s] ? harvested[s] - baseline[s] : 0;
             if (grown == 0 || later.count(s)) continue;  // a later window's launch owns it
             *unattributed += grown;
             baseline[s] = harvested[s];
