@@ -369,7 +369,7 @@ def test_windows_turn_while_graphs_live(tmp_path, mode):
     nodes = (rec.launches["flags"] & GRAPH_NODE) != 0
     replays = np.unique(rec.launches["graph_launch_id"][nodes])
     assert len(replays) == ran["replays_in"] == 5, (replays, ran)
-    adds = launches_named(rec, "CUDAFunctor_add")
+    adds = launches_named(rec, "_add<")  # x.add_(scalar): CUDAFunctorOnSelf_add<float>
     assert len(adds) == ran["replays_in"] and all(nodes[i] for i in adds)
     # launches and replays outside windows: counted as unrecorded, nothing else
     assert rec.totals["unrecorded_launches"] >= ran["out"] + ran["replays_out"]
