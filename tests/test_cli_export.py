@@ -142,7 +142,8 @@ def test_export_open_serves_the_trace_to_the_ui_once(tmp_path):
             said.append(line)
             if "ui.perfetto.dev/#!/?url=" in line:
                 address = line.strip()
-        assert address == ("https://ui.perfetto.dev/#!/?url=http://127.0.0.1:9001/t.pftrace&referrer=gpuobs")
+        assert address.startswith("https://ui.perfetto.dev/#!/?url=http://127.0.0.1:9001/t.pftrace&referrer=gpuobs&")
+        assert "&startupCommands=%5B%7B%22id%22%3A%22dev.perfetto.ExpandTracksByRegex%22" in address
         request = urllib.request.Request(
             "http://127.0.0.1:9001/t.pftrace", headers={"Origin": "https://ui.perfetto.dev"}
         )

@@ -452,6 +452,7 @@ def _export_gpu(g: GpuExport) -> GpuSummary:
         ) // 2
     g.track = w.track(
         _gpu_group_name(device, name, pid),
+        explicit_order=True,  # Kernels, Graph replays, counters, then SMs (by rank), not by name
         description=f"{label}. " + clock.describe() + _drop_note(rec, device) + _window_note(rec, device),
     )
 
@@ -688,7 +689,7 @@ def _block_tracks_and_slices(g: GpuExport, blocks: np.ndarray):
     sms_group = g.w.track(
         "SMs",
         parent=g.track,
-        rank=1,
+        rank=5,
         explicit_order=True,
         description=SMS_DESCRIPTION if g.table.block_ends is None else block_bounds.SMS_DESCRIPTION,
     )
