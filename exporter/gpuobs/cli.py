@@ -750,6 +750,8 @@ def export(
         _fail(f"--archive writes a ZIP: name the output .zip (not {output.name})")
     if not archive and output.suffix == ".zip":
         _fail(f"{output.name}: a .zip output is an --archive; add --archive (with --host) or name a .pftrace")
+    if output.name.lower().endswith((".json", ".json.gz")):  # it would hold protobuf under a JSON name
+        _fail(f"-o {output}: export writes a Perfetto protobuf trace, not JSON: name it .pftrace")
     from .input_files import describe, open_regular
 
     for h in hosts_given:  # checked before anything is read or written
