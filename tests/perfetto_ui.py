@@ -218,23 +218,6 @@ class PerfettoUI:
             walk(app.trace.workspace.tracks); return out; })()"""
         return self.evaluate(script)
 
-    def show(self, window_sql: str | None = None, fraction: int = 60) -> None:
-        """Expands every track group and, given SQL returning columns a and b (a time span),
-        zooms to the first 1/fraction of that span."""
-        script = """(async () => {
-            const walk = (node) => { if (node.expand) node.expand(); (node.children || []).forEach(walk); };
-            walk(app.trace.workspace);
-            const sql = %s;
-            if (sql) {
-                const it = (await app.trace.engine.query(sql)).iter({});
-                const a = it.get('a'), b = it.get('b');
-                app.trace.scrollTo({time: {start: a, end: a + (b - a) / %dn}});
-            }
-            if (app.raf && app.raf.scheduleFullRedraw) app.raf.scheduleFullRedraw();
-            return true; })()""" % (json.dumps(window_sql), fraction)
-        self.evaluate(script)
-        time.sleep(3)
-
     def screenshot(self, path: Path) -> None:
         import base64
 
