@@ -722,7 +722,7 @@ def _batch_cuts(sm_starts) -> list:
 def _streamed_block_tracks_and_slices(g: GpuExport, spool: streamed.SmSpool):
     """_block_tracks_and_slices over the streamed export's spool: the same batches of
     whole SMs, each read back from the spool when it is encoded."""
-    sms_group = g.w.track("SMs", parent=g.track, rank=1, explicit_order=True, description=SMS_DESCRIPTION)
+    sms_group = g.w.track("SMs", parent=g.track, rank=5, explicit_order=True, description=SMS_DESCRIPTION)
     order = sorted(spool.counts)
     counts = [spool.counts[s] for s in order]
     total = sum(counts)
