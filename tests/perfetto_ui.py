@@ -171,8 +171,10 @@ class PerfettoUI:
 
     def _wait_loaded(self) -> None:
         deadline = time.time() + self.timeout
+        # app.isLoadingTrace stays true until the plugins placed the tracks and the
+        # address's startup commands ran: what is shown then is the trace as opened.
         probe = (
-            "(async () => { try { if (!window.app || !app.trace) return false;"
+            "(async () => { try { if (!window.app || !app.trace || app.isLoadingTrace !== false) return false;"
             " const r = await app.trace.engine.query('select count(*) as n from track');"
             " return r.numRows() > 0; } catch (e) { return false; } })()"
         )
@@ -194,22 +196,27 @@ class PerfettoUI:
             return rows; })()""" % json.dumps(sql)
         return self.evaluate(script)
 
-    def show(self, window_sql: str | None = None, fraction: int = 60) -> None:
-        """Expands every track group and, given SQL returning columns a and b (a time span),
-        zooms to the first 1/fraction of that span."""
+    def wait_drawn(self) -> None:
+        """Until the timeline has drawn what it shows: tracks fetch their slices from the
+        trace processor as they are drawn, so this waits for frames after which no query
+        is pending (twice in a row: a frame may start the next track's fetch)."""
         script = """(async () => {
-            const walk = (node) => { if (node.expand) node.expand(); (node.children || []).forEach(walk); };
-            walk(app.trace.workspace);
-            const sql = %s;
-            if (sql) {
-                const it = (await app.trace.engine.query(sql)).iter({});
-                const a = it.get('a'), b = it.get('b');
-                app.trace.scrollTo({time: {start: a, end: a + (b - a) / %dn}});
-            }
-            if (app.raf && app.raf.scheduleFullRedraw) app.raf.scheduleFullRedraw();
-            return true; })()""" % (json.dumps(window_sql), fraction)
-        self.evaluate(script)
-        time.sleep(3)
+            const frame = () => new Promise((r) => requestAnimationFrame(() => r()));
+            await frame(); await frame();
+            return app.trace.engine.numRequestsPending; })()"""
+        deadline, idle = time.monotonic() + self.timeout, 0
+        while idle < 2:
+            if time.monotonic() > deadline:
+                raise UiUnavailable("the Perfetto UI did not finish drawing in time")
+            idle = idle + 1 if self.evaluate(script) == 0 else 0
+
+    def shown_tracks(self) -> list[str]:
+        """The names of the timeline's tracks and groups a user sees without expanding
+        anything (every group above them is expanded), top to bottom."""
+        script = """(() => { const out = [];
+            const walk = (node) => { for (const c of node.children) { out.push(c.name); if (c.expanded) walk(c); } };
+            walk(app.trace.workspace.tracks); return out; })()"""
+        return self.evaluate(script)
 
     def screenshot(self, path: Path) -> None:
         import base64

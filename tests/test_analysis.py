@@ -22,11 +22,15 @@ def test_every_block_resolves_to_its_launch(block_recording):
         assert table.last_end[i] == mine["time_end"].max()
 
 
-def test_graph_replays_sharing_a_grid_id_are_split_in_time(tmp_path):
+@pytest.mark.parametrize("grid_id", [77, (1 << 63) + 77], ids=["packed-keys", "keys-too-wide-to-pack"])
+def test_graph_replays_sharing_a_grid_id_are_split_in_time(tmp_path, grid_id):
     # 3 replays of one graph node: same grid id, serialised in time, within one window.
+    # A grid id of 64 bits leaves no room for the window beside it: the keys stay rows.
+    key = analysis._key(np.zeros(1, np.uint32), np.ones(1, np.uint32), np.array([grid_id], np.uint64))
+    assert (analysis._packed(key)[0].dtype == np.uint64) == (grid_id == 77)
     ev, launches = synthetic.block_trace_events(3, 500, sm_count=16, gap_ns=2_000)
-    ev["grid_id"] = 77
-    launches["grid_id"] = 77
+    ev["grid_id"] = grid_id
+    launches["grid_id"] = grid_id
     launches["flags"] = 1
     path = tmp_path / "g.gpuobs"
     with RecordingWriter(path) as w:

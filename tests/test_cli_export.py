@@ -37,6 +37,14 @@ def test_options_that_cannot_act_say_so(tmp_path):
     assert r.returncode == 2 and "a .zip output is an --archive" in r.stderr
 
 
+@pytest.mark.parametrize("name", ["out.json", "OUT.JSON", "out.json.gz"])
+def test_a_json_output_name_is_refused_not_filled_with_protobuf(tmp_path, name):
+    out = tmp_path / name
+    r = gpuobs("export", BLOCK, "-o", out)
+    assert r.returncode == 2 and not out.exists() and not list(tmp_path.iterdir())
+    assert r.stderr == f"gpuobs: -o {out}: export writes a Perfetto protobuf trace, not JSON: name it .pftrace\n"
+
+
 def test_an_archive_is_written_whole_and_by_default_as_a_zip(tmp_path):
     import zipfile
 
@@ -142,7 +150,8 @@ def test_export_open_serves_the_trace_to_the_ui_once(tmp_path):
             said.append(line)
             if "ui.perfetto.dev/#!/?url=" in line:
                 address = line.strip()
-        assert address == ("https://ui.perfetto.dev/#!/?url=http://127.0.0.1:9001/t.pftrace&referrer=gpuobs")
+        assert address.startswith("https://ui.perfetto.dev/#!/?url=http://127.0.0.1:9001/t.pftrace&referrer=gpuobs&")
+        assert "&startupCommands=%5B%7B%22id%22%3A%22dev.perfetto.ExpandTracksByRegex%22" in address
         request = urllib.request.Request(
             "http://127.0.0.1:9001/t.pftrace", headers={"Origin": "https://ui.perfetto.dev"}
         )

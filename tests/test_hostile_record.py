@@ -19,13 +19,15 @@ def toolchain(tmp_path_factory):
     return fake_toolchain(tmp_path_factory.mktemp("lock"))
 
 
-def test_a_second_record_into_a_busy_folder_is_refused(toolchain, tmp_path):
+def test_a_second_record_into_a_busy_folder_is_refused(toolchain, tmp_path, tmp_path_factory):
     env = {**repo_env(), **toolchain}
     (tmp_path / "a.gpuobs").write_bytes(b"earlier a")
+    # The first run's program records until the test releases it (once the second run was
+    # refused), not for a fixed time a busy machine can spend starting the second.
+    release = tmp_path_factory.mktemp("release") / "go"
+    program = f'while [ ! -e "{release}" ]; do sleep 0.05; done; echo new > "$GPUOBS_OUTPUT"'
     first = subprocess.Popen(
-        gpuobs_cmd(
-            "record", "-f", "-o", str(tmp_path / "a.gpuobs"), "--", "sh", "-c", 'sleep 3; echo new > "$GPUOBS_OUTPUT"'
-        ),
+        gpuobs_cmd("record", "-f", "-o", str(tmp_path / "a.gpuobs"), "--", "sh", "-c", program),
         cwd=tmp_path,
         env=env,
         stderr=subprocess.PIPE,
@@ -39,6 +41,7 @@ def test_a_second_record_into_a_busy_folder_is_refused(toolchain, tmp_path):
         second = gpuobs("record", "-f", "-o", tmp_path / "b.gpuobs", "--", "true", cwd=tmp_path, env=env)
         assert second.returncode == 2 and "another `gpuobs record` is writing into" in second.stderr, second.stderr
         assert "killed" not in second.stderr  # the live run's folder is not taken for a killed run's
+        release.touch()
         _, stderr = first.communicate(timeout=60)
     finally:
         if first.poll() is None:

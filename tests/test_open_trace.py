@@ -66,6 +66,13 @@ def _loads_in_the_ui(ui_class, address, ui_port, trace):
     with ui_class(page_url=address, ui_port=ui_port) as ui:
         n = ui.query("select count(*) as n from slice")[0]["n"]
         assert n == sample_slices(rec)
+        shown = ui.shown_tracks()
+    # As opened, nothing clicked: the GPU's group and its SMs are expanded (the UI opens
+    # every group collapsed; the address's startup command expands these), the rest is not.
+    sms = [t for t in shown if t.startswith("SM ")]
+    assert sms[:3] == ["SM 0", "SM 1", "SM 2"] and len(sms) == 132, shown
+    gpu = shown.index(next(t for t in shown if t.startswith("GPU 0 H200 (pid ")))
+    assert shown[gpu + 1 : gpu + 5] == ["Kernels", "Graph replays", "SMs", "SM 0"], shown
 
 
 def test_open_without_a_browser_prints_the_address_and_stops_once_fetched(ui_class, sample_trace):

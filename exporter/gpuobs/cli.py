@@ -758,7 +758,9 @@ def export(
             open_regular(h).close()
         except OSError as exc:
             _fail(f"--host {h}: cannot read: {describe(exc)}")
-    _check_output(output, paths + hosts_given, force)
+    _check_output(output, paths + hosts_given, force)  # first: an output that is an input says so
+    if output.name.lower().endswith((".json", ".json.gz")):  # it would hold protobuf under a JSON name
+        _fail(f"-o {output}: export writes a Perfetto protobuf trace, not JSON: name it .pftrace")
     loaded = [_load_for_export(p, salvage, streamable=not (hosts_given or samples)) for p in paths]
     try:
         hosts = [load_host_trace(h) for h in hosts_given]

@@ -21,6 +21,20 @@ def _key(device, flush, grid) -> np.ndarray:
     return k
 
 
+def _packed(*keys: np.ndarray) -> tuple:
+    """The (device, flush, grid) keys of _key as one uint64 each, where every field fits
+    beside the others: the same order, and numpy sorts and searches a uint64 about ten
+    times faster than a structured row. Unchanged where they do not fit."""
+    width = {f: max((int(k[f].max()).bit_length() for k in keys if len(k)), default=0) for f in "dfg"}
+    if sum(width.values()) > 64:
+        return keys
+    shift_f, shift_d = np.uint64(width["g"]), np.uint64(width["g"] + width["f"])
+    return tuple(
+        (k["d"].astype(np.uint64) << shift_d) | (k["f"].astype(np.uint64) << shift_f) | k["g"].astype(np.uint64)
+        for k in keys
+    )
+
+
 def of_launch(values: np.ndarray, launch_of_event: np.ndarray, missing) -> np.ndarray:
     """values[launch] for each event's launch (launch_index_of_events), `missing`
     where it has none; also when the recording lists no launch at all."""
@@ -68,16 +82,19 @@ def launch_index_of_events(rec: Recording) -> np.ndarray:
         ]
     )
     index = np.concatenate([np.arange(len(launches)), before, after])
-    by_key = np.argsort(lk, kind="stable")
-    lk_sorted, order = lk[by_key], index[by_key]
     sub = ev[rest]
     devices, flushes = rec.event_devices[rest], rec.event_flushes[rest]
+    lk, in_window, next_window = _packed(
+        lk, _key(devices, flushes, sub["grid_id"]), _key(devices, flushes + 1, sub["grid_id"])
+    )
+    by_key = np.argsort(lk, kind="stable")
+    lk_sorted, order = lk[by_key], index[by_key]
     sub_out = np.full(len(rest), UNRESOLVED, np.int64)
     blocks = _grid_blocks(launches)
-    _match(sub, _key(devices, flushes, sub["grid_id"]), lk_sorted, order, sub_out, np.ones(len(rest), bool), blocks)
+    _match(sub, in_window, lk_sorted, order, sub_out, np.ones(len(rest), bool), blocks)
     late = sub_out == UNRESOLVED
     if late.any():
-        _match(sub, _key(devices, flushes + 1, sub["grid_id"]), lk_sorted, order, sub_out, late, blocks)
+        _match(sub, next_window, lk_sorted, order, sub_out, late, blocks)
     out[rest] = sub_out
     return out
 
@@ -374,11 +391,12 @@ def _grouped_percentiles(group: np.ndarray, values: np.ndarray, n_groups: int, p
     return out
 
 
-def kernel_stats(rec: Recording) -> list[dict]:
+def kernel_stats(rec: Recording, of: np.ndarray | None = None, table: LaunchTable | None = None) -> list[dict]:
     """Per kernel (by name and device): launches, blocks, SMs, block-duration
-    percentiles (ns), exact counts, memory events kept, blocks dropped."""
-    of = launch_index_of_events(rec)
-    table = launch_table(rec, of)
+    percentiles (ns), exact counts, memory events kept, blocks dropped. `of` and
+    `table`: launch_index_of_events and launch_table of rec, where the caller has them."""
+    of = launch_index_of_events(rec) if of is None else of
+    table = launch_table(rec, of) if table is None else table
     ev = rec.events
     launches = rec.launches
     groups: dict = {}  # (device, name) -> kernel index, in the order of first launch

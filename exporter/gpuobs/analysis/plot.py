@@ -58,6 +58,11 @@ def plot_paths(rec: Recording, out: Path) -> dict:
     return {d: out.with_name(f"{out.stem}.gpu{d}{out.suffix}") for d in devices}
 
 
+# A title placed at a fixed height: matplotlib otherwise measures every tick label of
+# the axes at each draw to lift the title over them (there are none above these axes).
+TITLE_Y = 1.0
+
+
 def time_unit(span_ns: float) -> tuple:
     """(name, ns per unit) to show a span of this length in: ms from 2 ms on, else us."""
     return ("ms", 1e6) if span_ns >= 2e6 else ("us", 1e3)
@@ -69,23 +74,28 @@ def plot(
     """Draws each GPU of `targets` (plot_paths) into its file through gpuobs.outputs;
     `keep`: the events to draw (a selection's, gpuobs.selection), None for all."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        # A Figure of its own, not pyplot: no backend switching and no global figure state
+        # to import or to close again (benchmarks/plot_speed.py times the import).
+        from matplotlib.figure import Figure
+        from matplotlib.ticker import FuncFormatter
     except ImportError as exc:
         raise PlotUnavailable("gpuobs plot needs matplotlib: pip install 'gpuobs[plot]'") from exc
     written = []
-    stats = launches.kernel_stats(rec)
     of = launches.launch_index_of_events(rec)
-    names = np.array(launches.launch_table(rec, of).name, dtype=object)
+    table = launches.launch_table(rec, of)
+    stats = launches.kernel_stats(rec, of, table)  # one matching of events to launches, not two
+    names = np.array(table.name, dtype=object)
     origin = int(rec.events["time_start"].min()) if len(rec.events) else 0  # as --time and `gpuobs info` count
     for device, path in targets.items():
         grid, t0, width = occupancy(rec, device, keep=keep)
         if grid is None:
             continue
         unit, per = time_unit(grid.shape[1] * width)
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(16, 6), gridspec_kw={"width_ratios": [3, 2]})
+        fig = Figure(figsize=(16, 6))
+        # Fixed margins, not tight_layout, which lays every text out once more to measure it
+        # (0.2 s of the 2.5 s plot of the sample took); the labels fit these.
+        fig.subplots_adjust(left=0.045, right=0.99, bottom=0.09, top=0.93, wspace=0.12)
+        ax1, ax2 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
         im = ax1.imshow(
             grid,
             aspect="auto",
@@ -99,7 +109,8 @@ def plot(
         starts_only = block_ends.is_block_starts(rec)
         ax1.set_title(
             f"GPU {device} ({rec.device_name(device)}): resident blocks per SM"
-            + (" (to upper bounds of block ends)" if starts_only else "")
+            + (" (to upper bounds of block ends)" if starts_only else ""),
+            y=TITLE_Y,
         )
         fig.colorbar(im, ax=ax1, label="blocks resident (time-averaged)")
         ev = rec.events
@@ -119,17 +130,17 @@ def plot(
         ax2.set_xlabel("block duration (us)")
         ax2.set_ylabel("blocks")
         ax2.set_yscale("log")
+        # 1, 10, 1,000 rather than the log axis's 10^n, which matplotlib typesets with its
+        # mathtext parser (about 0.1 s on the sample, for three labels).
+        ax2.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
         ax2.set_title(
-            "block durations, busiest kernels" + (": none (block_starts records no end)" if starts_only else "")
+            "block durations, busiest kernels" + (": none (block_starts records no end)" if starts_only else ""),
+            y=TITLE_Y,
         )
         if ax2.get_legend_handles_labels()[0]:
             ax2.legend(fontsize=7)
-        fig.tight_layout()
-        try:
-            with write_atomically(path, inputs, force) as fh:
-                fig.savefig(fh, dpi=110, format=path.suffix.lstrip(".").lower())
-        finally:
-            plt.close(fig)
+        with write_atomically(path, inputs, force) as fh:
+            fig.savefig(fh, dpi=110, format=path.suffix.lstrip(".").lower())
         written.append(path)
     return written
 

@@ -453,6 +453,7 @@ def _export_gpu(g: GpuExport) -> GpuSummary:
         ) // 2
     g.track = w.track(
         _gpu_group_name(device, name, pid),
+        explicit_order=True,  # Kernels, Graph replays, counters, then SMs (by rank), not by name
         description=f"{label}. " + clock.describe() + _drop_note(rec, device) + _window_note(rec, device),
     )
 
@@ -692,7 +693,7 @@ def _block_tracks_and_slices(g: GpuExport, blocks: np.ndarray):
     sms_group = g.w.track(
         "SMs",
         parent=g.track,
-        rank=1,
+        rank=5,
         explicit_order=True,
         description=SMS_DESCRIPTION if g.table.block_ends is None else block_bounds.SMS_DESCRIPTION,
     )
@@ -725,7 +726,7 @@ def _batch_cuts(sm_starts) -> list:
 def _streamed_block_tracks_and_slices(g: GpuExport, spool: streamed.SmSpool):
     """_block_tracks_and_slices over the streamed export's spool: the same batches of
     whole SMs, each read back from the spool when it is encoded."""
-    sms_group = g.w.track("SMs", parent=g.track, rank=1, explicit_order=True, description=SMS_DESCRIPTION)
+    sms_group = g.w.track("SMs", parent=g.track, rank=5, explicit_order=True, description=SMS_DESCRIPTION)
     order = sorted(spool.counts)
     counts = [spool.counts[s] for s in order]
     total = sum(counts)

@@ -2,13 +2,15 @@
 Perfetto's own tools/open_trace_in_ui does. The file is served once on
 127.0.0.1:9001 (the one local port ui.perfetto.dev's content policy lets it fetch
 from) with CORS headers for the UI's origin, and the UI is opened at
-`#!/?url=http://127.0.0.1:9001/NAME`. Serving stops when the UI has fetched the
+`#!/?url=http://127.0.0.1:9001/NAME`, with a startup command that expands the GPU
+groups and their SMs (below). Serving stops when the UI has fetched the
 whole file, at a timeout, or at Ctrl-C. Without a browser (an SSH session) the URL
 is printed with the port-forward that makes it work from the user's own machine."""
 
 from __future__ import annotations
 
 import http.server
+import json
 import os
 import socket
 import sys
@@ -37,11 +39,24 @@ class Served:
     browser: bool  # a browser was asked to open the URL
 
 
+# The UI opens every track group collapsed, whatever the trace says: its TrackEvent plugin
+# (v52 and today) makes each group node collapsed, no descriptor field changes that, and
+# only a trace with a single top-level group gets it expanded (a measured export has two:
+# the clock snapshots add the UI's "System"). So the address asks the UI to expand the GPU
+# groups (`GPU 0 H200 (pid 609)`, export._gpu_group_name) and their "SMs" with one of its
+# stable startup commands, run once the trace is loaded
+# (perfetto.dev/docs/visualization/commands-automation-reference).
+EXPAND_AT_OPEN = r"^(GPU \d+( .*)?|SMs)$"
+STARTUP_COMMANDS = [{"id": "dev.perfetto.ExpandTracksByRegex", "args": [EXPAND_AT_OPEN]}]
+
+
 def ui_address(ui_url: str, port: int, name: str) -> str:
-    """The UI page (`https://ui.perfetto.dev`, or a page such as `.../index.html`) told to fetch the trace."""
+    """The UI page (`https://ui.perfetto.dev`, or a page such as `.../index.html`) told to fetch
+    the trace and to expand its SM tracks."""
     trace = f"http://127.0.0.1:{port}{url_path(name)}"
     page = ui_url if ui_url.endswith((".html", "/")) else ui_url + "/"
-    return f"{page}#!/?url={trace}&referrer=gpuobs"
+    commands = urllib.parse.quote(json.dumps(STARTUP_COMMANDS, separators=(",", ":")), safe="")
+    return f"{page}#!/?url={trace}&referrer=gpuobs&startupCommands={commands}"
 
 
 def url_path(name: str) -> str:
