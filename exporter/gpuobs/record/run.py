@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..errors import GpuobsError
 from ..recording_file import schema
+from ..recording_file.fileformat import NotARecording, recording_pid
 from .native_build import NativeBuild
 
 DEFAULT_OUTPUT = "gpuobs.gpuobs"
@@ -65,12 +66,25 @@ def tool_environment(build: NativeBuild, opts: RecordOptions, base: dict | None 
 
 
 def child_recordings(output: Path) -> list[Path]:
-    """`<stem>.<pid><suffix>` files beside the output: what child processes of a run write."""
+    """`<stem>.<pid><suffix>` files beside the output that child processes of a run
+    wrote: told by content, not by name. A child's file holds its own pid, the one in
+    its name, which is not the main recording's; a trimmed copy named `gpuobs.2.gpuobs`
+    holds the pid of the run it was cut from, and is not a child's."""
     output = Path(output)
+    try:
+        parent = recording_pid(output) if os.path.lexists(output) else None
+    except NotARecording:
+        parent = None
     found = []
     for p in sorted(output.parent.glob(f"{output.stem}.*{output.suffix}")):
         middle = p.name[len(output.stem) + 1 : len(p.name) - len(output.suffix)]
-        if middle.isdigit():
+        if not (middle.isdigit() and middle.isascii()):
+            continue
+        try:
+            pid = recording_pid(p)
+        except NotARecording:
+            continue  # not a recording: nothing a run wrote
+        if pid is None or (pid == int(middle) and pid != parent):  # None: the child ended before its RUN chunk
             found.append(p)
     return found
 
