@@ -182,12 +182,12 @@ def run_recorded(cmd: list[str], env: dict) -> int:
     gpuobs itself outlives the signal and still settles the recording."""
     tty = _terminal()
     hand_over = tty is not None and _foreground(tty) == os.getpgrp()
-    state = {"proc": None, "pending": [], "done": False}
+    state = {"proc": None, "pending": [], "done": False, "foreground": hand_over}
 
     def forward(signum, _frame):
         if state["proc"] is None:
             state["pending"].append(signum)  # the program does not exist yet: sent once it does
-        elif not state["done"]:
+        elif not state["done"] and not (signum == signal.SIGHUP and _kernel_hangs_up(tty, state["foreground"])):
             _signal_program(state["proc"], signum)
 
     previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
@@ -199,7 +199,7 @@ def run_recorded(cmd: list[str], env: dict) -> int:
         state["proc"] = proc
         for signum in state["pending"]:
             _signal_program(proc, signum)
-        status = _wait(proc.pid, job_control=tty is not None, tty=tty)
+        status = _wait(proc.pid, job_control=tty is not None, tty=tty, state=state)
         state["done"] = True
         proc.returncode = os.waitstatus_to_exitcode(status)
     finally:
@@ -225,6 +225,15 @@ def _foreground(fd: int) -> int | None:
         return os.tcgetpgrp(fd)
     except OSError:  # not our controlling terminal, or it hung up
         return None
+
+
+def _kernel_hangs_up(tty: int | None, program_in_foreground: bool) -> bool:
+    """Whether a SIGHUP is the hang-up of the terminal the program holds, which the
+    kernel delivers to the program itself: it tells the session's leader (a shell,
+    which passes it to its jobs: gpuobs's group) and, when that leader exits, the
+    group that had the terminal's foreground, the program's. Passed on as well, it
+    reached the program twice. Where gpuobs leads the session, it alone is told."""
+    return tty is not None and program_in_foreground and _foreground(tty) is None and os.getsid(0) != os.getpid()
 
 
 def _give_terminal(fd: int, pgrp: int) -> None:
@@ -260,19 +269,22 @@ def _signal_program(proc: subprocess.Popen, signum: int) -> None:
             pass  # already gone
 
 
-def _wait(pid: int, job_control: bool, tty: int | None) -> int:
+def _wait(pid: int, job_control: bool, tty: int | None, state: dict) -> int:
     """The program's wait status. Under a terminal, a stop of the program (Ctrl-Z,
     or reading the terminal from the background) stops gpuobs's group too, so the
-    shell sees its job stopped; `fg`/`bg` continue the program."""
+    shell sees its job stopped; `fg`/`bg` continue the program (state["foreground"]:
+    whether it holds the terminal)."""
     while True:
         _, status = os.waitpid(pid, os.WUNTRACED if job_control else 0)
         if not os.WIFSTOPPED(status):
             return status
         if tty is not None and _foreground(tty) == pid:
             _give_terminal(tty, os.getpgrp())
+        state["foreground"] = False
         os.killpg(os.getpgrp(), signal.SIGTSTP)  # returns once the shell continues us
         if tty is not None and _foreground(tty) == os.getpgrp():
             _give_terminal(tty, pid)
+            state["foreground"] = True
         try:
             os.killpg(pid, signal.SIGCONT)
         except OSError:
