@@ -96,3 +96,17 @@ def fake_toolchain(folder: Path) -> dict:
         "CXX": str(bin_dir / "fakecxx"),
         "GPUOBS_CACHE": str(Path(folder) / "cache"),
     }
+
+
+def copy_as_process(source, path, pid: int):
+    """`source` written again as the recording of process `pid` (its RUN chunk's pid):
+    a child's `<stem>.<pid>.gpuobs` holds its own pid."""
+    import dataclasses
+
+    from gpuobs.recording_file.reader import load
+    from gpuobs.recording_file.recording_writer import copy_recording
+
+    rec = load(source)
+    rec.run = dataclasses.replace(rec.run, pid=pid)
+    copy_recording(rec, path)
+    return path

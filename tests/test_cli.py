@@ -11,7 +11,7 @@ import pytest
 
 from gpuobs.recording_file import schema
 
-from .cli_helpers import DATA, gpuobs, write_recording
+from .cli_helpers import DATA, copy_as_process, gpuobs, write_recording
 
 BLOCK = DATA / "decode_block_trace.gpuobs"
 MEM = DATA / "decode_mem_sampled.gpuobs"
@@ -38,11 +38,27 @@ def test_recordings_are_positional_and_outputs_are_dash_o(tmp_path):
 
 def test_the_default_output_is_named_after_the_recording_in_the_current_folder(tmp_path):
     shutil.copy(BLOCK, tmp_path / "gpuobs.gpuobs")
-    shutil.copy(BLOCK, tmp_path / "gpuobs.777.gpuobs")  # a child process's recording
+    copy_as_process(BLOCK, tmp_path / "gpuobs.777.gpuobs", 777)  # a child process's recording
     (tmp_path / "gpuobs.old.gpuobs").write_bytes(b"not a child: ignored")
+    (tmp_path / "gpuobs.9.gpuobs").write_bytes(b"not a recording: ignored")
     r = gpuobs("export", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "gpuobs.pftrace").is_file() and "57,324 block slices" in r.stdout  # both recordings
+
+
+def test_a_trimmed_copy_named_like_a_child_is_not_taken_for_one(tmp_path):
+    """`gpuobs.2.gpuobs` cut from gpuobs.gpuobs holds the run's pid, not 2: it was counted
+    twice (57,324 slices for 28,662 blocks); a child holds the pid in its name."""
+    shutil.copy(BLOCK, tmp_path / "gpuobs.gpuobs")
+    r = gpuobs("trim", "gpuobs.gpuobs", "--flushes", "0:", "-o", "gpuobs.2.gpuobs", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    pid = json.loads(gpuobs("info", BLOCK, "--json").stdout)["pid"]
+    copy_as_process(BLOCK, tmp_path / f"gpuobs.{pid}.gpuobs", pid)  # the run's own pid: a copy too
+    r = gpuobs("export", "-f", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "28,662 block slices" in r.stdout, r.stdout
+    r = gpuobs("info", "--json", cwd=tmp_path)
+    assert json.loads(r.stdout)["path"] == "gpuobs.gpuobs", r.stdout  # one recording: an object, not a list
 
 
 def test_old_spellings_still_work_with_a_deprecation_line(tmp_path):
@@ -257,7 +273,8 @@ def test_record_refuses_bad_options_before_running_anything(tmp_path):
     assert r.returncode == 2 and "--mode 'warp' is not one of" in r.stderr
     r = rec("--sample-shift", "40", "--", "true")
     assert r.returncode == 2 and "outside 0..32" in r.stderr
-    (tmp_path / "gpuobs.4242.gpuobs").write_bytes(b"x")  # a child's file from an earlier run
+    write_recording(tmp_path / "gpuobs.4242.gpuobs")  # a child's file from an earlier run (pid 4242)
+    (tmp_path / "gpuobs.17.gpuobs").write_bytes(b"x")  # not a recording: not the run's to replace
     r = rec("--", "true")
     assert r.returncode == 2 and "gpuobs.4242.gpuobs" in r.stderr and "pass -f/--force" in r.stderr
     (tmp_path / "gpuobs.gpuobs").write_bytes(b"x")

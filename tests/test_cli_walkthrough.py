@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .cli_helpers import DATA, fake_toolchain, gpuobs, repo_env
+from .cli_helpers import DATA, copy_as_process, fake_toolchain, gpuobs, repo_env
 
 BLOCK = str(DATA / "decode_block_trace.gpuobs")
 MEM = str(DATA / "decode_mem_sampled.gpuobs")
@@ -353,7 +353,8 @@ def test_record_replaces_earlier_recordings_only_with_new_ones(walk_env, tmp_pat
     """-f moves an earlier run's recordings aside while the program runs: they come back
     when it writes none, and go when it writes one (here the program writes the file)."""
     env = {**repo_env(), **walk_env[0]}
-    old = {"r.gpuobs": b"old", "r.77.gpuobs": b"old child"}
+    copy_as_process(DATA / "decode_block_trace.gpuobs", tmp_path / "r.77.gpuobs", 77)  # an earlier run's child
+    old = {"r.gpuobs": b"old", "r.77.gpuobs": (tmp_path / "r.77.gpuobs").read_bytes()}
     for name, content in old.items():
         (tmp_path / name).write_bytes(content)
     r = gpuobs("record", "-o", tmp_path / "r.gpuobs", "-f", "--", "true", cwd=tmp_path, env=env)

@@ -63,3 +63,22 @@ def test_info_and_stats_show_terminal_escapes_as_escapes(tmp_path):
     r = gpuobs("stats", rec)
     assert r.returncode == 0, r.stderr
     assert "\x1b" not in r.stdout and "\u202e" not in r.stdout and "evil\\x1b[2J\\u202ekernel" in r.stdout
+
+
+def test_an_error_is_one_line_of_bounded_length(tmp_path):
+    """A 4,000-digit baseTimeNanoseconds was quoted whole: one 5,300-character line."""
+    host = tmp_path / "prof.json"
+    host.write_text('{"baseTimeNanoseconds": %s, "traceEvents": []}' % ("9" * 4000))
+    r = gpuobs("export", SIDE, "--host", host, "-o", tmp_path / "t.pftrace")
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpuobs: "), r.stderr
+    assert len(lines[0]) <= 1100, len(lines[0])
+    assert "baseTimeNanoseconds 9,999,999" in lines[0] and "characters cut ...]" in lines[0]
+    assert lines[0].endswith("is outside 0 .. 2^62 ns (1970 to 2116)")  # the end of the message is kept too
+    assert not (tmp_path / "t.pftrace").exists()
+    from gpuobs.errors import MAX_LINE, one_line
+
+    # one place cuts: a line break in a message (a name from a file) stays on its line
+    assert one_line("a\nb\r") == "a\\nb\\r" and one_line("x" * 50, 40).count("cut") == 1
+    assert len(one_line("y" * 10**6)) <= MAX_LINE

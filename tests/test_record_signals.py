@@ -5,6 +5,8 @@ runs as the leader of a real process group of its own here, as under a shell."""
 
 import json
 import os
+import select
+import shlex
 import signal
 import subprocess
 import sys
@@ -136,3 +138,67 @@ def test_ctrl_c_at_a_terminal_reaches_the_program_once(toolchain, tmp_path):
         os.close(master)
     text = b"".join(said).decode(errors="replace").replace("\r\n", "\n")
     assert _settled(out, text, proc.returncode) == [signal.SIGINT]
+
+
+def _on_terminal(cmd, tmp_path, env):
+    """cmd as the session leader of a new real pseudo-terminal (its controlling
+    terminal); returns the process, a function that types into the terminal and one
+    that hangs it up (closes its master side)."""
+    master, slave = os.openpty()
+    takes_terminal = "import fcntl, os, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+    proc = subprocess.Popen(
+        [sys.executable, "-c", takes_terminal + f"os.execvp({cmd[0]!r}, {cmd!r})"],
+        cwd=tmp_path,
+        env=env,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+    )
+    os.close(slave)
+    stop = threading.Event()
+
+    def read_terminal():  # drained, so that nothing blocks writing to it
+        while not stop.is_set():
+            if select.select([master], [], [], 0.05)[0]:
+                try:
+                    if not os.read(master, 4096):
+                        return
+                except OSError:
+                    return
+
+    reader = threading.Thread(target=read_terminal, daemon=True)
+    reader.start()
+
+    def hang_up():
+        stop.set()
+        reader.join(timeout=10)
+        os.close(master)  # as when the terminal's window closes or ssh drops
+
+    return proc, (lambda text: os.write(master, text.encode())), hang_up
+
+
+@pytest.mark.parametrize("leader", ["gpuobs", "shell"])
+def test_a_terminal_hang_up_reaches_the_program_once(toolchain, tmp_path, leader):
+    """The terminal hangs up while `record` runs in its foreground: the kernel sends
+    SIGHUP to the session's leader (gpuobs itself, or an interactive shell, which
+    passes it to its jobs: gpuobs's group), gpuobs passes it on, and the program, in
+    its own group and the terminal's foreground, must not get a second one."""
+    args, out = _record_args(tmp_path)
+    env = {**repo_env(), **toolchain, "COLUMNS": "1000"}
+    if leader == "gpuobs":
+        proc, _type, hang_up = _on_terminal(gpuobs_cmd(*args), tmp_path, env)
+    else:
+        proc, type_in, hang_up = _on_terminal(["bash", "--norc", "--noprofile", "-i"], tmp_path, env)
+        type_in(" ".join(map(shlex.quote, gpuobs_cmd(*args))) + "\n")
+    try:
+        _wait_ready(out, proc)
+        hang_up()
+        proc.wait(timeout=60)
+        deadline = time.monotonic() + 30  # under the shell, gpuobs may outlive its leader
+        while not out.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert json.loads(out.read_text()) == [signal.SIGHUP]

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.text import Text
 
 from . import __version__
-from .errors import BadMagic, CorruptChunk, RecordingError, TruncatedChunk
+from .errors import BadMagic, CorruptChunk, RecordingError, TruncatedChunk, one_line
 from .recording_file import schema
 
 
@@ -110,15 +110,29 @@ _NO_ARGS_IS_HELP = getattr(click_errors, "NoArgsIsHelpError", ())
 
 
 def _say(text: str) -> None:
+    _inputs_intact()
     out.print(text, markup=False)
 
 
+def _inputs_intact() -> None:
+    """Exit 2 with one line when an input was cut short while it was read: what was
+    read in its place is zeros, and anything said or raised from them is wrong."""
+    from .recording_file.mapping_guard import InputTruncated, check
+
+    try:
+        check()
+    except InputTruncated as exc:
+        err.print(Text.assemble(("gpuobs: ", "bold red"), one_line(exc)))
+        sys.exit(2)
+
+
 def _warn(text: str) -> None:
-    err.print(Text.assemble(("gpuobs: warning: ", "yellow"), text))
+    err.print(Text.assemble(("gpuobs: warning: ", "yellow"), one_line(text)))
 
 
 def _fail(message: str, code: int = 2):
-    err.print(Text.assemble(("gpuobs: ", "bold red"), message))
+    _inputs_intact()
+    err.print(Text.assemble(("gpuobs: ", "bold red"), one_line(message)))
     raise typer.Exit(code)
 
 
@@ -443,7 +457,7 @@ def _print_record_summary(path: Path) -> None:
     try:
         rec = load(path, salvage=True)
     except RecordingError as exc:
-        err.print(f"gpuobs: {exc}", markup=False)
+        err.print(f"gpuobs: {one_line(exc)}", markup=False)
         return
     s = summary(rec)
     dmg = f", damaged tail at byte {rec.damage.offset}" if rec.damage else ""
@@ -1200,7 +1214,7 @@ def _usage_error(exc) -> None:
         commands = typer.main.get_command(app).commands
         command = next((a for a in sys.argv[1:] if a in commands), None)
         where = f"gpuobs {command} --help" if command else "gpuobs --help"
-    err.print(f"gpuobs: {exc.format_message()} (see {where})", markup=False)
+    err.print(f"gpuobs: {one_line(exc.format_message())} (see {where})", markup=False)
     sys.exit(exc.exit_code)
 
 
@@ -1214,7 +1228,7 @@ def main():
     except click_errors.UsageError as exc:
         _usage_error(exc)
     except click_errors.ClickException as exc:
-        err.print(f"gpuobs: {exc.format_message()}", markup=False)
+        err.print(f"gpuobs: {one_line(exc.format_message())}", markup=False)
         sys.exit(exc.exit_code)
     except typer.Abort:  # Ctrl-C; outputs leave nothing behind
         err.print("Aborted!", markup=False)
@@ -1222,15 +1236,17 @@ def main():
     except BrokenPipeError:  # click's and print's writes
         _reader_left()
     except Exception as exc:  # a bug: one line for the user, the traceback on request
+        _inputs_intact()
         if os.environ.get("GPUOBS_DEBUG"):
             raise
         err.print(
             Text.assemble(
                 ("gpuobs: internal error: ", "bold red"),
-                f"{type(exc).__name__}: {exc} (please report it; GPUOBS_DEBUG=1 shows the traceback)",
+                one_line(f"{type(exc).__name__}: {exc}") + " (please report it; GPUOBS_DEBUG=1 shows the traceback)",
             )
         )
         sys.exit(70)
+    _inputs_intact()
     sys.exit(code if isinstance(code, int) else 0)
 
 

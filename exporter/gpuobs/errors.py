@@ -6,6 +6,20 @@ expected, so a user can tell damage from a version skew."""
 
 from __future__ import annotations
 
+MAX_LINE = 1000  # characters in one error line: a 4,000-digit number from a file is not read whole
+
+
+def one_line(text: str, limit: int = MAX_LINE) -> str:
+    """`text` as one line of at most `limit` characters: line breaks written as `\\n`,
+    and a longer middle cut out and marked, so the start (what and where) and the end stay."""
+    text = str(text).replace("\r", "\\r").replace("\n", "\\n")
+    if len(text) <= limit:
+        return text
+    marker = " [... {:,} characters cut ...] "
+    room = limit - len(marker.format(len(text)))
+    head, tail = room * 2 // 3, room - room * 2 // 3
+    return text[:head] + marker.format(len(text) - head - tail) + text[len(text) - tail :]
+
 
 class GpuobsError(Exception):
     """Something gpuobs was asked to do cannot be done as asked; the message says what and where."""

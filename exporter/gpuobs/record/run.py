@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..errors import GpuobsError
 from ..recording_file import schema
+from ..recording_file.fileformat import NotARecording, recording_pid
 from .native_build import NativeBuild
 
 DEFAULT_OUTPUT = "gpuobs.gpuobs"
@@ -69,12 +70,25 @@ def tool_environment(build: NativeBuild, opts: RecordOptions, base: dict | None 
 
 
 def child_recordings(output: Path) -> list[Path]:
-    """`<stem>.<pid><suffix>` files beside the output: what child processes of a run write."""
+    """`<stem>.<pid><suffix>` files beside the output that child processes of a run
+    wrote: told by content, not by name. A child's file holds its own pid, the one in
+    its name, which is not the main recording's; a trimmed copy named `gpuobs.2.gpuobs`
+    holds the pid of the run it was cut from, and is not a child's."""
     output = Path(output)
+    try:
+        parent = recording_pid(output) if os.path.lexists(output) else None
+    except NotARecording:
+        parent = None
     found = []
     for p in sorted(output.parent.glob(f"{output.stem}.*{output.suffix}")):
         middle = p.name[len(output.stem) + 1 : len(p.name) - len(output.suffix)]
-        if middle.isdigit():
+        if not (middle.isdigit() and middle.isascii()):
+            continue
+        try:
+            pid = recording_pid(p)
+        except NotARecording:
+            continue  # not a recording: nothing a run wrote
+        if pid is None or (pid == int(middle) and pid != parent):  # None: the child ended before its RUN chunk
             found.append(p)
     return found
 
@@ -172,12 +186,12 @@ def run_recorded(cmd: list[str], env: dict) -> int:
     gpuobs itself outlives the signal and still settles the recording."""
     tty = _terminal()
     hand_over = tty is not None and _foreground(tty) == os.getpgrp()
-    state = {"proc": None, "pending": [], "done": False}
+    state = {"proc": None, "pending": [], "done": False, "foreground": hand_over}
 
     def forward(signum, _frame):
         if state["proc"] is None:
             state["pending"].append(signum)  # the program does not exist yet: sent once it does
-        elif not state["done"]:
+        elif not state["done"] and not (signum == signal.SIGHUP and _kernel_hangs_up(tty, state["foreground"])):
             _signal_program(state["proc"], signum)
 
     previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
@@ -189,7 +203,7 @@ def run_recorded(cmd: list[str], env: dict) -> int:
         state["proc"] = proc
         for signum in state["pending"]:
             _signal_program(proc, signum)
-        status = _wait(proc.pid, job_control=tty is not None, tty=tty)
+        status = _wait(proc.pid, job_control=tty is not None, tty=tty, state=state)
         state["done"] = True
         proc.returncode = os.waitstatus_to_exitcode(status)
     finally:
@@ -215,6 +229,15 @@ def _foreground(fd: int) -> int | None:
         return os.tcgetpgrp(fd)
     except OSError:  # not our controlling terminal, or it hung up
         return None
+
+
+def _kernel_hangs_up(tty: int | None, program_in_foreground: bool) -> bool:
+    """Whether a SIGHUP is the hang-up of the terminal the program holds, which the
+    kernel delivers to the program itself: it tells the session's leader (a shell,
+    which passes it to its jobs: gpuobs's group) and, when that leader exits, the
+    group that had the terminal's foreground, the program's. Passed on as well, it
+    reached the program twice. Where gpuobs leads the session, it alone is told."""
+    return tty is not None and program_in_foreground and _foreground(tty) is None and os.getsid(0) != os.getpid()
 
 
 def _give_terminal(fd: int, pgrp: int) -> None:
@@ -250,19 +273,22 @@ def _signal_program(proc: subprocess.Popen, signum: int) -> None:
             pass  # already gone
 
 
-def _wait(pid: int, job_control: bool, tty: int | None) -> int:
+def _wait(pid: int, job_control: bool, tty: int | None, state: dict) -> int:
     """The program's wait status. Under a terminal, a stop of the program (Ctrl-Z,
     or reading the terminal from the background) stops gpuobs's group too, so the
-    shell sees its job stopped; `fg`/`bg` continue the program."""
+    shell sees its job stopped; `fg`/`bg` continue the program (state["foreground"]:
+    whether it holds the terminal)."""
     while True:
         _, status = os.waitpid(pid, os.WUNTRACED if job_control else 0)
         if not os.WIFSTOPPED(status):
             return status
         if tty is not None and _foreground(tty) == pid:
             _give_terminal(tty, os.getpgrp())
+        state["foreground"] = False
         os.killpg(os.getpgrp(), signal.SIGTSTP)  # returns once the shell continues us
         if tty is not None and _foreground(tty) == os.getpgrp():
             _give_terminal(tty, pid)
+            state["foreground"] = True
         try:
             os.killpg(pid, signal.SIGCONT)
         except OSError:

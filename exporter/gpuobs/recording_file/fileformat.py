@@ -7,10 +7,12 @@ payload. All integers are little-endian. The C++ tool writes the same framing
 
 from __future__ import annotations
 
+import struct
 import zlib
 
 import numpy as np
 
+from ..input_files import open_regular
 from . import schema
 
 MAGIC = b"GPUOBS\r\n"
@@ -23,6 +25,43 @@ CRC_COVERED_HEADER_BYTES = 16  # type, flags, length
 
 def chunk_crc(header_prefix: bytes | memoryview, payload: bytes | memoryview) -> int:
     return zlib.crc32(payload, zlib.crc32(header_prefix)) & 0xFFFFFFFF
+
+
+class NotARecording(ValueError):
+    pass
+
+
+RUN_SEARCH_CHUNKS = 64  # the tool writes its RUN chunk first; a few chunks may come before one's copy's
+
+
+def recording_pid(path) -> int | None:
+    """The pid in a recording's RUN chunk, read from its first chunks without loading
+    it; None for a recording with no RUN chunk yet (a process that ended before its
+    first CUDA context). Raises NotARecording for anything else: not a regular file,
+    not a gpuobs header, a damaged chunk before the RUN chunk."""
+    head = struct.Struct("<IIQI")  # type, flags, length, crc32
+    try:
+        with open_regular(path) as fh:
+            if fh.read(FILE_HEADER.itemsize)[: len(MAGIC)] != MAGIC:
+                raise NotARecording(f"{path}: not a gpuobs recording")
+            for _ in range(RUN_SEARCH_CHUNKS):
+                raw = fh.read(CHUNK_HEADER.itemsize)
+                if len(raw) < CHUNK_HEADER.itemsize:
+                    return None  # ends before a RUN chunk
+                ctype, _flags, length, crc = head.unpack_from(raw)
+                if ctype != schema.ChunkType.RUN:
+                    fh.seek(length, 1)
+                    continue
+                run_info = schema.dtype("gpuobs_run_info")
+                payload = fh.read(min(length, run_info.itemsize + (8 << 20)))
+                if len(payload) != length or chunk_crc(raw[:CRC_COVERED_HEADER_BYTES], payload) != crc:
+                    raise NotARecording(f"{path}: its RUN chunk is damaged")
+                if length < run_info.itemsize:
+                    raise NotARecording(f"{path}: its RUN chunk is short")
+                return int(np.frombuffer(payload, run_info, 1)[0]["pid"])
+    except OSError as exc:
+        raise NotARecording(f"{path}: {exc.strerror or exc}") from None
+    return None
 
 
 def pack_file_header(tool_version: str) -> bytes:

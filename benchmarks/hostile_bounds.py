@@ -1,0 +1,136 @@
+"""Hostile recordings must cost what their bytes allow: at most ~4x the file's size
+plus a fixed 200 MB of memory, and at most 10 s per GB (issue 38). Each recording
+below is valid (CRCs hold, every value passes the reader's checks) but is shaped to
+make a reader that allocates per item pay far more than the bytes:
+
+  empty-launches   N LAUNCHES chunks of no launches (24 bytes each)
+  one-launch       N LAUNCHES chunks of one launch each, then one FLUSH
+  clock-chunks     N CLOCK chunks of one sample each (the tool's own shape, many times over)
+  clock-samples    one CLOCK chunk of N samples
+  notices          N NOTICE chunks of an empty text
+  api-names        N API_NAMES chunks, each a 1-character name
+
+Each command runs in its own process (wall seconds, peak RSS from wait4). Python's
+start and imports (~0.3-0.5 s, ~60-110 MB) are part of every number. Exits 1 when a
+memory bound (4x size + 200 MB) is missed; time is reported against 10 s/GB.
+
+    python benchmarks/hostile_bounds.py [--n 1000000] [--shapes empty-launches,clock-samples] [--commands info,export]
+"""
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "exporter"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from measure import measure  # noqa: E402
+
+from gpuobs.recording_file import schema  # noqa: E402
+from gpuobs.recording_file.fileformat import pack_chunk  # noqa: E402
+from gpuobs.recording_file.recording_writer import RecordingWriter  # noqa: E402
+
+ChunkType = schema.ChunkType
+COMMANDS = {
+    "info": ["info", "{rec}"],
+    "stats": ["stats", "{rec}"],
+    "export": ["export", "{rec}", "-o", "{tmp}/t.pftrace", "-f"],
+}
+
+
+def _clock_samples(n: int) -> np.ndarray:
+    s = np.zeros(n, schema.dtype("gpuobs_clock_sample"))
+    t = np.arange(n, dtype=np.uint64) * np.uint64(1000) + np.uint64(10**9)
+    s["method"] = 1
+    s["device_ns"] = t + np.uint64(500)
+    for clock in ("monotonic", "boottime", "realtime"):
+        s[f"{clock}_before"] = t
+        s[f"{clock}_after"] = t + np.uint64(1000)
+    return s
+
+
+def _launch() -> np.ndarray:
+    launch = np.zeros(1, schema.dtype("gpuobs_launch"))
+    launch["grid_id"] = 1
+    launch["launch_id"] = 1
+    launch["grid"] = (1, 1, 1)
+    launch["block"] = (32, 1, 1)
+    return launch
+
+
+def write(path: Path, shape: str, n: int) -> None:
+    with RecordingWriter(path) as w:
+        w.run(pid=7, mode=schema.Mode.BLOCK_TRACE, argv=["hostile"])
+        w.device(sm_count=132)
+        w.module(module_id=1)
+        w.function(function_slot=0, mangled="_Z1kv", demangled="k()")
+        fh = w._fh
+        if shape == "empty-launches":
+            chunk = pack_chunk(ChunkType.LAUNCHES, b"")
+            for _ in range(n // 65536):
+                fh.write(chunk * 65536)
+            fh.write(chunk * (n % 65536))
+        elif shape == "one-launch":
+            chunk = pack_chunk(ChunkType.LAUNCHES, _launch().tobytes())
+            fh.write(chunk * n)
+        elif shape == "clock-chunks":
+            fh.write(b"".join(pack_chunk(ChunkType.CLOCK, s.tobytes()) for s in _clock_samples(n)))
+        elif shape == "clock-samples":
+            w.clock_samples(_clock_samples(n))
+        elif shape == "notices":
+            one = np.zeros(1, schema.dtype("gpuobs_notice"))
+            fh.write(pack_chunk(ChunkType.NOTICE, one.tobytes()) * n)
+        elif shape == "api-names":
+            one = np.zeros(1, schema.dtype("gpuobs_api_name"))
+            one["name_len"] = 1
+            fh.write(b"".join(pack_chunk(ChunkType.API_NAMES, _api_name(one, i)) for i in range(n)))
+        else:
+            raise SystemExit(f"unknown shape {shape}")
+        w.flush(attempted=0, recorded=0, dropped=0)
+        w.end(flushes=1)
+
+
+def _api_name(one, i):
+    one["api_id"] = i
+    return one.tobytes() + b"x"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--shapes", default="empty-launches,one-launch,clock-chunks,clock-samples,notices,api-names")
+    ap.add_argument("--commands", default="info,export")
+    args = ap.parse_args()
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "exporter")}
+    missed = False
+    print("| shape | items | file MB | command | s | peak MB | bound MB | s per GB | rc |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for shape in args.shapes.split(","):
+            rec = Path(tmp) / f"{shape}.gpuobs"
+            write(rec, shape, args.n)
+            mb = rec.stat().st_size / 1e6
+            for command in args.commands.split(","):
+                cmd = [sys.executable, "-m", "gpuobs"] + [a.format(rec=rec, tmp=tmp) for a in COMMANDS[command]]
+                r = measure(cmd, env=env)
+                bound = 4 * mb + 200
+                missed |= r.peak_mb > bound
+                per_gb = r.seconds / (mb / 1000)
+                print(
+                    f"| {shape} | {args.n:,} | {mb:.1f} | {command} | {r.seconds:.2f} | {r.peak_mb:.0f} | {bound:.0f} "
+                    f"| {per_gb:.0f} | {r.returncode} |",
+                    flush=True,
+                )
+                if r.returncode not in (0, 2):
+                    print(r.output[-2000:], file=sys.stderr)
+            rec.unlink()
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
