@@ -22,7 +22,11 @@ def slow_recording(tmp_path_factory):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: signal.Signals(s).name)
 def test_a_stopped_export_leaves_no_temp_file(tmp_path, slow_recording, sig):
     out = tmp_path / "t.pftrace"
-    proc = subprocess.Popen(gpuobs_cmd("export", str(slow_recording), "-o", str(out)), env=repo_env())
+    proc = subprocess.Popen(
+        gpuobs_cmd("export", str(slow_recording), "-o", str(out)),
+        env=repo_env(),
+        preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL),  # under nohup SIGHUP's SIG_IGN is inherited
+    )
     deadline = time.monotonic() + 120
     while not list(tmp_path.glob(".t.pftrace.*.tmp")):
         assert proc.poll() is None, "the export ended before it was stopped: make the recording larger"
