@@ -798,11 +798,15 @@ def _load_for_export(path: Path, salvage: bool, streamable: bool):
     (perfetto_export/streamed.py: bounded memory), else the whole recording."""
     from .perfetto_export.export import ExportOptions
     from .perfetto_export.streamed import can_stream
+    from .recording_file.reader import _BadValueAt
     from .recording_file.windows import open_windows
 
     if salvage or not streamable:
         return _load(path, salvage)
-    windows = _load(path, False, opener=open_windows)
+    try:
+        windows = _load(path, False, opener=open_windows)
+    except _BadValueAt as bad:  # a value check of the windowed reader: the chunk's own error
+        _fail(f"{bad.error} (--salvage keeps every complete chunk before the damage)")
     if can_stream(windows, ExportOptions(), ()):
         return windows
     windows.close()

@@ -22,7 +22,7 @@ from ..input_files import describe, open_regular
 from . import recording_checks as checks
 from . import schema
 from .fileformat import CHUNK_HEADER, CRC_COVERED_HEADER_BYTES, EVENTS_HEADER, chunk_crc
-from .reader import CHUNK_HEAD, ChunkType, _Parser, _PayloadError, _type_name
+from .reader import CHUNK_HEAD, ChunkType, _BadValueAt, _Parser, _PayloadError, _type_name
 from .recording import Recording
 
 SEGMENT_ROWS = 1 << 18  # events read at once (16 MB)
@@ -125,8 +125,11 @@ def open_windows(path) -> WindowedRecording:
             raise TruncatedChunk(path, 0, f"file is empty; expected a {FILE_HEADER.itemsize}-byte gpuobs header")
         buf = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
         parser = _WindowParser(path, buf, fd)
-        rec = parser.parse(len(buf))
-        _check_values(parser, rec)
+        try:
+            rec = parser.parse(len(buf))
+            _check_values(parser, rec)
+        except _BadValueAt as bad:  # load() raises the chunk's error itself (no salvage here)
+            raise bad.error from None
         return WindowedRecording(rec, parser.chunks, fd)
     except BaseException:
         os.close(fd)
