@@ -222,13 +222,6 @@ pick = st.tuples(
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "known bug (2026-12-03): a value check's internal _BadValueAt escapes one export path on hostile "
-        "launches since this session's merges; to fix next session"
-    ),
-)
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(picks=st.lists(pick, max_size=3), drop=st.lists(st.integers(0, 10**6), max_size=2))
 def test_hostile_values_fail_cleanly_in_every_command(tmp_path, picks, drop):
@@ -241,13 +234,6 @@ def test_hostile_values_fail_cleanly_in_every_command(tmp_path, picks, drop):
     run_every_command(tmp_path, path)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "known bug (2026-12-03): a value check's internal _BadValueAt escapes one export path on hostile "
-        "launches since this session's merges; to fix next session"
-    ),
-)
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(picks=st.lists(pick, max_size=3), drop=st.lists(st.integers(0, 10**6), max_size=2))
 def test_hostile_values_in_block_starts_recordings_fail_cleanly(tmp_path, picks, drop):
