@@ -41,6 +41,15 @@ struct RelaxedCapture {
     RelaxedCapture& operator=(const RelaxedCapture&) = delete;
 };
 
+// Whether the tool may queue work on, or wait for, the program's `stream`: not
+// while it is being captured (a kernel of the tool's would join the program's
+// graph, a wait would end its capture), nor when the driver cannot say.
+inline bool stream_not_capturing(CUstream stream) {
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    return driver().stream_is_capturing != nullptr && driver().stream_is_capturing(stream, &status) == CUDA_SUCCESS &&
+           status == CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 // Makes a context current on this thread for a scope. Callbacks run on the
 // program's threads, whose current context may be another one or none (a
 // driver-API program's context is created before it is made current).

@@ -9,7 +9,6 @@
 #include <mutex>
 
 #include "context_guard.h"
-#include "cuda_driver.h"
 #include "log.h"
 #include "sanitizer_api.h"
 #include "tool_state.h"
@@ -80,12 +79,8 @@ void ContextState::follow_duty_cycle(CUstream stream, uint64_t stream_key, bool 
         return;
     }
     InTool guard;
-    CudaDriver& d = driver();
     const RelaxedCapture relaxed;
-    CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (d.stream_is_capturing == nullptr || d.stream_is_capturing(stream, &capturing) != CUDA_SUCCESS ||
-        capturing != CU_STREAM_CAPTURE_STATUS_NONE)
-        return;
+    if (!stream_not_capturing(stream)) return;
     kernels_.load();
     {
         CurrentContext current(ctx_);

@@ -342,9 +342,7 @@ void PressureValve::relieve(CUstream stream, uint64_t stream_key) {
     // Never on a stream being captured (its launches do not run; a sync would end
     // the capture), and in the relaxed capture mode, so that another thread's
     // capture in the global mode is not invalidated by this wait or the cut.
-    CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (driver().stream_is_capturing == nullptr || driver().stream_is_capturing(stream, &capturing) != CUDA_SUCCESS ||
-        capturing != CU_STREAM_CAPTURE_STATUS_NONE) {
+    if (!stream_not_capturing(stream)) {
         ++counts_.capturing;
         return;
     }
@@ -383,7 +381,6 @@ void PressureValve::snapshot_now(CUstream stream, uint64_t stream_key) {
 }
 
 void PressureValve::maybe_snapshot(CUstream stream, uint64_t stream_key, bool whatever_planned) {
-    CudaDriver& d = driver();
     if (arena_ == nullptr || arena_->snapshot_count == 0) {
         ++counts_.no_snapshots;
         return;
@@ -412,9 +409,7 @@ void PressureValve::maybe_snapshot(CUstream stream, uint64_t stream_key, bool wh
     // In the relaxed capture mode, and never on a stream being captured (the kernel
     // would become part of the program's graph).
     const RelaxedCapture relaxed;
-    CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (d.stream_is_capturing == nullptr || d.stream_is_capturing(stream, &capturing) != CUDA_SUCCESS ||
-        capturing != CU_STREAM_CAPTURE_STATUS_NONE) {
+    if (!stream_not_capturing(stream)) {
         ++counts_.capturing;
         return;
     }
