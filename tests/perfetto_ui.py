@@ -10,6 +10,7 @@ import http.server
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -106,6 +107,7 @@ class PerfettoUI:
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its renderer and helper processes in one group, killed together
         )
         self._ws = None
         try:
@@ -123,7 +125,12 @@ class PerfettoUI:
                 self._ws.close()
         except Exception:
             pass
-        self._browser.kill()
+        # The whole group: a helper process left alive went on writing into the
+        # profile and the folder's removal failed ("Directory not empty", 2 cores).
+        try:
+            os.killpg(self._browser.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         self._browser.wait()
         self._server.shutdown()
         self._tmp.cleanup()
