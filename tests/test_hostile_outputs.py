@@ -4,6 +4,7 @@ the same output; a live writer's temp file is left alone."""
 
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -56,3 +57,33 @@ def test_dash_is_not_taken_for_a_file_named_dash(tmp_path):
         r = gpuobs(*args, cwd=tmp_path)
         assert r.returncode == 2 and "-o - (standard output) is not supported" in r.stderr, r.stderr
         assert not (tmp_path / "-").exists()
+
+
+def test_a_stop_whose_exception_was_lost_still_stops_the_write(tmp_path):
+    """numpy clears an error raised while it probes an operand's attributes, so a
+    signal landing there loses its exception (seen: a SIGTERM export that finished
+    with exit 0); the write must still end by the signal and leave nothing."""
+    script = (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from gpuobs.outputs import write_atomically\n"
+        "with write_atomically(Path(sys.argv[1])) as fh:\n"
+        "    fh.write(b'partial')\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        sum(range(1000))  # the handler runs here and its exception is swallowed\n"
+        "    except BaseException:\n"
+        "        pass\n"
+        "    fh.write(b'rest')\n"
+        "print('finished')\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "t.pftrace")],
+        env=repo_env(),
+        capture_output=True,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
+    )
+    assert r.returncode == -signal.SIGTERM, (r.returncode, r.stdout, r.stderr)
+    assert "finished" not in r.stdout
+    assert list(tmp_path.iterdir()) == []

@@ -135,19 +135,47 @@ class _Stopped(BaseException):
         self.signum = signum
 
 
-def _raise_stopped(signum, _frame):
-    raise _Stopped(signum)
+class _StopHandlers:
+    """SIGTERM/SIGHUP raise _Stopped while an output is written, and are remembered:
+    an exception raised from a handler can be lost on the way (numpy clears any error
+    raised while it probes an operand's attributes, so a signal landing there would
+    vanish and the export would finish), so the write checks the record before it
+    commits, and the handlers are put back with the signals blocked, so one that
+    arrives meanwhile is neither dropped nor run against the old handler."""
 
+    SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
-def _stop_by_unwinding() -> dict:
-    """SIGTERM/SIGHUP raise _Stopped meanwhile (only the main thread may set handlers)."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    previous = {}
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(sig) == signal.SIG_DFL:  # a caller's own handler stays
-            previous[sig] = signal.signal(sig, _raise_stopped)
-    return previous
+    def __init__(self):
+        self.arrived: list[int] = []
+        self.previous: dict = {}
+        if threading.current_thread() is not threading.main_thread():
+            return  # only the main thread may set handlers
+        for sig in self.SIGNALS:
+            if signal.getsignal(sig) == signal.SIG_DFL:  # a caller's own handler stays
+                self.previous[sig] = signal.signal(sig, self._raise)
+
+    def _raise(self, signum, _frame):
+        self.arrived.append(signum)
+        raise _Stopped(signum)
+
+    def raise_if_arrived(self) -> None:
+        if self.arrived:
+            raise _Stopped(self.arrived[0])
+
+    def restore(self) -> int | None:
+        """Puts the caller's handlers back; the signal that arrived meanwhile, if any."""
+        if not self.previous:
+            return None
+        sigs = set(self.previous)
+        try:
+            signal.pthread_sigmask(signal.SIG_BLOCK, sigs)  # also runs a handler whose signal just arrived
+        except _Stopped:
+            pass  # recorded in self.arrived
+        for sig, old in self.previous.items():
+            signal.signal(sig, old)
+        self.previous = {}
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
+        return self.arrived[0] if self.arrived else None
 
 
 def _open_temp(path: Path) -> tuple[int, Path]:
@@ -201,18 +229,19 @@ def write_atomically(path: Path, inputs: Iterable[Path] = (), force: bool = Fals
     inputs = list(inputs)
     check_output(path, inputs, force)
     _sweep_stale_temps(path)
-    previous = _stop_by_unwinding()
+    handlers = _StopHandlers()
+    stopped = None
     try:
         with _written(path, inputs, force) as fh:
             yield fh
-    except _Stopped as stop:  # the temp file is gone: now end as the signal would have
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-        os.kill(os.getpid(), stop.signum)
-        raise SystemExit(128 + stop.signum) from None
+            handlers.raise_if_arrived()  # a stop whose exception was lost on the way
+    except _Stopped as stop:  # the temp file is gone
+        stopped = stop.signum
     finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+        stopped = handlers.restore() or stopped
+    if stopped:  # end as the signal would have, with the caller's (default) handler back
+        os.kill(os.getpid(), stopped)
+        raise SystemExit(128 + stopped)
 
 
 @contextmanager
