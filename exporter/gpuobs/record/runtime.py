@@ -16,14 +16,14 @@ region. They work in a process started by `gpuobs record` as well.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
-from pathlib import Path
 
 from cffi import FFI
 
 from ..errors import GpuobsError
-from ..recording_file import schema
 from .native_build import build
+from .options import OPTIONS
 from .run import RecordOptions, tool_environment
 
 _FFI = FFI()
@@ -44,38 +44,27 @@ class AttachError(GpuobsError, RuntimeError):
     pass
 
 
-def attach(
-    mode: str = "block_trace",
-    output: str = "gpuobs.gpuobs",
-    sample_shift: int = schema.DEFAULT_SAMPLE_SHIFT,
-    capacity: int = schema.DEFAULT_CAPACITY,
-    kernels: str = "",
-    scope: str = "function",
-    paused: bool = False,
-    window_every: int = 0,
-    lossless: bool = False,
-):
-    """Loads the tool into this process. Must run before the process's first CUDA call."""
+def attach(**options):
+    """Loads the tool into this process. Must run before the process's first CUDA call.
+    Takes every record option by its name (see the signature; the same options as
+    `gpuobs record`, each with its default)."""
     global _lib
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise TypeError(f"attach() got an unexpected keyword argument {unknown[0]!r}")
     if _lib is not None:
         return _lib
+    for name, value in options.items():
+        problem = OPTIONS[name].problem(value, f"gpuobs.attach({name}={value!r})")
+        if problem:
+            raise AttachError(problem)
     if _cuda_already_initialised():
         raise AttachError(
             "CUDA is already initialised in this process: call gpuobs.attach() before "
             "the first CUDA call (before torch.cuda is used), or use `gpuobs record`"
         )
     native = build()
-    opts = RecordOptions(
-        mode=mode,
-        sample_shift=sample_shift,
-        capacity=capacity,
-        kernels=kernels,
-        output=Path(output),
-        scope=scope,
-        paused=paused,
-        window_every=window_every,
-        lossless=lossless,
-    )
+    opts = RecordOptions(**options)
     env = tool_environment(native, opts, base={})
     env.pop("LD_PRELOAD")
     env.pop("CUDA_INJECTION64_PATH")  # attach() records this process, not its children
@@ -86,6 +75,12 @@ def attach(
     if not _lib.gpuobs_tool_active():
         raise AttachError("the gpuobs tool loaded but did not start: see the 'gpuobs:' line on stderr")
     return _lib
+
+
+# What help(gpuobs.attach) shows: a keyword per record option, with its default.
+attach.__signature__ = inspect.Signature(
+    [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, default=o.default) for o in OPTIONS.values()]
+)
 
 
 def _cuda_already_initialised() -> bool:
