@@ -18,25 +18,23 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import re
 
 from cffi import FFI
 
 from ..errors import GpuobsError
+from ..native_sources import native_root
+from ..recording_file import schema
 from .native_build import build
 from .options import OPTIONS
 from .run import RecordOptions, tool_environment
 
+CONTROL_HEADER = "control_api.h"  # in tool/: the tool's exported calls, declared once
+_CDEF = schema.cdef_text((native_root() / "tool" / CONTROL_HEADER).read_text())
+CONTROL_CALLS = tuple(re.findall(r"\b(gpuobs_tool_\w+)\s*\(", _CDEF))  # what the tool must export
 _FFI = FFI()
-_FFI.cdef("""
-int gpuobs_tool_active(void);
-int gpuobs_tool_flush(void);
-const char* gpuobs_tool_output(void);
-unsigned long long gpuobs_tool_launches(void);
-int gpuobs_tool_pause(void);
-int gpuobs_tool_resume(void);
-int gpuobs_tool_paused(void);
-int gpuobs_tool_live_graphs(void);
-""")
+_FFI.cdef(_CDEF)
+NOT_RECORDING = _FFI.typeof("enum gpuobs_control_status").relements["GPUOBS_CONTROL_NOT_RECORDING"]
 _lib = None
 
 
@@ -117,7 +115,7 @@ def flush() -> int:
 def _turn(fn) -> int:
     lib = _tool()
     changed = int(fn(lib))
-    if changed < 0:
+    if changed == NOT_RECORDING:
         raise AttachError("the gpuobs tool is not recording (see the 'gpuobs:' line on stderr)")
     return changed
 
