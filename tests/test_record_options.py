@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpuobs.record.options import OPTIONS, parse_table, said_list
+from gpuobs.recording_file import schema
 
 from .native_helpers import compile_check
 
@@ -57,8 +58,7 @@ def test_python_reads_the_rows_the_tool_reads(check):
 
 # What the tool said for each value before the table (tool/config.cpp at 45ae9fd), byte for byte.
 BEFORE = [
-    ({"GPUOBS_MODE": "warp"}, "GPUOBS_MODE='warp' is not one of off, block_noop, block_counter, block_trace, "
-     "mem_noop, mem_sampled, mem_full, block_trace_noop, block_starts"),
+    ({"GPUOBS_MODE": "warp"}, "GPUOBS_MODE='warp' is not one of " + ", ".join(schema.MODE_NAMES.values())),
     ({"GPUOBS_SAMPLE_SHIFT": "99"}, "GPUOBS_SAMPLE_SHIFT='99' is not a whole number in [0, 32]"),
     ({"GPUOBS_SAMPLE_SHIFT": "-1"}, "GPUOBS_SAMPLE_SHIFT='-1' is not a whole number in [0, 32]"),
     ({"GPUOBS_CAPACITY": "lots"}, "GPUOBS_CAPACITY='lots' is not a whole number in [1024, 268435456]"),
