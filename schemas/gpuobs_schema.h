@@ -19,12 +19,6 @@
 #define GPUOBS_SCHEMA_HASH 0x746be70a1966131a
 #define GPUOBS_EVENT_SIZE 64
 #define GPUOBS_MAX_STRIPES 256
-#define GPUOBS_DEFAULT_CAPACITY 0 /* event records per context: 0 = as many as the device memory budget holds */
-#define GPUOBS_DEFAULT_DEVICE_MEMORY_MIB 512 /* the tool's device memory per context, at most (the budget) */
-#define GPUOBS_MIN_CAPACITY 1024
-#define GPUOBS_MAX_CAPACITY 268435456
-#define GPUOBS_DEFAULT_SAMPLE_SHIFT 10
-#define GPUOBS_MAX_SAMPLE_SHIFT 32
 #define GPUOBS_NO_FLUSH 0xFFFFFFFF       /* a launch read before the FLUSH chunk that closes its window */
 #define GPUOBS_LAUNCH_TABLE_SIZE 65536   /* launches a flush window holds apart (grid id low bits) */
 #define GPUOBS_LAUNCH_COUNTER_STRIPES 15 /* +1: 16 counters, two cache lines */

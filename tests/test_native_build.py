@@ -25,8 +25,11 @@ def native(tmp_path_factory):
 def test_patches_probe_and_tool_build(native):
     assert native.patches.stat().st_size > 10_000 and native.probe.stat().st_size > 1_000
     symbols = subprocess.run(["nm", "-D", "--defined-only", str(native.tool)], capture_output=True, text=True).stdout
-    for name in ("gpuobs_tool_active", "gpuobs_tool_flush", "gpuobs_tool_output", "gpuobs_tool_launches"):
-        assert name in symbols
+    from gpuobs.record.runtime import CONTROL_CALLS  # tool/control_api.h's declarations, as cffi reads them
+
+    assert len(CONTROL_CALLS) == 8 and "gpuobs_tool_live_graphs" in CONTROL_CALLS
+    for name in CONTROL_CALLS:
+        assert f" T {name}\n" in symbols, name
     # every rung of the ladder is in the patch image, for sm_90 too
     cuobjdump = shutil.which("cuobjdump") or str(
         Path(os.path.realpath(find_toolchain().cuda_include)).parent / "bin" / "cuobjdump"

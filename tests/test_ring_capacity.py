@@ -8,11 +8,20 @@ import subprocess
 import sys
 
 from gpuobs.analysis import ring_capacity
+from gpuobs.record.options import OPTIONS
 from gpuobs.recording_file import schema, synthetic
 
 from .native_helpers import compile_check
 
-CASES = [(1 << 20, 132), (1 << 20, 128), (1024, 132), (1024, 1), (1000, 3), (540_672, 132), (schema.MAX_CAPACITY, 132)]
+CASES = [
+    (1 << 20, 132),
+    (1 << 20, 128),
+    (1024, 132),
+    (1024, 1),
+    (1000, 3),
+    (540_672, 132),
+    (OPTIONS["capacity"].hi, 132),
+]
 CASES += [(n, s) for n in (1023, 4097, 123_457, 7_000_001) for s in (1, 7, 78, 108, 114, 132, 144, 256)]
 
 

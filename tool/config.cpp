@@ -2,12 +2,23 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <vector>
 
 #include "gpuobs_schema.h"
 
 namespace gpuobs {
 
 static const char* const kModeNames[] = GPUOBS_MODE_NAMES;
+
+// Fields a row leaves out are 0 (the table says so); -Wextra would list each one.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+static const gpuobs_record_option kOptions[] = {GPUOBS_RECORD_OPTIONS(GPUOBS_OPTION_ROW)};
+#pragma GCC diagnostic pop
+static_assert(sizeof kOptions / sizeof kOptions[0] == GPUOBS_OPTION_COUNT, "a row per option");
+
+const gpuobs_record_option& record_option(uint32_t option) { return kOptions[option]; }
 
 const char* mode_name(uint32_t mode) {
     return mode < sizeof(kModeNames) / sizeof(kModeNames[0]) ? kModeNames[mode] : "unknown";
@@ -36,103 +47,131 @@ static bool parse_u64(const char* name, const char* text, uint64_t lo, uint64_t 
     return true;
 }
 
-// A 0/1 switch; unset leaves `out` as it is.
-static bool parse_switch(const char* name, bool* out, std::string* error) {
-    const char* s = std::getenv(name);
-    if (s == nullptr) return true;
-    std::string v(s);
-    if (v != "0" && v != "1") {
-        *error = std::string(name) + "='" + v + "' is not 0 or 1";
-        return false;
+static std::vector<std::string> words(const char* text) {
+    std::vector<std::string> out;
+    std::string word;
+    for (const char* c = text == nullptr ? "" : text;; ++c) {
+        if (*c == ' ' || *c == '\0') {
+            if (!word.empty()) out.push_back(word);
+            word.clear();
+            if (*c == '\0') return out;
+        } else {
+            word += *c;
+        }
     }
-    *out = v == "1";
+}
+
+// "a or b", "a, b or c"; a longer list "one of a, b, c, d" (the CLI says them alike).
+static std::string said_list(const std::vector<std::string>& choices) {
+    std::string said = choices.size() > 3 ? "one of " : "";
+    for (size_t i = 0; i < choices.size(); ++i) {
+        const bool last = i + 1 == choices.size();
+        said += (i == 0 ? "" : (last && choices.size() <= 3) ? " or " : ", ") + choices[i];
+    }
+    return said;
+}
+
+// One row's value: its variable's text, else its old name's, else the row's default.
+static bool read_option(const gpuobs_record_option& o, const char* (*lookup)(const char*), uint64_t* number,
+                        std::string* text, std::string* error) {
+    const char* name = o.env;
+    const char* s = lookup(o.env);
+    if (s == nullptr && o.old_env != nullptr) {
+        name = o.old_env;
+        s = lookup(o.old_env);
+    }
+    if (s == nullptr) s = o.fallback;
+    const std::string v(s);
+    switch (o.kind) {
+        case GPUOBS_OPTION_WHOLE:
+            if ((o.flags & GPUOBS_OPTION_ZERO_FITS) && v == "0") {
+                *number = 0;  // as much as fits
+                return true;
+            }
+            return parse_u64(name, s, o.lo, o.hi, number, error);
+        case GPUOBS_OPTION_SWITCH:
+            if (!(o.flags & GPUOBS_OPTION_ON_UNLESS_0) && v != "0" && v != "1") {
+                *error = std::string(name) + "='" + v + "' is not 0 or 1";
+                return false;
+            }
+            *number = v != "0";
+            return true;
+        case GPUOBS_OPTION_MODE:
+        case GPUOBS_OPTION_CHOICE: {
+            const std::vector<std::string> choices =
+                o.kind == GPUOBS_OPTION_MODE ? std::vector<std::string>(std::begin(kModeNames), std::end(kModeNames))
+                                             : words(o.choices);
+            for (size_t i = 0; i < choices.size(); ++i) {
+                if (v == choices[i]) {
+                    *number = i;
+                    return true;
+                }
+            }
+            for (const std::string& alias : words(o.aliases)) {  // ALIAS=WORD
+                const size_t eq = alias.find('=');
+                if (alias.compare(0, eq, v) != 0 || eq != v.size()) continue;
+                for (size_t i = 0; i < choices.size(); ++i) {
+                    if (alias.compare(eq + 1, std::string::npos, choices[i]) == 0) {
+                        *number = i;
+                        return true;
+                    }
+                }
+            }
+            *error = std::string(name) + "='" + v + "' is not " + said_list(choices);
+            if (o.old_env != nullptr)
+                *error += std::string(" (") + o.env + " wins over its old name " + o.old_env + ")";
+            return false;
+        }
+        case GPUOBS_OPTION_PATH:
+            if (v.empty()) {
+                *error = std::string(name) + " is empty";
+                return false;
+            }
+            *text = v;
+            return true;
+        default:  // GPUOBS_OPTION_TEXT
+            *text = v;
+            return true;
+    }
+}
+
+static const char* no_variables(const char*) { return nullptr; }
+
+Config::Config() {
+    std::string error;
+    read_options(no_variables, &error);  // the defaults are good (tests/native/record_options_check.cpp)
+}
+
+bool Config::read_options(Lookup lookup, std::string* error) {
+    for (uint32_t i = 0; i < GPUOBS_OPTION_COUNT; ++i)
+        if (!read_option(kOptions[i], lookup, &numbers_[i], &texts_[i], error)) return false;
+    mode = (uint32_t)number(GPUOBS_OPT_mode);
+    sample_shift = gpuobs_mode_has(mode, GPUOBS_TRAIT_EVERY_ACCESS) ? 0 : (uint32_t)number(GPUOBS_OPT_sample_shift);
+    capacity = number(GPUOBS_OPT_capacity);
+    device_memory_mib = number(GPUOBS_OPT_device_memory_mib);
+    launch_scope = number(GPUOBS_OPT_scope) == 1;  // "function launch"
+    output = text(GPUOBS_OPT_output);
+    clock_probe = number(GPUOBS_OPT_clock_probe) != 0;
+    api_trace = number(GPUOBS_OPT_api_trace) != 0;
+    graph_nodes = static_cast<GraphNodes>(number(GPUOBS_OPT_graph_nodes));
+    start_paused = number(GPUOBS_OPT_paused) != 0;
+    lossless = number(GPUOBS_OPT_lossless) != 0;
+    window_every = (uint32_t)number(GPUOBS_OPT_window_every);
     return true;
 }
 
 bool Config::load(std::string* error) {
-    if (const char* m = std::getenv("GPUOBS_MODE")) {
-        if (!parse_mode(m, &mode)) {
-            std::string names;
-            for (const char* name : kModeNames) names += std::string(names.empty() ? "" : ", ") + name;
-            *error = std::string("GPUOBS_MODE='") + m + "' is not one of " + names;
+    if (!read_options([](const char* variable) -> const char* { return std::getenv(variable); }, error)) return false;
+    if (const std::string& s = text(GPUOBS_OPT_kernels); !s.empty()) {
+        std::string why;
+        if (!kernel_filter.compile(s, &why)) {
+            *error = "GPUOBS_KERNELS='" + s + "' is not a valid regular expression: " + why;
             return false;
         }
+        has_kernel_filter = true;
+        kernel_filter_text = s;
     }
     uint64_t v = 0;
-    if (const char* s = std::getenv("GPUOBS_SAMPLE_SHIFT")) {
-        if (!parse_u64("GPUOBS_SAMPLE_SHIFT", s, 0, GPUOBS_MAX_SAMPLE_SHIFT, &v, error)) return false;
-        sample_shift = (uint32_t)v;
-    }
-    if (gpuobs_mode_has(mode, GPUOBS_TRAIT_EVERY_ACCESS)) sample_shift = 0;
-    if (const char* s = std::getenv("GPUOBS_CAPACITY")) {
-        capacity = 0;  // "0": as many records as the device memory budget holds
-        if (std::string(s) != "0") {
-            if (!parse_u64("GPUOBS_CAPACITY", s, GPUOBS_MIN_CAPACITY, GPUOBS_MAX_CAPACITY, &v, error)) return false;
-            capacity = v;
-        }
-    }
-    if (const char* s = std::getenv("GPUOBS_DEVICE_MEMORY_MIB")) {
-        if (!parse_u64("GPUOBS_DEVICE_MEMORY_MIB", s, 64, 1 << 20, &v, error)) return false;
-        device_memory_mib = v;
-    }
-    // GPUOBS_CALLBACK_SCOPE; the design's name for it, GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE, is read when it is unset.
-    const char* scope_name = "GPUOBS_CALLBACK_SCOPE";
-    const char* scope_value = std::getenv(scope_name);
-    if (scope_value == nullptr) {
-        scope_name = "GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE";
-        scope_value = std::getenv(scope_name);
-    }
-    if (scope_value != nullptr) {
-        std::string scope(scope_value);
-        if (scope == "launch")
-            launch_scope = true;
-        else if (scope == "function")
-            launch_scope = false;
-        else {
-            *error = std::string(scope_name) + "='" + scope + "' is not function or launch " +
-                     "(GPUOBS_CALLBACK_SCOPE wins over its old name GPU_OBSERVER_SAN_CALLBACK_DATA_SCOPE)";
-            return false;
-        }
-    }
-    if (const char* s = std::getenv("GPUOBS_KERNELS")) {
-        if (*s != '\0') {
-            std::string why;
-            if (!kernel_filter.compile(s, &why)) {
-                *error = std::string("GPUOBS_KERNELS='") + s + "' is not a valid regular expression: " + why;
-                return false;
-            }
-            has_kernel_filter = true;
-            kernel_filter_text = s;
-        }
-    }
-    if (const char* s = std::getenv("GPUOBS_OUTPUT")) {
-        if (*s == '\0') {
-            *error = "GPUOBS_OUTPUT is empty";
-            return false;
-        }
-        output = s;
-    }
-    if (const char* s = std::getenv("GPUOBS_CLOCK_PROBE")) clock_probe = std::string(s) != "0";
-    if (!parse_switch("GPUOBS_API_TRACE", &api_trace, error)) return false;
-    if (const char* s = std::getenv("GPUOBS_GRAPH_NODES")) {
-        std::string v(s);
-        if (v == "learn")
-            graph_nodes = GraphNodes::kLearn;
-        else if (v == "every" || v == "1")
-            graph_nodes = GraphNodes::kEvery;
-        else if (v == "none" || v == "0")
-            graph_nodes = GraphNodes::kNone;
-        else {
-            *error = "GPUOBS_GRAPH_NODES='" + v + "' is not learn, every or none";
-            return false;
-        }
-    }
-    if (!parse_switch("GPUOBS_START_PAUSED", &start_paused, error)) return false;
-    if (!parse_switch("GPUOBS_LOSSLESS", &lossless, error)) return false;
-    if (const char* s = std::getenv("GPUOBS_WINDOW_EVERY")) {
-        if (!parse_u64("GPUOBS_WINDOW_EVERY", s, 0, 1u << 30, &v, error)) return false;
-        window_every = (uint32_t)v;
-    }
     if (const char* s = std::getenv("GPUOBS_DUTY_PERIOD_NS")) {
         if (!parse_u64("GPUOBS_DUTY_PERIOD_NS", s, 1000000, 86400000000000ull, &v, error)) return false;
         duty_period_ns = v;

@@ -5,6 +5,7 @@ one line on stderr (`gpuobs: ...`), never a traceback; nothing is silently ignor
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import shutil
@@ -244,6 +245,35 @@ def _program_problem(program: str) -> tuple[str, int] | None:
     return None
 
 
+def _with_record_options(func):
+    """Gives `record` an option per row of the record options' table
+    (schemas/gpuobs_record_options.h: names, default, help), in the table's order,
+    before the command's own options (which follow `ctx`; the rows come in **options)."""
+    from .record.options import OPTIONS
+
+    params = [p for p in inspect.signature(func).parameters.values() if p.kind is not p.VAR_KEYWORD]
+    rows = [
+        inspect.Parameter(
+            o.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=o.python_type,
+            default=typer.Option(
+                o.default,
+                *o.cli.split(),
+                metavar=o.metavar or None,
+                help=o.help_text,
+                show_default=not o.has("HELP_HAS_DEFAULT"),
+            ),
+        )
+        for o in OPTIONS.values()
+        if o.cli
+    ]
+    own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params[1:]]
+    func.__signature__ = inspect.Signature([params[0], *rows, *own])
+    func.__annotations__ = {**func.__annotations__, **{p.name: p.annotation for p in rows}}
+    return func
+
+
 # Options end at the program's name: what follows is the program's own (`record python x.py -f` passes -f to x.py).
 @command(
     "[OPTIONS] -- CMD [ARGS]...",
@@ -252,91 +282,24 @@ def _program_problem(program: str) -> tuple[str, int] | None:
     example="gpuobs record -m block_counter -- python train.py",
     notes=MODE_NOTES,
 )
+@_with_record_options
 def record(
     ctx: typer.Context,
-    mode: str = typer.Option(
-        "block_trace",
-        "--mode",
-        "-m",
-        metavar="MODE",
-        help="what to record: one of the modes listed below, cheapest first",
-    ),
-    sample_shift: int = typer.Option(
-        schema.DEFAULT_SAMPLE_SHIFT,
-        "--sample-shift",
-        metavar="N",
-        help=f"mem_sampled keeps 1 access in 2^N (0..{schema.MAX_SAMPLE_SHIFT})",
-    ),
-    capacity: int = typer.Option(
-        schema.DEFAULT_CAPACITY,
-        "--capacity",
-        metavar="N",
-        help="event records per CUDA context, 64 B each (block_starts: 192 B with its warp arrivals), "
-        "at least N kept (each SM's ring a power of two, rounded up: `info` says how many); "
-        "0 (the default) = as many as --device-memory holds. "
-        "The records form a ring that a tool thread drains while kernels run",
-        show_default=False,
-    ),
-    device_memory: int = typer.Option(
-        schema.DEFAULT_DEVICE_MEMORY_MIB,
-        "--device-memory",
-        metavar="MIB",
-        help="the tool's device memory per CUDA context, at most (its tables take 20 MiB, the record ring the rest)",
-    ),
-    kernels: str = typer.Option(
-        "", "--kernels", metavar="REGEX", help="keep only events of kernels whose name matches this regex"
-    ),
-    output: Path = typer.Option(DEFAULT_RECORDING, "-o", "--output", metavar="FILE", help="recording to write"),
-    scope: str = typer.Option(
-        "function", "--scope", metavar="SCOPE", help="callback data scope: function (graph-safe) or launch"
-    ),
-    api_trace: bool = typer.Option(
-        False, "--api-trace", help="also record CUDA driver and runtime API calls (host clock, thread)"
-    ),
-    graph_nodes: str = typer.Option(
-        "learn",
-        "--graph-nodes",
-        metavar="HOW",
-        help="how CUDA-graph replays' kernels are listed as launches: learn (default: "
-        "each graph's kernel nodes learned from one replay, later replays listed "
-        "from that table at native speed), every (per-node callbacks at every "
-        "replay, which make the driver launch nodes one by one), none (replayed "
-        "blocks recorded but tied to no launch)",
-    ),
     no_graph_nodes: bool = typer.Option(
         False, "--no-graph-nodes", hidden=True, help="deprecated spelling of --graph-nodes none"
     ),
-    paused: bool = typer.Option(
-        False,
-        "--paused",
-        help="start with nothing patched: the program records only between its own "
-        "gpuobs.resume() and gpuobs.pause() calls (or `with gpuobs.window():`)",
-    ),
-    window_every: int = typer.Option(
-        0,
-        "--window-every",
-        metavar="N",
-        help="record 1 interval in N, an interval ending where the program "
-        "synchronises with nothing left running; the others record nothing, "
-        "their launches only counted",
-    ),
-    lossless: bool = typer.Option(
-        False,
-        "--lossless",
-        help="when the record rings fill, make the program's launching thread wait for room instead of "
-        "dropping (counted) what does not fit: nothing is lost, but the program's timing changes",
-    ),
     force: bool = typer.Option(False, "--force", "-f", help="replace an earlier run's recordings"),
+    **options,
 ):
     """Run a program with every kernel patched and record it: gpuobs record [OPTIONS] -- CMD [ARGS]..."""
     from .record.native_build import NativeUnavailable, build
+    from .record.options import OPTIONS
     from .record.run import (
         EarlierRecordings,
         FolderBusy,
         RecordOptions,
         child_recordings,
         lock_output_folder,
-        mode_names,
         outputs_of_run,
         run_recorded,
         tool_environment,
@@ -347,28 +310,20 @@ def record(
         _fail("no program to run: gpuobs record [OPTIONS] -- CMD [ARGS...]")
     if cmd[0].startswith("-") and cmd[0] != "-":
         _fail(f"no such option: {cmd[0]} (see gpuobs record --help; the program to run comes after --)")
-    if mode not in mode_names():
-        _fail(f"--mode {mode!r} is not one of {', '.join(mode_names())}")
-    if not 0 <= sample_shift <= schema.MAX_SAMPLE_SHIFT:
-        _fail(f"--sample-shift {sample_shift} is outside 0..{schema.MAX_SAMPLE_SHIFT}")
-    if capacity != 0 and not schema.MIN_CAPACITY <= capacity <= schema.MAX_CAPACITY:
-        _fail(f"--capacity {capacity} is outside {schema.MIN_CAPACITY}..{schema.MAX_CAPACITY} (or 0: what fits)")
-    if not 64 <= device_memory <= 1 << 20:
-        _fail(f"--device-memory {device_memory} MiB is outside 64..{1 << 20}")
-    if scope not in ("function", "launch"):
-        _fail(f"--scope {scope!r} is not function or launch")
-    if not 0 <= window_every <= 1 << 30:
-        _fail(f"--window-every {window_every} is outside 0..{1 << 30}")
     if no_graph_nodes:
         _deprecated("--no-graph-nodes", "--graph-nodes none")
-        graph_nodes = "none"
-    if graph_nodes not in ("learn", "every", "none"):
-        _fail(f"--graph-nodes {graph_nodes!r} is not learn, every or none")
-    if window_every and graph_nodes == "none":
+        options["graph_nodes"] = "none"
+    for name, value in options.items():  # in the table's order: the first bad one is said
+        o = OPTIONS[name]
+        problem = o.problem(value, f"{o.flag} {value!r}" if o.is_kind("MODE", "CHOICE") else f"{o.flag} {value}")
+        if problem:
+            _fail(problem)
+    if options["window_every"] and options["graph_nodes"] == "none":
         _fail(
             "--window-every needs graph replays listed: with --graph-nodes none a graph replay may still run "
             "where a window turns"
         )
+    output = options["output"]
     problem = _program_problem(cmd[0])
     if problem:
         _fail(*problem)
@@ -390,20 +345,7 @@ def record(
         native = _build_with_progress(build)
     except NativeUnavailable as exc:
         _fail(str(exc))
-    opts = RecordOptions(
-        mode=mode,
-        sample_shift=sample_shift,
-        capacity=capacity,
-        device_memory_mib=device_memory,
-        kernels=kernels,
-        output=output,
-        scope=scope,
-        api_trace=api_trace,
-        graph_nodes=graph_nodes,
-        paused=paused,
-        window_every=window_every,
-        lossless=lossless,
-    )
+    opts = RecordOptions(**options)
     env = tool_environment(native, opts)
     for left in EarlierRecordings.left_by_killed_runs(output.parent):
         _warn(f"{left} holds recordings a killed `gpuobs record -f` moved aside; they are left as they are")

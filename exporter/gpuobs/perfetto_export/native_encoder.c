@@ -3,9 +3,9 @@
  * (protowire.Rows), field for field, only without the intermediate arrays.
  * Loaded through cffi (ABI mode). Field numbers carry the names protowire.py
  * gives them (tests/test_protowire.py checks both against the Perfetto protos). */
-#include <stddef.h>
-#include <stdint.h>
 #include <string.h>
+
+#include "native_encoder.h"
 
 enum { VARINT = 0, FIXED64 = 1, LEN = 2 }; /* wire types */
 
@@ -27,45 +27,6 @@ enum {
 };
 
 enum { TYPE_SLICE_BEGIN = 1, TYPE_SLICE_END = 2 }; /* TrackEvent.Type */
-enum { ARG_INT = 0, ARG_BOOL = 1, ARG_STRING = 2 };
-
-/* One debug annotation on the BEGIN of every slice where present[slice] (every
- * slice where present is NULL). */
-struct gpuobs_arg {
-    uint64_t name_iid;
-    int32_t kind;           /* ARG_INT, ARG_BOOL (true) or ARG_STRING */
-    const uint8_t* present; /* per slice */
-    /* ARG_INT: slice e's value is the int_size-byte integer at ints + e * int_stride, read in place
-     * from the numpy column as it is (a record field, a narrower type, a broadcast scalar). */
-    const uint8_t* ints;
-    int64_t int_stride;
-    int32_t int_size; /* 1, 2, 4 or 8 */
-    int32_t int_signed;
-    int64_t at_least;     /* left out where the value is below this */
-    const uint8_t* chars; /* ARG_STRING: slice e's value is chars[starts[e] : starts[e] + lengths[e]] */
-    const int64_t* starts;
-    const int64_t* lengths;
-};
-
-/* Packets are indexed by i, per-slice columns by e = slice[i]. */
-struct gpuobs_slice_packets {
-    size_t n;                 /* packets */
-    const int64_t* slice;     /* per packet: its slice */
-    const uint8_t* begin;     /* per packet: BEGIN (1) or END (0) */
-    const uint64_t* ts;       /* per packet */
-    const uint64_t* track;    /* per packet; 0: no track_uuid (the sequence's default track) */
-    const uint64_t* seq;      /* per packet */
-    const uint64_t* name_iid; /* per slice, on BEGINs */
-    uint64_t clock_id;        /* timestamp_clock_id of every packet; 0: none */
-    uint64_t begin_flags;     /* sequence_flags of BEGINs (which alone use interned data); 0: none */
-    size_t n_args;
-    const struct gpuobs_arg* args;
-    uint32_t flow_field; /* TrackEvent.flow_ids or .terminating_flow_ids; 0: no flows */
-    size_t flow_width;
-    const uint64_t* flows; /* per slice, flow_width values, of which flow_counts[e] are used */
-    const int64_t* flow_counts;
-};
-
 static inline size_t varint_size(uint64_t v) {
     return (size_t)((63 - __builtin_clzll(v | 1)) * 9 + 73) / 64; /* 7 bits a byte */
 }
@@ -119,8 +80,6 @@ static int64_t int_value(const struct gpuobs_arg* a, int64_t e) {
     }
 }
 
-enum { MAX_ARGS = 32 }; /* slice_encoder.MAX_ARGS */
-
 /* An argument with its constant start (DebugAnnotation.name_iid and, for a bool,
  * its value) encoded once. */
 struct arg_info {
@@ -132,7 +91,7 @@ struct arg_info {
 static void prepare_arg(struct arg_info* info, const struct gpuobs_arg* a) {
     info->a = *a;
     uint8_t* p = put_varint_field(info->head, ANNOTATION_NAME_IID, a->name_iid);
-    if (a->kind == ARG_BOOL) p = put_varint_field(p, ANNOTATION_BOOL_VALUE, 1);
+    if (a->kind == GPUOBS_ARG_BOOL) p = put_varint_field(p, ANNOTATION_BOOL_VALUE, 1);
     info->head_size = (size_t)(p - info->head);
 }
 
@@ -143,8 +102,8 @@ struct packet_plan {
     size_t track_event; /* TrackEvent body size */
     size_t packet;      /* TracePacket body size */
     size_t flows;
-    uint64_t value[MAX_ARGS]; /* ARG_INT: the value */
-    size_t body[MAX_ARGS];    /* DebugAnnotation body size; 0: not on this packet */
+    uint64_t value[GPUOBS_ENCODER_MAX_ARGS]; /* GPUOBS_ARG_INT: the value */
+    size_t body[GPUOBS_ENCODER_MAX_ARGS];    /* DebugAnnotation body size; 0: not on this packet */
 };
 
 static void plan_packet(const struct gpuobs_slice_packets* s, const struct arg_info* args, size_t i,
@@ -161,12 +120,12 @@ static void plan_packet(const struct gpuobs_slice_packets* s, const struct arg_i
             const struct gpuobs_arg* a = &args[k].a;
             size_t body = 0; /* 0: not on this packet */
             if (a->present == NULL || a->present[e]) {
-                if (a->kind == ARG_INT) {
+                if (a->kind == GPUOBS_ARG_INT) {
                     const int64_t v = int_value(a, e);
                     pl->value[k] = (uint64_t)v;
                     if (v >= a->at_least)
                         body = args[k].head_size + varint_field_size(ANNOTATION_INT_VALUE, (uint64_t)v);
-                } else if (a->kind == ARG_STRING) {
+                } else if (a->kind == GPUOBS_ARG_STRING) {
                     body = args[k].head_size + len_field_size(ANNOTATION_STRING_VALUE, (size_t)a->lengths[e]);
                 } else {
                     body = args[k].head_size;
@@ -204,9 +163,9 @@ static uint8_t* put_packet(uint8_t* p, const struct gpuobs_slice_packets* s, con
             if (!pl->body[k]) continue;
             p = put_len_header(p, TRACK_EVENT_DEBUG_ANNOTATIONS, pl->body[k]);
             for (size_t b = 0; b < args[k].head_size; ++b) *p++ = args[k].head[b]; /* a few bytes: no memcpy call */
-            if (a->kind == ARG_INT) {
+            if (a->kind == GPUOBS_ARG_INT) {
                 p = put_varint_field(p, ANNOTATION_INT_VALUE, pl->value[k]);
-            } else if (a->kind == ARG_STRING) {
+            } else if (a->kind == GPUOBS_ARG_STRING) {
                 const size_t n = (size_t)a->lengths[e];
                 p = put_len_header(p, ANNOTATION_STRING_VALUE, n);
                 memcpy(p, a->chars + a->starts[e], n);
@@ -224,13 +183,12 @@ static uint8_t* put_packet(uint8_t* p, const struct gpuobs_slice_packets* s, con
     return p;
 }
 
-/* Encodes the packets as Trace.packet entries into out (NULL: only measure).
- * Returns the number of bytes, or 0 past MAX_ARGS arguments. */
+/* native_encoder.h says what it returns. */
 size_t gpuobs_encode_slices(uint8_t* out, const struct gpuobs_slice_packets* packets) {
     /* Local copies: the compiler need not reload them after every byte written. */
     const struct gpuobs_slice_packets s = *packets;
-    struct arg_info args[MAX_ARGS];
-    if (s.n_args > MAX_ARGS) return 0;
+    struct arg_info args[GPUOBS_ENCODER_MAX_ARGS];
+    if (s.n_args > GPUOBS_ENCODER_MAX_ARGS) return 0;
     for (size_t k = 0; k < s.n_args; ++k) prepare_arg(&args[k], &s.args[k]);
     struct packet_plan plan;
     size_t total = 0;
@@ -243,10 +201,7 @@ size_t gpuobs_encode_slices(uint8_t* out, const struct gpuobs_slice_packets* pac
     return total;
 }
 
-/* First-fit lanes for half-open intervals sorted by (group, start): each takes
- * the lowest lane of its group that is free at its start (touching intervals
- * share a lane). lanes.py maps zero-length slices to such intervals. Returns the
- * most lanes any group needed, or -1 past max_lanes. */
+/* native_encoder.h says what it does. */
 long gpuobs_assign_lanes(size_t n, const int64_t* group, const uint64_t* start, const uint64_t* end, int64_t* lane_out,
                          uint64_t* lane_free_at, long max_lanes) {
     long width = 0, used = 0;
@@ -255,7 +210,7 @@ long gpuobs_assign_lanes(size_t n, const int64_t* group, const uint64_t* start, 
         long k = 0;
         while (k < used && lane_free_at[k] > start[i]) ++k;
         if (k == used) {
-            if (used == max_lanes) return -1;
+            if (used == max_lanes) return GPUOBS_LANES_TOO_MANY;
             ++used;
         }
         lane_free_at[k] = end[i];

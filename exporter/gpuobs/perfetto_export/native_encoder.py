@@ -17,44 +17,16 @@ import numpy as np
 from cffi import FFI
 
 from ..native_cache import cache_root, cached_build
+from ..recording_file.schema import cdef_text
 
 SOURCE = Path(__file__).with_name("native_encoder.c")
+HEADER = SOURCE.with_suffix(".h")  # its declarations: the C file includes them, cffi reads them
 _FFI = FFI()
-_FFI.cdef("""
-struct gpuobs_arg {
-    uint64_t name_iid;
-    int32_t kind;
-    const uint8_t* present;
-    const uint8_t* ints;
-    int64_t int_stride;
-    int32_t int_size;
-    int32_t int_signed;
-    int64_t at_least;
-    const uint8_t* chars;
-    const int64_t* starts;
-    const int64_t* lengths;
-};
-struct gpuobs_slice_packets {
-    size_t n;
-    const int64_t* slice;
-    const uint8_t* begin;
-    const uint64_t* ts;
-    const uint64_t* track;
-    const uint64_t* seq;
-    const uint64_t* name_iid;
-    uint64_t clock_id;
-    uint64_t begin_flags;
-    size_t n_args;
-    const struct gpuobs_arg* args;
-    uint32_t flow_field;
-    size_t flow_width;
-    const uint64_t* flows;
-    const int64_t* flow_counts;
-};
-size_t gpuobs_encode_slices(uint8_t* out, const struct gpuobs_slice_packets* s);
-long gpuobs_assign_lanes(size_t n, const int64_t* group, const uint64_t* start, const uint64_t* end,
-                         int64_t* lane_out, uint64_t* lane_free_at, long max_lanes);
-""")
+_FFI.cdef(cdef_text(HEADER.read_text()))
+_CONSTANTS = {**_FFI.typeof("enum gpuobs_arg_kind").relements, **_FFI.typeof("enum gpuobs_encoder_limits").relements}
+ARG_INT, ARG_BOOL, ARG_STRING = (_CONSTANTS[f"GPUOBS_ARG_{k}"] for k in ("INT", "BOOL", "STRING"))
+MAX_ARGS = _CONSTANTS["GPUOBS_ENCODER_MAX_ARGS"]
+LANES_TOO_MANY = _CONSTANTS["GPUOBS_LANES_TOO_MANY"]
 MAX_LANES = 4096
 
 
@@ -68,9 +40,9 @@ def encoder():
     if os.environ.get("GPUOBS_PURE_PYTHON") == "1":
         return None
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not cc or not SOURCE.is_file():
+    if not cc or not SOURCE.is_file() or not HEADER.is_file():
         return None
-    digest = hashlib.sha256(SOURCE.read_bytes() + cc.encode()).hexdigest()[:16]
+    digest = hashlib.sha256(SOURCE.read_bytes() + HEADER.read_bytes() + cc.encode()).hexdigest()[:16]
 
     def compile_into(folder: Path) -> None:
         proc = subprocess.run(
@@ -121,7 +93,7 @@ def assign_lanes_sorted(group: np.ndarray, start: np.ndarray, end: np.ndarray):
         _ptr("uint64_t*", free_at),
         MAX_LANES,
     )
-    return None if width < 0 else lanes
+    return None if width == LANES_TOO_MANY else lanes
 
 
 def encode_slices(

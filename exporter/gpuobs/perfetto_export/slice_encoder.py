@@ -53,8 +53,8 @@ from .protowire import (
 from .trace_writer import SEQ_NEEDS, TraceWriter
 
 BEGIN, END = pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END
-INT, BOOL, STRING = 0, 1, 2  # argument kinds: ARG_INT, ARG_BOOL, ARG_STRING in native_encoder.c
-MAX_ARGS = 32  # arguments per slice (native_encoder.c plans each packet's in a fixed array)
+INT, BOOL, STRING = native_encoder.ARG_INT, native_encoder.ARG_BOOL, native_encoder.ARG_STRING  # argument kinds
+MAX_ARGS = native_encoder.MAX_ARGS  # arguments per slice (native_encoder.c plans each packet's in a fixed array)
 PACKETS_PER_BATCH = 1 << 17  # encoded at a time: the numpy path's memory stays bounded
 
 

@@ -7,33 +7,25 @@ import os
 import signal
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import field, make_dataclass
 from pathlib import Path
 
 from ..errors import GpuobsError
 from ..recording_file import schema
 from ..recording_file.fileformat import NotARecording, recording_pid
 from .native_build import NativeBuild
+from .options import OPTIONS
 
-DEFAULT_OUTPUT = "gpuobs.gpuobs"
+DEFAULT_OUTPUT = OPTIONS["output"].fallback
 
-
-@dataclass
-class RecordOptions:
-    mode: str = "block_trace"
-    sample_shift: int = schema.DEFAULT_SAMPLE_SHIFT
-    capacity: int = schema.DEFAULT_CAPACITY
-    device_memory_mib: int = schema.DEFAULT_DEVICE_MEMORY_MIB
-    kernels: str = ""
-    output: Path = Path(DEFAULT_OUTPUT)
-    scope: str = "function"
-    clock_probe: bool = True
-    api_trace: bool = False
-    graph_nodes: str = "learn"  # learn | every | none (see `gpuobs record --help`)
-    paused: bool = False
-    window_every: int = 0
-    lossless: bool = False  # wait for room in the rings instead of dropping
-    extra_env: dict = field(default_factory=dict)
+# A field per record option (schemas/gpuobs_record_options.h: name, type and default),
+# and the variables to set beside them (extra_env).
+RecordOptions = make_dataclass(
+    "RecordOptions",
+    [(o.name, o.python_type, field(default=o.default)) for o in OPTIONS.values()]
+    + [("extra_env", dict, field(default_factory=dict))],
+)
+RecordOptions.__module__ = __name__
 
 
 def tool_environment(build: NativeBuild, opts: RecordOptions, base: dict | None = None) -> dict:
@@ -45,24 +37,12 @@ def tool_environment(build: NativeBuild, opts: RecordOptions, base: dict | None 
     # their own): the driver loads this library at cuInit and the tool starts there,
     # once per process however it came in. One set already (another injected tool) stays.
     env.setdefault("CUDA_INJECTION64_PATH", str(build.tool))
+    env.update({o.env: o.env_text(getattr(opts, o.name)) for o in OPTIONS.values()})
     env.update(
         {
-            "GPUOBS_MODE": opts.mode,
-            "GPUOBS_SAMPLE_SHIFT": str(opts.sample_shift),
-            "GPUOBS_CAPACITY": str(opts.capacity),
-            "GPUOBS_DEVICE_MEMORY_MIB": str(opts.device_memory_mib),
-            "GPUOBS_KERNELS": opts.kernels,
-            "GPUOBS_OUTPUT": str(Path(opts.output).resolve()),
             "GPUOBS_PATCHES": str(build.patches),
             "GPUOBS_PROBE": str(build.probe),
             "GPUOBS_SANITIZER_LIB": str(build.sanitizer_lib),
-            "GPUOBS_CALLBACK_SCOPE": opts.scope,
-            "GPUOBS_CLOCK_PROBE": "1" if opts.clock_probe else "0",
-            "GPUOBS_API_TRACE": "1" if opts.api_trace else "0",
-            "GPUOBS_GRAPH_NODES": opts.graph_nodes,
-            "GPUOBS_START_PAUSED": "1" if opts.paused else "0",
-            "GPUOBS_WINDOW_EVERY": str(opts.window_every),
-            "GPUOBS_LOSSLESS": "1" if opts.lossless else "0",
         }
     )
     env.update(opts.extra_env)

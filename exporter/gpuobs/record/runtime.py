@@ -16,27 +16,25 @@ region. They work in a process started by `gpuobs record` as well.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
-from pathlib import Path
+import re
 
 from cffi import FFI
 
 from ..errors import GpuobsError
+from ..native_sources import native_root
 from ..recording_file import schema
 from .native_build import build
+from .options import OPTIONS
 from .run import RecordOptions, tool_environment
 
+CONTROL_HEADER = "control_api.h"  # in tool/: the tool's exported calls, declared once
+_CDEF = schema.cdef_text((native_root() / "tool" / CONTROL_HEADER).read_text())
+CONTROL_CALLS = tuple(re.findall(r"\b(gpuobs_tool_\w+)\s*\(", _CDEF))  # what the tool must export
 _FFI = FFI()
-_FFI.cdef("""
-int gpuobs_tool_active(void);
-int gpuobs_tool_flush(void);
-const char* gpuobs_tool_output(void);
-unsigned long long gpuobs_tool_launches(void);
-int gpuobs_tool_pause(void);
-int gpuobs_tool_resume(void);
-int gpuobs_tool_paused(void);
-int gpuobs_tool_live_graphs(void);
-""")
+_FFI.cdef(_CDEF)
+NOT_RECORDING = _FFI.typeof("enum gpuobs_control_status").relements["GPUOBS_CONTROL_NOT_RECORDING"]
 _lib = None
 
 
@@ -44,38 +42,27 @@ class AttachError(GpuobsError, RuntimeError):
     pass
 
 
-def attach(
-    mode: str = "block_trace",
-    output: str = "gpuobs.gpuobs",
-    sample_shift: int = schema.DEFAULT_SAMPLE_SHIFT,
-    capacity: int = schema.DEFAULT_CAPACITY,
-    kernels: str = "",
-    scope: str = "function",
-    paused: bool = False,
-    window_every: int = 0,
-    lossless: bool = False,
-):
-    """Loads the tool into this process. Must run before the process's first CUDA call."""
+def attach(**options):
+    """Loads the tool into this process. Must run before the process's first CUDA call.
+    Takes every record option by its name (see the signature; the same options as
+    `gpuobs record`, each with its default)."""
     global _lib
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise TypeError(f"attach() got an unexpected keyword argument {unknown[0]!r}")
     if _lib is not None:
         return _lib
+    for name, value in options.items():
+        problem = OPTIONS[name].problem(value, f"gpuobs.attach({name}={value!r})")
+        if problem:
+            raise AttachError(problem)
     if _cuda_already_initialised():
         raise AttachError(
             "CUDA is already initialised in this process: call gpuobs.attach() before "
             "the first CUDA call (before torch.cuda is used), or use `gpuobs record`"
         )
     native = build()
-    opts = RecordOptions(
-        mode=mode,
-        sample_shift=sample_shift,
-        capacity=capacity,
-        kernels=kernels,
-        output=Path(output),
-        scope=scope,
-        paused=paused,
-        window_every=window_every,
-        lossless=lossless,
-    )
+    opts = RecordOptions(**options)
     env = tool_environment(native, opts, base={})
     env.pop("LD_PRELOAD")
     env.pop("CUDA_INJECTION64_PATH")  # attach() records this process, not its children
@@ -86,6 +73,12 @@ def attach(
     if not _lib.gpuobs_tool_active():
         raise AttachError("the gpuobs tool loaded but did not start: see the 'gpuobs:' line on stderr")
     return _lib
+
+
+# What help(gpuobs.attach) shows: a keyword per record option, with its default.
+attach.__signature__ = inspect.Signature(
+    [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, default=o.default) for o in OPTIONS.values()]
+)
 
 
 def _cuda_already_initialised() -> bool:
@@ -122,7 +115,7 @@ def flush() -> int:
 def _turn(fn) -> int:
     lib = _tool()
     changed = int(fn(lib))
-    if changed < 0:
+    if changed == NOT_RECORDING:
         raise AttachError("the gpuobs tool is not recording (see the 'gpuobs:' line on stderr)")
     return changed
 

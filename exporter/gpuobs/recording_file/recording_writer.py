@@ -52,7 +52,7 @@ class RecordingWriter:
         mode=schema.Mode.BLOCK_TRACE,
         sample_shift=10,
         callback_scope=0,
-        capacity=schema.DEFAULT_CAPACITY,
+        capacity=0,  # as the tool writes it by default: as many records as its memory holds
         start_realtime_ns=0,
         start_monotonic_ns=0,
         argv=(),

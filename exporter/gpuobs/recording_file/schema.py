@@ -131,12 +131,6 @@ FORMAT_VERSION = constant("GPUOBS_FORMAT_VERSION")
 SCHEMA_HASH = constant("GPUOBS_SCHEMA_HASH")
 LAUNCH_TABLE_SIZE = constant("GPUOBS_LAUNCH_TABLE_SIZE")
 MAX_STRIPES = constant("GPUOBS_MAX_STRIPES")
-DEFAULT_CAPACITY = constant("GPUOBS_DEFAULT_CAPACITY")
-DEFAULT_DEVICE_MEMORY_MIB = constant("GPUOBS_DEFAULT_DEVICE_MEMORY_MIB")
-MIN_CAPACITY = constant("GPUOBS_MIN_CAPACITY")
-MAX_CAPACITY = constant("GPUOBS_MAX_CAPACITY")
-DEFAULT_SAMPLE_SHIFT = constant("GPUOBS_DEFAULT_SAMPLE_SHIFT")
-MAX_SAMPLE_SHIFT = constant("GPUOBS_MAX_SAMPLE_SHIFT")
 NO_FLUSH = constant("GPUOBS_NO_FLUSH")
 # Earlier layouts this reader still reads, with what differs: each entry's structs
 # are a subset of today's, unchanged (only enums, a struct and a chunk type were

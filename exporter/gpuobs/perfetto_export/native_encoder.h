@@ -1,0 +1,66 @@
+/* What native_encoder.c exports and how it is called: the one declaration that the
+ * C file includes and that cffi reads (native_encoder.py: the part between the cdef
+ * markers), so the two cannot drift apart. */
+#ifndef GPUOBS_NATIVE_ENCODER_H
+#define GPUOBS_NATIVE_ENCODER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* gpuobs:cdef-begin */
+enum gpuobs_arg_kind { GPUOBS_ARG_INT = 0, GPUOBS_ARG_BOOL = 1, GPUOBS_ARG_STRING = 2 };
+enum gpuobs_encoder_limits {
+    GPUOBS_ENCODER_MAX_ARGS = 32, /* arguments per slice: each packet's are planned in a fixed array */
+    GPUOBS_LANES_TOO_MANY = -1    /* gpuobs_assign_lanes: a group needed more than max_lanes */
+};
+
+/* One debug annotation on the BEGIN of every slice where present[slice] (every
+ * slice where present is NULL). */
+struct gpuobs_arg {
+    uint64_t name_iid;
+    int32_t kind;           /* GPUOBS_ARG_INT, GPUOBS_ARG_BOOL (true) or GPUOBS_ARG_STRING */
+    const uint8_t* present; /* per slice */
+    /* GPUOBS_ARG_INT: slice e's value is the int_size-byte integer at ints + e * int_stride, read in place
+     * from the numpy column as it is (a record field, a narrower type, a broadcast scalar). */
+    const uint8_t* ints;
+    int64_t int_stride;
+    int32_t int_size; /* 1, 2, 4 or 8 */
+    int32_t int_signed;
+    int64_t at_least;     /* left out where the value is below this */
+    const uint8_t* chars; /* GPUOBS_ARG_STRING: slice e's value is chars[starts[e] : starts[e] + lengths[e]] */
+    const int64_t* starts;
+    const int64_t* lengths;
+};
+
+/* Packets are indexed by i, per-slice columns by e = slice[i]. */
+struct gpuobs_slice_packets {
+    size_t n;                 /* packets */
+    const int64_t* slice;     /* per packet: its slice */
+    const uint8_t* begin;     /* per packet: BEGIN (1) or END (0) */
+    const uint64_t* ts;       /* per packet */
+    const uint64_t* track;    /* per packet; 0: no track_uuid (the sequence's default track) */
+    const uint64_t* seq;      /* per packet */
+    const uint64_t* name_iid; /* per slice, on BEGINs */
+    uint64_t clock_id;        /* timestamp_clock_id of every packet; 0: none */
+    uint64_t begin_flags;     /* sequence_flags of BEGINs (which alone use interned data); 0: none */
+    size_t n_args;
+    const struct gpuobs_arg* args;
+    uint32_t flow_field; /* TrackEvent.flow_ids or .terminating_flow_ids; 0: no flows */
+    size_t flow_width;
+    const uint64_t* flows; /* per slice, flow_width values, of which flow_counts[e] are used */
+    const int64_t* flow_counts;
+};
+
+/* Encodes the packets as Trace.packet entries into out (NULL: only measure).
+ * Returns the number of bytes, or 0 past GPUOBS_ENCODER_MAX_ARGS arguments. */
+size_t gpuobs_encode_slices(uint8_t* out, const struct gpuobs_slice_packets* s);
+
+/* First-fit lanes for half-open intervals sorted by (group, start): each takes
+ * the lowest lane of its group that is free at its start (touching intervals
+ * share a lane). lanes.py maps zero-length slices to such intervals. Returns the
+ * most lanes any group needed, or GPUOBS_LANES_TOO_MANY past max_lanes. */
+long gpuobs_assign_lanes(size_t n, const int64_t* group, const uint64_t* start, const uint64_t* end, int64_t* lane_out,
+                         uint64_t* lane_free_at, long max_lanes);
+/* gpuobs:cdef-end */
+
+#endif /* GPUOBS_NATIVE_ENCODER_H */
