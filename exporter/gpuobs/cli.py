@@ -110,7 +110,20 @@ _NO_ARGS_IS_HELP = getattr(click_errors, "NoArgsIsHelpError", ())
 
 
 def _say(text: str) -> None:
+    _inputs_intact()
     out.print(text, markup=False)
+
+
+def _inputs_intact() -> None:
+    """Exit 2 with one line when an input was cut short while it was read: what was
+    read in its place is zeros, and anything said or raised from them is wrong."""
+    from .recording_file.mapping_guard import InputTruncated, check
+
+    try:
+        check()
+    except InputTruncated as exc:
+        err.print(Text.assemble(("gpuobs: ", "bold red"), one_line(exc)))
+        sys.exit(2)
 
 
 def _warn(text: str) -> None:
@@ -118,6 +131,7 @@ def _warn(text: str) -> None:
 
 
 def _fail(message: str, code: int = 2):
+    _inputs_intact()
     err.print(Text.assemble(("gpuobs: ", "bold red"), one_line(message)))
     raise typer.Exit(code)
 
@@ -1226,6 +1240,7 @@ def main():
     except BrokenPipeError:  # click's and print's writes
         _reader_left()
     except Exception as exc:  # a bug: one line for the user, the traceback on request
+        _inputs_intact()
         if os.environ.get("GPUOBS_DEBUG"):
             raise
         err.print(
@@ -1235,6 +1250,7 @@ def main():
             )
         )
         sys.exit(70)
+    _inputs_intact()
     sys.exit(code if isinstance(code, int) else 0)
 
 

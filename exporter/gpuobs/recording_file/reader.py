@@ -24,8 +24,8 @@ from ..errors import (
     UnsupportedVersion,
 )
 from ..input_files import describe, open_regular
+from . import mapping_guard, schema
 from . import recording_checks as checks
-from . import schema
 from .fileformat import (
     CHUNK_HEADER,
     CRC_COVERED_HEADER_BYTES,
@@ -40,14 +40,25 @@ ChunkType = schema.ChunkType
 
 
 def load(path, salvage: bool = False) -> Recording:
-    """Read a recording. Raises a RecordingError subclass on damage unless salvage=True."""
+    """Read a recording. Raises a RecordingError subclass on damage unless salvage=True,
+    and InputTruncated when another process cuts the file short while it is read."""
+    try:
+        rec = _load(path, salvage)
+    except RecordingError:
+        mapping_guard.check()  # zeros read where the file was cut fail its CRCs: say what happened
+        raise
+    mapping_guard.check()
+    return rec
+
+
+def _load(path, salvage: bool) -> Recording:
     path = Path(path)
     try:
         with open_regular(path) as fh:
             size = os.fstat(fh.fileno()).st_size
             if size == 0:
                 raise TruncatedChunk(path, 0, f"file is empty; expected a {FILE_HEADER.itemsize}-byte gpuobs header")
-            buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            buf = mapping_guard.map_file(fh, path)
     except OSError as exc:
         raise RecordingError(path, 0, f"cannot open: {describe(exc)}") from None
     end = len(buf)
