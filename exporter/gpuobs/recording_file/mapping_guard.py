@@ -113,13 +113,13 @@ def guard(buf: mmap.mmap, fd: int, path) -> None:
 
 
 def _forget(key: int) -> None:
-    """The map is gone; what was read from it may live on (a report being printed), so a
-    truncation seen now is still said by check()."""
+    """The map is gone; what was read from it may live on (a report being printed), so
+    a fault in it is still said by the next check()."""
     entry = _live.pop(key, None)
     if entry is None:
         return
     try:
-        cut = _cut(entry)
+        cut = _cut(entry, by_size=False)
     finally:
         if entry.slot >= 0:
             _library().gpuobs_guard_remove(entry.slot)
@@ -128,13 +128,13 @@ def _forget(key: int) -> None:
         _cut_short.append(cut)
 
 
-_cut_short: list[InputTruncated] = []  # from maps already gone
+_cut_short: list[InputTruncated] = []  # faults in maps already gone
 
 
-def _cut(entry: _Mapped) -> InputTruncated | None:
+def _cut(entry: _Mapped, by_size: bool) -> InputTruncated | None:
     faulted = entry.slot >= 0 and _library().gpuobs_guard_faults(entry.slot) > 0
     size = os.fstat(entry.fd).st_size
-    if not (faulted or size < entry.length):
+    if not (faulted or (by_size and size < entry.length)):
         return None
     return InputTruncated(
         entry.path,
@@ -144,11 +144,17 @@ def _cut(entry: _Mapped) -> InputTruncated | None:
     )
 
 
-def check() -> None:
-    """Raises InputTruncated when a guarded file was cut short while it was read."""
+def check(just_read=None) -> None:
+    """Raises InputTruncated when zeros were read from a guarded map of a file cut short
+    (each such cut is said once). `just_read`: the path of the map just made, whose
+    size is compared too (a cut inside its last page faults nothing). A map that only
+    became shorter is not an error by itself: a long-lived process may hold the map of
+    a file since rewritten, and read nothing more from it."""
     if _cut_short:
-        raise _cut_short[0]
+        raise _cut_short.pop(0)
+    named = None if just_read is None else str(Path(just_read))
+    newest = next((e for e in reversed(_live.values()) if e.path == named), None) if named else None
     for entry in list(_live.values()):
-        cut = _cut(entry)
+        cut = _cut(entry, by_size=entry is newest)
         if cut is not None:
             raise cut

@@ -45,9 +45,9 @@ def load(path, salvage: bool = False) -> Recording:
     try:
         rec = _load(path, salvage)
     except RecordingError:
-        mapping_guard.check()  # zeros read where the file was cut fail its CRCs: say what happened
+        mapping_guard.check(path)  # zeros read where the file was cut fail its CRCs: say what happened
         raise
-    mapping_guard.check()
+    mapping_guard.check(path)
     return rec
 
 
@@ -227,6 +227,8 @@ class _Parser:
             rec.unknown_chunks += 1  # a newer writer's optional chunk: skip it
 
     def _part(self, table: str, array: np.ndarray) -> None:
+        if len(array) == 0:  # an empty chunk keeps nothing: a million of them cost no memory
+            return
         self.parts[table].append(array)
         self.offsets[table].append(self.offset)
 
@@ -279,12 +281,12 @@ class _Parser:
 
     def _launches(self, start: int, length: int) -> None:
         launches = self._array("gpuobs_launch", start, length)
+        if len(launches) == 0:
+            return
         # Launches belong to the next FLUSH of their device (written right after them).
         flushes = np.full(len(launches), UNFLUSHED, np.uint32)
         self._part("launch", launches)
         self.launch_flush_parts.append(flushes)
-        if len(launches) == 0:
-            return
         devices = launches["device_index"]
         if (devices == devices[0]).all():  # the tool writes each device's launches apart
             self.unflushed.setdefault(int(devices[0]), []).append((flushes, slice(None)))
