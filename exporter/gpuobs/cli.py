@@ -1239,6 +1239,10 @@ def main():
         sys.exit(1)
     except BrokenPipeError:  # click's and print's writes
         _reader_left()
+    except RecordingError as exc:  # read past loading (events read window by window): cut short, damaged
+        _inputs_intact()
+        err.print(Text.assemble(("gpuobs: ", "bold red"), one_line(exc)))
+        sys.exit(2)
     except Exception as exc:  # a bug: one line for the user, the traceback on request
         _inputs_intact()
         if os.environ.get("GPUOBS_DEBUG"):

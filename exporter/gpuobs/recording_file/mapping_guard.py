@@ -83,18 +83,24 @@ def _library():
 
 
 def map_file(fh, path):
-    """A read-only buffer of the whole file open as `fh`: a guarded memory map, or,
-    where the handler cannot be built, the file's bytes read into memory (a copy that
-    nothing can cut short; a read that comes up short raises InputTruncated)."""
+    """A read-only buffer of the whole file open as `fh` (a file or a descriptor): a
+    guarded memory map, or, where the handler cannot be built, the file's bytes read
+    into memory (a copy that nothing can cut short; a read that comes up short raises
+    InputTruncated)."""
+    fd = fh if isinstance(fh, int) else fh.fileno()
     if _library() is not None:
-        buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        guard(buf, fh.fileno(), path)
+        buf = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        guard(buf, fd, path)
         return buf
-    size = os.fstat(fh.fileno()).st_size
-    data = fh.read(size)
-    if len(data) < size:
-        raise InputTruncated(path, len(data), f"the file was truncated from {size:,} bytes while gpuobs read it")
-    return data
+    size = os.fstat(fd).st_size
+    data = bytearray(size)
+    done, view = 0, memoryview(data)
+    while done < size:
+        n = os.preadv(fd, [view[done:]], done)
+        if n <= 0:
+            raise InputTruncated(path, done, f"the file was truncated from {size:,} bytes while gpuobs read it")
+        done += n
+    return memoryview(data).toreadonly()  # not copied again
 
 
 def guard(buf: mmap.mmap, fd: int, path) -> None:
