@@ -12,6 +12,7 @@ import zlib
 
 import numpy as np
 
+from ..errors import GpuobsError
 from ..input_files import open_regular
 from . import schema
 
@@ -27,8 +28,8 @@ def chunk_crc(header_prefix: bytes | memoryview, payload: bytes | memoryview) ->
     return zlib.crc32(payload, zlib.crc32(header_prefix)) & 0xFFFFFFFF
 
 
-class NotARecording(ValueError):
-    pass
+class NotARecording(GpuobsError, ValueError):
+    """Not a gpuobs recording (recording_pid): a file beside a run's that is no child's."""
 
 
 RUN_SEARCH_CHUNKS = 64  # the tool writes its RUN chunk first; a few chunks may come before one's copy's
