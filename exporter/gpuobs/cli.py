@@ -111,7 +111,20 @@ _NO_ARGS_IS_HELP = getattr(click_errors, "NoArgsIsHelpError", ())
 
 
 def _say(text: str) -> None:
+    _inputs_intact()
     out.print(text, markup=False)
+
+
+def _inputs_intact() -> None:
+    """Exit 2 with one line when an input was cut short while it was read: what was
+    read in its place is zeros, and anything said or raised from them is wrong."""
+    from .recording_file.mapping_guard import InputTruncated, check
+
+    try:
+        check()
+    except InputTruncated as exc:
+        err.print(Text.assemble(("gpuobs: ", "bold red"), one_line(exc)))
+        sys.exit(2)
 
 
 def _warn(text: str) -> None:
@@ -119,6 +132,7 @@ def _warn(text: str) -> None:
 
 
 def _fail(message: str, code: int = 2):
+    _inputs_intact()
     err.print(Text.assemble(("gpuobs: ", "bold red"), one_line(message)))
     raise typer.Exit(code)
 
@@ -1167,7 +1181,12 @@ def main():
         sys.exit(1)
     except BrokenPipeError:  # click's and print's writes
         _reader_left()
+    except RecordingError as exc:  # read past loading (events read window by window): cut short, damaged
+        _inputs_intact()
+        err.print(Text.assemble(("gpuobs: ", "bold red"), one_line(exc)))
+        sys.exit(2)
     except Exception as exc:  # a bug: one line for the user, the traceback on request
+        _inputs_intact()
         if os.environ.get("GPUOBS_DEBUG"):
             raise
         err.print(
@@ -1177,6 +1196,7 @@ def main():
             )
         )
         sys.exit(70)
+    _inputs_intact()
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator
 
 from .errors import GpuobsError
+from .recording_file import mapping_guard
 
 _REASONS = {
     errno.ENOSPC: "no space left on the device",
@@ -257,6 +258,7 @@ def _written(path: Path, inputs: list, force: bool) -> Iterator[BinaryIO]:
             fh.flush()
             os.fsync(fh.fileno())
         check_output(path, inputs, force)  # what changed while writing (a link planted, an input moved)
+        mapping_guard.check()  # an input cut short while it was read: what was written from it is wrong
         _commit(temp, path, force)
         committed = True
         _sync_folder(path.parent)

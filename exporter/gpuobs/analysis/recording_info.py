@@ -16,6 +16,7 @@ from . import block_end_report, block_ends, ring_capacity
 from . import launches as analysis
 
 MAX_WINDOW_LINES = 40
+MAX_NOTICE_LINES = 50  # a recording may hold a million notices; the table shows the first
 UNMATCHED_EXITS = (
     "threads whose exit found no block record to stamp: warps that left before their block's "
     "record was published (idle warps of a tail block); counted, they cannot move a block's end"
@@ -234,8 +235,11 @@ def text(d: dict) -> list[str]:
         )
     if d.get("device_launches"):
         line("", f"{d['device_launches']:,} of the launches were made by kernels (dynamic parallelism)")
-    for note in d.get("notices", []):
+    notices = d.get("notices", [])
+    for note in notices if len(notices) <= MAX_NOTICE_LINES else notices[:MAX_NOTICE_LINES]:
         line("notice", note)  # what the tool could not record
+    if len(notices) > MAX_NOTICE_LINES:
+        line("", f"... {len(notices) - MAX_NOTICE_LINES:,} more notices (`gpuobs info --json` lists every one)")
     line(
         "complete",
         "yes (the run closed the recording)"

@@ -444,8 +444,8 @@ def _export_gpu(g: GpuExport) -> GpuSummary:
         else "device (no host relation)",
         damaged_at=rec.damage.offset if rec.damage else None,
     )
-    for snap in clock.snapshots():
-        w.packet(snap)
+    for packets in clock.snapshot_packets():
+        w.raw(packets)
     if clock.measured and len(clock.samples):
         s0 = clock.samples[0]
         s.boot_realtime_ns = (int(s0["realtime_before"]) + int(s0["realtime_after"])) // 2 - (

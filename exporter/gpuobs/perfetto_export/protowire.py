@@ -24,6 +24,12 @@ PACKET_TIMESTAMP_CLOCK_ID = 58  # uint32 timestamp_clock_id
 PACKET_TRACK_EVENT = 11  # TrackEvent track_event
 PACKET_SEQUENCE_ID = 10  # uint32 trusted_packet_sequence_id
 PACKET_SEQUENCE_FLAGS = 13  # uint32 sequence_flags
+PACKET_CLOCK_SNAPSHOT = 6  # ClockSnapshot clock_snapshot
+# perfetto.protos.ClockSnapshot
+CLOCK_SNAPSHOT_CLOCKS = 1  # repeated Clock clocks
+# perfetto.protos.ClockSnapshot.Clock
+CLOCK_ID = 1  # uint32 clock_id
+CLOCK_TIMESTAMP = 2  # uint64 timestamp
 # perfetto.protos.TrackEvent
 TRACK_EVENT_TYPE = 9  # Type type
 TRACK_EVENT_TRACK_UUID = 11  # uint64 track_uuid

@@ -24,8 +24,8 @@ from ..errors import (
     UnsupportedVersion,
 )
 from ..input_files import describe, open_regular
+from . import mapping_guard, schema
 from . import recording_checks as checks
-from . import schema
 from .fileformat import (
     CHUNK_HEADER,
     CRC_COVERED_HEADER_BYTES,
@@ -40,14 +40,25 @@ ChunkType = schema.ChunkType
 
 
 def load(path, salvage: bool = False) -> Recording:
-    """Read a recording. Raises a RecordingError subclass on damage unless salvage=True."""
+    """Read a recording. Raises a RecordingError subclass on damage unless salvage=True,
+    and InputTruncated when another process cuts the file short while it is read."""
+    try:
+        rec = _load(path, salvage)
+    except RecordingError:
+        mapping_guard.check(path)  # zeros read where the file was cut fail its CRCs: say what happened
+        raise
+    mapping_guard.check(path)
+    return rec
+
+
+def _load(path, salvage: bool) -> Recording:
     path = Path(path)
     try:
         with open_regular(path) as fh:
             size = os.fstat(fh.fileno()).st_size
             if size == 0:
                 raise TruncatedChunk(path, 0, f"file is empty; expected a {FILE_HEADER.itemsize}-byte gpuobs header")
-            buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            buf = mapping_guard.map_file(fh, path)
     except OSError as exc:
         raise RecordingError(path, 0, f"cannot open: {describe(exc)}") from None
     end = len(buf)
@@ -216,6 +227,8 @@ class _Parser:
             rec.unknown_chunks += 1  # a newer writer's optional chunk: skip it
 
     def _part(self, table: str, array: np.ndarray) -> None:
+        if len(array) == 0:  # an empty chunk keeps nothing: a million of them cost no memory
+            return
         self.parts[table].append(array)
         self.offsets[table].append(self.offset)
 
@@ -268,12 +281,12 @@ class _Parser:
 
     def _launches(self, start: int, length: int) -> None:
         launches = self._array("gpuobs_launch", start, length)
+        if len(launches) == 0:
+            return
         # Launches belong to the next FLUSH of their device (written right after them).
         flushes = np.full(len(launches), UNFLUSHED, np.uint32)
         self._part("launch", launches)
         self.launch_flush_parts.append(flushes)
-        if len(launches) == 0:
-            return
         devices = launches["device_index"]
         if (devices == devices[0]).all():  # the tool writes each device's launches apart
             self.unflushed.setdefault(int(devices[0]), []).append((flushes, slice(None)))

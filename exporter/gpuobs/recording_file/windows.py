@@ -19,8 +19,8 @@ import numpy as np
 
 from ..errors import CorruptChunk, RecordingError
 from ..input_files import describe, open_regular
+from . import mapping_guard, schema
 from . import recording_checks as checks
-from . import schema
 from .fileformat import CHUNK_HEADER, CRC_COVERED_HEADER_BYTES, EVENTS_HEADER, chunk_crc
 from .reader import CHUNK_HEAD, ChunkType, _BadValueAt, _Parser, _PayloadError, _type_name
 from .recording import Recording
@@ -115,21 +115,24 @@ def open_windows(path) -> WindowedRecording:
     except OSError as exc:
         raise RecordingError(path, 0, f"cannot open: {describe(exc)}") from None
     try:
-        import mmap
-
         size = os.fstat(fd).st_size
         if size == 0:
             from ..errors import TruncatedChunk
             from .fileformat import FILE_HEADER
 
             raise TruncatedChunk(path, 0, f"file is empty; expected a {FILE_HEADER.itemsize}-byte gpuobs header")
-        buf = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        buf = mapping_guard.map_file(fd, path)  # a cut under the map: one error, not SIGBUS
         parser = _WindowParser(path, buf, fd)
         try:
             rec = parser.parse(len(buf))
             _check_values(parser, rec)
         except _BadValueAt as bad:  # load() raises the chunk's error itself (no salvage here)
+            mapping_guard.check(path)  # say that the file was cut short, not what the zeros broke
             raise bad.error from None
+        except RecordingError:
+            mapping_guard.check(path)
+            raise
+        mapping_guard.check(path)
         return WindowedRecording(rec, parser.chunks, fd)
     except BaseException:
         os.close(fd)
