@@ -117,11 +117,10 @@ def run_config(cfg: dict, args, workdir: Path) -> dict:
             cmd += ["--lossless"]
         if cfg["paused"]:
             cmd += ["--paused"]
+        if cfg["duty_ms"]:
+            cmd += ["--duty", f"{cfg['duty_ms'][0]}ms/{cfg['duty_ms'][1]}ms"]
         cmd += ["--", *worker_cmd]
     env = dict(__import__("os").environ, GPUOBS_DEBUG="1")
-    if cfg["duty_ms"]:
-        env["GPUOBS_DUTY_ON_NS"] = str(int(cfg["duty_ms"][0] * 1e6))
-        env["GPUOBS_DUTY_PERIOD_NS"] = str(int(cfg["duty_ms"][1] * 1e6))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     done = time.time()
     line = next((x for x in proc.stdout.splitlines() if x.startswith("SERVING ")), None)

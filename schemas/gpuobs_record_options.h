@@ -26,7 +26,9 @@ enum gpuobs_option_kind {
     GPUOBS_OPTION_CHOICE = 2, /* one of the words of `choices`; the tool keeps the word's index */
     GPUOBS_OPTION_MODE = 3,   /* one of the schema's mode names (GPUOBS_MODE_NAMES); the tool keeps the mode */
     GPUOBS_OPTION_TEXT = 4,   /* any text, empty too */
-    GPUOBS_OPTION_PATH = 5    /* a file's path, not empty (the CLI passes it made absolute) */
+    GPUOBS_OPTION_PATH = 5,   /* a file's path, not empty (the CLI passes it made absolute) */
+    GPUOBS_OPTION_DUTY = 6    /* "ON/PERIOD", two durations (50ms/5s; ns, us, ms or s, a bare number ns), a
+                                 PERIOD in [lo, hi] ns, 0 < ON < PERIOD; "" = off. The tool keeps PERIOD */
 };
 
 enum gpuobs_option_flags {
@@ -103,7 +105,13 @@ typedef struct gpuobs_record_option {
     X(lossless, .env = "GPUOBS_LOSSLESS", .kind = GPUOBS_OPTION_SWITCH, .fallback = "0", .cli = "--lossless",         \
       .help =                                                                                                         \
           "when the record rings fill, make the program's launching thread wait for room instead of "                 \
-          "dropping (counted) what does not fit: nothing is lost, but the program's timing changes")
+          "dropping (counted) what does not fit: nothing is lost, but the program's timing changes")                  \
+    X(duty, .env = "GPUOBS_DUTY", .kind = GPUOBS_OPTION_DUTY, .fallback = "", .lo = 1000000, .hi = 86400000000000ull, \
+      .cli = "--duty", .metavar = "ON/PERIOD",                                                                        \
+      .help =                                                                                                         \
+          "record the first ON of every PERIOD of the run, e.g. 50ms/5s (PERIOD {lo}..{hi}), for a server "           \
+          "that never synchronises: the windows turn in the program's own stream, CUDA graphs live across "           \
+          "them; between windows launches are only counted")
 
 /* Each option's index in the table: GPUOBS_OPT_mode, GPUOBS_OPT_sample_shift, ... */
 #define GPUOBS_OPTION_INDEX(option, ...) GPUOBS_OPT_##option,

@@ -36,18 +36,12 @@ print(json.dumps({{"replays": {REPLAYS}, "s": time.perf_counter() - t0}}))
 """
 
 
-def duty_env(on_ms, period_ms):
-    return dict(
-        os.environ,
-        GPUOBS_DEBUG="1",
-        GPUOBS_DUTY_ON_NS=str(on_ms * 1_000_000),
-        GPUOBS_DUTY_PERIOD_NS=str(period_ms * 1_000_000),
-    )
+DEBUG_ENV = dict(os.environ, GPUOBS_DEBUG="1")
 
 
 @pytest.mark.parametrize("mode", ["block_counter", "block_trace", "block_starts"])
 def test_duty_cycle_turns_in_the_stream_of_a_loop_that_never_synchronises(tmp_path, mode):
-    proc, rec = record(tmp_path, mode, [sys.executable, "-c", LOOP], env=duty_env(10, 50))
+    proc, rec = record(tmp_path, mode, [sys.executable, "-c", LOOP], "--duty", "10ms/50ms", env=DEBUG_ENV)
     ran = json.loads(proc.stdout.strip().splitlines()[-1])
     assert rec.complete and rec.damage is None
     assert_windows_add_up(rec)

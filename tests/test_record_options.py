@@ -52,6 +52,8 @@ def test_python_reads_the_rows_the_tool_reads(check):
             assert o.default == row["default_number"], o.name
         elif o.is_kind("MODE", "CHOICE"):
             assert o.words.index(o.default) == row["default_number"], o.name
+        elif o.is_kind("DUTY"):
+            assert o.default == row["default_text"] == "" and row["default_number"] == 0, o.name  # off
         else:
             assert str(o.default) == row["default_text"], o.name
 
@@ -81,6 +83,54 @@ BEFORE = [
      "(GPUOBS_GRAPH_NODES=learn or every): without them the tool cannot tell when a graph replay has finished"),
 ]  # fmt: skip
 
+# The duty cycle's one variable (it was two, GPUOBS_DUTY_ON_NS and _PERIOD_NS, before it became a row).
+DUTY_REFUSED = [
+    ({"GPUOBS_DUTY": "50ms"}, "GPUOBS_DUTY='50ms' is not ON/PERIOD, two durations such as 50ms/5s"),
+    ({"GPUOBS_DUTY": "50 ms/5s"}, "GPUOBS_DUTY='50 ms/5s' is not ON/PERIOD, two durations such as 50ms/5s"),
+    ({"GPUOBS_DUTY": "1.5/5s"}, "GPUOBS_DUTY='1.5/5s' is not ON/PERIOD, two durations such as 50ms/5s"),
+    ({"GPUOBS_DUTY": "1.0000000001s/5s"}, "GPUOBS_DUTY='1.0000000001s/5s' is not ON/PERIOD, two durations such "
+     "as 50ms/5s"),
+    ({"GPUOBS_DUTY": "99999999999999999999/5s"}, "GPUOBS_DUTY='99999999999999999999/5s' is not ON/PERIOD, two "
+     "durations such as 50ms/5s"),
+    ({"GPUOBS_DUTY": "10us/500us"}, "GPUOBS_DUTY='10us/500us': the period is not in [1000000, 86400000000000] ns"),
+    ({"GPUOBS_DUTY": "5s/5s"}, "GPUOBS_DUTY='5s/5s': ON is not more than 0 and less than PERIOD"),
+    ({"GPUOBS_DUTY": "0ms/5s"}, "GPUOBS_DUTY='0ms/5s': ON is not more than 0 and less than PERIOD"),
+    ({"GPUOBS_DUTY": "50ms/5s", "GPUOBS_WINDOW_EVERY": "4"}, "GPUOBS_DUTY and GPUOBS_WINDOW_EVERY are two ways "
+     "to turn windows: set one"),
+    ({"GPUOBS_DUTY": "50ms/5s", "GPUOBS_START_PAUSED": "1"}, "GPUOBS_DUTY and GPUOBS_START_PAUSED are two ways "
+     "to turn windows: set one"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("env,message", DUTY_REFUSED, ids=[e["GPUOBS_DUTY"] for e, _ in DUTY_REFUSED])
+def test_the_tool_refuses_a_duty_cycle_it_cannot_keep(check, env, message):
+    assert _tool_load(check, **env) == {"error": message}
+
+
+@pytest.mark.parametrize(
+    "text,on,period",
+    [("50ms/5s", 50_000_000, 5_000_000_000), ("1.5ms/1s", 1_500_000, 1_000_000_000), ("250us/2000000", 250_000,
+     2_000_000), ("1ns/86400s", 1, 86_400_000_000_000)],
+)  # fmt: skip
+def test_the_tool_and_python_read_a_duty_cycle_alike(check, text, on, period):
+    from gpuobs.record.options import parse_duty
+
+    o = OPTIONS["duty"]
+    assert o.problem(text, f"--duty {text}") is None and parse_duty(text) == (on, period)
+    got = _tool_load(check, GPUOBS_DUTY=text)
+    assert (got["duty_on_ns"], got["duty_period_ns"]) == (on, period)
+    got = _tool_load(check, GPUOBS_DUTY=o.env_text(text))  # what record hands the tool: nanoseconds
+    assert (got["duty_on_ns"], got["duty_period_ns"]) == (on, period)
+
+
+def test_python_refuses_each_duty_cycle_the_tool_refuses(check):
+    o = OPTIONS["duty"]
+    for env, _ in DUTY_REFUSED:
+        if len(env) == 1:
+            assert o.problem(env["GPUOBS_DUTY"], "--duty x") is not None, env
+    assert o.problem("10us/500us", "--duty 10us/500us") == "--duty 10us/500us: the period is outside 1ms..86400s"
+    assert o.problem("", "--duty ''") is None and _tool_load(check, GPUOBS_DUTY="")["duty_period_ns"] == 0
+
 
 @pytest.mark.parametrize("env,message", BEFORE, ids=[" ".join(f"{k}={v}" for k, v in e.items()) for e, _ in BEFORE])
 def test_the_tool_refuses_what_it_refused_before_in_the_same_words(check, env, message):
@@ -102,6 +152,8 @@ def test_the_tool_takes_what_it_took_before(check):
         "start_paused": 0,
         "window_every": 0,
         "lossless": 0,
+        "duty_on_ns": 0,
+        "duty_period_ns": 0,
     }
     got = _tool_load(
         check,

@@ -47,6 +47,62 @@ static bool parse_u64(const char* name, const char* text, uint64_t lo, uint64_t 
     return true;
 }
 
+// A duration: a whole number with ns, us, ms or s (a fraction too, where the
+// nanoseconds come out whole: 1.5ms), or a bare number of nanoseconds.
+static bool parse_duration(const std::string& text, uint64_t* ns) {
+    static const struct {
+        const char* name;
+        uint64_t ns;
+    } kUnits[] = {{"ns", 1}, {"us", 1000}, {"ms", 1000000}, {"s", 1000000000}};
+    size_t i = 0;
+    uint64_t whole = 0, frac = 0, frac_scale = 1;
+    for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+        if (whole > (UINT64_MAX - 9) / 10) return false;
+        whole = whole * 10 + uint64_t(text[i] - '0');
+    }
+    if (i == 0) return false;
+    if (i < text.size() && text[i] == '.') {
+        const size_t first = ++i;
+        for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+            if (i - first >= 9) return false;
+            frac = frac * 10 + uint64_t(text[i] - '0');
+            frac_scale *= 10;
+        }
+        if (i == first) return false;
+    }
+    const std::string unit = text.substr(i);
+    uint64_t scale = 0;
+    if (unit.empty() && frac_scale == 1) scale = 1;
+    for (const auto& u : kUnits)
+        if (unit == u.name) scale = u.ns;
+    if (scale == 0 || whole > UINT64_MAX / scale || (frac * scale) % frac_scale != 0) return false;
+    const uint64_t part = frac * scale / frac_scale;
+    if (whole * scale > UINT64_MAX - part) return false;
+    *ns = whole * scale + part;
+    return true;
+}
+
+// "ON/PERIOD" (GPUOBS_OPTION_DUTY): both durations, PERIOD in [lo, hi], 0 < ON < PERIOD.
+static bool parse_duty(const char* name, const std::string& v, uint64_t lo, uint64_t hi, uint64_t* on, uint64_t* period,
+                       std::string* error) {
+    const size_t slash = v.find('/');
+    if (slash == std::string::npos || !parse_duration(v.substr(0, slash), on) ||
+        !parse_duration(v.substr(slash + 1), period)) {
+        *error = std::string(name) + "='" + v + "' is not ON/PERIOD, two durations such as 50ms/5s";
+        return false;
+    }
+    if (*period < lo || *period > hi) {
+        *error = std::string(name) + "='" + v + "': the period is not in [" + std::to_string(lo) + ", " +
+                 std::to_string(hi) + "] ns";
+        return false;
+    }
+    if (*on == 0 || *on >= *period) {
+        *error = std::string(name) + "='" + v + "': ON is not more than 0 and less than PERIOD";
+        return false;
+    }
+    return true;
+}
+
 static std::vector<std::string> words(const char* text) {
     std::vector<std::string> out;
     std::string word;
@@ -122,6 +178,13 @@ static bool read_option(const gpuobs_record_option& o, const char* (*lookup)(con
                 *error += std::string(" (") + o.env + " wins over its old name " + o.old_env + ")";
             return false;
         }
+        case GPUOBS_OPTION_DUTY: {
+            uint64_t on = 0, period = 0;
+            if (!v.empty() && !parse_duty(name, v, o.lo, o.hi, &on, &period, error)) return false;
+            *number = period;  // 0: off
+            *text = v;
+            return true;
+        }
         case GPUOBS_OPTION_PATH:
             if (v.empty()) {
                 *error = std::string(name) + " is empty";
@@ -157,6 +220,11 @@ bool Config::read_options(Lookup lookup, std::string* error) {
     start_paused = number(GPUOBS_OPT_paused) != 0;
     lossless = number(GPUOBS_OPT_lossless) != 0;
     window_every = (uint32_t)number(GPUOBS_OPT_window_every);
+    duty_on_ns = duty_period_ns = 0;
+    if (number(GPUOBS_OPT_duty) != 0) {
+        const gpuobs_record_option& o = kOptions[GPUOBS_OPT_duty];
+        parse_duty(o.env, text(GPUOBS_OPT_duty), o.lo, o.hi, &duty_on_ns, &duty_period_ns, error);  // read above
+    }
     return true;
 }
 
@@ -171,21 +239,10 @@ bool Config::load(std::string* error) {
         has_kernel_filter = true;
         kernel_filter_text = s;
     }
-    uint64_t v = 0;
-    if (const char* s = std::getenv("GPUOBS_DUTY_PERIOD_NS")) {
-        if (!parse_u64("GPUOBS_DUTY_PERIOD_NS", s, 1000000, 86400000000000ull, &v, error)) return false;
-        duty_period_ns = v;
-        const char* on = std::getenv("GPUOBS_DUTY_ON_NS");
-        if (on == nullptr) {
-            *error = "GPUOBS_DUTY_PERIOD_NS is set without GPUOBS_DUTY_ON_NS";
-            return false;
-        }
-        if (!parse_u64("GPUOBS_DUTY_ON_NS", on, 1, duty_period_ns - 1, &v, error)) return false;
-        duty_on_ns = v;
-        if (window_every != 0) {
-            *error = "GPUOBS_DUTY_PERIOD_NS and GPUOBS_WINDOW_EVERY are two ways to turn windows: set one";
-            return false;
-        }
+    if (duty_period_ns != 0 && (window_every != 0 || start_paused)) {
+        *error = std::string("GPUOBS_DUTY and ") + (window_every != 0 ? "GPUOBS_WINDOW_EVERY" : "GPUOBS_START_PAUSED") +
+                 " are two ways to turn windows: set one";
+        return false;
     }
     // A window may only turn at a point where no kernel runs: without per-node
     // callbacks a graph replay is invisible to the tool and may still be running.

@@ -14,7 +14,8 @@ namespace gpuobs {
 
 struct Config {
     // Every record option as read: a number for WHOLE, SWITCH, MODE and CHOICE (the
-    // word's index in its choices), the text for TEXT and PATH.
+    // word's index in its choices), the text for TEXT, PATH and DUTY (whose number
+    // is its PERIOD, 0 when off).
     uint64_t number(gpuobs_option_index option) const { return numbers_[option]; }
     const std::string& text(gpuobs_option_index option) const { return texts_[option]; }
 
@@ -38,8 +39,8 @@ struct Config {
     bool lossless = false;
     bool start_paused = false;  // GPUOBS_START_PAUSED=1: nothing patched until gpuobs.resume()
     uint32_t window_every = 0;  // GPUOBS_WINDOW_EVERY=N: record 1 interval in N between quiet syncs
-    // GPUOBS_DUTY_ON_NS / GPUOBS_DUTY_PERIOD_NS: record the first ON of every PERIOD
-    // of the run (duty_cycle.h), turning in the program's stream; 0: always.
+    // GPUOBS_DUTY=ON/PERIOD: record the first ON of every PERIOD of the run
+    // (duty_cycle.h), turning in the program's stream; 0: always.
     uint64_t duty_on_ns = 0, duty_period_ns = 0;
     bool has_kernel_filter = false;
     KernelFilter kernel_filter;  // GPUOBS_KERNELS (kernel_filter.h says what patterns may hold)

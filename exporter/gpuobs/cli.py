@@ -332,6 +332,11 @@ def record(
         problem = o.problem(value, f"{o.flag} {value!r}" if o.is_kind("MODE", "CHOICE") else f"{o.flag} {value}")
         if problem:
             _fail(problem)
+    if options["duty"] and (options["window_every"] or options["paused"]):
+        _fail(
+            f"--duty and {'--window-every' if options['window_every'] else '--paused'} are two ways to turn "
+            "windows: choose one"
+        )
     if options["window_every"] and options["graph_nodes"] == "none":
         _fail(
             "--window-every needs graph replays listed: with --graph-nodes none a graph replay may still run "

@@ -49,11 +49,13 @@ int main(int argc, char** argv) {
         std::printf(
             "{\"mode\": %u, \"sample_shift\": %u, \"capacity\": %s, \"device_memory_mib\": %s, \"kernels\": %s, "
             "\"output\": %s, \"launch_scope\": %d, \"clock_probe\": %d, \"api_trace\": %d, \"graph_nodes\": \"%s\", "
-            "\"start_paused\": %d, \"window_every\": %u, \"lossless\": %d}\n",
+            "\"start_paused\": %d, \"window_every\": %u, \"lossless\": %d, \"duty_on_ns\": %s, \"duty_period_ns\": "
+            "%s}\n",
             config.mode, config.sample_shift, number(config.capacity).c_str(), number(config.device_memory_mib).c_str(),
             quoted(config.kernel_filter_text.c_str()).c_str(), quoted(config.output.c_str()).c_str(),
             config.launch_scope, config.clock_probe, config.api_trace, graph_nodes_name(config.graph_nodes),
-            config.start_paused, config.window_every, config.lossless);
+            config.start_paused, config.window_every, config.lossless, number(config.duty_on_ns).c_str(),
+            number(config.duty_period_ns).c_str());
         return 0;
     }
     const Config defaults;

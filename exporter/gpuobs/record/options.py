@@ -95,12 +95,16 @@ class RecordOption:
 
     @property
     def help_text(self) -> str:
-        return self.help.replace("{lo}", str(self.lo)).replace("{hi}", str(self.hi))
+        said = said_duration if self.is_kind("DUTY") else str
+        return self.help.replace("{lo}", said(self.lo)).replace("{hi}", said(self.hi))
 
     def env_text(self, value) -> str:
         """The value as the tool's variable carries it."""
         if self.is_kind("SWITCH"):
             return "1" if value else "0"
+        if self.is_kind("DUTY"):
+            duty = parse_duty(value)
+            return f"{duty[0]}/{duty[1]}" if duty else str(value)  # nanoseconds; a bad one for the tool to refuse
         if self.is_kind("PATH"):
             return str(Path(value).resolve())
         return str(value)
@@ -120,7 +124,49 @@ class RecordOption:
                 return f"{said} is not {said_list(self.words)}"
         elif self.is_kind("PATH") and str(value) == "":
             return f"{said} is empty"
+        elif self.is_kind("DUTY") and value != "":
+            duty = parse_duty(value)
+            if duty is None:
+                return f"{said} is not ON/PERIOD, two durations such as 50ms/5s (ns, us, ms or s)"
+            on, period = duty
+            if not self.lo <= period <= self.hi:
+                return f"{said}: the period is outside {said_duration(self.lo)}..{said_duration(self.hi)}"
+            if not 0 < on < period:
+                return f"{said}: ON must be more than 0 and less than PERIOD"
         return None
+
+
+_DURATION = re.compile(r"(\d+)(?:\.(\d{1,9}))?(ns|us|ms|s)?")
+_UNIT_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+
+
+def parse_duration(text: str) -> int | None:
+    """Nanoseconds of '50ms', '1.5s', '250us' or a bare '1000' (ns); None if it is not
+    one, or its nanoseconds are not whole. The tool reads them alike (tool/config.cpp)."""
+    m = _DURATION.fullmatch(text)
+    if not m or (m.group(2) and not m.group(3)):
+        return None
+    scale = _UNIT_NS[m.group(3) or "ns"]
+    frac = m.group(2) or ""
+    part, rest = divmod(int(frac or 0) * scale, 10 ** len(frac))
+    return None if rest else int(m.group(1)) * scale + part
+
+
+def parse_duty(text: str) -> tuple[int, int] | None:
+    """(ON, PERIOD) in nanoseconds of 'ON/PERIOD'; None if either is not a duration."""
+    on, slash, period = str(text).partition("/")
+    if not slash:
+        return None
+    on_ns, period_ns = parse_duration(on), parse_duration(period)
+    return None if on_ns is None or period_ns is None else (on_ns, period_ns)
+
+
+def said_duration(ns: int) -> str:
+    """The largest unit that says `ns` whole: 1000000 -> '1ms'."""
+    for unit in ("s", "ms", "us"):
+        if ns % _UNIT_NS[unit] == 0:
+            return f"{ns // _UNIT_NS[unit]}{unit}"
+    return f"{ns}ns"
 
 
 def said_list(words: list[str]) -> str:
