@@ -18,12 +18,17 @@ from .cli_helpers import DATA, copy_as_process, fake_toolchain, gpuobs, repo_env
 
 BLOCK = str(DATA / "decode_block_trace.gpuobs")
 MEM = str(DATA / "decode_mem_sampled.gpuobs")
+Q = "select count(*) as n from blocks"
 SIDE = str(DATA / "side_by_side_api_trace.gpuobs")
 PROFILER = str(DATA / "side_by_side_profiler.json")
 
 
 # --open waits for a fetch: test_cli_export.test_export_open_serves_the_trace_to_the_ui_once walks it
-WALKED_APART = {"export --open"}
+# Options whose effect the walk cannot show from a fresh folder, each tested where named.
+WALKED_APART = {
+    "export --open",
+    "query --refresh",  # a cache must exist first: test_query.py::test_refresh_exports_the_tables_again
+}
 
 
 @dataclass
@@ -245,11 +250,26 @@ def cases(fake_browser: str) -> list:
         Case(rec + ["--paused", "--", "env"], expect="GPUOBS_START_PAUSED=1"),
         Case(rec + ["--window-every", "4", "--", "env"], expect="GPUOBS_WINDOW_EVERY=4"),
         Case(rec + ["--lossless", "--", "env"], expect="GPUOBS_LOSSLESS=1"),
+        Case(rec + ["--duty", "50ms/5s", "--", "env"], expect="GPUOBS_DUTY=50000000/5000000000"),
+        Case(rec + ["--duty", "50ms", "--", "env"], rc=2, expect="--duty 50ms is not ON/PERIOD"),
+        Case(rec + ["--duty", "50ms/5s", "--window-every", "4", "--", "env"], rc=2, expect="two ways to turn"),
         Case(rec + ["--", "env"], rc=2, expect="exist(s) from an earlier run", setup={"r.gpuobs": b"old"}),
         Case(rec + ["-f", "--", "env"], expect="GPUOBS_OUTPUT=", setup={"r.gpuobs": b"old"}),
         Case(rec + ["--force", "--", "env"], expect="GPUOBS_OUTPUT=", setup={"r.gpuobs": b"old"}),
         Case(rec + ["--", "no-such-program-here"], rc=127, expect="no-such-program-here: command not found"),
-        # export --format parquet, diff, metrics (issue 35)
+        # export --format parquet, diff, metrics, query (issue 35)
+        Case(["query", "{dir}/r.gpuobs", Q], expect="28662", setup={"r.gpuobs": BLOCK}),
+        Case(
+            ["query", "{dir}/r.gpuobs", Q, "--format", "csv"], ["query", "{dir}/r.gpuobs", Q], setup={"r.gpuobs": BLOCK}
+        ),
+        Case(["query", "{dir}/r.gpuobs", Q, "--format", "json"], expect='"n": 28662', setup={"r.gpuobs": BLOCK}),
+        Case(
+            ["query", "{dir}/r.gpuobs", Q, "--format", "xml"],
+            rc=2,
+            expect="is not table, csv or json",
+            setup={"r.gpuobs": BLOCK},
+        ),
+        Case(["query", "{dir}/r.gpuobs", Q, "--cache", "{dir}/c"], expect="to {dir}/c/", setup={"r.gpuobs": BLOCK}),
         Case(["export", BLOCK, "--format", "parquet", "-o", "{dir}/t.parquet"], expect="28,662 blocks"),
         Case(["export", BLOCK, "--format", "xml", "-o", "{dir}/t.parquet"], rc=2, expect="is not perfetto or parquet"),
         Case(["diff", BLOCK, BLOCK], expect="1.00x"),
@@ -331,10 +351,6 @@ def test_every_command_and_option_acts_or_says_why_not(walk_env, tmp_path):
     assert not problems, "\n\n".join(problems)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap (2026-12-03): `gpuobs query`'s options are not in the walkthrough yet",
-)
 def test_the_walk_names_every_option(walk_env):
     import typer.main
 

@@ -87,6 +87,18 @@ def test_cache_is_reused_until_the_recording_changes(recording, tmp_path):
     assert json.loads(changed.stdout)[0]["mode"] == "mem_sampled"
 
 
+def test_refresh_exports_the_tables_again(recording, tmp_path):
+    cache = tmp_path / "decode.gpuobs.parquet"
+    _query(recording, "SELECT 1 AS x")
+    stamp = {p: p.stat().st_mtime_ns for p in cache.rglob("*.parquet")}
+    assert stamp and "exporting" not in _query(recording, "SELECT 1 AS x").stderr
+    again = _query(recording, "SELECT count(*) AS n FROM launches", "--refresh", "--format", "json")
+    assert "exporting" in again.stderr and json.loads(again.stdout)[0]["n"] > 0
+    assert any(p.stat().st_mtime_ns != t for p, t in stamp.items() if p.exists()) or set(stamp) != set(
+        cache.rglob("*.parquet")
+    )
+
+
 def test_bad_sql_is_one_line(recording):
     r = gpuobs("query", recording, "SELECT nope FROM launches")
     assert r.returncode == 2

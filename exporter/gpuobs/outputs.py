@@ -148,6 +148,8 @@ class _StopHandlers:
 
     def __init__(self):
         self.arrived: list[int] = []
+        # True: a signal is only recorded, where raising would strand the temp file or the output is whole.
+        self.holding = False
         self.previous: dict = {}
         if threading.current_thread() is not threading.main_thread():
             return  # only the main thread may set handlers
@@ -157,7 +159,8 @@ class _StopHandlers:
 
     def _raise(self, signum, _frame):
         self.arrived.append(signum)
-        raise _Stopped(signum)
+        if not self.holding:
+            raise _Stopped(signum)
 
     def raise_if_arrived(self) -> None:
         if self.arrived:
@@ -233,9 +236,8 @@ def write_atomically(path: Path, inputs: Iterable[Path] = (), force: bool = Fals
     handlers = _StopHandlers()
     stopped = None
     try:
-        with _written(path, inputs, force) as fh:
+        with _written(path, inputs, force, handlers) as fh:
             yield fh
-            handlers.raise_if_arrived()  # a stop whose exception was lost on the way
     except _Stopped as stop:  # the temp file is gone
         stopped = stop.signum
     finally:
@@ -246,19 +248,24 @@ def write_atomically(path: Path, inputs: Iterable[Path] = (), force: bool = Fals
 
 
 @contextmanager
-def _written(path: Path, inputs: list, force: bool) -> Iterator[BinaryIO]:
+def _written(path: Path, inputs: list, force: bool, handlers: _StopHandlers) -> Iterator[BinaryIO]:
+    handlers.holding = True  # a stop between the temp file's creation and the try below would leave it
     try:
         fd, temp = _open_temp(path)
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {_reason(exc)}") from None
     committed = False
     try:
+        handlers.holding = False
+        handlers.raise_if_arrived()
         with os.fdopen(fd, "wb") as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
         check_output(path, inputs, force)  # what changed while writing (a link planted, an input moved)
         mapping_guard.check()  # an input cut short while it was read: what was written from it is wrong
+        handlers.raise_if_arrived()  # a stop whose exception was lost on the way
+        handlers.holding = True  # from here the output is whole: a stop ends the process once it is in place
         _commit(temp, path, force)
         committed = True
         _sync_folder(path.parent)
