@@ -8,11 +8,12 @@ scheduling queues them, under each configuration side by side (rounds alternate)
 
 MODE@MiB runs MODE with --device-memory MiB (a ring that holds the whole run);
 MODE+lossless with --lossless; MODE+paused with --paused (the whole run outside
-recording windows: the record gate's disarmed cost); MODE%ON/PERIOD with a duty
-cycle recording ON ms of every PERIOD ms; --sync-every-step adds a
+recording windows: the record gate's disarmed cost); MODE+budgetN with --budget N
+(MB/s; budget0: none, the sampler off; without it, the default budget);
+MODE%ON/PERIOD with a duty cycle recording ON ms of every PERIOD ms; --sync-every-step adds a
 synchronisation per step (the classic serving loop). Per configuration: device ms per step (events around
 the whole loop), the ratio to no tool and to MODE@8192, the waits the tool made
-(its PROGRAM_WAITED line), what each flush attempted, recorded and dropped and
+(its PROGRAM_WAITED line), what each flush attempted, recorded, dropped and sampled out, and
 how long its drain stages took (GPUOBS_DEBUG lines), the recording's size, and
 how long `gpuobs record` took to finish after the program's last line.
 """
@@ -31,12 +32,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 FLUSH_LINE = re.compile(
     r"flush \d+ \((?P<reason>[^)]*)\): attempted (?P<attempted>\d+) recorded (?P<recorded>\d+) "
-    r"dropped (?P<dropped>\d+) kept (?P<kept>\d+); cut (?P<cut_ago>[\d.]+) ms ago, drained in (?P<drain>[\d.]+) ms"
+    r"dropped (?P<dropped>\d+)(?: sampled out (?P<sampled_out>\d+))? kept (?P<kept>\d+); "
+    r"cut (?P<cut_ago>[\d.]+) ms ago, drained in (?P<drain>[\d.]+) ms"
     r"(?: \(copy (?P<copy>[\d.]+), classify (?P<classify>[\d.]+), harvest (?P<harvest>[\d.]+), "
     r"write (?P<write>[\d.]+)\))?"
 )
 WAITED = re.compile(r"have waited (\d+) times so far, ([\d.]+) ms in all")
-DUTY = re.compile(r"duty cycle: (\d+) turns in the program's stream, (\d+) launches found another stream")
 
 
 def worker(args) -> None:
@@ -85,6 +86,8 @@ def parse_config(text: str) -> dict:
         "device_memory": int(rest) if rest else None,
         "lossless": "lossless" in flags,
         "paused": "paused" in flags,
+        # +budgetN: --budget N (MB/s; 0: none); without it, the default budget
+        "budget": next((f[len("budget") :] for f in flags if f.startswith("budget")), None),
         "duty_ms": (float(on_ms), float(period_ms)) if duty else None,
     }
 
@@ -117,6 +120,8 @@ def run_config(cfg: dict, args, workdir: Path) -> dict:
             cmd += ["--lossless"]
         if cfg["paused"]:
             cmd += ["--paused"]
+        if cfg["budget"] is not None:
+            cmd += ["--budget", cfg["budget"]]
         if cfg["duty_ms"]:
             cmd += ["--duty", f"{cfg['duty_ms'][0]}ms/{cfg['duty_ms'][1]}ms"]
         cmd += ["--", *worker_cmd]
@@ -129,16 +134,13 @@ def run_config(cfg: dict, args, workdir: Path) -> dict:
     r = json.loads(line[len("SERVING ") :])
     r["finish_s"] = done - r.pop("exit_time")
     flushes = [m.groupdict() for m in FLUSH_LINE.finditer(proc.stderr)]
-    for key in ("attempted", "recorded", "dropped"):
-        r[key] = sum(int(f[key]) for f in flushes)
+    for key in ("attempted", "recorded", "dropped", "sampled_out"):
+        r[key] = sum(int(f[key] or 0) for f in flushes)
     r["flushes"] = len(flushes)
     for stage in ("drain", "copy", "classify", "harvest", "write"):
         r[f"{stage}_ms"] = round(sum(float(f[stage] or 0) for f in flushes), 1)
     waits = WAITED.findall(proc.stderr)
     r["waits"], r["waited_ms"] = (int(waits[-1][0]), float(waits[-1][1])) if waits else (0, 0.0)
-    duty = DUTY.findall(proc.stderr)
-    if duty:
-        r["duty_turns"], r["duty_not_alone"] = int(duty[-1][0]), int(duty[-1][1])
     r["file_mb"] = round(out.stat().st_size / 2**20, 1) if out.exists() else 0
     (workdir / f"{out.stem}.stderr").write_text(proc.stderr)
     if out.exists() and not args.keep:
@@ -182,7 +184,7 @@ def main() -> None:
     base = med.get("none")
     print(
         f"\n{'config':<22} {'ms/step':>8} {'x none':>7} {'x big':>6} {'waits':>6} {'waited':>8} "
-        f"{'recorded':>11} {'dropped':>11} {'file MB':>8} {'finish s':>8}"
+        f"{'recorded':>11} {'dropped':>11} {'sampled out':>12} {'file MB':>8} {'finish s':>8}"
     )
     for name, rs in runs.items():
         if name not in med:
@@ -195,6 +197,7 @@ def main() -> None:
             f"{name:<22} {med[name]:8.3f} {med[name] / base if base else float('nan'):7.2f} "
             f"{med[name] / big if big else float('nan'):6.2f} {last.get('waits', 0):6d} "
             f"{last.get('waited_ms', 0):8.0f} {last.get('recorded', 0):11,} {last.get('dropped', 0):11,} "
+            f"{last.get('sampled_out', 0):12,} "
             f"{last.get('file_mb', 0):8.1f} {last.get('finish_s', 0):8.1f}"
         )
 

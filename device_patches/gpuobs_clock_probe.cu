@@ -49,7 +49,3 @@ extern "C" __global__ void gpuobs_snapshot(const uint64_t* table, const uint64_t
         atomicExch(published, seq);
     }
 }
-
-// A recording window turned in the program's stream (tool/duty_cycle.h): the
-// context's record gate set between the launches before it and those after.
-extern "C" __global__ void gpuobs_set_gate(unsigned int* gate, unsigned int value) { *gate = value; }

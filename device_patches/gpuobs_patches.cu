@@ -140,6 +140,13 @@ __device__ __forceinline__ bool gate_off(const void* ud) {
     return __ldg(&control(ud)->record_gate) == GPUOBS_RECORD_GATE_OFF;
 }
 
+// The sample gate (see the schema): closed, what would be recorded is counted in
+// the stripe's sampled_out instead. Read only where a record would be claimed,
+// through the same cached line as the record gate. The sampler turns it while
+// kernels run: a kernel may go on seeing the value it first read (the cache is
+// not coherent), which leaves its counts exact and its records a part of its blocks.
+__device__ __forceinline__ bool sampled_out(const void* ud) { return __ldg(&control(ud)->sample_gate) != 0; }
+
 // Exact per-launch counting with no loads: a fire-and-forget add into the
 // grid's hashed slot, spread over stripes by SM.
 __device__ __forceinline__ void count_for_launch(const void* ud, uint64_t grid, uint32_t sm, uint32_t n) {
@@ -201,6 +208,12 @@ __device__ __forceinline__ uint32_t stripe_of(uint32_t sm, uint32_t stripes) {
     uint32_t stripe = sm;
     while (stripe >= stripes && stripes != 0) stripe -= stripes;
     return stripe;
+}
+
+// A block (or access) sampled out, counted on its SM's line of the control block
+// (the host sums every line: no load of the stripe count, no register for it).
+__device__ __forceinline__ void count_sampled_out(const void* ud) {
+    red_add(&control(ud)->stripes[sm_id() & (GPUOBS_MAX_STRIPES - 1)].sampled_out, 1);
 }
 
 // The stripe's limit, read from L2 (the host raises it while kernels run). Issued
@@ -295,6 +308,12 @@ GPUOBS_PATCH gpuobs_block_counter(void* userdata, uint64_t pc) {
 GPUOBS_PATCH gpuobs_block_trace_enter(void* userdata, uint64_t pc) {
     if ((threadIdx.x | threadIdx.y | threadIdx.z) != 0 || userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
     if (gate_off(userdata)) return SANITIZER_PATCH_SUCCESS;
+    if (sampled_out(userdata)) {  // counted, not recorded: its exits find no event, as for a drop
+        count_sampled_out(userdata);
+        count_for_launch(userdata, grid_id_here(), sm_id(), 1);
+        publish_block(userdata, ~0ULL);
+        return SANITIZER_PATCH_SUCCESS;
+    }
     const uint32_t t0 = globaltimer_lo();
     const uint32_t stripe = stripe_of(sm_id(), GPUOBS_ENTRY_U32(userdata, stripe_count));
     bool dropped;
@@ -377,6 +396,11 @@ GPUOBS_PATCH gpuobs_block_starts_enter(void* userdata, uint64_t pc) {
     if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
     if ((threadIdx.x | threadIdx.y | threadIdx.z) == 0) {
         if (gate_off(userdata)) return SANITIZER_PATCH_SUCCESS;
+        if (sampled_out(userdata)) {  // counted, not recorded; its other warps see the gate too
+            count_sampled_out(userdata);
+            count_for_launch(userdata, grid_id_here(), sm_id(), 1);
+            return SANITIZER_PATCH_SUCCESS;
+        }
         const uint32_t t0 = globaltimer_lo();
         const uint32_t stripe = stripe_of(sm_id(), GPUOBS_ENTRY_U32(userdata, stripe_count));
         bool dropped;
@@ -413,7 +437,8 @@ GPUOBS_PATCH gpuobs_block_starts_enter(void* userdata, uint64_t pc) {
         return SANITIZER_PATCH_SUCCESS;
     }
     // One arrival per warp, from its first active thread; warp 0 is the leader's.
-    if (flat_thread_index() < 32 || lane_id() != (uint32_t)(__ffs(__activemask()) - 1) || gate_off(userdata))
+    if (flat_thread_index() < 32 || lane_id() != (uint32_t)(__ffs(__activemask()) - 1) || gate_off(userdata) ||
+        sampled_out(userdata))
         return SANITIZER_PATCH_SUCCESS;
     const uint32_t t0 = globaltimer_lo();
     const uint32_t stripe = stripe_of(sm_id(), GPUOBS_ENTRY_U32(userdata, stripe_count));
@@ -469,6 +494,10 @@ static __device__ __forceinline__ uint32_t fmix32(uint32_t h) {
 static __device__ __noinline__ void capture_access(const void* userdata, uint64_t pc, void* ptr, uint32_t size,
                                                    uint32_t flags) {
     if (gate_off(userdata)) return;
+    if (sampled_out(userdata)) {
+        count_sampled_out(userdata);
+        return;
+    }
     const uint32_t size_flags = ((size & 0xff) << 24) | (flags & 0xffff);
     uint64_t index;
     gpuobs_event* r = claim(userdata, sm_id(), &index);

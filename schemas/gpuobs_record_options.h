@@ -106,12 +106,19 @@ typedef struct gpuobs_record_option {
       .help =                                                                                                         \
           "when the record rings fill, make the program's launching thread wait for room instead of "                 \
           "dropping (counted) what does not fit: nothing is lost, but the program's timing changes")                  \
+    X(budget, .env = "GPUOBS_BUDGET_MBPS", .kind = GPUOBS_OPTION_WHOLE, .fallback = "16", .lo = 0, .hi = 1000000,     \
+      .cli = "--budget", .metavar = "MB/S", .unit = "MB/s",                                                           \
+      .help =                                                                                                         \
+          "records a second at most, in MB (a day of 16 MB/s is 1.4 TB), with a burst of a minute's budget "          \
+          "(at most the rings' size) recorded whole: above it the tool samples instead of waiting, recording "        \
+          "whole stretches of about a second's budget each second and counting every block; 0 = no budget "           \
+          "(--lossless has none)")                                                                                    \
     X(duty, .env = "GPUOBS_DUTY", .kind = GPUOBS_OPTION_DUTY, .fallback = "", .lo = 1000000, .hi = 86400000000000ull, \
       .cli = "--duty", .metavar = "ON/PERIOD",                                                                        \
       .help =                                                                                                         \
-          "record the first ON of every PERIOD of the run, e.g. 50ms/5s (PERIOD {lo}..{hi}), for a server "           \
-          "that never synchronises: the windows turn in the program's own stream, CUDA graphs live across "           \
-          "them; between windows launches are only counted")
+          "record the first ON of every PERIOD of the run, e.g. 50ms/5s (PERIOD {lo}..{hi}): the tool turns "         \
+          "its sample gate from a thread of its own, so CUDA graphs and programs that never synchronise "             \
+          "follow; outside ON blocks are counted, not recorded")
 
 /* Each option's index in the table: GPUOBS_OPT_mode, GPUOBS_OPT_sample_shift, ... */
 #define GPUOBS_OPTION_INDEX(option, ...) GPUOBS_OPT_##option,

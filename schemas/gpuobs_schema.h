@@ -16,7 +16,7 @@
 /* gpuobs:cdef-begin */
 #define GPUOBS_FORMAT_VERSION 1
 /* FNV-1a 64 of the canonical layout text (see gpuobs/recording_file/schema.py: layout_text). */
-#define GPUOBS_SCHEMA_HASH 0x746be70a1966131a
+#define GPUOBS_SCHEMA_HASH 0xa8172b000ab71874
 #define GPUOBS_EVENT_SIZE 64
 #define GPUOBS_MAX_STRIPES 256
 #define GPUOBS_NO_FLUSH 0xFFFFFFFF       /* a launch read before the FLUSH chunk that closes its window */
@@ -133,7 +133,9 @@ typedef struct gpuobs_stripe {
                              its low 32 bits only and compare with the limit's modulo 2^32: the host widens it
                              from what it drained; right while fewer than 2^31 drops wait undrained) */
     uint64_t dropped;     /* attempts so far that found the stripe's limit reached */
-    uint64_t sampled_out; /* blocks so far counted but, by the record gate's sampling, not claimed */
+    uint64_t sampled_out; /* blocks (or captured accesses) so far counted but, the sample gate closed, not
+                             claimed: on the line of stripes[] at the SM id modulo GPUOBS_MAX_STRIPES, whatever
+                             the stripe count (the host sums every line) */
     uint64_t pad[5];
 } gpuobs_stripe;
 
@@ -156,11 +158,18 @@ typedef struct gpuobs_warp_arrival {
 /* The record gate (gpuobs_control.record_gate): recording windows turn on the
  * device, so patched code stays in place and CUDA graphs instantiated at any
  * time follow them. GPUOBS_RECORD_GATE_OFF: the patches return at once (nothing
- * counted or recorded, as if unpatched); any other value is a sampling mask: a
- * block is recorded when the hash of (grid, block) has those bits zero (0: every
- * block). The host writes it only where no kernel of the context runs, or in
- * stream order, so one launch sees one value. */
+ * counted or recorded, as if unpatched); 0: they count and record. The host
+ * writes it only where no kernel of the context runs, or in stream order, so one
+ * launch sees one value. */
 #define GPUOBS_RECORD_GATE_OFF 0xFFFFFFFFu
+
+/* The sample gate (gpuobs_control.sample_gate): the data budget and the duty
+ * cycle (tool/sampler.h). GPUOBS_SAMPLE_GATE_OUT: a block (or a captured access)
+ * is counted as ever but not recorded, and counted in its stripe's sampled_out;
+ * 0: recorded. The tool's sampler thread turns it whenever it likes, from a
+ * stream of its own: counts stay exact whatever a launch running across a turn
+ * sees, and its records are those its blocks took while the gate was open. */
+#define GPUOBS_SAMPLE_GATE_OUT 1u
 
 /* Per-context control block in device memory. */
 typedef struct gpuobs_control {
@@ -173,8 +182,8 @@ typedef struct gpuobs_control {
     uint64_t launch_counters;        /* device address of gpuobs_launch_counter[GPUOBS_LAUNCH_TABLE_SIZE] */
     uint64_t block_table;            /* device address of gpuobs_block_slot[GPUOBS_BLOCK_TABLE_SIZE] */
     uint64_t unmatched_exit_threads; /* block_trace: exiting threads that did not find their block's slot */
-    uint32_t record_gate;            /* read by every patch before it counts or records: see below */
-    uint32_t reserved;
+    uint32_t record_gate;            /* read by every patch before it counts or records: see above */
+    uint32_t sample_gate;            /* read before a record is claimed: see above */
     gpuobs_stripe stripes[GPUOBS_MAX_STRIPES];
     gpuobs_stripe warp_stripes[GPUOBS_MAX_STRIPES]; /* block_starts: claims of warp arrivals, per SM */
     uint64_t limits[GPUOBS_MAX_STRIPES];            /* per stripe: first position not yet free (drained) */
@@ -227,7 +236,8 @@ enum gpuobs_chunk_type {
     GPUOBS_CHUNK_API_NAMES = 10, /* gpuobs_api_name + name, one per API function first seen */
     GPUOBS_CHUNK_API_CALLS = 11, /* gpuobs_api_call[] (--api-trace) */
     GPUOBS_CHUNK_NOTICE = 12,    /* gpuobs_notice + text: something the tool could not record, and why */
-    GPUOBS_CHUNK_SLOTS = 13      /* gpuobs_slots_info: block_starts, after each FLUSH */
+    GPUOBS_CHUNK_SLOTS = 13,     /* gpuobs_slots_info: block_starts, after each FLUSH */
+    GPUOBS_CHUNK_SAMPLING = 14   /* gpuobs_sampling_info: after each FLUSH of a mode that records */
 };
 
 /* gpuobs_launch.flags bits. */
@@ -384,6 +394,23 @@ typedef struct gpuobs_slots_info {
                                        window was synchronised: each block of a launch listed in this
                                        window ended before it; 0 when the flush was not at a quiet point */
 } gpuobs_slots_info;
+
+/* What the sampler left out of one flush window, and the rule it kept
+ * (tool/sampler.h): records of the window's blocks (or captured accesses) were
+ * taken only while the sample gate was open. Written after each FLUSH in the
+ * modes that record. */
+typedef struct gpuobs_sampling_info {
+    uint32_t device_index;
+    uint32_t flush_seq;
+    uint64_t sampled_out;        /* counted in this window but not recorded: the gate was closed */
+    uint64_t budget_bytes_per_s; /* the data budget (0: none) */
+    uint64_t burst_bytes;        /* what may be recorded at once above it (the bucket's depth) */
+    uint64_t duty_on_ns;         /* the duty cycle: the first ON of every PERIOD (0: none) */
+    uint64_t duty_period_ns;
+    uint64_t gate_closed_ns; /* host time the gate was closed since the last flush of this device */
+    uint32_t gate_turns;     /* times the gate closed since then */
+    uint32_t reserved;
+} gpuobs_sampling_info;
 
 typedef struct gpuobs_launch_count {
     uint64_t grid_id;

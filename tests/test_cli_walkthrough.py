@@ -250,6 +250,8 @@ def cases(fake_browser: str) -> list:
         Case(rec + ["--paused", "--", "env"], expect="GPUOBS_START_PAUSED=1"),
         Case(rec + ["--window-every", "4", "--", "env"], expect="GPUOBS_WINDOW_EVERY=4"),
         Case(rec + ["--lossless", "--", "env"], expect="GPUOBS_LOSSLESS=1"),
+        Case(rec + ["--budget", "200", "--", "env"], expect="GPUOBS_BUDGET_MBPS=200"),
+        Case(rec + ["--budget", "-1", "--", "env"], rc=2, expect="--budget"),
         Case(rec + ["--duty", "50ms/5s", "--", "env"], expect="GPUOBS_DUTY=50000000/5000000000"),
         Case(rec + ["--duty", "50ms", "--", "env"], rc=2, expect="--duty 50ms is not ON/PERIOD"),
         Case(rec + ["--duty", "50ms/5s", "--window-every", "4", "--", "env"], rc=2, expect="two ways to turn"),

@@ -26,7 +26,7 @@ MOST_STACK_OPS = {
     "gpuobs_block_noop": 0,
     "gpuobs_block_exit_noop": 0,
     "gpuobs_block_counter": 0,
-    "gpuobs_block_trace_enter": 2,
+    "gpuobs_block_trace_enter": 4,  # 2 before the record gate (b9dd7f3, measured: docs/benchmarks.md)
     "gpuobs_block_trace_exit": 0,
     "gpuobs_block_starts_enter": 0,
     "gpuobs_mem_noop": 0,

@@ -220,6 +220,7 @@ bool Config::read_options(Lookup lookup, std::string* error) {
     start_paused = number(GPUOBS_OPT_paused) != 0;
     lossless = number(GPUOBS_OPT_lossless) != 0;
     window_every = (uint32_t)number(GPUOBS_OPT_window_every);
+    budget_bytes_per_s = number(GPUOBS_OPT_budget) * 1000000ull;
     duty_on_ns = duty_period_ns = 0;
     if (number(GPUOBS_OPT_duty) != 0) {
         const gpuobs_record_option& o = kOptions[GPUOBS_OPT_duty];

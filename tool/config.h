@@ -39,9 +39,11 @@ struct Config {
     bool lossless = false;
     bool start_paused = false;  // GPUOBS_START_PAUSED=1: nothing patched until gpuobs.resume()
     uint32_t window_every = 0;  // GPUOBS_WINDOW_EVERY=N: record 1 interval in N between quiet syncs
-    // GPUOBS_DUTY=ON/PERIOD: record the first ON of every PERIOD of the run
-    // (duty_cycle.h), turning in the program's stream; 0: always.
+    // GPUOBS_DUTY=ON/PERIOD: record the first ON of every PERIOD of the run, the
+    // sampler's sample gate turned by its own thread (sampler.h); 0: always.
     uint64_t duty_on_ns = 0, duty_period_ns = 0;
+    // GPUOBS_BUDGET_MBPS: records a second the sampler keeps to (sampler.h); 0: none.
+    uint64_t budget_bytes_per_s = 0;
     bool has_kernel_filter = false;
     KernelFilter kernel_filter;  // GPUOBS_KERNELS (kernel_filter.h says what patterns may hold)
     std::string kernel_filter_text;

@@ -171,6 +171,7 @@ bool ContextState::setup(std::string* error) {
     }
     valve_.start(arena_);
     drainer_.start(arena_);
+    sampler_.start(arena_);
     launches_.open();
     write_device_info();
     active_ = true;

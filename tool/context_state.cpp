@@ -37,7 +37,10 @@ ContextState::ContextState(CUcontext ctx, CUdevice device, const Config& config,
              [this](uint64_t stream_key, uint64_t in_flight, uintptr_t launcher) {
                  return make_quiet_point(stream_key, in_flight, launcher);
              }),
-      kernels_(ctx, config) {}
+      kernels_(ctx, config),
+      sampler_(ctx, device_index_, config, drainer_) {
+    drainer_.set_sampler(&sampler_);
+}
 
 bool ContextState::on_stream_synchronized(uint64_t stream_key) {
     const LaunchLog::Synced s = launches_.stream_synchronized(stream_key);
@@ -67,42 +70,9 @@ bool ContextState::set_paused(bool paused) {
     return true;
 }
 
-void ContextState::follow_duty_cycle(CUstream stream, uint64_t stream_key, bool recording) {
-    if (!active_ || recording == !paused_ || arena_.ctl == nullptr) return;
-    if (turning_.exchange(true)) return;
-    struct Done {
-        std::atomic<bool>& flag;
-        ~Done() { flag = false; }
-    } done{turning_};
-    if (!launches_.alone(stream_key)) {  // at a later launch, or the next quiet point
-        ++duty_not_alone_;
-        return;
-    }
-    InTool guard;
-    const RelaxedCapture relaxed;
-    if (!stream_not_capturing(stream)) return;
-    kernels_.load();
-    {
-        CurrentContext current(ctx_);
-        if (!current.pushed || !kernels_.queue_gate(stream, arena_, recording ? 0 : GPUOBS_RECORD_GATE_OFF)) return;
-    }
-    paused_ = !recording;
-    ++duty_turns_;
-    if (!recording) valve_.snapshot_now(stream, stream_key);
-    update_node_callbacks();
-}
-
-void ContextState::report_program_waits() {
-    valve_.report_program_waits();
-    if (config_.duty_period_ns != 0 && std::getenv("GPUOBS_DEBUG"))
-        GPUOBS_LOG(
-            "device %u: duty cycle: %llu turns in the program's stream, %llu launches found another stream "
-            "in flight",
-            device_index_, (unsigned long long)duty_turns_.load(), (unsigned long long)duty_not_alone_.load());
-}
-
 void ContextState::on_destroy() {
     drainer_.sample_clock_next();  // the final flush takes a last clock sample
+    sampler_.stop();
     valve_.stop();
     drainer_.flush("context destroyed", false);
     report_program_waits();

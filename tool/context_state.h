@@ -5,6 +5,7 @@
 //   PressureValve (pressure_valve.h) the fill estimate, the measuring thread, the program's waits
 //   Drainer       (drainer.h)        flush windows cut, queued and drained into the file by its thread
 //   ToolKernels   (tool_kernels.h)   the clock probe and the counter harvest
+//   Sampler       (sampler.h)        the data budget and the duty cycle: the device's sample gate
 // The callbacks (gpuobs_tool.cpp) and the registry call this facade only.
 // Members are declared in lock order (tool_state.h has the whole order).
 #pragma once
@@ -24,6 +25,7 @@
 #include "launch_log.h"
 #include "pressure_valve.h"
 #include "recording_file.h"
+#include "sampler.h"
 #include "tool_kernels.h"
 
 namespace gpuobs {
@@ -70,14 +72,16 @@ public:
     void ask_for_measurement() {
         if (active_ && !paused_) valve_.ask_for_measurement();
     }
-    // Before the context goes (destroy, process exit): no measurement is started
-    // again, and one under way is waited for (up to 0.5 s).
-    void stop_measuring() { valve_.stop(); }
+    // Before the context goes (destroy, process exit): the sampler's thread ends, no
+    // measurement is started again, and one under way is waited for (up to 0.5 s).
+    void stop_measuring() {
+        sampler_.stop();
+        valve_.stop();
+    }
     // A notice in the file (and on stderr) when the program's threads waited for
     // the rings since the last one (the totals so far), so its timings are read
     // knowingly; under GPUOBS_DEBUG, also what the pressure path did.
-    // The program's waits (a notice), and under GPUOBS_DEBUG the duty cycle's turns.
-    void report_program_waits();
+    void report_program_waits() { valve_.report_program_waits(); }
     // Both return true at a quiet point (no launch of this context in flight)
     // that ends an interval with launches in it: where a window may turn.
     bool on_stream_synchronized(uint64_t stream_key);
@@ -97,13 +101,6 @@ public:
     bool set_paused(bool paused);
     // Automatic windows: true when the interval that starts now is recorded.
     bool next_interval_recorded(uint32_t every) { return ++intervals_ % every == 0; }
-    // A duty cycle's turn in the program's stream, when the launch API call on
-    // `stream` has returned and the window should be `recording`: only where that
-    // stream alone has launches in flight, all this thread's (no other stream's
-    // kernel can run across the turn), and it is not being captured. The gate
-    // kernel goes behind its launches; closing, an in-stream snapshot follows, so
-    // the window drains while the program goes on.
-    void follow_duty_cycle(CUstream stream, uint64_t stream_key, bool recording);
 
 private:
     // The tool's own quiet point (ring relief): marks the stream synchronised only
@@ -118,15 +115,14 @@ private:
     RecordingFile& file_;
     std::atomic<bool> active_{false};
     std::atomic<bool> paused_{false};
-    uint64_t intervals_ = 0;                                   // automatic windows: intervals ended at quiet points
-    std::atomic<bool> turning_{false};                         // one in-stream turn at a time
-    std::atomic<uint64_t> duty_turns_{0}, duty_not_alone_{0};  // GPUOBS_DEBUG's line at the end
+    uint64_t intervals_ = 0;  // automatic windows: intervals ended at quiet points
 
     DeviceArena arena_;
     Drainer drainer_;
     LaunchLog launches_;
     PressureValve valve_;
     ToolKernels kernels_;
+    Sampler sampler_;
 };
 
 }  // namespace gpuobs

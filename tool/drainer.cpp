@@ -24,6 +24,7 @@
 #include "log.h"
 #include "pressure_valve.h"
 #include "ring_cut.h"
+#include "sampler.h"
 #include "sanitizer_api.h"
 #include "tool_kernels.h"
 #include "warp_slots.h"
@@ -121,6 +122,16 @@ bool read_claims(gpuobs_stripe* device, uint32_t count, Sanitizer_StreamHandle s
     return true;
 }
 
+bool read_sampled_out(gpuobs_stripe* device, Sanitizer_StreamHandle stream, uint64_t* total) {
+    std::vector<gpuobs_stripe> lines(GPUOBS_MAX_STRIPES);
+    if (sanitizer().memcpy_dtoh(lines.data(), device, lines.size() * sizeof(gpuobs_stripe), stream) !=
+        SANITIZER_SUCCESS)
+        return false;
+    *total = 0;
+    for (const gpuobs_stripe& l : lines) *total += l.sampled_out;
+    return true;
+}
+
 uint64_t sum_of(const std::vector<uint64_t>& v) {
     uint64_t total = 0;
     for (uint64_t x : v) total += x;
@@ -173,7 +184,8 @@ void Drainer::classify_events(const std::vector<uint8_t>& selected, gpuobs_flush
 
 // Write: the window's launches, its flush record with the launch counts, and its events.
 void Drainer::write_flush_chunks(const std::vector<gpuobs_launch>& launches,
-                                 const std::vector<gpuobs_launch_count>& counts, gpuobs_flush_info& info) {
+                                 const std::vector<gpuobs_launch_count>& counts, gpuobs_flush_info& info,
+                                 const gpuobs_sampling_info& sampling) {
     if (!launches.empty())
         file_.write_chunk(GPUOBS_CHUNK_LAUNCHES, {{launches.data(), launches.size() * sizeof(gpuobs_launch)}});
     info.launch_count_len = (uint32_t)counts.size();
@@ -181,6 +193,7 @@ void Drainer::write_flush_chunks(const std::vector<gpuobs_launch>& launches,
                       {{&info, sizeof info}, {counts.data(), counts.size() * sizeof(gpuobs_launch_count)}});
     if (gpuobs_mode_has(config_.mode, GPUOBS_TRAIT_WARP_ARRIVALS))
         file_.write_chunk(GPUOBS_CHUNK_SLOTS, {{&slots_info_, sizeof slots_info_}});
+    if (writes_records(config_.mode)) file_.write_chunk(GPUOBS_CHUNK_SAMPLING, {{&sampling, sizeof sampling}});
     if (!staging_.empty())
         file_.write_events(device_index_, info.flush_seq, staging_.data(), (uint32_t)staging_.size());
 }
@@ -214,6 +227,7 @@ bool Drainer::cut_window(const char* reason, bool require_quiet, FlushWindow* w,
         gpuobs_control* ctl = at.slot >= 0 ? a.snapshot_control((uint32_t)at.slot) : a.ctl;
         if (!read_claims(ctl->stripes, a.stripe_count, stream, drained, claims_on_low_half(config_.mode), &w->claimed,
                          &w->dropped) ||
+            (writes_records(config_.mode) && !read_sampled_out(ctl->stripes, stream, &w->sampled_out)) ||
             sanitizer().memcpy_dtoh(&w->unmatched_exit_threads, &ctl->unmatched_exit_threads,
                                     sizeof w->unmatched_exit_threads, stream) != SANITIZER_SUCCESS) {
             GPUOBS_LOG("flush (%s): cannot read the claim counters; the window stays open", reason);
@@ -275,6 +289,13 @@ void Drainer::drain_window(FlushWindow& w) {
     slots_info_.device_index = device_index_;
     slots_info_.flush_seq = info.flush_seq;
     slots_info_.device_quiet_ns = w.device_quiet_ns;
+    gpuobs_sampling_info sampling;
+    std::memset(&sampling, 0, sizeof sampling);
+    sampling.device_index = device_index_;
+    sampling.flush_seq = info.flush_seq;
+    sampling.sampled_out = w.sampled_out > sampled_out_seen_ ? w.sampled_out - sampled_out_seen_ : 0;
+    sampled_out_seen_ = std::max(sampled_out_seen_, w.sampled_out);
+    if (sampler_ != nullptr) sampler_->fill_window(&sampling);
     std::vector<gpuobs_launch_count> counts;
     uint64_t arrivals_dropped_inside = 0;
     if (config_.patches_needed()) {
@@ -360,16 +381,16 @@ void Drainer::drain_window(FlushWindow& w) {
                        w.reason);
     }
     const uint64_t write_started_ns = monotonic_ns();
-    write_flush_chunks(w.launches, counts, info);
+    write_flush_chunks(w.launches, counts, info, sampling);
     write_ns = monotonic_ns() - write_started_ns;
     if (std::getenv("GPUOBS_DEBUG"))
         GPUOBS_LOG(
-            "flush %u (%s): attempted %llu recorded %llu dropped %llu kept %zu; cut %.3f ms ago, drained in %.3f ms "
-            "(copy %.3f, classify %.3f, harvest %.3f, write %.3f)",
+            "flush %u (%s): attempted %llu recorded %llu dropped %llu sampled out %llu kept %zu; cut %.3f ms ago, "
+            "drained in %.3f ms (copy %.3f, classify %.3f, harvest %.3f, write %.3f)",
             info.flush_seq, w.reason, (unsigned long long)info.attempted, (unsigned long long)info.recorded,
-            (unsigned long long)info.dropped, staging_.size(), (drain_started_ns - w.host_time_ns) / 1e6,
-            (monotonic_ns() - drain_started_ns) / 1e6, copy_ns / 1e6, classify_ns / 1e6, harvest_ns / 1e6,
-            write_ns / 1e6);
+            (unsigned long long)info.dropped, (unsigned long long)sampling.sampled_out, staging_.size(),
+            (drain_started_ns - w.host_time_ns) / 1e6, (monotonic_ns() - drain_started_ns) / 1e6, copy_ns / 1e6,
+            classify_ns / 1e6, harvest_ns / 1e6, write_ns / 1e6);
 }
 
 // Drains every window cut so far, in order: the quiet windows a busy program

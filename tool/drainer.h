@@ -25,6 +25,7 @@ namespace gpuobs {
 class Drainer;
 class LaunchLog;
 class PressureValve;
+class Sampler;
 class ToolKernels;
 
 // Whether a mode's claims count on the low 32 bits of the stripe counters (the block entries').
@@ -34,6 +35,12 @@ inline bool claims_on_low_half(uint32_t mode) { return gpuobs_mode_has(mode, GPU
 bool read_claims(gpuobs_stripe* device, uint32_t count, Sanitizer_StreamHandle stream,
                  const std::vector<uint64_t>& drained, bool low_half_only, std::vector<uint64_t>* claimed,
                  std::vector<uint64_t>* dropped);
+// Blocks (or accesses) sampled out so far: every line of the control block's stripes, summed.
+bool read_sampled_out(gpuobs_stripe* device, Sanitizer_StreamHandle stream, uint64_t* total);
+// Whether a mode writes records (and so a SAMPLING chunk after each flush).
+inline bool writes_records(uint32_t mode) {
+    return gpuobs_mode_has(mode, GPUOBS_TRAIT_BLOCK_RECORDS) || gpuobs_mode_has(mode, GPUOBS_TRAIT_ACCESS_RECORDS);
+}
 uint64_t sum_of(const std::vector<uint64_t>& v);
 // crash_drain.cpp: on a crash signal, the drains watched finish first (2 s at most).
 void install_crash_drain();
@@ -54,6 +61,7 @@ struct FlushWindow {
     std::vector<uint64_t> claimed, dropped;            // per stripe, positions so far
     std::vector<uint64_t> warp_claimed, warp_dropped;  // block_starts' arrivals
     uint64_t unmatched_exit_threads = 0;               // so far
+    uint64_t sampled_out = 0;                          // so far, every SM's line summed
     uint64_t device_quiet_ns = 0;
     // Cut at an in-stream snapshot: the arena's snapshot slot whose counters the
     // drain harvests (-1: the live counters), and every slot the window holds
@@ -97,6 +105,8 @@ public:
           kernels_(kernels) {}
 
     void start(const DeviceArena& arena);  // after the arena is set up: every ring empty
+    // The sampler whose rule and gate each flush's SAMPLING chunk reports (set once, before start).
+    void set_sampler(Sampler* sampler) { sampler_ = sampler; }
 
     // Moves the device's rings into the file. With require_quiet, only at a quiet
     // point (no stream left unsynchronised), where it only cuts the window and
@@ -141,7 +151,7 @@ private:
     void classify_events(const std::vector<uint8_t>& selected, gpuobs_flush_info& info);
 
     void write_flush_chunks(const std::vector<gpuobs_launch>& launches, const std::vector<gpuobs_launch_count>& counts,
-                            gpuobs_flush_info& info);
+                            gpuobs_flush_info& info, const gpuobs_sampling_info& sampling);
     Sanitizer_StreamHandle drain_stream();  // under flush_mu_
     char* pinned_host();                    // under flush_mu_; null when none can be had
     Sanitizer_StreamHandle cut_stream();    // under cut_mu_
@@ -153,6 +163,7 @@ private:
     LaunchLog& launches_;
     PressureValve& valve_;
     ToolKernels& kernels_;
+    Sampler* sampler_ = nullptr;
     const DeviceArena* arena_ = nullptr;  // set by start, fixed after
 
     // Lock order: cut_mu_, then flush_mu_, then queue_mu_ (tool_state.h has the whole order).
@@ -182,7 +193,7 @@ private:
     // unmatched exits counted so far.
     RingState event_ring_, arrival_ring_;
     std::vector<uint64_t> counter_baseline_;
-    uint64_t unmatched_seen_ = 0;
+    uint64_t unmatched_seen_ = 0, sampled_out_seen_ = 0;
     uint32_t flush_seq_ = 0;
     uint64_t release_target_ = 0;  // the window count the drain under way releases
     std::atomic<uint64_t> last_clock_sample_ns_{0};

@@ -95,15 +95,6 @@ struct PendingFillCheck {
 };
 thread_local PendingFillCheck t_pending_check;
 thread_local int t_launch_api_depth = 0;
-// With a duty cycle: the context and stream of the calling thread's last launch
-// (or replay), whose window may turn when its launch API call returns.
-thread_local PendingFillCheck t_duty_turn;
-
-void note_duty_turn(CUcontext ctx, CUstream stream, uint64_t stream_key) {
-    if (!g_tool->duty.enabled()) return;
-    if (ContextState* s = known_context(ctx)) t_duty_turn = {s, stream, stream_key};
-}
-
 PendingFillCheck take_pending_check() {
     PendingFillCheck c = t_pending_check;
     t_pending_check = PendingFillCheck();
@@ -155,17 +146,12 @@ void on_launch_api(Sanitizer_CallbackDomain domain, Sanitizer_CallbackId cbid, c
     if (t_launch_api_depth > 0 && --t_launch_api_depth > 0) return;
     const PendingFillCheck c = take_pending_check();
     if (c.state != nullptr) c.state->relieve_ring_pressure(c.stream, c.stream_key);
-    const PendingFillCheck turn = t_duty_turn;
-    t_duty_turn = PendingFillCheck();
-    if (turn.state != nullptr)
-        turn.state->follow_duty_cycle(turn.stream, turn.stream_key, g_tool->duty.recording_at(monotonic_ns()));
 }
 
 void on_launch(Sanitizer_CallbackId cbid, const void* cbdata) {
     auto* ld = static_cast<const Sanitizer_LaunchData*>(cbdata);
     if (cbid == SANITIZER_CBID_LAUNCH_END) {
         check_fill_after_launch(ld->stream, (uint64_t)ld->hStream);
-        note_duty_turn(ld->context, ld->stream, (uint64_t)ld->hStream);
         return;
     }
     if (cbid != SANITIZER_CBID_LAUNCH_BEGIN) return;
@@ -234,7 +220,6 @@ void on_graph(Sanitizer_CallbackId cbid, const void* cbdata) {
         }
         report_conditional_bodies(gd->context);
         check_fill_after_launch(gd->stream, (uint64_t)gd->hStream);
-        note_duty_turn(gd->context, gd->stream, (uint64_t)gd->hStream);
         return;
     }
     if (cbid != SANITIZER_CBID_GRAPHS_NODE_LAUNCH_BEGIN) return;
@@ -305,7 +290,7 @@ void on_sync(Sanitizer_CallbackId cbid, const void* cbdata) {
         quiet = s->on_stream_synchronized((uint64_t)sd->hStream);
     else if (cbid == SANITIZER_CBID_SYNCHRONIZE_CONTEXT_SYNCHRONIZED)
         quiet = s->on_context_synchronized();
-    if (quiet && (g_tool->config.window_every != 0 || g_tool->duty.enabled()) && !g_tool->paused) turn_window(s);
+    if (quiet && g_tool->config.window_every != 0 && !g_tool->paused) turn_window(s);
     if (g_tool->config.api_trace) g_tool->api.write_pending(g_tool->file);
 }
 
@@ -374,11 +359,9 @@ bool start() {
     if (t.config.graph_nodes == Config::GraphNodes::kLearn)
         for (Sanitizer_CallbackId id : kGraphExecChanges)
             sanitizer().enable_callback(1, t.subscriber, SANITIZER_CB_DOMAIN_DRIVER_API, id);
-    // Modes that fill rings check them when a launch API call returns (ring pressure);
-    // a duty cycle turns there too.
+    // Modes that fill rings check them when a launch API call returns (ring pressure).
     const uint32_t m = t.config.mode;
-    t.duty = {t.config.duty_on_ns, t.config.duty_period_ns, monotonic_ns()};
-    if (fills_rings(m) || t.duty.enabled()) {
+    if (fills_rings(m)) {
         for (Sanitizer_CallbackId id : kLaunchDriverApis)
             sanitizer().enable_callback(1, t.subscriber, SANITIZER_CB_DOMAIN_DRIVER_API, id);
         for (Sanitizer_CallbackId id : kLaunchRuntimeApis)

@@ -374,13 +374,7 @@ void PressureValve::relieve(CUstream stream, uint64_t stream_key) {
 // counters and the control block, then an event. When the event completes, every
 // launch listed before it has ended and the copy holds exactly their claims and
 // counts: a quiet point the program did not have to wait for (Drainer::cut_at_snapshot).
-void PressureValve::snapshot_now(CUstream stream, uint64_t stream_key) {
-    InTool guard;
-    if (measuring_broken_ || measuring_stopped_ || config_.lossless) return;
-    maybe_snapshot(stream, stream_key, true);
-}
-
-void PressureValve::maybe_snapshot(CUstream stream, uint64_t stream_key, bool whatever_planned) {
+void PressureValve::maybe_snapshot(CUstream stream, uint64_t stream_key) {
     if (arena_ == nullptr || arena_->snapshot_count == 0) {
         ++counts_.no_snapshots;
         return;
@@ -389,8 +383,7 @@ void PressureValve::maybe_snapshot(CUstream stream, uint64_t stream_key, bool wh
     {
         std::lock_guard<std::mutex> lock(plan_mu_);
         planned = fill_.planned;
-        if (!whatever_planned && planned - planned_at_snapshot_ < std::max<uint64_t>(arena_->stripe_capacity / 8, 1))
-            return;
+        if (planned - planned_at_snapshot_ < std::max<uint64_t>(arena_->stripe_capacity / 8, 1)) return;
     }
     uint64_t launches = 0;
     if (!launches_.snapshot_point(stream_key, &launches)) {

@@ -64,9 +64,6 @@ public:
     // free room, waits (2 s at most) for that stream to go idle: a quiet point of the
     // tool's own, where the window is cut and released before the program goes on.
     void relieve(CUstream stream, uint64_t stream_key);
-    // A recording window closed in `stream` (a duty cycle's turn): a snapshot behind
-    // it, whatever was planned since the last, so the window is cut and drained.
-    void snapshot_now(CUstream stream, uint64_t stream_key);
     // A launch whose API call was not seen around it: only a measurement is asked
     // for (waiting inside the launch callback itself hung a storm on the H200).
     void ask_for_measurement();
@@ -80,7 +77,7 @@ public:
     void report_program_waits();
 
 private:
-    void maybe_snapshot(CUstream stream, uint64_t stream_key, bool whatever_planned = false);
+    void maybe_snapshot(CUstream stream, uint64_t stream_key);
     void poll_snapshots();  // on the measuring thread
     bool measure_fill(Sanitizer_StreamHandle stream);
     void measure_loop();

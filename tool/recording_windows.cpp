@@ -40,12 +40,10 @@ bool node_callbacks_on() {
 }
 
 // Automatic windows: at a quiet point of a context (none of its kernels runs),
-// the interval that starts now is recorded or not (one in --window-every, or by
-// the duty cycle's clock); the context's gate follows.
+// the interval that starts now is recorded or not (one in --window-every); the
+// context's gate follows. (A duty cycle turns the sample gate instead: sampler.h.)
 void turn_window(ContextState* s) {
-    const Tool& t = *g_tool;
-    const bool record = t.config.window_every != 0 ? s->next_interval_recorded(t.config.window_every)
-                                                   : t.duty.recording_at(monotonic_ns());
+    const bool record = s->next_interval_recorded(g_tool->config.window_every);
     if (record == !s->paused()) return;
     if (s->set_paused(!record)) update_node_callbacks();
 }

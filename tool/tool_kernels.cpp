@@ -56,7 +56,6 @@ bool ToolKernels::load_locked() {
         return false;
     }
     if (d.module_get_function(&snapshot_fn_, m, "gpuobs_snapshot") != CUDA_SUCCESS) snapshot_fn_ = nullptr;
-    if (d.module_get_function(&gate_fn_, m, "gpuobs_set_gate") != CUDA_SUCCESS) gate_fn_ = nullptr;
     if (d.module_get_function(&gather_fn_, m, "gpuobs_gather_counts") != CUDA_SUCCESS ||
         sanitizer().alloc(ctx_, reinterpret_cast<void**>(&totals_), GPUOBS_LAUNCH_TABLE_SIZE * sizeof(uint64_t)) !=
             SANITIZER_SUCCESS)
@@ -201,13 +200,6 @@ bool ToolKernels::queue_snapshot(CUstream stream, const DeviceArena& arena, uint
     unsigned long long s = seq;
     void* args[] = {&table, &control, &totals, &control_copy, &slots, &stripes, &words, &blocks_done, &published, &s};
     return driver().launch_kernel(snapshot_fn_, 128, 1, 1, 256, 1, 1, 0, stream, args, nullptr) == CUDA_SUCCESS;
-}
-
-bool ToolKernels::queue_gate(CUstream stream, const DeviceArena& arena, uint32_t gate) {
-    if (!done_.load() || gate_fn_ == nullptr || arena.ctl == nullptr) return false;
-    uint32_t* word = &arena.ctl->record_gate;
-    void* args[] = {&word, &gate};
-    return driver().launch_kernel(gate_fn_, 1, 1, 1, 1, 1, 1, 0, stream, args, nullptr) == CUDA_SUCCESS;
 }
 
 }  // namespace gpuobs

@@ -42,9 +42,6 @@ public:
     // (the caller has made the context current); false when it cannot. No lock:
     // after load() its function is fixed, and it shares no buffer with the others.
     bool queue_snapshot(CUstream stream, const DeviceArena& arena, uint32_t slot, uint64_t seq);
-    // Launches the gate kernel on the program's `stream`: launches queued after it
-    // find the context's record gate at `gate` (the caller has made the context current).
-    bool queue_gate(CUstream stream, const DeviceArena& arena, uint32_t gate);
 
 private:
     bool load_locked();  // under mu_
@@ -58,7 +55,6 @@ private:
     CUfunction probe_fn_ = nullptr;
     CUfunction gather_fn_ = nullptr;
     CUfunction snapshot_fn_ = nullptr;
-    CUfunction gate_fn_ = nullptr;
     uint64_t* totals_ = nullptr;  // device: one total per launch-counter slot
     CUstream probe_stream_ = nullptr;
     uint64_t* probe_out_ = nullptr;

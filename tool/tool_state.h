@@ -22,7 +22,6 @@
 #include "context_state.h"
 #include "graph_table.h"
 #include "gpuobs_schema.h"
-#include "duty_cycle.h"
 #include "recording_file.h"
 
 namespace gpuobs {
@@ -53,7 +52,6 @@ struct ModuleRecord {
 // for a drain in progress, a measurement, and its own stream to go idle.
 struct Tool {
     Config config;
-    DutyCycle duty;  // from the config, its phase from the tool's start
     RecordingFile file;
     Sanitizer_SubscriberHandle subscriber = nullptr;
     bool active = false;

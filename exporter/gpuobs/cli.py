@@ -827,6 +827,11 @@ def _print_export_summary(summary, output: Path) -> None:
                 f"    {g.launches_without_time:,} launches have no device times and no kernel slice: "
                 f"their records were lost with the damaged part (from byte {g.damaged_at})"
             )
+        elif g.launches_without_time and schema.mode_has(g.mode, schema.Trait.BLOCK_RECORDS):
+            _say(
+                f"    {g.launches_without_time:,} launches have no block recorded (sampled out, or dropped), so "
+                "they have no kernel slice; their counts are exact (`gpuobs info`)"
+            )
         elif g.launches_without_time:
             _say(
                 f"    {g.launches_without_time:,} launches have no device times in mode {g.mode} (it counts, "

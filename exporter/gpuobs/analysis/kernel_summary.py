@@ -50,6 +50,9 @@ class KernelTimes:
     launches: int = 0  # launches in the recording
     launches_without_span: int = 0  # no block recorded (all dropped, or outside a window)
     launches_partial: int = 0  # some blocks dropped: the span may be short
+    # sampled recordings: launches recorded in part (the sample gate turned while they ran, or
+    # blocks were dropped) are left out, since their spans would be short
+    launches_partial_left_out: bool = False
     launches_end_unbounded: int = 0  # block_starts: a block with no end bound, so the span may be short
     launches_end_weak: int = 0  # block_starts: left out, their latest bound is weak (block_ends.py)
     device_span_ns: int = 0  # per device, its first block start to its latest start or tight end bound; summed
@@ -68,8 +71,12 @@ def kernel_times(rec: Recording, table: analysis.LaunchTable | None = None) -> K
     if table.end_bound is not None:
         result.launches_end_unbounded = int((spanned & (table.end_bound == EndBound.NONE)).sum())
     result.launches_without_span = int((~spanned).sum())
-    result.launches_partial = int((spanned & (table.blocks_recorded < table.grid_blocks)).sum())
+    partial = spanned & (table.blocks_recorded < table.grid_blocks)
+    result.launches_partial = int(partial.sum())
     weak = spanned & table.end_weak if table.end_weak is not None else np.zeros(len(spanned), bool)
+    if rec.totals["sampled_out"]:
+        result.launches_partial_left_out = True
+        spanned = spanned & ~partial
     result.launches_end_weak = int(weak.sum())
     result.device_span_ns = _device_span(rec, table, spanned & ~weak)
     spans = table.last_end.astype(np.int64) - table.first_start.astype(np.int64)

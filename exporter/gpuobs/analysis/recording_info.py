@@ -12,7 +12,7 @@ from ..ranges import format_ns, format_span
 from ..recording_file import schema
 from ..recording_file.recording import Recording
 from ..safe_text import printable
-from . import block_end_report, block_ends, ring_capacity
+from . import block_end_report, block_ends, ring_capacity, sampling
 from . import launches as analysis
 
 MAX_WINDOW_LINES = 40
@@ -130,6 +130,7 @@ def describe(rec: Recording) -> dict:
             set(zip(rec.launches["device_index"].tolist(), rec.launches["function_slot"].tolist()))
         ),
         **s,
+        "sampling": sampling.sampling(rec),
         "flush_windows": flush_windows(rec),
         "block_ends": block_end_report.totals(rec, block_ends.block_end_bounds(rec))
         if block_ends.is_block_starts(rec)
@@ -206,6 +207,8 @@ def text(d: dict) -> list[str]:
         + (" (buffer full)" if d["dropped"] else "")
         + f"; {d['filtered']:,} left out by --kernels or trim; {d['incomplete']:,} incomplete",
     )
+    if d.get("sampling"):
+        line("sampled", sampling.effect_text(d["sampling"], unit))
     if d["events_unattributed"] or d["counts_unattributed"]:
         line(
             "no launch",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..recording_file import schema
 from ..recording_file.recording import Recording
-from . import block_end_report
+from . import block_end_report, sampling
 from . import launches as analysis
 from .kernel_names import short_name, short_names
 from .kernel_summary import SORT_KEYS as KERNEL_SORT_KEYS
@@ -166,6 +166,7 @@ def _kernels(rec: Recording, table, sort: str | None, top: int | None) -> dict:
         "launches": times.launches,
         "launches_without_span": times.launches_without_span,
         "launches_partial": times.launches_partial,
+        "launches_partial_left_out": times.launches_partial_left_out,
         "rows": rows[:top] if top else rows,
     }
 
@@ -204,6 +205,9 @@ def build(rec: Recording, report: str, sort: str | None, top: int | None, fmt: s
         top = TABLE_TOP
     mode = rec.run.mode_name if rec.run else "unknown"
     result = {"recording": str(rec.path), "mode": mode}
+    sampled = sampling.sampling(rec)
+    if sampled is not None and sampled["sampled_out"]:
+        result["sampling"] = sampled
     table = (
         analysis.launch_table(rec)
         if report in ("kernels", "all") or schema.mode_has(mode, schema.Trait.BOUNDED_ENDS)
@@ -247,6 +251,9 @@ def _named_rows(rows, width: int | None = None) -> list:
 def as_text(result: dict, width: int | None = None) -> str:
     mode = result["mode"]
     lines = [f"{result['recording']} (mode {mode})"]
+    if result.get("sampling"):
+        unit = "accesses" if schema.mode_has(mode, schema.Trait.MEMORY_PATCH) else "blocks"
+        lines.append(f"sampled: {sampling.effect_text(result['sampling'], unit)}; counts are exact")
     k = result.get("kernel_times")
     if k is not None:
         lines.append("")
@@ -277,7 +284,12 @@ def as_text(result: dict, width: int | None = None) -> str:
                     f"  {k['launches_without_span']:,} of {k['launches']:,} launches have no block "
                     "recorded, so no span, and are not in it"
                 )
-            if k["launches_partial"]:
+            if k["launches_partial"] and k.get("launches_partial_left_out"):
+                lines.append(
+                    f"  {k['launches_partial']:,} launches were recorded in part (the sample gate turned while they "
+                    "ran, or blocks were dropped): left out of it"
+                )
+            elif k["launches_partial"]:
                 lines.append(f"  {k['launches_partial']:,} launches lost blocks (dropped): their spans may be short")
             if k["launches_end_weak"]:
                 lines.append(

@@ -12,6 +12,7 @@ import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from ..analysis import launches as analysis
+from ..analysis import sampling
 from ..analysis.kernel_names import slice_names
 from ..errors import ExportError, SelectionError
 from ..host_traces.matching import kernel_alignment, match_kernels
@@ -454,7 +455,11 @@ def _export_gpu(g: GpuExport) -> GpuSummary:
     g.track = w.track(
         _gpu_group_name(device, name, pid),
         explicit_order=True,  # Kernels, Graph replays, counters, then SMs (by rank), not by name
-        description=f"{label}. " + clock.describe() + _drop_note(rec, device) + _window_note(rec, device),
+        description=f"{label}. "
+        + clock.describe()
+        + _drop_note(rec, device)
+        + _window_note(rec, device)
+        + _sampling_note(rec, device),
     )
 
     if g.windows is not None:  # streamed.py: blocks in a spool, no memory events
@@ -516,6 +521,19 @@ def _window_note(rec: Recording, device: int) -> str:
     return (
         f" Recorded in windows: {n:,} kernel launches and graph replays ran outside them, recording nothing, and are "
         "not in this trace (gaps between kernels may be theirs)."
+    )
+
+
+def _sampling_note(rec: Recording, device: int) -> str:
+    mine = rec.sampling[rec.sampling["device_index"] == device]
+    out = int(mine["sampled_out"].sum())
+    if out == 0:
+        return ""
+    d = sampling.sampling(rec)
+    return (
+        f" Sampled: {out:,} blocks (or accesses) were counted but not recorded, by {sampling.rule_text(d)}; the "
+        "slices are the stretches of time the tool's sample gate was open, and launches running across a turn "
+        "have part of their blocks."
     )
 
 

@@ -221,6 +221,10 @@ class _Parser:
             info = self._struct("gpuobs_slots_info", start, length, exact=True)
             checks.check_slots(info[0])
             self._part("slots", info)
+        elif ctype == ChunkType.SAMPLING:
+            info = self._struct("gpuobs_sampling_info", start, length, exact=True)
+            checks.check_sampling(info[0])
+            self._part("sampling", info)
         elif ctype == ChunkType.END:
             rec.end = self._struct("gpuobs_end_info", start, length, exact=True)[0]
         else:
@@ -394,6 +398,7 @@ _TABLES = {
     "clock": ("clock_samples", "gpuobs_clock_sample", checks.check_clock_samples),
     "flush": ("flushes", "gpuobs_flush_info", None),
     "slots": ("slots", "gpuobs_slots_info", None),
+    "sampling": ("sampling", "gpuobs_sampling_info", None),
     "count": ("launch_counts", None, None),
     "device": ("devices", "gpuobs_device_info", None),
     "module": ("modules", "gpuobs_module_info", None),

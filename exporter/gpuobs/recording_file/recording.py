@@ -93,6 +93,8 @@ class Recording:
     clock_samples: np.ndarray = field(default_factory=lambda: _empty("gpuobs_clock_sample"))
     flushes: np.ndarray = field(default_factory=lambda: _empty("gpuobs_flush_info"))
     slots: np.ndarray = field(default_factory=lambda: _empty("gpuobs_slots_info"))  # block_starts: one per flush
+    # The sampler's rule and what it left out, one per flush of a mode that records (none before the sampler)
+    sampling: np.ndarray = field(default_factory=lambda: _empty("gpuobs_sampling_info"))
     launch_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, LAUNCH_COUNT_ROW))
     event_chunks: list = field(default_factory=list)  # zero-copy views, one per EVENTS chunk
     event_chunk_devices: list = field(default_factory=list)  # device index of each chunk
@@ -153,6 +155,8 @@ class Recording:
             "warp_arrivals": int(self.slots["warp_arrivals"].sum()),
             "warp_arrivals_dropped": int(self.slots["warp_arrivals_dropped"].sum()),
             "unmatched_arrivals": int(self.slots["unmatched_arrivals"].sum()),
+            # the sampler (SAMPLING chunks): counted, not recorded, by the data budget or the duty cycle
+            "sampled_out": int(self.sampling["sampled_out"].sum()),
         }
 
     def function(self, device_index: int, slot: int) -> FunctionInfo:

@@ -146,6 +146,20 @@ def check_slots(info: np.void) -> None:
         raise BadValue(f"device_quiet_ns {int(info['device_quiet_ns'])} is not below 2^62")
 
 
+SAMPLING_COUNTERS = ("sampled_out", "budget_bytes_per_s", "burst_bytes", "gate_closed_ns")
+
+
+def check_sampling(info: np.void) -> None:
+    _device(int(info["device_index"]))
+    _seq(int(info["flush_seq"]))
+    for name in SAMPLING_COUNTERS:
+        if int(info[name]) >= COUNT_LIMIT:
+            raise BadValue(f"{name} {int(info[name])} is not below 2^63")
+    on, period = int(info["duty_on_ns"]), int(info["duty_period_ns"])
+    if period >= TIME_LIMIT_NS or on > period:
+        raise BadValue(f"duty cycle {on} ns of every {period} ns is not a duty cycle (ON at most PERIOD, below 2^62)")
+
+
 def check_events_header(device_index: int, flush_seq: int) -> None:
     _device(device_index)
     _seq(flush_seq)

@@ -177,6 +177,11 @@ class RecordingWriter:
         )
         self._chunk(ChunkType.SLOTS, info.tobytes())
 
+    def sampling(self, **fields):
+        """A SAMPLING chunk: gpuobs_sampling_info's fields by name (device_index, flush_seq,
+        sampled_out, budget_bytes_per_s, burst_bytes, duty_on_ns, duty_period_ns, ...)."""
+        self._chunk(ChunkType.SAMPLING, _one("gpuobs_sampling_info", **fields).tobytes())
+
     def events(self, events: np.ndarray, *, device_index=0, flush_seq=0):
         events = np.ascontiguousarray(events, schema.EVENT_DTYPE)
         padding = events_padding(self._fh.tell())
@@ -273,6 +278,7 @@ def copy_recording(
         launch_rows = _rows_by_window(rec.launches["device_index"], rec.launch_flushes)
         count_rows = _rows_by_window(lc["device_index"], lc["flush_seq"])
         slots_rows = _rows_by_window(rec.slots["device_index"], rec.slots["flush_seq"])
+        sampling_rows = _rows_by_window(rec.sampling["device_index"], rec.sampling["flush_seq"])
         chunk_rows = _rows_by_window(
             np.asarray(rec.event_chunk_devices, np.uint32), np.asarray(rec.event_chunk_flushes, np.uint32)
         )
@@ -312,6 +318,8 @@ def copy_recording(
             )
             for row in rec.slots[slots_rows.get((dev, seq), nothing)]:  # block_starts: the window's warp slots
                 w._chunk(ChunkType.SLOTS, row.tobytes())
+            for row in rec.sampling[sampling_rows.get((dev, seq), nothing)]:  # what the sampler left out
+                w._chunk(ChunkType.SAMPLING, row.tobytes())
             for chunk, kept in chunks:
                 if kept.any():
                     w.events(chunk[kept], device_index=dev, flush_seq=seq)

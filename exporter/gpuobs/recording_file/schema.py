@@ -139,6 +139,7 @@ NO_FLUSH = constant("GPUOBS_NO_FLUSH")
 # most N in all; today up, at least N: analysis/ring_capacity.py).
 _ROUNDED_DOWN = {"capacity_rounding": "down"}
 COMPATIBLE_SCHEMAS = {
+    0x746BE70A1966131A: {},  # before the sample gate and the SAMPLING chunk (nothing sampled out)
     0x9E00B211ABF33CF1: _ROUNDED_DOWN,  # before conditional-body launches and --capacity rounded up
     0x73B702BBE2B866CC: _ROUNDED_DOWN,  # before the record gate and sampled-out counts (gpuobs_control only)
     0x5C1E4BD4A6AF10CA: _ROUNDED_DOWN,  # before the program-waited notice (ring pressure)

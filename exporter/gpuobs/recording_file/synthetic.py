@@ -112,6 +112,37 @@ def write_block_trace_recording(
     return path
 
 
+def write_sampled_recording(path, n_launches: int = 12, blocks_per_launch: int = 1024, open_launches=(0, 1, 2, 9)):
+    """A block_trace recording whose sampler kept records only of `open_launches`
+    (the sample gate open while they ran): every launch counted whole, the others'
+    blocks sampled out, and SAMPLING chunks that say so (a 16 MB/s budget)."""
+    ev, launches = block_trace_events(n_launches, blocks_per_launch, 132)
+    keep = np.isin(ev["grid_id"], launches["grid_id"][list(open_launches)])
+    ev = ev[keep]
+    with RecordingWriter(path) as w:
+        w.run(pid=4242, mode=schema.Mode.BLOCK_TRACE, capacity=1 << 20, argv=["python3", "serve.py"])
+        w.device(name="NVIDIA H200", sm_count=132)
+        w.module(module_id=1)
+        for slot, (mangled, demangled) in enumerate(FUNCTION_NAMES):
+            w.function(function_slot=slot, mangled=mangled, demangled=demangled)
+        w.launches(launches)
+        counts = np.zeros(n_launches, schema.dtype("gpuobs_launch_count"))
+        counts["grid_id"] = launches["grid_id"]
+        counts["count"] = blocks_per_launch
+        counts["launches_sharing"] = 1
+        w.flush(attempted=len(ev), recorded=len(ev), dropped=0, launch_counts=counts)
+        w.sampling(
+            sampled_out=n_launches * blocks_per_launch - len(ev),
+            budget_bytes_per_s=16_000_000,
+            burst_bytes=256 << 20,
+            gate_closed_ns=750_000_000,
+            gate_turns=2,
+        )
+        w.events(ev)
+        w.end(flushes=1, launches=n_launches, events=len(ev))
+    return path
+
+
 def _clock_samples(ev: np.ndarray, offset_ns: int) -> np.ndarray:
     return _clock_samples_between(int(ev["time_start"].min()), int(ev["time_end"].max()), offset_ns)
 

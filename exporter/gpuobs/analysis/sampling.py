@@ -1,0 +1,59 @@
+"""What the tool's sampler did (tool/sampler.h): the rule it kept (a data budget
+with its burst, a duty cycle) and how much it left out, from the SAMPLING chunk
+written after each flush. Counts stay exact under sampling; records are the
+stretches of time the sample gate was open, so per-record figures (spans, SMs,
+block times) describe those stretches, and totals of records are estimates."""
+
+from __future__ import annotations
+
+from ..recording_file.recording import Recording
+
+
+def sampling(rec: Recording) -> dict | None:
+    """The rule and its effect over the whole recording; None where no SAMPLING
+    chunk was written (a counting mode, or a writer from before the sampler)."""
+    s = rec.sampling
+    if len(s) == 0:
+        return None
+    last = s[-1]
+    totals = rec.totals
+    sampled_out = int(s["sampled_out"].sum())
+    would_record = totals["attempted"] + sampled_out  # records attempted + what the gate kept from attempting
+    return {
+        "budget_bytes_per_s": int(last["budget_bytes_per_s"]),
+        "burst_bytes": int(last["burst_bytes"]),
+        "duty_on_ns": int(last["duty_on_ns"]),
+        "duty_period_ns": int(last["duty_period_ns"]),
+        "sampled_out": sampled_out,
+        "gate_closed_ns": int(s["gate_closed_ns"].sum()),
+        "gate_turns": int(s["gate_turns"].sum()),
+        # recorded / what would have been recorded with the gate always open (1.0: nothing sampled out)
+        "kept_share": totals["recorded"] / would_record if would_record else 1.0,
+    }
+
+
+def rule_text(d: dict) -> str:
+    """'16 MB/s, bursts of 256 MiB' / 'the first 50 ms of every 5 s' / 'none'."""
+    parts = []
+    if d["budget_bytes_per_s"]:
+        parts.append(
+            f"a budget of {d['budget_bytes_per_s'] / 1e6:g} MB/s with bursts of {d['burst_bytes'] / 2**20:,.0f} MiB"
+        )
+    if d["duty_period_ns"]:
+        parts.append(f"the first {_ms(d['duty_on_ns'])} of every {_ms(d['duty_period_ns'])}")
+    return " and ".join(parts) or "none (every record kept)"
+
+
+def effect_text(d: dict, unit: str) -> str:
+    """What the rule left out, for `info` and `stats`."""
+    if not d["sampled_out"]:
+        return f"nothing sampled out (rule: {rule_text(d)})"
+    return (
+        f"{d['sampled_out']:,} {unit} counted but not recorded, by {rule_text(d)}: the gate closed "
+        f"{d['gate_turns']:,} times, {d['gate_closed_ns'] / 1e9:,.3f} s in all; "
+        f"{d['kept_share']:.1%} of what would have been recorded is (per-record figures describe the open stretches)"
+    )
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e9:g} s" if ns >= 1_000_000_000 else f"{ns / 1e6:g} ms"
