@@ -399,14 +399,15 @@ def record(
 
 def _print_record_summary(path: Path) -> None:
     from .analysis.launches import summary
-    from .recording_file.reader import load
+    from .record.finish import events_by_kind, read_without_events
 
-    try:
-        rec = load(path, salvage=True)
+    try:  # its metadata only: a recording of any size is summarised in well under a second
+        rec, events = read_without_events(path)
     except RecordingError as exc:
         err.print(f"gpuobs: {one_line(exc)}", markup=False)
         return
     s = summary(rec)
+    s["block_events"], s["memory_events"] = events_by_kind(rec, events)
     dmg = f", damaged tail at byte {rec.damage.offset}" if rec.damage else ""
     err.print(
         f"gpuobs: {path}: {s['mode']}, {s['launches']} launches of {s['functions']} kernels, "
@@ -419,7 +420,8 @@ def _print_record_summary(path: Path) -> None:
         + "); "
         f"counted {s['counted']:,}; events kept {s['block_events'] + s['memory_events']:,}; "
         f"attempted {s['attempted']:,} = recorded {s['recorded']:,} + dropped {s['dropped']:,}"
-        f"{dmg}{'' if s['complete'] else ', run did not close cleanly'}"
+        + (f"; sampled out {rec.totals['sampled_out']:,} (see `gpuobs info`)" if rec.totals["sampled_out"] else "")
+        + f"{dmg}{'' if s['complete'] else ', run did not close cleanly'}"
         + (
             f"; {s['unconfirmed_ends']:,} block ends stamped by a later replay (flagged)"
             if s["unconfirmed_ends"]
