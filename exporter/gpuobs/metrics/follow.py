@@ -115,6 +115,10 @@ class Follower:
             for key in ("attempted", "recorded", "dropped", "unrecorded_launches"):
                 g[key] += int(f[key])
             g["ring_fill"] = int(f["attempted"]) / capacity if capacity else 0.0  # the last window's
+        for row in rec.sampling:  # the sampler: what the data budget or the duty cycle left out
+            g = gpus.setdefault(int(row["device_index"]), dict.fromkeys(_GPU_VALUES, 0))
+            g["sampled_out"] += int(row["sampled_out"])
+            g["budget_bytes_per_s"] = int(row["budget_bytes_per_s"])  # the last window's rule
         return Snapshot(
             pid=str(run.pid if run else 0),
             mode=run.mode_name if run else "unknown",
@@ -134,7 +138,16 @@ _KERNEL_VALUES = (
     "blocks_dropped",
     "memory_samples",
 )
-_GPU_VALUES = ("flushes", "attempted", "recorded", "dropped", "unrecorded_launches", "ring_fill")
+_GPU_VALUES = (
+    "flushes",
+    "attempted",
+    "recorded",
+    "dropped",
+    "sampled_out",
+    "unrecorded_launches",
+    "ring_fill",
+    "budget_bytes_per_s",
+)
 KERNEL_METRICS = {
     "launches": ("gpuobs_kernel_launches", "kernel launches recorded"),
     "blocks_counted": ("gpuobs_kernel_blocks", "thread blocks counted exactly on the device (block modes)"),
@@ -148,6 +161,7 @@ GPU_METRICS = {
     "attempted": ("gpuobs_records_attempted", "records the device tried to write"),
     "recorded": ("gpuobs_records", "records written"),
     "dropped": ("gpuobs_records_dropped", "records dropped because a ring was full"),
+    "sampled_out": ("gpuobs_records_sampled_out", "counted but not recorded: the data budget or the duty cycle"),
     "unrecorded_launches": ("gpuobs_unrecorded_launches", "launches outside recording windows"),
 }
 
@@ -197,6 +211,12 @@ class RecordingCollector(Collector):
         for gpu, values in sorted(snap.gpus.items()):
             fill.add_metric([snap.pid, str(gpu)], values["ring_fill"])
         yield fill
+        budget = GaugeMetricFamily(
+            "gpuobs_budget_bytes_per_second", "the data budget the tool keeps to (0: none)", labels=["pid", "gpu"]
+        )
+        for gpu, values in sorted(snap.gpus.items()):
+            budget.add_metric([snap.pid, str(gpu)], values["budget_bytes_per_s"])
+        yield budget
 
 
 def serve(path: Path, port: int, address: str, interval: float, top: int, stop: threading.Event | None = None):

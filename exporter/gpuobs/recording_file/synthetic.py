@@ -112,12 +112,18 @@ def write_block_trace_recording(
     return path
 
 
-def write_sampled_recording(path, n_launches: int = 12, blocks_per_launch: int = 1024, open_launches=(0, 1, 2, 9)):
+def write_sampled_recording(
+    path, n_launches: int = 12, blocks_per_launch: int = 1024, open_launches=(0, 1, 2, 9), partial_launch=None
+):
     """A block_trace recording whose sampler kept records only of `open_launches`
     (the sample gate open while they ran): every launch counted whole, the others'
-    blocks sampled out, and SAMPLING chunks that say so (a 16 MB/s budget)."""
+    blocks sampled out, and SAMPLING chunks that say so (a 16 MB/s budget). Of
+    `partial_launch` (one of them) only the first half of its blocks is kept, as if
+    the gate closed while it ran."""
     ev, launches = block_trace_events(n_launches, blocks_per_launch, 132)
     keep = np.isin(ev["grid_id"], launches["grid_id"][list(open_launches)])
+    if partial_launch is not None:
+        keep &= ~((ev["grid_id"] == launches["grid_id"][partial_launch]) & (ev["block_x"] >= blocks_per_launch // 2))
     ev = ev[keep]
     with RecordingWriter(path) as w:
         w.run(pid=4242, mode=schema.Mode.BLOCK_TRACE, capacity=1 << 20, argv=["python3", "serve.py"])
