@@ -55,10 +55,7 @@ def write_many_kernels(path, kernels: int, blocks_per_launch: int = 20, sm_count
         for slot in range(kernels):
             w.function(function_slot=slot, mangled=f"_Z8kernel{slot}v", demangled=f"void ns::kernel_{slot}<{slot}>()")
         w.launches(launches)
-        counts = np.zeros(kernels, schema.dtype("gpuobs_launch_count"))
-        counts["grid_id"] = launches["grid_id"]
-        counts["count"] = blocks_per_launch
-        counts["launches_sharing"] = 1
+        counts = synthetic.whole_launch_counts(launches, blocks_per_launch)
         w.flush(attempted=len(ev), recorded=len(ev), dropped=0, launch_counts=counts)
         w.events(ev)
         w.end(flushes=1, launches=kernels, events=len(ev))

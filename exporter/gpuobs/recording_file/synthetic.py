@@ -96,10 +96,7 @@ def write_block_trace_recording(
         w.launches(launches)
         if clock_offset_ns is not None:
             w.clock_samples(_clock_samples(ev, clock_offset_ns))
-        counts = np.zeros(n_launches, schema.dtype("gpuobs_launch_count"))
-        counts["grid_id"] = launches["grid_id"]
-        counts["count"] = blocks_per_launch
-        counts["launches_sharing"] = 1
+        counts = whole_launch_counts(launches, blocks_per_launch)
         w.flush(
             attempted=len(ev) + dropped,
             recorded=len(ev),
@@ -132,10 +129,7 @@ def write_sampled_recording(
         for slot, (mangled, demangled) in enumerate(FUNCTION_NAMES):
             w.function(function_slot=slot, mangled=mangled, demangled=demangled)
         w.launches(launches)
-        counts = np.zeros(n_launches, schema.dtype("gpuobs_launch_count"))
-        counts["grid_id"] = launches["grid_id"]
-        counts["count"] = blocks_per_launch
-        counts["launches_sharing"] = 1
+        counts = whole_launch_counts(launches, blocks_per_launch)
         w.flush(attempted=len(ev), recorded=len(ev), dropped=0, launch_counts=counts)
         w.sampling(
             sampled_out=n_launches * blocks_per_launch - len(ev),
@@ -147,6 +141,15 @@ def write_sampled_recording(
         w.events(ev)
         w.end(flushes=1, launches=n_launches, events=len(ev))
     return path
+
+
+def whole_launch_counts(launches: np.ndarray, blocks_per_launch: int) -> np.ndarray:
+    """A FLUSH chunk's launch counts: each launch counted whole, alone in its slot."""
+    counts = np.zeros(len(launches), schema.dtype("gpuobs_launch_count"))
+    counts["grid_id"] = launches["grid_id"]
+    counts["count"] = blocks_per_launch
+    counts["launches_sharing"] = 1
+    return counts
 
 
 def _clock_samples(ev: np.ndarray, offset_ns: int) -> np.ndarray:
