@@ -49,7 +49,7 @@ CONFIGS = [
     "mem_full",
 ]
 # Variants: MODE+api (--api-trace), MODE+nographs (--graph-nodes none), MODE+everynode
-# (--graph-nodes every: per-node callbacks at every replay, the old default), MODE+windowN
+# (--graph-nodes every: per-node callbacks at every replay, the old default), MODE+lossless, MODE+windowN
 # (recording windows: 1 repetition in N recorded, the mean over all repetitions).
 # Each rung against the no-op rungs below it: block_trace_noop pays for the same
 # patch points as block_trace (entry and exit), block_noop for the entry alone.
@@ -124,7 +124,12 @@ def run_config(config: str, reps: int, only: str, workdir: Path) -> dict:
             if variants:
                 sys.exit(f"{config}: a tool variant takes no +VARIANT")
             return run_variant(mode, tool, reps, only, workdir)
-        flags = {"api": ["--api-trace"], "nographs": ["--graph-nodes", "none"], "everynode": ["--graph-nodes", "every"]}
+        flags = {
+            "api": ["--api-trace"],
+            "nographs": ["--graph-nodes", "none"],
+            "everynode": ["--graph-nodes", "every"],
+            "lossless": ["--lossless"],  # waits, never snapshots nor samples: what the tool did before issue 33
+        }
         window = next((v for v in variants if v.startswith("window")), "")
         if window:  # windowN: the worker records 1 repetition in N (recording windows)
             env = dict(os.environ, GPUOBS_BENCH_WINDOW=window[len("window") :])
@@ -240,8 +245,8 @@ def ab_lines(samples: dict, configs: list, workloads: list) -> list:
     pairs = []
     for c in configs:
         mode, _, tool = split_config(c)
-        if tool and mode in configs:
-            pairs.append((mode, c))
+        if tool:  # against this build's runs of the same mode, whatever their +VARIANTs
+            pairs += [(same, c) for same in configs if split_config(same)[0] == mode and not split_config(same)[2]]
     if not pairs:
         return []
     lines = [
