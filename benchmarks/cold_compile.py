@@ -29,6 +29,7 @@ def check(rec_path: Path) -> dict:
     table = analysis.launch_table(rec)
     host = (rec.launches["flags"] & 4) == 0  # launched by the host: its grid is known
     out = {k: s[k] for k in ("launches", "counted", "attempted", "recorded", "dropped", "incomplete", "flushes")}
+    out["sampled_out"] = rec.totals["sampled_out"]  # the data budget's (--budget)
     out["blocks"] = int(table.grid_blocks[host].sum())
     if s["attempted"]:
         out["launches_missing_blocks"] = int((table.blocks_recorded[host] < table.grid_blocks[host]).sum())
