@@ -142,11 +142,20 @@ bool DeviceArena::allocate(CUcontext ctx, const Config& config, uint32_t gate, s
     return true;
 }
 
-bool DeviceArena::write_gate(CUcontext ctx, uint32_t gate) {
+bool DeviceArena::write_gate(CUcontext ctx, uint32_t gate, bool clear_block_table) {
     if (ctl == nullptr) return true;  // nothing patched in this mode: no gate to turn
     InTool guard;
     CurrentContext current(ctx);
     uint32_t back = ~gate;
+    // A window that opens forgets every block slot of the last one: a graph replay's
+    // grid ids come back, so a replayed block's exits that run before its leader
+    // publishes would find the slot of the same block in the last recorded replay,
+    // whose event has been drained since, and stamp a position the ring has reused.
+    // Cleared, they find no key and are counted as unmatched (nothing runs here).
+    if (clear_block_table && block_table != nullptr &&
+        sanitizer().memset(block_table, 0, GPUOBS_BLOCK_TABLE_SIZE * sizeof(gpuobs_block_slot), stream) !=
+            SANITIZER_SUCCESS)
+        return false;
     return sanitizer().memcpy_htod_async(&ctl->record_gate, &gate, sizeof gate, stream) == SANITIZER_SUCCESS &&
            sanitizer().memcpy_dtoh(&back, &ctl->record_gate, sizeof back, stream) == SANITIZER_SUCCESS && back == gate;
 }

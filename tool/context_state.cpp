@@ -62,7 +62,8 @@ bool ContextState::on_context_synchronized() {
 
 bool ContextState::set_paused(bool paused) {
     // Before setup (paused from the start) the gate is initialised from paused_.
-    if (active_ && paused != paused_ && !arena_.write_gate(ctx_, paused ? GPUOBS_RECORD_GATE_OFF : 0)) {
+    const bool opening = !paused && gpuobs_mode_has(config_.mode, GPUOBS_TRAIT_MEASURED_ENDS);
+    if (active_ && paused != paused_ && !arena_.write_gate(ctx_, paused ? GPUOBS_RECORD_GATE_OFF : 0, opening)) {
         GPUOBS_LOG("cannot turn the recording window on the device; recording stays %s", paused_ ? "paused" : "on");
         return false;
     }

@@ -63,7 +63,8 @@ struct DeviceArena {
     bool allocate(CUcontext ctx, const Config& config, uint32_t gate, std::string* error);
     // Sets the record gate (see the schema) and returns once the device has it;
     // only where none of the context's kernels runs. False when the copy failed.
-    bool write_gate(CUcontext ctx, uint32_t gate);
+    // clear_block_table: block_trace's slots forgotten first (a window opening).
+    bool write_gate(CUcontext ctx, uint32_t gate, bool clear_block_table);
 
     // block_starts' warp arrivals per stripe.
     uint64_t arrivals_per_stripe() const { return stripe_capacity * GPUOBS_WARP_ARRIVALS_PER_EVENT; }
