@@ -75,6 +75,7 @@ def write_every_chunk(path):
         w.flush(flush_seq=0, attempted=len(ev), recorded=len(ev), dropped=0, launch_counts=counts[:2])
         quiet = int(ev["time_end"].max()) + 500
         w.slots(flush_seq=0, warp_arrivals=9, warp_arrivals_dropped=1, unmatched_arrivals=2, device_quiet_ns=quiet)
+        w.sampling(flush_seq=0, sampled_out=5, budget_bytes_per_s=16_000_000, burst_bytes=1 << 28, gate_turns=1)
         w.events(ev, flush_seq=0)
         w.launches(launches[2:])
         w.flush(flush_seq=1, attempted=len(mem) + 2, recorded=len(mem), dropped=2, launch_counts=counts[2:])
@@ -122,6 +123,7 @@ def structs_of(data: bytes, start: int, ctype: int, length: int):
         ChunkType.LAUNCHES: array("gpuobs_launch"),
         ChunkType.CLOCK: array("gpuobs_clock_sample"),
         ChunkType.API_CALLS: array("gpuobs_api_call"),
+        ChunkType.SAMPLING: one("gpuobs_sampling_info"),
         ChunkType.API_NAMES: one("gpuobs_api_name"),
         ChunkType.NOTICE: one("gpuobs_notice"),
         ChunkType.SLOTS: one("gpuobs_slots_info"),
