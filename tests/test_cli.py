@@ -58,7 +58,7 @@ def test_a_trimmed_copy_named_like_a_child_is_not_taken_for_one(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "28,662 block slices" in r.stdout, r.stdout
     r = gpuobs("info", "--json", cwd=tmp_path)
-    assert json.loads(r.stdout)["path"] == "gpuobs.gpuobs", r.stdout  # one recording: an object, not a list
+    assert json.loads(r.stdout)["recording"] == "gpuobs.gpuobs", r.stdout  # one recording: an object, not a list
 
 
 def test_old_spellings_still_work_with_a_deprecation_line(tmp_path):
@@ -149,7 +149,7 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
         capture_output=True,
         text=True,
     )
-    assert proc.stdout == '{\n  "path"' and proc.stderr == ""
+    assert proc.stdout == '{\n  "recor' and proc.stderr == ""
 
 
 def test_piped_output_never_wraps(tmp_path):
@@ -242,7 +242,7 @@ def test_info_is_a_readable_summary():
     assert "True" not in text
     d = json.loads(gpuobs("info", BLOCK, "--json").stdout)
     assert d["complete"] is True and d["gpus"][0]["name"] == "NVIDIA H200" and d["device_span_ns"] == 87_122_752
-    assert [w["index"] for w in d["flush_windows"]] == list(range(6)) and d["block_events"] == 28_662
+    assert [w["index"] for w in d["flush_windows"]] == list(range(6)) and d["blocks_recorded"] == 28_662
 
 
 def test_info_says_what_belongs_to_no_launch(tmp_path):
