@@ -179,6 +179,22 @@ def test_info_keeps_its_two_columns_at_any_width(columns):
     assert all(line.startswith("  ") for line in lines[1:])
 
 
+@pytest.mark.parametrize("columns", [34, 24])
+def test_info_too_narrow_for_two_columns_puts_each_value_under_its_key(columns):
+    """Below twice the key column a value cannot start at column 18: a line that does not
+    fit becomes its key alone, then its value indented under it, never back to column 2."""
+    wide = gpuobs("info", BLOCK).stdout.splitlines()
+    keys = {line[2:17].strip() for line in wide[1:] if line[2:3] not in ("", " ")}
+    lines = gpuobs("info", BLOCK, COLUMNS=str(columns)).stdout.splitlines()
+    for i, line in enumerate(lines[1:], 1):
+        assert len(line) <= columns or " " not in line.strip(), line  # only a word longer than the width
+        if line[2:3] != " ":  # a key: alone, or with its value where the whole line fits
+            assert line.strip() in keys or (line[2:17].strip() in keys and line[18] != " "), line
+            if line.strip() in keys:
+                assert lines[i + 1].startswith(" " * 6), lines[i + 1]
+    assert {line.strip() for line in lines} >= {"recorded by", "unmatched exits", "flush windows"}
+
+
 def test_user_text_is_printed_as_it_is(tmp_path):
     rec = write_recording(tmp_path / "r.gpuobs", names=["kern[bold]el[/bold]<int>()", "b[red]x()", "c()"])
     r = gpuobs("stats", rec, "--report", "kernels")

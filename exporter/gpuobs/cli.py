@@ -505,7 +505,21 @@ def _hanging(line: str, width: int | None, value_at: int | None = None) -> list:
     if width is None or len(line) <= width:
         return [line]
     hang = len(line) - len(line.lstrip())
-    if value_at is not None and hang == 2 and value_at < width // 2:
+    if value_at is not None and hang == 2 and value_at >= width // 2:
+        # Too narrow for two columns: the key on a line of its own, its value under it,
+        # indented past every key, so that keys and values still read apart.
+        key, value = line[:value_at].strip(), line[value_at:]
+        indent = " " * 6
+        under = textwrap.wrap(
+            value,
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent,
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
+        return ([f"  {key}"] if key else []) + (under or [line])
+    if value_at is not None and hang == 2:
         hang = value_at
     return textwrap.wrap(line, width, subsequent_indent=" " * hang, break_on_hyphens=False, break_long_words=False) or [
         line
