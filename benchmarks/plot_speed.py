@@ -4,15 +4,17 @@ Runs the command RUNS times, each a fresh process as a user runs it (wall time: 
 median), then once more in one process timed phase by phase: importing the CLI, loading
 the recording, the per-kernel analysis, importing matplotlib, and drawing and writing
 the image. On a shared machine the minimum is the figure to compare; the median shows
-the noise.
+the noise. With --against TREE (another checkout, e.g. `git worktree add /tmp/main main`)
+its gpuobs runs too, alternating with this one run by run, so both see the same load.
 
-    python benchmarks/plot_speed.py [--runs 5] [RECORDING]
+    python benchmarks/plot_speed.py [--runs 5] [--against TREE] [RECORDING]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -54,24 +56,31 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("recording", nargs="?", default=str(SAMPLE))
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--against", metavar="TREE", help="another checkout whose gpuobs runs alternately with this one")
     args = ap.parse_args()
+    envs = {"this": dict(os.environ)}
+    if args.against:
+        envs[args.against] = dict(os.environ, PYTHONPATH=str(Path(args.against).resolve() / "exporter"))
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "p.png"
-        walls = []
+        walls = {name: [] for name in envs}
         for _ in range(args.runs):
-            t = time.perf_counter()
-            subprocess.run(
-                [sys.executable, "-m", "gpuobs", "plot", args.recording, "-o", str(out), "-f"],
-                check=True,
-                capture_output=True,
-            )
-            walls.append(time.perf_counter() - t)
+            for name, env in envs.items():
+                t = time.perf_counter()
+                subprocess.run(
+                    [sys.executable, "-m", "gpuobs", "plot", args.recording, "-o", str(out), "-f"],
+                    check=True,
+                    capture_output=True,
+                    env=env,
+                )
+                walls[name].append(time.perf_counter() - t)
         phases = subprocess.run(
             [sys.executable, "-c", PHASES, args.recording, str(out)], check=True, capture_output=True, text=True
         )
-    print(f"gpuobs plot {Path(args.recording).name}: {args.runs} runs, wall s")
-    print(f"  min {min(walls):.2f}  median {statistics.median(walls):.2f}  max {max(walls):.2f}")
-    print("in one process, s:")
+    print(f"gpuobs plot {Path(args.recording).name}: {args.runs} runs each, wall s")
+    for name, w in walls.items():
+        print(f"  {name}: min {min(w):.2f}  median {statistics.median(w):.2f}  max {max(w):.2f}")
+    print("this, in one process, s:")
     for name, s in json.loads(phases.stdout.strip().splitlines()[-1]).items():
         print(f"  {s:6.3f}  {name}")
 

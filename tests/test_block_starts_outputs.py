@@ -147,7 +147,7 @@ def test_stats_gives_each_kernels_bound_shares_and_the_accounting(recording):
     result = json.loads(run("stats", recording, "--json").stdout)
     bounds = result["block_ends"]
     ends = analysis.launch_table(rec).block_ends
-    assert bounds["blocks"] == len(ends.rows) == sum(r["blocks"] for r in bounds["rows"])
+    assert bounds["blocks_bounded"] == len(ends.rows) == sum(r["blocks_bounded"] for r in bounds["rows"])
     for row in bounds["rows"]:
         assert sum(row[f"{LABELS[q]}_pct"] for q in EndBound) == pytest.approx(100, abs=0.3)
     incomplete = sum(r["slots_incomplete"] for r in bounds["rows"])

@@ -106,8 +106,8 @@ def test_stats_says_per_kernel_how_tight_its_bounds_are(tmp_path):
     assert k["launches_end_weak"] == sum(row["weak"] for row in k["rows"]) > 0
     assert sum(row["total_ns"] for row in k["rows"]) <= k["device_span_ns"]
     ends = analysis.launch_table(rec).block_ends
-    weak_blocks = sum(round(row["weak_pct"] * row["blocks"] / 100) for row in result["block_ends"]["rows"])
-    assert weak_blocks == int(ends.weak.sum()) == result["block_ends"]["weak"]
+    weak_blocks = sum(round(row["weak_pct"] * row["blocks_bounded"] / 100) for row in result["block_ends"]["rows"])
+    assert weak_blocks == int(ends.weak.sum()) == result["block_ends"]["blocks_weak"]
     csv = run("stats", rec.path, "--format", "csv").stdout.splitlines()[0].split(",")
     assert "Weak" in csv and "Weak (%)" in csv  # nsys-style headers
 

@@ -58,7 +58,7 @@ def test_a_trimmed_copy_named_like_a_child_is_not_taken_for_one(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "28,662 block slices" in r.stdout, r.stdout
     r = gpuobs("info", "--json", cwd=tmp_path)
-    assert json.loads(r.stdout)["path"] == "gpuobs.gpuobs", r.stdout  # one recording: an object, not a list
+    assert json.loads(r.stdout)["recording"] == "gpuobs.gpuobs", r.stdout  # one recording: an object, not a list
 
 
 def test_old_spellings_still_work_with_a_deprecation_line(tmp_path):
@@ -149,7 +149,7 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
         capture_output=True,
         text=True,
     )
-    assert proc.stdout == '{\n  "path"' and proc.stderr == ""
+    assert proc.stdout == '{\n  "recor' and proc.stderr == ""
 
 
 def test_piped_output_never_wraps(tmp_path):
@@ -177,6 +177,22 @@ def test_info_keeps_its_two_columns_at_any_width(columns):
     at = next(i for i, line in enumerate(lines) if line.startswith("  unmatched exits"))
     assert lines[at + 1].startswith(" " * 18) and lines[at + 1][18] != " "
     assert all(line.startswith("  ") for line in lines[1:])
+
+
+@pytest.mark.parametrize("columns", [34, 24])
+def test_info_too_narrow_for_two_columns_puts_each_value_under_its_key(columns):
+    """Below twice the key column a value cannot start at column 18: a line that does not
+    fit becomes its key alone, then its value indented under it, never back to column 2."""
+    wide = gpuobs("info", BLOCK).stdout.splitlines()
+    keys = {line[2:17].strip() for line in wide[1:] if line[2:3] not in ("", " ")}
+    lines = gpuobs("info", BLOCK, COLUMNS=str(columns)).stdout.splitlines()
+    for i, line in enumerate(lines[1:], 1):
+        assert len(line) <= columns or " " not in line.strip(), line  # only a word longer than the width
+        if line[2:3] != " ":  # a key: alone, or with its value where the whole line fits
+            assert line.strip() in keys or (line[2:17].strip() in keys and line[18] != " "), line
+            if line.strip() in keys:
+                assert lines[i + 1].startswith(" " * 6), lines[i + 1]
+    assert {line.strip() for line in lines} >= {"recorded by", "unmatched exits", "flush windows"}
 
 
 def test_user_text_is_printed_as_it_is(tmp_path):
@@ -242,7 +258,7 @@ def test_info_is_a_readable_summary():
     assert "True" not in text
     d = json.loads(gpuobs("info", BLOCK, "--json").stdout)
     assert d["complete"] is True and d["gpus"][0]["name"] == "NVIDIA H200" and d["device_span_ns"] == 87_122_752
-    assert [w["index"] for w in d["flush_windows"]] == list(range(6)) and d["block_events"] == 28_662
+    assert [w["index"] for w in d["flush_windows"]] == list(range(6)) and d["blocks_recorded"] == 28_662
 
 
 def test_info_says_what_belongs_to_no_launch(tmp_path):

@@ -72,7 +72,7 @@ def test_trim_by_kernel_keeps_their_launches_and_accounts_for_the_rest(tmp_path)
     names = {kept.function(int(launch["device_index"]), int(launch["function_slot"])).name for launch in kept.launches}
     assert names and all(n.startswith("nvjet") for n in names)
     info = json.loads(gpuobs("info", out, "--json").stdout)
-    assert info["counted"] == info["block_events"] == len(kept.events)  # counts of the kept launches only
+    assert info["counted"] == info["blocks_recorded"] == len(kept.events)  # counts of the kept launches only
     assert info["recorded"] - info["filtered"] == len(kept.events)  # left-out records count as filtered
     stats = json.loads(gpuobs("stats", out, "--json").stdout)["kernel_times"]["rows"]
     assert {r["kernel"] for r in stats} == names

@@ -196,6 +196,16 @@ def cases(fake_browser: str) -> list:
             output="p.png",
         ),
         Case(["plot", BLOCK, "-o", "{dir}/p.png", "--time", "1s:2s"], rc=2, expect="keeps no block"),
+        Case(  # blocks that start in the window, not whole launches running in it
+            ["plot", BLOCK, "-o", "{dir}/p.png", "--time-window", "11ms:11.5ms"],
+            ["plot", BLOCK, "-o", "{dir}/p.png", "--time", "11ms:11.5ms"],
+            output="p.png",
+        ),
+        Case(
+            ["plot", BLOCK, "-o", "{dir}/p.png", "--time", "1ms:2ms", "--time-window", "1ms:2ms"],
+            rc=2,
+            expect="two meanings of a window",
+        ),
         Case(
             ["plot", BLOCK, "-o", "{dir}/p.png", "--kernels", "nvjet"],
             ["plot", BLOCK, "-o", "{dir}/p.png"],

@@ -89,13 +89,13 @@ def test_text_and_csv(slower):
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     table = lines[lines.index(next(x for x in lines if x.startswith("Per kernel"))) + 1 :]
-    assert "Total A (us)" in table[0] and table[0].rstrip().endswith("Name")
+    assert "A (us)  B (us)  Total" in table[0] and table[0].rstrip().endswith("Name")
     assert table[1].rstrip().endswith(_slot_1_name(a)) and " 1.4" in table[1]  # the slowed kernel leads
     assert "records dropped 0 -> 100" in r.stdout
     r = gpuobs("diff", a, b, "--format", "csv")
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
-    assert len(rows) == 3 and rows[0]["kernel"] == _slot_1_name(a)
-    assert float(rows[1]["total_ns_ratio"]) == 1.0 and rows[0]["total_ns_a"] and rows[0]["total_ns_b"]
+    assert len(rows) == 3 and rows[0]["Name"] == _slot_1_name(a) and list(rows[0])[-1] == "Name"
+    assert float(rows[1]["Total Time (B/A)"]) == 1.0 and rows[0]["Total Time (ns) A"] and rows[0]["Total Time (ns) B"]
 
 
 def test_kernels_in_one_recording_only(tmp_path):
@@ -121,3 +121,20 @@ def test_bad_input_is_one_line(tmp_path):
     assert r.returncode == 2 and r.stderr.startswith("gpuobs: ") and len(r.stderr.strip().splitlines()) == 1
     r = gpuobs("diff", DATA / "decode_block_trace.gpuobs", DATA / "decode_block_trace.gpuobs", "--format", "xml")
     assert r.returncode == 2 and "--format 'xml' is not table, csv or json" in r.stderr
+
+
+def test_the_table_fits_80_columns_with_every_name_kept():
+    """COLUMNS is honoured piped, as by stats: every line fits, each kernel's short name
+    whole on its own line above its numbers; piped without COLUMNS nothing wraps."""
+    from gpuobs.analysis.kernel_names import short_names
+
+    for sample in ("decode_block_trace.gpuobs", "decode_mem_sampled.gpuobs"):
+        r = gpuobs("diff", sample, sample, "--top", "8", cwd=DATA, COLUMNS="80")
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        assert max(map(len, lines)) <= 80, max(lines, key=len)
+        kernels = _json(DATA / sample, DATA / sample)["kernels"][:8]
+        for name in short_names([k["kernel"] for k in kernels], 78):
+            assert f"  {name}" in lines, name
+        piped = gpuobs("diff", sample, sample, "--top", "8", cwd=DATA).stdout.splitlines()
+        assert len(piped) < len(lines) and any(line.startswith("Totals: ") and len(line) > 80 for line in piped)

@@ -18,7 +18,7 @@ from gpuobs.selection import Criteria, TimeMeaning, device_span, kernel_mask, se
 
 SAMPLE = DATA / "decode_block_trace.gpuobs"
 # Defined in files other engineers own; they reparent them (one line each) and shrink this set.
-NOT_YET_REPARENTED = {"PlotUnavailable"}
+NOT_YET_REPARENTED = set()
 INTERNAL = {"BadValue"}  # the reader's value checks: always said as a CorruptChunk
 
 
@@ -105,3 +105,40 @@ def test_flushes_select_windows_and_past_the_last_is_said(rec):
     assert ev_kind_blocks[sel.events].all()
     with pytest.raises(SelectionError, match=r"--flushes 99:: the recording has \d+ flush windows"):
         select(rec, Criteria.parse(flushes="99:"))
+
+
+def test_each_time_option_has_one_meaning_in_every_command():
+    """--time is whole launches running in the window (trim's), --time-window the blocks
+    that start in it (export's), in every command that takes them, as their help says."""
+    import typer.main
+
+    from gpuobs.cli import app
+
+    said = {"--time": "running in this window", "--time-window": "start in this window"}
+    taken = {}
+    for name, command in typer.main.get_command(app).commands.items():
+        for param in command.params:
+            for option in set(param.opts) & set(said):
+                taken.setdefault(option, []).append(name)
+                assert said[option] in param.help.replace("starts in", "start in"), (name, option, param.help)
+    assert sorted(taken["--time"]) == ["plot", "trim"] and sorted(taken["--time-window"]) == ["export", "plot"]
+
+
+def test_plot_draws_what_trim_keeps_or_what_the_trace_shows(rec):
+    from gpuobs.analysis import trim
+    from gpuobs.analysis.plot import NoBlockChosen, blocks_chosen
+    from gpuobs.ranges import parse_time_range
+
+    blocks = rec.events["kind"] == EventKind.BLOCK
+    window = "11ms:11.5ms"  # its first launch started before 11 ms
+    running = blocks_chosen(rec, time=window)
+    starting = blocks_chosen(rec, time_window=window)
+    assert np.array_equal(running, trim.select(rec, time=parse_time_range(window, "--time")).events & blocks)
+    assert np.array_equal(starting, select(rec, Criteria.parse(time=window)).events & blocks)
+    starts = rec.events["time_start"].astype(np.int64) - int(rec.events["time_start"].min())
+    assert (running & ~starting).any() and (starts[running & ~starting] < 11_000_000).all()
+    assert not (starting & ~running).any()
+    with pytest.raises(SelectionError, match="two meanings"):
+        blocks_chosen(rec, time=window, time_window=window)
+    with pytest.raises(NoBlockChosen, match="--time-window 900ms: keeps no block"):
+        blocks_chosen(rec, time_window="900ms:")

@@ -507,7 +507,21 @@ def _hanging(line: str, width: int | None, value_at: int | None = None) -> list:
     if width is None or len(line) <= width:
         return [line]
     hang = len(line) - len(line.lstrip())
-    if value_at is not None and hang == 2 and value_at < width // 2:
+    if value_at is not None and hang == 2 and value_at >= width // 2:
+        # Too narrow for two columns: the key on a line of its own, its value under it,
+        # indented past every key, so that keys and values still read apart.
+        key, value = line[:value_at].strip(), line[value_at:]
+        indent = " " * 6
+        under = textwrap.wrap(
+            value,
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent,
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
+        return ([f"  {key}"] if key else []) + (under or [line])
+    if value_at is not None and hang == 2:
         hang = value_at
     return textwrap.wrap(line, width, subsequent_indent=" " * hang, break_on_hyphens=False, break_long_words=False) or [
         line
@@ -968,8 +982,14 @@ def plot_cmd(
         None,
         "--time",
         metavar="START:END",
-        help="only blocks that start in this window, counted from the recording's first event, with units, "
-        "e.g. 10ms:20ms (as export --time-window)",
+        help="only launches running in this window, whole, counted from the recording's first event, with "
+        "units, e.g. 10ms:20ms (as trim --time: the plot of what trim keeps)",
+    ),
+    time_window: Optional[str] = typer.Option(
+        None,
+        "--time-window",
+        metavar="START:END",
+        help="only blocks that start in this window (as export --time-window: the plot of what the trace shows)",
     ),
     kernels: Optional[str] = typer.Option(
         None, "--kernels", metavar="REGEX", help="only blocks of kernels whose name matches this regex"
@@ -978,7 +998,8 @@ def plot_cmd(
 ):
     """SM x time occupancy heatmap and block-duration histograms of a recording (default ./gpuobs.gpuobs;
     needs matplotlib: pip install 'gpuobs[plot]')."""
-    from .analysis.plot import PlotUnavailable, plot, plot_paths
+    from .analysis.plot import NoBlockChosen, PlotUnavailable, blocks_chosen, plot, plot_paths
+    from .errors import SelectionError
     from .outputs import OutputError
 
     path = recording or DEFAULT_RECORDING
@@ -994,23 +1015,13 @@ def plot_cmd(
             f"{path} holds no block records to plot (mode {rec.run.mode_name if rec.run else 'unknown'}; "
             "record with --mode block_trace)"
         )
-    keep = None
-    if time_range or kernels:
-        from .errors import SelectionError
-        from .selection import Criteria, TimeMeaning, select
-
-        try:
-            chosen = select(
-                rec,
-                Criteria.parse(
-                    kernels=kernels, time=time_range, time_meaning=TimeMeaning.STARTS_IN, time_option="--time"
-                ),
-            )
-        except SelectionError as exc:
-            _fail(str(exc))
-        keep = chosen.events & (rec.events["kind"] == schema.EventKind.BLOCK)
-        if not keep.any():
-            _fail(f"{chosen.criteria.describe()} keeps no block of {path}: nothing to plot, nothing was written")
+    try:
+        keep = blocks_chosen(rec, kernels=kernels, time=time_range, time_window=time_window)
+    except NoBlockChosen as exc:
+        _fail(f"{exc} of {path}: nothing to plot, nothing was written")
+    except SelectionError as exc:
+        _fail(str(exc))
+    if keep is not None:
         targets = {d: t for d, t in targets.items() if (keep & (rec.event_devices == d)).any()}
     for target in targets.values():
         _check_output(target, [path], force)

@@ -5,14 +5,15 @@ for, read once from the options; `select()` turns it into a `Selection` of one
 recording (masks over its launches, events and flush windows) that every writer
 consumes: the Perfetto export, the Parquet export and trim.
 
-A time window has two meanings, named apart because each command needs its own:
+A time window has two meanings, named apart because each command needs its own, and
+each name has one meaning wherever it is taken (plot takes both):
 
-* TimeMeaning.STARTS_IN (export): what starts in the window. A block or sample is
-  kept when it starts in the window, a launch (its kernel slice, its row) when its
-  first block does: a trace of the window, cut at its edges.
-* TimeMeaning.OVERLAPS (trim): whole launches whose span overlaps the window, with
-  all their events, so that the part written is a recording whose launches are
-  complete.
+* TimeMeaning.STARTS_IN (--time-window: export, plot): what starts in the window. A
+  block or sample is kept when it starts in the window, a launch (its kernel slice,
+  its row) when its first block does: a trace of the window, cut at its edges.
+* TimeMeaning.OVERLAPS (--time: trim, plot): whole launches whose span overlaps the
+  window, with all their events, so that the part written is a recording whose
+  launches are complete.
 
 Times are relative to the recording's first device event (as `gpuobs info` shows
 them); END is excluded everywhere."""

@@ -36,24 +36,25 @@ def kernel_rows(rec: Recording, ends: BlockEnds, names: list) -> list[dict]:
         if blocks == 0:
             continue
         by_quality = counts.by_quality[members].sum(axis=0)
-        row = {"device": device, "kernel": name, "blocks": blocks}
+        row = {"device": device, "kernel": name, "blocks_bounded": blocks}
         for q in QUALITIES:
             row[f"{LABELS[q]}_pct"] = round(100.0 * int(by_quality[q]) / blocks, 1)
         row["weak_pct"] = round(100.0 * int(counts.weak[members].sum()) / blocks, 1)
         row["slots_incomplete"] = int(counts.slots_incomplete[members].sum())
         rows.append(row)
-    rows.sort(key=lambda r: (-r["blocks"], r["kernel"]))
+    rows.sort(key=lambda r: (-r["blocks_bounded"], r["kernel"]))
     return rows
 
 
 def totals(rec: Recording, ends: BlockEnds) -> dict:
-    """The recording's block ends by bound, and the warp-arrival accounting."""
+    """The recording's block ends by bound, and the warp-arrival accounting (block counts
+    named blocks_*, as in every report: `weak` alone is the time summary's launches)."""
     t = rec.totals
     by_quality = np.bincount(ends.quality, minlength=len(EndBound))
     return {
-        "blocks": int(len(ends.rows)),
+        "blocks_bounded": int(len(ends.rows)),
         **{LABELS[q]: int(by_quality[q]) for q in QUALITIES},
-        "weak": int(ends.weak.sum()) if ends.weak is not None else 0,
+        "blocks_weak": int(ends.weak.sum()) if ends.weak is not None else 0,
         "slots_incomplete": int(((rec.events["flags"][ends.rows] & SLOTS_INCOMPLETE) != 0).sum()),
         "warp_arrivals": t["warp_arrivals"],
         "warp_arrivals_dropped": t["warp_arrivals_dropped"],
@@ -64,9 +65,9 @@ def totals(rec: Recording, ends: BlockEnds) -> dict:
 
 def bound_line(d: dict) -> str:
     """'N blocks: a% slot, b% stream, c% quiet, d% none; w% weak'."""
-    n = d["blocks"] or 1
+    n = d["blocks_bounded"] or 1
     shares = ", ".join(f"{100.0 * d[LABELS[q]] / n:.1f}% {LABELS[q]}" for q in QUALITIES)
-    return f"{d['blocks']:,} blocks, ends bounded by: {shares}; {100.0 * d['weak'] / n:.1f}% weak"
+    return f"{d['blocks_bounded']:,} blocks, ends bounded by: {shares}; {100.0 * d['blocks_weak'] / n:.1f}% weak"
 
 
 def accounting_line(d: dict) -> str:

@@ -18,6 +18,7 @@ from . import launches as analysis
 from .kernel_names import short_names
 from .kernel_summary import kernel_times
 from .text_table import Column, render_csv, render_text
+from .vocabulary import CSV_TITLES, compared_titles
 
 # (key, what it is): compared per kernel, in this order
 METRICS = (
@@ -155,19 +156,23 @@ def _round(r):
 
 
 def flat_rows(result: Diff) -> list:
-    """One dict per kernel: KEY_a, KEY_b, KEY_ratio for every metric (CSV)."""
+    """One dict per kernel, keyed by CSV header: Status, then A's, B's and the ratio of
+    every metric (vocabulary.compared_titles), then the kernel's full name."""
     rows = []
     for d in result.kernels:
-        row = {"kernel": d.name, "status": d.status}
+        row = {"Status": d.status}
         for key, _ in METRICS:
-            row[f"{key}_a"], row[f"{key}_b"], row[f"{key}_ratio"] = d.a.get(key), d.b.get(key), _round(d.ratio[key])
+            a, b, r = compared_titles(key)
+            row[a], row[b], row[r] = d.a.get(key), d.b.get(key), _round(d.ratio[key])
+        row[CSV_TITLES["kernel"]] = d.name
         rows.append(row)
     return rows
 
 
 def as_csv(result: Diff) -> str:
-    keys = ["kernel", "status"] + [f"{k}_{s}" for k, _ in METRICS for s in ("a", "b", "ratio")]
-    return render_csv([Column(k, k) for k in keys], flat_rows(result))
+    """Headed as `stats` heads the same numbers (nsys style), A and B side by side."""
+    titles = ["Status"] + [t for key, _ in METRICS for t in compared_titles(key)] + [CSV_TITLES["kernel"]]
+    return render_csv([Column(t, t) for t in titles], flat_rows(result))
 
 
 def _x(r) -> str:
@@ -198,7 +203,7 @@ def as_text(result: Diff, top: int | None = 30, width: int | None = None) -> str
         + "):"
     )
     shown = result.kernels if top is None else result.kernels[:top]
-    names = short_names([d.name for d in shown])
+    names = short_names([d.name for d in shown], 100 if width is None else max(min(100, width - 2), 20))
     rows = []
     for d, name in zip(shown, names):
         row = {"name": name if d.status == "both" else f"{name}  [{d.status}]"}
@@ -208,30 +213,37 @@ def as_text(result: Diff, top: int | None = 30, width: int | None = None) -> str
         row["total_b"] = _us(d.b.get("total_ns"))
         row["counted_a"], row["counted_b"] = d.a.get("counted"), d.b.get("counted")
         rows.append(row)
+    # Timed: the launches' ratio is Inst's (launches with a span) and SMs rarely move, so
+    # both are left to CSV and JSON: the numbers fit 80 columns under their names.
     if timed:
         columns = [
-            Column("Total A (us)", "total_a"),
-            Column("Total B (us)", "total_b"),
+            Column("A (us)", "total_a"),
+            Column("B (us)", "total_b"),
             Column("Total", "total_ns"),
             Column("Inst", "instances"),
             Column("Avg", "avg_ns"),
             Column("Med", "med_ns"),
             Column("Max", "max_ns"),
+            Column("Blocks", "blocks_recorded"),
+            Column("Dropped", "blocks_dropped"),
         ]
     else:
-        columns = [Column("Counted A", "counted_a"), Column("Counted B", "counted_b"), Column("Counted", "counted")]
-    columns += [
-        Column("Launches", "launches"),
-        Column("Blocks", "blocks_recorded"),
-        Column("SMs", "sms"),
-        Column("Dropped", "blocks_dropped"),
-        Column("Name", "name", left=True),
-    ]
-    lines.append(render_text(columns, rows, width))
+        columns = [
+            Column("Counted A", "counted_a"),
+            Column("Counted B", "counted_b"),
+            Column("Counted", "counted"),
+            Column("Launches", "launches"),
+            Column("Blocks", "blocks_recorded"),
+            Column("SMs", "sms"),
+            Column("Dropped", "blocks_dropped"),
+        ]
+    lines.append(render_text(columns + [Column("Name", "name", left=True)], rows, width))
     if top is not None and len(result.kernels) > top:
         lines.append(
             f"  {len(result.kernels)} kernels, the first {top} shown (--top N for more; --format csv or json: all)"
         )
+    if timed:
+        lines.append("  A (us), B (us): total kernel time in each; the rest are ratios of stats' columns")
     lines.append("  ratio = B / A; 1.00x: unchanged; '-': only in one recording, or A had none of it")
     return "\n".join(lines)
 
@@ -243,8 +255,6 @@ def _us(ns):
 def command(a, b, fmt: str, top: int | None, salvage: bool) -> None:
     """`gpuobs diff`'s body (cli.py declares the options)."""
     import json
-    import shutil
-    import sys
 
     from .. import cli
 
@@ -260,5 +270,7 @@ def command(a, b, fmt: str, top: int | None, salvage: bool) -> None:
     elif fmt == "csv":
         cli._say(as_csv(result).rstrip("\n"))
     else:
-        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
-        cli._say(as_text(result, 30 if top is None else top, width))
+        width = cli._output_width()  # COLUMNS also when piped, as stats
+        for line in as_text(result, 30 if top is None else top, width).split("\n"):
+            for part in cli._hanging(line, width):  # the table fits already; the notes wrap
+                cli._say(part)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import GpuobsError, SelectionError
 from ..outputs import write_atomically
 from ..recording_file import schema
 from ..recording_file.recording import Recording
@@ -15,8 +16,12 @@ from . import block_ends, launches
 from .kernel_names import slice_names
 
 
-class PlotUnavailable(RuntimeError):
-    pass
+class PlotUnavailable(GpuobsError):
+    """matplotlib is not installed."""
+
+
+class NoBlockChosen(SelectionError):
+    """The options chose no block record; the message names them."""
 
 
 def occupancy(rec: Recording, device: int, bins: int = 400, keep: np.ndarray | None = None):
@@ -46,6 +51,30 @@ def occupancy(rec: Recording, device: int, bins: int = 400, keep: np.ndarray | N
         hi = np.minimum(end[live], t0 + (b[live] + 1) * width)
         np.add.at(grid, (sm[live], np.minimum(b[live], bins)), np.maximum(hi - lo, 0) / width)
     return grid, t0, width
+
+
+def blocks_chosen(rec: Recording, kernels=None, time=None, time_window=None) -> np.ndarray | None:
+    """Per event: a block record to draw (None: all). The options' text, each with the one
+    meaning its name has in every command (gpuobs.selection): --time, launches running in
+    the window, whole (trim's); --time-window, blocks that start in it (export's).
+    SelectionError for a bad option, NoBlockChosen when nothing is left."""
+    from ..selection import Criteria, TimeMeaning, select
+
+    if time and time_window:
+        raise SelectionError("--time and --time-window are two meanings of a window: give one")
+    if not (kernels or time or time_window):
+        return None
+    overlaps = bool(time)
+    criteria = Criteria.parse(
+        kernels=kernels,
+        time=time or time_window,
+        time_meaning=TimeMeaning.OVERLAPS if overlaps else TimeMeaning.STARTS_IN,
+        time_option="--time" if overlaps else "--time-window",
+    )
+    keep = select(rec, criteria).events & (rec.events["kind"] == schema.EventKind.BLOCK)
+    if not keep.any():
+        raise NoBlockChosen(f"{criteria.describe()} keeps no block")
+    return keep
 
 
 def plot_paths(rec: Recording, out: Path) -> dict:

@@ -105,7 +105,7 @@ def describe(rec: Recording) -> dict:
     if run is not None and rec.end is not None and int(rec.end["end_monotonic_ns"]) >= run.start_monotonic_ns > 0:
         run_ns = int(rec.end["end_monotonic_ns"]) - run.start_monotonic_ns
     return {
-        "path": str(rec.path),
+        "recording": str(rec.path),  # keyed as stats and diff key it
         "tool_version": rec.tool_version,
         "format_version": rec.format_version,
         "pid": run.pid if run else None,
@@ -129,7 +129,8 @@ def describe(rec: Recording) -> dict:
         "kernels_launched": len(
             set(zip(rec.launches["device_index"].tolist(), rec.launches["function_slot"].tolist()))
         ),
-        **s,
+        # block records kept: blocks_recorded, as stats' blocks report names them per kernel
+        **{("blocks_recorded" if key == "block_events" else key): value for key, value in s.items()},
         "sampling": sampling.sampling(rec),
         "flush_windows": flush_windows(rec),
         "block_ends": block_end_report.totals(rec, block_ends.block_end_bounds(rec))
@@ -147,7 +148,7 @@ def _when(realtime_ns: int | None) -> str:
 def text(d: dict) -> list[str]:
     """The readable form of describe()'s dict, one line each, never wider than its content."""
     mode = d["mode"]
-    lines = [d["path"]]
+    lines = [d["recording"]]
 
     def line(label: str, value: str) -> None:
         lines.append(f"  {label:<15} {value}")
@@ -200,7 +201,7 @@ def text(d: dict) -> list[str]:
         line("", f"{d['unrecorded_launches']:,} more launches ran outside recording windows (not recorded)")
     unit = "accesses" if schema.mode_has(mode, schema.Trait.MEMORY_PATCH) else "blocks"
     line("counted", f"{d['counted']:,} {unit} (exact, counted on the device)")
-    line("kept", f"{d['block_events']:,} block records, {d['memory_events']:,} memory samples")
+    line("kept", f"{d['blocks_recorded']:,} block records, {d['memory_events']:,} memory samples")
     line(
         "records",
         f"{d['attempted']:,} attempted = {d['recorded']:,} recorded + {d['dropped']:,} dropped"

@@ -18,6 +18,7 @@ from .kernel_names import short_name, short_names
 from .kernel_summary import SORT_KEYS as KERNEL_SORT_KEYS
 from .kernel_summary import SPAN_MEANING, SPAN_MEANING_BOUNDS, kernel_times, sort_rows
 from .text_table import Column, render_csv, render_text
+from .vocabulary import csv_columns
 
 BLOCK_SORT_KEYS = ("blocks", "launches", "p50", "p99", "counted", "name")
 TABLE_TOP = 30
@@ -35,21 +36,10 @@ KERNEL_COLUMNS = [
     Column("Name", "short", left=True),
 ]
 WEAK_COLUMN = Column("Weak", "weak")  # block_starts: launches left out, their end bound is weak
-# CSV headers as nsys stats writes them (cuda_gpu_kern_sum: "Time (%)", "Total Time (ns)", ...).
-KERNEL_CSV = [
-    Column(title, key)
-    for title, key in (
-        ("Time (%)", "time_pct"),
-        ("Total Time (ns)", "total_ns"),
-        ("Instances", "instances"),
-        ("Avg (ns)", "avg_ns"),
-        ("Med (ns)", "med_ns"),
-        ("Min (ns)", "min_ns"),
-        ("Max (ns)", "max_ns"),
-        ("StdDev (ns)", "stddev_ns"),
-        ("Weak", "weak"),
-    )
-]
+# CSV headers as nsys stats writes them (vocabulary.py: one header per JSON key).
+KERNEL_CSV = csv_columns(
+    ("time_pct", "total_ns", "instances", "avg_ns", "med_ns", "min_ns", "max_ns", "stddev_ns", "weak")
+)
 BLOCK_COLUMNS = [
     Column("Launches", "launches"),
     Column("Blocks", "blocks"),
@@ -62,26 +52,25 @@ BLOCK_COLUMNS = [
     Column("Dropped", "blocks_dropped"),
     Column("Name", "short", left=True),
 ]
-BLOCK_CSV = [
-    Column(title, key)
-    for title, key in (
-        ("Device", "device"),
-        ("Launches", "launches"),
-        ("Blocks", "blocks"),
-        ("Block Records", "blocks_recorded"),
-        ("SMs", "sms"),
-        ("Block p50 (ns)", "block_ns_p50"),
-        ("Block p90 (ns)", "block_ns_p90"),
-        ("Block p99 (ns)", "block_ns_p99"),
-        ("Counted", "counted"),
-        ("Count Shared Launches", "counted_shared_launches"),
-        ("Memory Samples", "memory_events"),
-        ("Blocks Dropped", "blocks_dropped"),
-        ("Ends Unconfirmed", "ends_unconfirmed"),
+BLOCK_CSV = csv_columns(
+    (
+        "device",
+        "launches",
+        "blocks",
+        "blocks_recorded",
+        "sms",
+        "block_ns_p50",
+        "block_ns_p90",
+        "block_ns_p99",
+        "counted",
+        "counted_shared_launches",
+        "memory_events",
+        "blocks_dropped",
+        "ends_unconfirmed",
     )
-]
+)
 BOUND_COLUMNS = [
-    Column("Blocks", "blocks"),
+    Column("Blocks", "blocks_bounded"),
     Column("Slot %", "slot_pct", "{:.1f}"),
     Column("Stream %", "stream_pct", "{:.1f}"),
     Column("Quiet %", "quiet_pct", "{:.1f}"),
@@ -90,19 +79,18 @@ BOUND_COLUMNS = [
     Column("Incomplete", "slots_incomplete"),
     Column("Name", "short", left=True),
 ]
-BOUND_CSV = [
-    Column(title, key)
-    for title, key in (
-        ("Device", "device"),
-        ("Blocks Bounded", "blocks"),
-        ("Slot (%)", "slot_pct"),
-        ("Stream (%)", "stream_pct"),
-        ("Quiet (%)", "quiet_pct"),
-        ("None (%)", "none_pct"),
-        ("Weak (%)", "weak_pct"),
-        ("Slots Incomplete", "slots_incomplete"),
+BOUND_CSV = csv_columns(
+    (
+        "device",
+        "blocks_bounded",
+        "slot_pct",
+        "stream_pct",
+        "quiet_pct",
+        "none_pct",
+        "weak_pct",
+        "slots_incomplete",
     )
-]
+)
 COLUMN_MEANING = {
     "blocks": "Blocks: grid blocks launched",
     "blocks_recorded": "Recorded: block records kept",
