@@ -104,18 +104,22 @@ def test_an_intact_recording_reads_as_before_and_releases_its_descriptor(tmp_pat
     assert len(os.listdir("/proc/self/fd")) == before
 
 
-@pytest.mark.parametrize("command", ["info", "export"])
+@pytest.mark.parametrize("command", ["info", "info --salvage", "export"])
 def test_without_the_handler_the_recording_is_read_into_memory(tmp_path, command):
     """GPUOBS_PURE_PYTHON=1 (or no C compiler): the chunks are read into memory, not
-    mapped, so a cut after load changes nothing `info` reads; export reads its events
-    from the file window by window, and says the file shrank."""
+    mapped, so a cut after load changes nothing `info --salvage` reads (it loads the
+    whole recording); `info` and export read their events from the file window by
+    window, and say the file shrank."""
     rec = tmp_path / "r.gpuobs"
     shutil.copy(SAMPLE, rec)
-    args = ["info", str(rec)] if command == "info" else ["export", str(rec), "-o", str(tmp_path / "t.pftrace")]
+    args = command.split() + [str(rec)]
+    if command == "export":
+        args += ["-o", str(tmp_path / "t.pftrace")]
     cmd = [sys.executable, "-c", DRIVER, str(rec), "after-load", *args]
     r = subprocess.run(cmd, env=repo_env(GPUOBS_PURE_PYTHON="1"), capture_output=True, text=True, timeout=120)
-    if command == "info":
+    if command == "info --salvage":
         assert r.returncode == 0 and "28,662" in r.stdout, r.stderr
     else:
         assert r.returncode == 2 and "the file shrank while it was read" in r.stderr, r.stderr
+        assert r.stderr.count("\n") == 1 and r.stdout == ""
         assert sorted(p.name for p in tmp_path.iterdir()) == ["r.gpuobs"]

@@ -5,6 +5,7 @@ one line on stderr (`gpuobs: ...`), never a traceback; nothing is silently ignor
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
@@ -204,6 +205,35 @@ def _load(path: Path, salvage: bool, opener=None):
             f"lost {rec.damage.bytes_lost} bytes"
         )
     return rec
+
+
+def _open_for_analysis(path: Path, salvage: bool):
+    """A recording read window by window where info, stats and diff can (their events
+    read once, a segment at a time: analysis/streamed_facts.py), else loaded whole."""
+    from .analysis.streamed_facts import can_stream
+    from .recording_file.windows import open_windows
+
+    if salvage:
+        return _load(path, salvage)
+    windows = _load(path, False, opener=open_windows)
+    if can_stream(windows):
+        return windows
+    windows.close()
+    return _load(path, salvage)
+
+
+@contextlib.contextmanager
+def _load_for_analysis(path: Path, salvage: bool):
+    """_open_for_analysis in a `with`: closed after, and damage found while the events
+    are read (after the index pass) said as _load says it."""
+    source = _open_for_analysis(path, salvage)
+    try:
+        yield source
+    except (TruncatedChunk, CorruptChunk) as exc:
+        _fail(f"{exc} (--salvage keeps every complete chunk before the damage)")
+    finally:
+        if hasattr(source, "close"):
+            source.close()
 
 
 def _default_recordings() -> List[Path]:
@@ -480,7 +510,10 @@ def info(
         _fail(f"--json and --format {fmt} ask for two formats: give one")
     if fmt not in ("table", "json"):
         _fail(f"--format {fmt!r} is not table or json (info is one record per recording, not a table of rows)")
-    described = [describe(_load(p, salvage)) for p in _recordings_or_default(recordings)]
+    described = []
+    for path in _recordings_or_default(recordings):
+        with _load_for_analysis(path, salvage) as source:
+            described.append(describe(source))
     if as_json or fmt == "json":
         _say(json.dumps(described[0] if len(described) == 1 else described, indent=2))
         return
@@ -569,7 +602,10 @@ def stats(
     if top is not None and top < 1:
         _fail(f"--top {top}: give 1 or more rows")
     paths = _recordings_or_default(recordings)
-    results = [stats_report.build(_load(p, salvage), report, sort, top, fmt) for p in paths]
+    results = []
+    for path in paths:
+        with _load_for_analysis(path, salvage) as source:
+            results.append(stats_report.build(source, report, sort, top, fmt))
     for r in results:
         if fmt != "table" and "kernel_times" in r and not r["kernel_times"]["timed"]:
             _warn(f"{r['recording']}: mode {r['mode']} records no block times: the kernel time summary is empty")
@@ -1060,13 +1096,25 @@ def trim(
     except RangeError as exc:
         _fail(str(exc))
     _check_output(output, [recording], force)
-    rec = _load(recording, salvage)
-    try:
-        selection = select(rec, flush_range, window, kernels)
-        with write_atomically(output, [recording], force) as fh:
-            copy_recording(rec, fh, selection.flushes, selection.launches, selection.events)
-    except (TrimError, OutputError) as exc:
-        _fail(str(exc))
+    with _load_for_analysis(recording, salvage) as source:
+        rec = source.rec if hasattr(source, "rec") else source
+        try:
+            if rec is source:
+                selection = select(rec, flush_range, window, kernels)
+                keep, events = selection.events, None
+            else:  # read window by window: the kept events spooled (analysis/streamed_trim.py)
+                from .analysis.streamed_trim import select as select_streamed
+
+                selection = select_streamed(source, flush_range, window, kernels)
+                keep, events = None, selection.events
+            try:
+                with write_atomically(output, [recording], force) as fh:
+                    copy_recording(rec, fh, selection.flushes, selection.launches, keep, events)
+            finally:
+                if events is not None:
+                    selection.close()
+        except (TrimError, OutputError) as exc:
+            _fail(str(exc))
     _say(f"{output}: {selection.describe()}")
     if rec.damage is not None:  # the format has no place for it: say it here, where the user still sees it
         _warn(

@@ -83,6 +83,10 @@ class WindowedRecording:
         for lo in range(0, chunk.count, rows):
             yield lo, self.read(chunk, lo, min(lo + rows, chunk.count))
 
+    def lazy_chunks(self) -> list:
+        """Every EVENTS chunk as a LazyChunk, for code that slices chunks' arrays."""
+        return [LazyChunk(self, c) for c in self.chunks]
+
     def span(self):
         """(first start, last end) device ns over every event; None without events."""
         timed = [c for c in self.chunks if c.count]
@@ -101,6 +105,21 @@ class WindowedRecording:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+class LazyChunk:
+    """An EVENTS chunk read when sliced: len() and slices, as code that reads a chunk's
+    array a slice at a time (recording_checks.deepest_block_overlap) reads it."""
+
+    def __init__(self, wr: WindowedRecording, chunk: EventChunk):
+        self.wr, self.chunk = wr, chunk
+
+    def __len__(self) -> int:
+        return self.chunk.count
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        lo, hi, _ = rows.indices(self.chunk.count)
+        return self.wr.read(self.chunk, lo, max(lo, hi))
 
 
 def open_windows(path) -> WindowedRecording:
