@@ -70,8 +70,8 @@ def main():
         versions.insert(0, ("before: ", dict(os.environ, PYTHONPATH=str(args.before.resolve() / "exporter"))))
     wanted = [w.strip() for w in args.steps.split(",")] if args.steps else None
     gpuobs = [sys.executable, "-m", "gpuobs"]
-    print("| blocks | .gpuobs | step | time (s) | peak RSS (MB) | output |")
-    print("|---|---|---|---|---|---|")
+    print("| blocks | .gpuobs | step | time (s) | CPU (s) | peak RSS (MB) | output |")
+    print("|---|---|---|---|---|---|---|")
     try:
         for blocks in [_count(b) for b in args.blocks.split(",")]:
             rec = folder / f"synthetic_{blocks}.gpuobs"
@@ -119,7 +119,8 @@ def main():
                     )
                     shown = f"{total / 1e6:.1f} MB"
                 print(
-                    f"| {blocks / 1e6:g}M | {size} | {label}{name} | {run.seconds:.2f} | {run.peak_mb:.0f} | {shown} |",
+                    f"| {blocks / 1e6:g}M | {size} | {label}{name} | {run.seconds:.2f} | {run.cpu_seconds:.2f} | "
+                    f"{run.peak_mb:.0f} | {shown} |",
                     flush=True,
                 )
     finally:

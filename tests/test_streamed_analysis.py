@@ -249,3 +249,35 @@ def test_cli_trim_writes_the_same_recording(tmp_path):
     assert streamed.returncode == whole.returncode == 0, streamed.stderr + whole.stderr
     assert a.read_bytes() == b.read_bytes() and streamed.stdout.replace(str(a), str(b)) == whole.stdout
     assert "launches" in streamed.stdout and load(a).launches.size > 0
+
+
+PARQUET_SELECTIONS = [{}, {"time": "1ms:3ms"}, {"kernels": "nvjet|rms"}, {"launches": "5:40"}, {"time": "9s:10s"}]
+
+
+def _parquet(source, out, **selection) -> dict:
+    """{file: bytes} of the Parquet export, or its error."""
+    from gpuobs.columnar import parquet
+    from gpuobs.errors import ExportError
+    from gpuobs.selection import Criteria
+
+    try:
+        parquet.write_parquet([source], out, Criteria.parse(**selection))
+    except ExportError as exc:
+        return {"error": str(exc)}
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("selection", PARQUET_SELECTIONS, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()))
+def test_parquet_export_writes_the_same_files(tmp_path, small, selection, monkeypatch):
+    from gpuobs.columnar import parquet
+
+    if small == "small":
+        monkeypatch.setattr(parquet, "ROW_GROUP_ROWS", 500)  # row groups span segments of the reader
+    for n, path in enumerate(_paths(tmp_path)):
+        with open_windows(path) as wr:
+            streamed = _parquet(wr, tmp_path / f"s{n}", **selection)
+        whole = _parquet(load(path), tmp_path / f"w{n}", **selection)
+        assert streamed.keys() == whole.keys(), path
+        for name in whole:
+            assert streamed[name] == whole[name], (path, name)
+        assert "error" in whole or len(whole) > 8

@@ -236,19 +236,27 @@ def time_selection(rec: Recording, criteria: Criteria, table, matched: np.ndarra
     if criteria.time is None:
         return None, matched
     check_time_applies(rec, criteria, span)
+    window = time_window(criteria, span)
+    if window is None:
+        return None, matched
+    lo, hi = window
     if criteria.time_meaning is TimeMeaning.OVERLAPS:
-        lo = span[0] + (criteria.time[0] or 0)
-        hi = span[0] + criteria.time[1] if criteria.time[1] is not None else np.iinfo(np.int64).max
         first = table.first_start.astype(np.int64)
         last = np.maximum(table.last_end.astype(np.int64), first)
-        return (lo, hi), matched & (first > 0) & (first < hi) & (last >= lo)
-    if span is None:
-        return None, matched
+        return window, matched & (first > 0) & (first < hi) & (last >= lo)
+    first = table.first_start
+    return window, matched & (first >= lo) & (first < hi)
+
+
+def time_window(criteria: Criteria, span: Optional[tuple]) -> Optional[tuple]:
+    """The time window on the device clock, (first, end), or None (no --time, no events)."""
+    if criteria.time is None or span is None:
+        return None
     t0 = span[0]
     lo, hi = criteria.time
-    window = (t0 + lo if lo is not None else 0, t0 + hi if hi is not None else np.iinfo(np.uint64).max)
-    first = table.first_start
-    return window, matched & (first >= window[0]) & (first < window[1])
+    if criteria.time_meaning is TimeMeaning.OVERLAPS:
+        return t0 + (lo or 0), t0 + hi if hi is not None else np.iinfo(np.int64).max
+    return t0 + lo if lo is not None else 0, t0 + hi if hi is not None else np.iinfo(np.uint64).max
 
 
 def check_time_applies(rec: Recording, criteria: Criteria, span: Optional[tuple]) -> None:

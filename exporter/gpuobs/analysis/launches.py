@@ -38,8 +38,11 @@ def _packed(*keys: np.ndarray) -> tuple:
 def of_launch(values: np.ndarray, launch_of_event: np.ndarray, missing) -> np.ndarray:
     """values[launch] for each event's launch (launch_index_of_events), `missing`
     where it has none; also when the recording lists no launch at all."""
-    out = np.full(len(launch_of_event), missing, dtype=np.result_type(values, np.asarray(missing)))
+    dtype = np.result_type(values, np.asarray(missing))
     resolved = launch_of_event >= 0
+    if len(values) and resolved.all():  # the common case: one gather
+        return values[launch_of_event].astype(dtype, copy=False)
+    out = np.full(len(launch_of_event), missing, dtype=dtype)
     out[resolved] = values[launch_of_event[resolved]]
     return out
 

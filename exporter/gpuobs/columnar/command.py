@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import List, Optional
@@ -41,12 +42,14 @@ def export_parquet(
     from .parquet import write_parquet
 
     started = time.monotonic()
-    loaded = [cli._load(p, salvage) for p in paths]
-    try:
-        with _progress(cli.err, sum(len(r.events) for r in loaded)) as say:
-            summary = write_parquet(loaded, output, criteria, force=force, progress=say)
-    except ExportError as exc:
-        cli._fail(str(exc))
+    with contextlib.ExitStack() as stack:  # windowed recordings (their events read as written) closed after
+        loaded = [stack.enter_context(cli._load_for_analysis(p, salvage)) for p in paths]
+        events = sum(r.event_count if hasattr(r, "event_count") else len(r.events) for r in loaded)
+        try:
+            with _progress(cli.err, events) as say:
+                summary = write_parquet(loaded, output, criteria, force=force, progress=say)
+        except ExportError as exc:
+            cli._fail(str(exc))
     rows = ", ".join(f"{n:,} {t}" for t, n in summary.rows.items() if n and t not in ("recordings", "clock"))
     cli._say(
         f"{output}/: {summary.bytes / 1e6:.1f} MB in {summary.files} Parquet files ({rows}) "
