@@ -236,6 +236,13 @@ def _load_for_analysis(path: Path, salvage: bool):
             source.close()
 
 
+def _progress():
+    """A progress bar on stderr for work past ~2 s, on a terminal only (gpuobs.progress)."""
+    from .progress import WorkProgress
+
+    return WorkProgress(err)
+
+
 def _default_recordings() -> List[Path]:
     """What `gpuobs record` writes by default here: gpuobs.gpuobs and its child processes' files."""
     from .record.run import child_recordings
@@ -511,9 +518,10 @@ def info(
     if fmt not in ("table", "json"):
         _fail(f"--format {fmt!r} is not table or json (info is one record per recording, not a table of rows)")
     described = []
-    for path in _recordings_or_default(recordings):
-        with _load_for_analysis(path, salvage) as source:
-            described.append(describe(source))
+    with _progress() as progress:
+        for path in _recordings_or_default(recordings):
+            with _load_for_analysis(path, salvage) as source:
+                described.append(describe(source, progress))
     if as_json or fmt == "json":
         _say(json.dumps(described[0] if len(described) == 1 else described, indent=2))
         return
@@ -603,9 +611,10 @@ def stats(
         _fail(f"--top {top}: give 1 or more rows")
     paths = _recordings_or_default(recordings)
     results = []
-    for path in paths:
-        with _load_for_analysis(path, salvage) as source:
-            results.append(stats_report.build(source, report, sort, top, fmt))
+    with _progress() as progress:
+        for path in paths:
+            with _load_for_analysis(path, salvage) as source:
+                results.append(stats_report.build(source, report, sort, top, fmt, progress))
     for r in results:
         if fmt != "table" and "kernel_times" in r and not r["kernel_times"]["timed"]:
             _warn(f"{r['recording']}: mode {r['mode']} records no block times: the kernel time summary is empty")
@@ -811,7 +820,7 @@ def _load_for_export(path: Path, salvage: bool, streamable: bool):
 
 
 def _run_export(run_export, recordings, fh, opts, hosts, archive):
-    """The export into `fh`, with a spinner for big ones; an archive zips a temp trace."""
+    """The export into `fh`, with a progress bar past ~2 s; an archive zips a temp trace."""
     if archive:
         import tempfile
 
@@ -822,16 +831,8 @@ def _run_export(run_export, recordings, fh, opts, hosts, archive):
             trace.seek(0)
             summary.bytes = write_archive(fh, trace, hosts, summary.hosts, summary.clock_related)
         return summary
-    events = sum(r.event_count if hasattr(r, "event_count") else len(r.events) for r in recordings)
-    if events <= 200_000 or not err.is_terminal:
-        return run_export(recordings, fh, opts, hosts=hosts)
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err, transient=True
-    ) as bar:
-        task = bar.add_task("exporting", total=None)
-        return run_export(recordings, fh, opts, lambda m: bar.update(task, description=m), hosts)
+    with _progress() as progress:
+        return run_export(recordings, fh, opts, progress, hosts)
 
 
 def _print_export_summary(summary, output: Path) -> None:
@@ -1105,7 +1106,8 @@ def trim(
             else:  # read window by window: the kept events spooled (analysis/streamed_trim.py)
                 from .analysis.streamed_trim import select as select_streamed
 
-                selection = select_streamed(source, flush_range, window, kernels)
+                with _progress() as progress:
+                    selection = select_streamed(source, flush_range, window, kernels, progress)
                 keep, events = None, selection.events
             try:
                 with write_atomically(output, [recording], force) as fh:

@@ -75,11 +75,11 @@ def ratio(a, b):
     return b / a
 
 
-def per_kernel(source: Recording | WindowedRecording) -> dict:
+def per_kernel(source: Recording | WindowedRecording, progress=lambda *_: None) -> dict:
     """kernel name -> its metrics (stats's numbers; the blocks report summed over GPUs), of
     a recording loaded or read window by window (streamed_facts.py)."""
     if isinstance(source, WindowedRecording):
-        facts = streamed_facts.gather(source)
+        facts = streamed_facts.gather(source, progress)
         rec, table, block_events = source.rec, facts.table, facts.event_counts["block_events"]
         stats = analysis.kernel_stats(rec, table=table, figures=facts.figures)
     else:
@@ -101,8 +101,8 @@ def per_kernel(source: Recording | WindowedRecording) -> dict:
     return rows
 
 
-def diff(a: Recording | WindowedRecording, b: Recording | WindowedRecording) -> Diff:
-    ka, kb = per_kernel(a), per_kernel(b)
+def diff(a: Recording | WindowedRecording, b: Recording | WindowedRecording, progress=lambda *_: None) -> Diff:
+    ka, kb = per_kernel(a, progress), per_kernel(b, progress)
     a, b = (r.rec if isinstance(r, WindowedRecording) else r for r in (a, b))
     timed = any("total_ns" in r for r in ka.values()) and any("total_ns" in r for r in kb.values())
     sort_key = "total_ns" if timed else "counted"
@@ -263,8 +263,8 @@ def command(a, b, fmt: str, top: int | None, salvage: bool) -> None:
         cli._fail(f"--format {fmt!r} is not table, csv or json")
     if top is not None and top < 1:
         cli._fail(f"--top {top}: give 1 or more rows")
-    with cli._load_for_analysis(a, salvage) as ra, cli._load_for_analysis(b, salvage) as rb:
-        result = diff(ra, rb)
+    with cli._load_for_analysis(a, salvage) as ra, cli._load_for_analysis(b, salvage) as rb, cli._progress() as bar:
+        result = diff(ra, rb, bar)
     if result.a_mode != result.b_mode:
         cli._warn(f"A is mode {result.a_mode}, B mode {result.b_mode}: what one keeps the other may not")
     if fmt == "json":

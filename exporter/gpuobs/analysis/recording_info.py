@@ -115,7 +115,7 @@ def flush_windows(rec: Recording, wr: WindowedRecording | None = None) -> list[d
     return rows
 
 
-def describe(source: Recording | WindowedRecording, progress=lambda _msg: None) -> dict:
+def describe(source: Recording | WindowedRecording, progress=lambda *_: None) -> dict:
     """What `info` shows of a recording, loaded or read window by window (the events
     then read once, a segment at a time: streamed_facts.py)."""
     wr = source if isinstance(source, WindowedRecording) else None

@@ -207,7 +207,7 @@ def build(
     30 rows in a table, all in CSV/JSON."""
     facts = None
     if isinstance(source, WindowedRecording):
-        facts = streamed_facts.gather(source, progress or (lambda _msg: None))
+        facts = streamed_facts.gather(source, progress or (lambda *_: None))
         source = source.rec
     rec = source
     if top is None and fmt == "table":

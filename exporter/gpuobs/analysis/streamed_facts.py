@@ -40,7 +40,7 @@ class EventFacts:
 
 def gather(
     wr: WindowedRecording,
-    progress: Callable[[str], None] = lambda _msg: None,
+    progress: Callable = lambda *_: None,
     table: bool = True,
     kernels: bool = True,
 ) -> EventFacts:
@@ -68,7 +68,7 @@ def gather(
                 per_kernel.add(ev, idx, kernel_of_launch, timed)
             overlap.add(wr.chunks[seg.chunk], ev)
             done += len(ev)
-            progress(f"reading events: {done:,} of {total:,}")
+            progress(f"reading the events of {wr.path}", done, total)
         overlap.check()
         kinds = sum((c.kinds for c in wr.chunks), np.zeros(256, np.int64))
         facts = EventFacts(

@@ -117,7 +117,7 @@ def select(
     flushes: Optional[tuple] = None,
     time: Optional[tuple] = None,
     kernels: Optional[str] = None,
-    progress=lambda _msg: None,
+    progress=lambda *_: None,
 ) -> StreamedTrim:
     """trim.select for a windowed recording. TrimError where it keeps nothing."""
     criteria = trim_criteria(flushes, time, kernels)
@@ -139,12 +139,14 @@ def select(
     in_flushes = [chosen is None or int(window_keys(c.device, c.flush)) in chosen for c in wr.chunks]
     needed = _needed(wr, criteria, owner, window, in_flushes)
     kept = SpooledEvents(wr)
+    total, done = sum(c.count for c, n in zip(wr.chunks, needed) if n), 0
     try:
         for seg in resolved_segments(wr, needed):
             keep = event_mask(criteria, seg.events, seg.launch, window, owner, in_flushes[seg.chunk])
             if keep.any():
                 kept.add(seg.chunk, seg.events if keep.all() else seg.events[keep])
-            progress(f"choosing events: flush window {wr.chunks[seg.chunk].flush}")
+            done += len(seg.events)
+            progress(f"choosing the events of {wr.path} to keep", done, total)
     except BaseException:
         kept.close()
         raise

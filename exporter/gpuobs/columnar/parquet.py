@@ -166,13 +166,13 @@ def write_parquet(
     out: Path,
     criteria: Criteria = Criteria(),
     force: bool = False,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable | None = None,
 ) -> ParquetSummary:
     """Write `recordings` under the directory `out`, replaced only with force (and only
     if it is an earlier gpuobs Parquet export). Written beside it first and renamed
     at the end, so a failure leaves no partial directory and the previous one as it was."""
     out = Path(out)
-    say = progress or (lambda _msg: None)
+    say = progress or (lambda *_: None)
     _check_target(out, force)
     recs = [r.rec if isinstance(r, WindowedRecording) else r for r in recordings]
     pids = [rec.run.pid if rec.run else i for i, rec in enumerate(recs)]
@@ -300,7 +300,7 @@ def _write_windowed(w: _Writers, wr: WindowedRecording, criteria: Criteria, pid:
             w, rec, None, pid, chunk.device, names, clock, positions, seg.events, keep, seg.launch, chunk.flush
         )
         done += len(seg.events)
-        say(f"writing events of {rec.path}: {done:,} of {total:,}")
+        say(f"writing the blocks of {rec.path}", done, total)
     overlap.check()
     table = tally.table(rec)
     _, launches = time_selection(rec, criteria, table, matched, span)

@@ -273,7 +273,7 @@ def export(
     recordings: list[Recording],
     out_path,
     opts: ExportOptions | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable | None = None,
     hosts: list = (),
 ) -> ExportSummary:
     opts = opts or ExportOptions()
@@ -281,7 +281,7 @@ def export(
         raise ExportError(f"--clock {opts.clock!r} is not auto or device")
     if opts.align not in (None, "kernels"):
         raise ExportError(f"--align {opts.align!r}: only 'kernels' is known")
-    say = progress or (lambda _msg: None)
+    say = progress or (lambda *_: None)
     # Into an open output file the trace spills as it is encoded (a path is written at the end).
     w = _SpoolingWriter(out_path if hasattr(out_path, "write") and hasattr(out_path, "seek") else None)
     criteria = opts.criteria()

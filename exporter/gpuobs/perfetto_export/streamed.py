@@ -153,7 +153,7 @@ def _needed(wr: WindowedRecording, criteria: Criteria, matched: np.ndarray, wind
     return keep
 
 
-def select(wr: WindowedRecording, criteria: Criteria, progress=lambda _msg: None) -> StreamedSelection:
+def select(wr: WindowedRecording, criteria: Criteria, progress=lambda *_: None) -> StreamedSelection:
     """selection.select(rec, criteria) for the streamed export (TimeMeaning.STARTS_IN)."""
     assert criteria.time_meaning is TimeMeaning.STARTS_IN and criteria.flushes is None
     rec = wr.rec
@@ -203,9 +203,9 @@ def select(wr: WindowedRecording, criteria: Criteria, progress=lambda _msg: None
         for i, c in enumerate(wr.chunks):
             if not needed[i]:
                 continue
-            progress(f"reading flush window {c.flush} of GPU {c.device} ({c.count:,} events)")
             key = (c.device, c.flush)
             for lo, ev in wr.segments(c):
+                progress(f"reading flush window {c.flush} of GPU {c.device}", int(bases[i]) + lo, int(bases[-1]))
                 rows = np.arange(lo, lo + len(ev), dtype=np.uint64)
                 if n == 0:
                     take(i, rows, ev, np.full(len(ev), analysis.UNRESOLVED, np.int64))

@@ -8,6 +8,7 @@ values no tool writes is damage, named by chunk, row and field."""
 
 from __future__ import annotations
 
+import array
 import mmap
 import os
 import struct
@@ -34,7 +35,7 @@ from .fileformat import (
     MAGIC,
     chunk_crc,
 )
-from .recording import LAUNCH_COUNT_ROW, UNFLUSHED, Damage, FunctionInfo, Notice, Recording, RunInfo, concat
+from .recording import LAUNCH_COUNT_ROW, UNFLUSHED, Damage, FunctionInfo, Notice, Recording, RunInfo
 
 ChunkType = schema.ChunkType
 
@@ -91,16 +92,21 @@ class _Parser:
         self.path = path
         self.buf = buf
         self.view = memoryview(buf)
+        self.bytes = np.frombuffer(buf, np.uint8)
         self.salvage = salvage
-        # Arrays read from chunks, per table, with the file offset of each part's chunk.
-        self.parts: dict[str, list] = {name: [] for name in _TABLES}
-        self.offsets: dict[str, list] = {name: [] for name in _TABLES}
-        self.launch_flush_parts: list[np.ndarray] = []
+        # Where each table's rows are in the file, part by part (gathered once at the end:
+        # a million one-row chunks keep a few integers each, not an array each).
+        self.parts: dict[str, _Parts] = {name: _Parts() for name in _TABLES}
+        self.count_keys = array.array("q")  # per launch-count part: device << 32 | flush_seq
         self.event_offsets: list[int] = []
-        # Per device, the launches still waiting for that device's next FLUSH: (a
-        # part's flush column, its rows of that device). Each launch is assigned
-        # once, so loading stays linear in the number of flushes.
-        self.unflushed: dict[int, list] = {}
+        # Per LAUNCHES part, the flush_seq its launches belong to: the next FLUSH of their
+        # device (UNFLUSHED until then). Parts of one device (as the tool writes them)
+        # wait in `unflushed` by index; a part of several devices keeps a column of its
+        # own in `mixed`. Each launch is assigned once: loading stays linear in flushes.
+        self.launch_part_flush = array.array("I")
+        self.unflushed: dict[int, array.array] = {}
+        self.mixed: dict[int, np.ndarray] = {}  # part index -> flush per launch
+        self.unflushed_mixed: dict[int, list] = {}  # device -> [(part index, its rows of that device)]
         self.offset = 0  # of the chunk being decoded
 
     # -- header ---------------------------------------------------------------
@@ -196,7 +202,7 @@ class _Parser:
         elif ctype == ChunkType.LAUNCHES:
             self._launches(start, length)
         elif ctype == ChunkType.CLOCK:
-            self._part("clock", self._array("gpuobs_clock_sample", start, length))
+            self._part("clock", start, len(self._array("gpuobs_clock_sample", start, length)))
         elif ctype == ChunkType.FLUSH:
             self._flush(start, length)
         elif ctype == ChunkType.FUNCTION:
@@ -204,15 +210,15 @@ class _Parser:
         elif ctype == ChunkType.DEVICE:
             info = self._struct("gpuobs_device_info", start, length, exact=True)
             checks.check_device(info[0])
-            self._part("device", info)
+            self._part("device", start, 1)
         elif ctype == ChunkType.MODULE:
             info = self._struct("gpuobs_module_info", start, length, exact=True)
             checks.check_module(info[0])
-            self._part("module", info)
+            self._part("module", start, 1)
         elif ctype == ChunkType.RUN:
             self._run(rec, start, length)
         elif ctype == ChunkType.API_CALLS:
-            self._part("api", self._array("gpuobs_api_call", start, length))
+            self._part("api", start, len(self._array("gpuobs_api_call", start, length)))
         elif ctype == ChunkType.API_NAMES:
             self._api_name(rec, start, length)
         elif ctype == ChunkType.NOTICE:
@@ -220,17 +226,17 @@ class _Parser:
         elif ctype == ChunkType.SLOTS:
             info = self._struct("gpuobs_slots_info", start, length, exact=True)
             checks.check_slots(info[0])
-            self._part("slots", info)
+            self._part("slots", start, 1)
         elif ctype == ChunkType.END:
             rec.end = self._struct("gpuobs_end_info", start, length, exact=True)[0]
         else:
             rec.unknown_chunks += 1  # a newer writer's optional chunk: skip it
 
-    def _part(self, table: str, array: np.ndarray) -> None:
-        if len(array) == 0:  # an empty chunk keeps nothing: a million of them cost no memory
+    def _part(self, table: str, start: int, rows: int) -> None:
+        """`rows` rows of a table from byte `start`: where they are is kept, not a view."""
+        if rows == 0:  # an empty chunk keeps nothing: a million of them cost no memory
             return
-        self.parts[table].append(array)
-        self.offsets[table].append(self.offset)
+        self.parts[table].add(start, rows, self.offset)
 
     def _array(self, struct_name: str, start: int, length: int) -> np.ndarray:
         dt = schema.dtype(struct_name)
@@ -267,34 +273,33 @@ class _Parser:
             raise _PayloadError(f"declares {n} launch counts but has {length - info.itemsize} bytes for them")
         counts = np.frombuffer(self.buf, count_dt, n, start + info.itemsize)
         checks.check_flush(info[0], counts)
-        rows = np.zeros(n, LAUNCH_COUNT_ROW)
-        rows["device_index"] = info[0]["device_index"]
-        rows["flush_seq"] = info[0]["flush_seq"]
-        rows["grid_id"] = counts["grid_id"]
-        rows["count"] = counts["count"]
-        rows["launches_sharing"] = counts["launches_sharing"]
-        self._part("flush", info)
-        self._part("count", rows)
         device, seq = int(info[0]["device_index"]), int(info[0]["flush_seq"])
-        for flushes, rows in self.unflushed.pop(device, ()):
-            flushes[rows] = seq
+        self._part("flush", start, 1)
+        if n:
+            self._part("count", start + info.itemsize, n)
+            self.count_keys.append(device << 32 | seq)
+        for part in self.unflushed.pop(device, ()):
+            self.launch_part_flush[part] = seq
+        for part, rows in self.unflushed_mixed.pop(device, ()):
+            self.mixed[part][rows] = seq
 
     def _launches(self, start: int, length: int) -> None:
         launches = self._array("gpuobs_launch", start, length)
         if len(launches) == 0:
             return
         # Launches belong to the next FLUSH of their device (written right after them).
-        flushes = np.full(len(launches), UNFLUSHED, np.uint32)
-        self._part("launch", launches)
-        self.launch_flush_parts.append(flushes)
+        part = len(self.launch_part_flush)
+        self._part("launch", start, len(launches))
+        self.launch_part_flush.append(UNFLUSHED)
         devices = launches["device_index"]
         if (devices == devices[0]).all():  # the tool writes each device's launches apart
-            self.unflushed.setdefault(int(devices[0]), []).append((flushes, slice(None)))
+            self.unflushed.setdefault(int(devices[0]), array.array("q")).append(part)
             return
+        self.mixed[part] = np.full(len(launches), UNFLUSHED, np.uint32)
         order = np.argsort(devices, kind="stable")
         cuts = np.flatnonzero(np.diff(devices[order])) + 1
         for rows in np.split(order, cuts):
-            self.unflushed.setdefault(int(devices[rows[0]]), []).append((flushes, rows))
+            self.unflushed_mixed.setdefault(int(devices[rows[0]]), []).append((part, rows))
 
     def _function(self, rec: Recording, start: int, length: int) -> None:
         info = self._struct("gpuobs_function_info", start, length)[0]
@@ -350,21 +355,45 @@ class _Parser:
     def _finish(self, rec: Recording) -> None:
         for table, (attr, struct_name, check) in _TABLES.items():
             parts = self.parts[table]
-            whole = concat(parts, LAUNCH_COUNT_ROW if struct_name is None else schema.dtype(struct_name))
+            whole = parts.gather(self.bytes, schema.dtype(struct_name or "gpuobs_launch_count"))
+            if table == "count":
+                whole = self._count_rows(whole)
             setattr(rec, attr, whole)
             if check is not None:
                 self._check(table, parts, whole, check)
-        rec.launch_flushes = concat(self.launch_flush_parts, np.dtype(np.uint32))
+        parts = self.parts["launch"]
+        flushes = np.frombuffer(self.launch_part_flush, np.uint32) if len(self.launch_part_flush) else None
+        rec.launch_flushes = (
+            np.zeros(0, np.uint32) if flushes is None else np.repeat(flushes, np.frombuffer(parts.rows, np.int64))
+        )
+        if self.mixed:
+            first = np.concatenate([[0], np.cumsum(np.frombuffer(parts.rows, np.int64))])
+            for part, flushes in self.mixed.items():
+                rec.launch_flushes[first[part] : first[part + 1]] = flushes
         self._check_events(rec)
 
-    def _check(self, table: str, parts: list, whole: np.ndarray, check) -> None:
+    def _count_rows(self, counts: np.ndarray) -> np.ndarray:
+        """LAUNCH_COUNT_ROW of the gathered gpuobs_launch_count rows, each with its FLUSH's device and seq."""
+        rows = np.zeros(len(counts), LAUNCH_COUNT_ROW)
+        if len(counts):
+            keys = np.repeat(
+                np.frombuffer(self.count_keys, np.int64), np.frombuffer(self.parts["count"].rows, np.int64)
+            )
+            rows["device_index"] = keys >> 32
+            rows["flush_seq"] = keys & 0xFFFFFFFF
+            rows["grid_id"] = counts["grid_id"]
+            rows["count"] = counts["count"]
+            rows["launches_sharing"] = counts["launches_sharing"]
+        return rows
+
+    def _check(self, table: str, parts: "_Parts", whole: np.ndarray, check) -> None:
         try:
             check(whole)
         except checks.BadValue as bad:
-            ends = np.cumsum([len(p) for p in parts])
+            ends = np.cumsum(np.frombuffer(parts.rows, np.int64))
             i = int(np.searchsorted(ends, bad.row, side="right"))
             row = bad.row - (int(ends[i - 1]) if i else 0)
-            raise self._bad_value(self.offsets[table][i], f"{bad.what} {row}: {bad}") from None
+            raise self._bad_value(parts.chunks[i], f"{bad.what} {row}: {bad}") from None
 
     def _check_events(self, rec: Recording) -> None:
         limits = checks.sm_limits(rec.devices)
@@ -399,6 +428,33 @@ _TABLES = {
     "module": ("modules", "gpuobs_module_info", None),
     "api": ("api_calls", "gpuobs_api_call", checks.check_api_calls),
 }
+
+
+class _Parts:
+    """Where a table's rows are in the file: per part (chunk), its first byte, rows and
+    chunk offset, as plain integers (24 bytes a part)."""
+
+    def __init__(self):
+        self.starts, self.rows, self.chunks = array.array("q"), array.array("q"), array.array("q")
+
+    def add(self, start: int, rows: int, chunk: int) -> None:
+        self.starts.append(start)
+        self.rows.append(rows)
+        self.chunks.append(chunk)
+
+    def gather(self, data: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """The table: a view of the file for one part, else one copy of every part's rows."""
+        if len(self.starts) == 0:
+            return np.zeros(0, dtype)
+        starts, rows = np.frombuffer(self.starts, np.int64), np.frombuffer(self.rows, np.int64)
+        if len(starts) == 1:
+            return np.frombuffer(data, dtype, int(rows[0]), int(starts[0]))
+        size = dtype.itemsize
+        first_row = np.cumsum(rows) - rows  # of each part in the table
+        at = np.repeat(starts - first_row * size, rows) + np.arange(int(rows.sum()), dtype=np.int64) * size
+        # every byte offset as the start of a row of `size` bytes: fancy indexing copies just the rows
+        by_offset = np.lib.stride_tricks.as_strided(data, (len(data) - size + 1, size), (1, 1), writeable=False)
+        return np.ascontiguousarray(by_offset[at]).view(dtype).ravel()
 
 
 class _PayloadError(Exception):

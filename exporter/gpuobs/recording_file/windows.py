@@ -254,8 +254,8 @@ class _Stats:
         self.max_end = e if self.max_end is None else max(self.max_end, e)
         slots = ev["function_slot"]
         self.max_slot = max(self.max_slot, int(slots.max()))
-        if self.max_slot <= checks.FUNCTION_SLOTS:
-            self.slots[np.unique(slots)] = True
+        if self.max_slot <= checks.FUNCTION_SLOTS:  # a count per slot: no sort, no hash
+            self.slots |= np.bincount(slots, minlength=len(self.slots)).astype(bool)
         self.kinds += np.bincount(ev["kind"], minlength=256)[:256]
         self.max_sm = max(self.max_sm, int(ev["sm_id"].max()), int(ev["sm_id_end"].max()))
         self.max_time = max(self.max_time, hi, int(end.max()))
