@@ -736,7 +736,7 @@ def _streamed_block_tracks_and_slices(g: GpuExport, spool: streamed.SmSpool):
     sms = lanes = 0
     for lo, hi in zip([0] + first_sm, first_sm + [len(order)]):
         b = spool.read(order[lo:hi])
-        streamed.check_overlap(g.windows, g.device, b)
+        streamed.check_overlap(g.windows, g.device, b, g.selection.overlap)
         launch_ids = analysis.of_launch(g.rec.launches["launch_id"].astype(np.int64), b["launch"], -1)
         start = b["time_start"]
         n_sms, n_lanes = _encode_block_columns(

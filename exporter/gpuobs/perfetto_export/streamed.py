@@ -24,6 +24,7 @@ from ..analysis.block_ends import is_block_starts
 from ..analysis.launch_tally import LaunchTally
 from ..recording_file import recording_checks as checks
 from ..recording_file import schema
+from ..recording_file.overlap_bound import OverlapBound
 from ..recording_file.windows import WindowedRecording
 from ..selection import Criteria, TimeMeaning, matched_launches
 
@@ -118,6 +119,7 @@ class StreamedSelection:
     # per launch: a window its events may be in was not read (the selection needs none of
     # them), so a first_start of 0 there is not "no device time"
     unread: Optional[np.ndarray] = None
+    overlap: Optional[OverlapBound] = None  # of the chosen blocks: where check_overlap need not look
 
     def close(self) -> None:
         for spool in self.spools.values():
@@ -166,7 +168,7 @@ def select(wr: WindowedRecording, criteria: Criteria, progress=lambda *_: None) 
         lo, hi = criteria.time
         window = (t0 + lo if lo is not None else 0, t0 + hi if hi is not None else np.iinfo(np.uint64).max)
     tally = LaunchTally(rec)
-    sel = StreamedSelection(rec, criteria, None, matched, matched, window)
+    sel = StreamedSelection(rec, criteria, None, matched, matched, window, overlap=OverlapBound(wr))
     needed = _needed(wr, criteria, matched, window)
     last_of_window = {(c.device, c.flush): i for i, c in enumerate(wr.chunks) if needed[i]}
     deferred: dict = {}  # (device, flush) -> [(chunk, rows, events)] left for the slow path
@@ -198,6 +200,7 @@ def select(wr: WindowedRecording, criteria: Criteria, progress=lambda *_: None) 
         if c.device not in sel.spools:
             sel.spools[c.device] = SmSpool()
         sel.spools[c.device].add(out)
+        sel.overlap.add(c, part)
 
     try:
         for i, c in enumerate(wr.chunks):
@@ -246,9 +249,12 @@ def _resolve_deferred(rec, key, parts, take) -> None:
         at += len(part)
 
 
-def check_overlap(wr: WindowedRecording, device: int, blocks: np.ndarray) -> None:
+def check_overlap(wr: WindowedRecording, device: int, blocks: np.ndarray, bound=None) -> None:
     """The reader's blocks-open-at-once check (recording_checks.deepest_block_overlap)
-    over a batch of whole SMs, with load()'s message."""
+    over a batch of whole SMs, with load()'s message; none where `bound` (the
+    selection's OverlapBound) finds no SM of the device crowded."""
+    if bound is not None and not bound.crowded(device):
+        return
     depth, _, row = checks.deepest_block_overlap([blocks], [device])
     if depth > checks.MAX_BLOCK_OVERLAP:
         from ..errors import CorruptChunk

@@ -44,11 +44,22 @@ class OverlapBound:
         self.diff += np.bincount(base + first, minlength=n)
         self.diff -= np.bincount(base + last + 1, minlength=n)
 
+    def _over(self) -> np.ndarray:
+        """The rows (device, SM) whose bound passes checks.MAX_BLOCK_OVERLAP."""
+        touching = np.cumsum(self.diff.reshape(-1, self.bins + 1), axis=1).max(axis=1)
+        return np.flatnonzero(touching > checks.MAX_BLOCK_OVERLAP)
+
+    def crowded(self, device: int) -> bool:
+        """Whether some SM of `device` may have more blocks open at once than any SM holds
+        (False: deepest_block_overlap over any of the blocks added finds none)."""
+        if device not in self.row_of_device:
+            return False
+        return bool((self._over() // self.sms == self.row_of_device[device]).any())
+
     def check(self) -> None:
         """Raises load()'s CorruptChunk where some SM has more blocks open at once than
         any SM holds (checks.MAX_BLOCK_OVERLAP)."""
-        touching = np.cumsum(self.diff.reshape(-1, self.bins + 1), axis=1).max(axis=1)
-        over = np.flatnonzero(touching > checks.MAX_BLOCK_OVERLAP)
+        over = self._over()
         if len(over) == 0:
             return
         groups = np.sort(
