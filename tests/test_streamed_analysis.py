@@ -281,3 +281,31 @@ def test_parquet_export_writes_the_same_files(tmp_path, small, selection, monkey
         for name in whole:
             assert streamed[name] == whole[name], (path, name)
         assert "error" in whole or len(whole) > 8
+
+
+def test_index_figures_of_the_c_pass_and_numpy_agree(tmp_path, monkeypatch):
+    """event_index.c and windows.py's numpy code give each chunk the same figures
+    (time ranges, slots, kinds, zones, limits), with blocks that cut zones."""
+    from gpuobs.recording_file import event_index
+
+    if event_index.library() is None:
+        pytest.skip("no C compiler here: only the numpy pass runs")
+    monkeypatch.setattr(windows_module, "CRC_BYTES", 64 * 1000)
+    monkeypatch.setattr(windows_module, "ZONE_ROWS", 300)
+
+    def figures(path):
+        with open_windows(path) as wr:
+            return [
+                (c.min_start, c.max_start, c.max_end, c.slots.tolist(), c.kinds.tolist(), c.zones.tolist(), c._limits)
+                for c in wr.chunks
+            ]
+
+    for path in _paths(tmp_path):
+        native = figures(path)
+        with monkeypatch.context() as m:
+            m.setattr(event_index, "library", lambda: None)
+            assert figures(path) == native, path
+        if len(native) == 1:  # one chunk: its zones' time ranges are its events' own, 300 at a time
+            start = load(path).events["time_start"]
+            zones = [(int(z.min()), int(z.max())) for z in np.array_split(start, range(300, len(start), 300))]
+            assert list(zip(native[0][5][0], native[0][5][1])) == zones and len(zones) > 10

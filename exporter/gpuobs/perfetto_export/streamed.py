@@ -23,7 +23,7 @@ from ..analysis import launches as analysis
 from ..analysis.block_ends import is_block_starts
 from ..analysis.launch_tally import LaunchTally
 from ..recording_file import recording_checks as checks
-from ..recording_file import schema
+from ..recording_file import schema, windows
 from ..recording_file.overlap_bound import OverlapBound
 from ..recording_file.windows import WindowedRecording
 from ..selection import Criteria, TimeMeaning, matched_launches
@@ -170,6 +170,7 @@ def select(wr: WindowedRecording, criteria: Criteria, progress=lambda *_: None) 
     tally = LaunchTally(rec)
     sel = StreamedSelection(rec, criteria, None, matched, matched, window, overlap=OverlapBound(wr))
     needed = _needed(wr, criteria, matched, window)
+    ranges, grids = _zone_ranges(wr, needed, window) if window is not None else ([None] * len(wr.chunks), None)
     last_of_window = {(c.device, c.flush): i for i, c in enumerate(wr.chunks) if needed[i]}
     deferred: dict = {}  # (device, flush) -> [(chunk, rows, events)] left for the slow path
     bases = np.cumsum([0] + [c.count for c in wr.chunks])
@@ -207,7 +208,7 @@ def select(wr: WindowedRecording, criteria: Criteria, progress=lambda *_: None) 
             if not needed[i]:
                 continue
             key = (c.device, c.flush)
-            for lo, ev in wr.segments(c):
+            for lo, ev in wr.segments(c, ranges=ranges[i]):
                 progress(f"reading flush window {c.flush} of GPU {c.device}", int(bases[i]) + lo, int(bases[-1]))
                 rows = np.arange(lo, lo + len(ev), dtype=np.uint64)
                 if n == 0:
@@ -231,10 +232,54 @@ def select(wr: WindowedRecording, criteria: Criteria, progress=lambda *_: None) 
         if skipped
         else np.zeros(n, bool)
     )
+    if grids is not None:  # zones were left unread: only launches of the grid ids read are whole
+        sel.unread |= ~np.isin(rec.launches["grid_id"], grids)
     if window is not None:
         first = sel.table.first_start
         sel.launches = matched & (first >= window[0]) & (first < window[1])
     return sel
+
+
+def _zone_ranges(wr: WindowedRecording, needed: list, window: tuple) -> tuple:
+    """(per chunk, the row ranges a time window needs read; the grid ids read). Events
+    are stored per SM stripe, so every zone of the index (windows.ZONE_ROWS events)
+    spans a part of the run on some SMs: the zones whose start times may fall in the
+    window hold every chosen block, and the grid ids of the blocks that start in it
+    are those of the only launches a chosen block or kernel slice can belong to. Their
+    other events, and every event that shares their grid id (graph replays resolve
+    together: the slow path of launches.launch_index_of_events), are in the zones whose
+    grid id range holds one of them, in flush windows within two of those read: a
+    launch's events are in the window that lists it or one next to it. So each chosen
+    launch is summed whole and each chosen block resolves as with every event read;
+    the other events read resolve to launches that are not written."""
+    w0, w1 = window
+    hit, grids = {}, []
+    for i, c in enumerate(wr.chunks):
+        if needed[i] and c.count:
+            hit[i] = (c.zones[1] >= w0) & (c.zones[0] < w1)
+            for _, ev in wr.segments(c, ranges=_row_runs(hit[i], c.count)):
+                start = ev["time_start"]
+                grids.append(np.unique(ev["grid_id"][(start >= w0) & (start < w1)]))
+    read = np.unique(np.concatenate(grids)) if grids else np.zeros(0, np.uint64)
+    near = {(wr.chunks[i].device, wr.chunks[i].flush + k) for i, h in hit.items() if h.any() for k in range(-2, 3)}
+    ranges = []
+    for i, c in enumerate(wr.chunks):
+        if i not in hit:
+            ranges.append([])
+            continue
+        zones = hit[i].copy()
+        if (c.device, c.flush) in near and len(read):
+            at = np.minimum(np.searchsorted(read, c.zones[2]), len(read) - 1)
+            zones |= (read[at] >= c.zones[2]) & (read[at] <= c.zones[3])
+        ranges.append(_row_runs(zones, c.count))
+    return ranges, read
+
+
+def _row_runs(zones: np.ndarray, count: int) -> list:
+    """The (first, end) event rows of each run of zones marked True."""
+    edges = np.flatnonzero(np.diff(np.r_[0, zones.astype(np.int8), 0]))
+    size = windows.ZONE_ROWS
+    return [(int(a) * size, min(int(b) * size, count)) for a, b in zip(edges[::2], edges[1::2])]
 
 
 def _resolve_deferred(rec, key, parts, take) -> None:

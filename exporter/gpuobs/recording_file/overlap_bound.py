@@ -41,8 +41,12 @@ class OverlapBound:
         first = (start - self.t0) // self.width
         last = (np.maximum(end - 1, start) - self.t0) // self.width  # [start, end): touching blocks do not overlap
         n = len(self.diff)
-        self.diff += np.bincount(base + first, minlength=n)
-        self.diff -= np.bincount(base + last + 1, minlength=n)
+        if len(rows) * 16 < n:  # a few blocks: a full-size count would cost more than they do
+            np.add.at(self.diff, base + first, 1)
+            np.add.at(self.diff, base + last + 1, -1)
+        else:
+            self.diff += np.bincount(base + first, minlength=n)
+            self.diff -= np.bincount(base + last + 1, minlength=n)
 
     def _over(self) -> np.ndarray:
         """The rows (device, SM) whose bound passes checks.MAX_BLOCK_OVERLAP."""
