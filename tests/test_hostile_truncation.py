@@ -41,7 +41,7 @@ if when == "after-load":  # both openers: load() and export's window-by-window o
         return opened
     reader.load = after(reader.load)
     windows.open_windows = after(windows.open_windows)
-else:  # mid-load: at the first chunk past half the file
+else:  # mid-load: at the first chunk past half the file, or (C walk) as the walk begins
     real_chunk = reader._Parser._chunk
     def chunk(self, rec, offset):
         if offset > size // 2 and not getattr(self, "cut", False):
@@ -49,6 +49,14 @@ else:  # mid-load: at the first chunk past half the file
             cut()
         return real_chunk(self, rec, offset)
     reader._Parser._chunk = chunk
+    from gpuobs.recording_file import chunk_walk
+    real_walk = chunk_walk.Walk.walk
+    def walk(self, offset, end):
+        if not getattr(self, "cut", False):  # the mapped file then ends under the walk
+            self.cut = True
+            cut()
+        return real_walk(self, offset, end)
+    chunk_walk.Walk.walk = walk
 sys.argv = ["gpuobs"] + argv
 cli.main()
 """

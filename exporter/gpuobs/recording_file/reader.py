@@ -25,7 +25,7 @@ from ..errors import (
     UnsupportedVersion,
 )
 from ..input_files import describe, open_regular
-from . import mapping_guard, schema
+from . import chunk_walk, mapping_guard, schema
 from . import recording_checks as checks
 from .fileformat import (
     CHUNK_HEADER,
@@ -153,9 +153,15 @@ class _Parser:
         rec = self._header()
         offset = FILE_HEADER.itemsize
         size = len(self.buf)
+        lib = chunk_walk.library()
+        walk = chunk_walk.Walk(lib, self.bytes, self.UNCHECKED) if lib is not None else None
         while offset < end:
             try:
-                offset = self._chunk(rec, offset)
+                if walk is not None:  # the frames walked in C, a batch at a time
+                    offset = self._walked(rec, walk, offset, end)
+                    if offset >= end:
+                        break
+                offset = self._chunk(rec, offset)  # the one that stopped the walk says why
             except RecordingError as err:
                 if not self.salvage:
                     raise
@@ -195,6 +201,82 @@ class _Parser:
         except (_PayloadError, checks.BadValue) as err:
             raise CorruptChunk(self.path, offset, f"{_type_name(ctype)} chunk: {err}") from None
         return start + length
+
+    UNCHECKED = 0  # chunk types (bits) whose CRC the walk leaves to _chunk (the windowed reader's EVENTS)
+    TABLE_CHUNKS = {ChunkType.LAUNCHES: "gpuobs_launch", ChunkType.CLOCK: "gpuobs_clock_sample"}
+    TABLE_CHUNKS[ChunkType.API_CALLS] = "gpuobs_api_call"
+
+    def _walked(self, rec: Recording, walk, offset: int, end: int) -> int:
+        """The chunks from `offset` as chunk_walk.c frames and checks them, decoded here:
+        runs of table chunks (launches, clock samples, API calls) at once, the rest one
+        by one. Returns where the walk stopped: `end`, or a chunk for _chunk to refuse."""
+        while offset < end:
+            offsets, types, lengths, after, status = walk.walk(offset, end)
+            n = len(offsets)
+            i = 0
+            while i < n:
+                ctype = int(types[i])
+                j = i + 1
+                if ctype in self.TABLE_CHUNKS:
+                    while j < n and types[j] == ctype:
+                        j += 1
+                    bad = self._table_run(ctype, offsets[i:j], lengths[i:j])
+                    if bad is not None:  # its payload is no whole number of rows: _chunk says so
+                        return int(offsets[i + bad])
+                elif (self.UNCHECKED >> ctype) & 1:
+                    self._chunk(rec, int(offsets[i]))
+                else:
+                    self.offset = int(offsets[i])
+                    start, length = self.offset + CHUNK_HEADER.itemsize, int(lengths[i])
+                    try:
+                        self._decode(rec, ctype, start, length)
+                    except (_PayloadError, checks.BadValue) as err:
+                        raise CorruptChunk(self.path, self.offset, f"{_type_name(ctype)} chunk: {err}") from None
+                i = j
+            offset = after
+            if status != chunk_walk.FULL:
+                return offset
+        return offset
+
+    def _table_run(self, ctype: int, offsets: np.ndarray, lengths: np.ndarray):
+        """A run of chunks of one table type, as _decode reads each; the index in the run
+        of the first whose payload is no whole number of rows (nothing of it or after
+        it taken), else None."""
+        dt = schema.dtype(self.TABLE_CHUNKS[ctype])
+        whole = lengths % dt.itemsize == 0
+        bad = None if whole.all() else int(np.argmin(whole))
+        if bad is not None:
+            offsets, lengths = offsets[:bad], lengths[:bad]
+        rows = (lengths // dt.itemsize).astype(np.int64)
+        keep = rows > 0  # an empty chunk keeps nothing
+        offsets, rows = offsets[keep].astype(np.int64), rows[keep]
+        starts = offsets + CHUNK_HEADER.itemsize
+        table = {ChunkType.LAUNCHES: "launch", ChunkType.CLOCK: "clock", ChunkType.API_CALLS: "api"}[ctype]
+        self.parts[table].extend(starts, rows, offsets)
+        if ctype == ChunkType.LAUNCHES and len(rows):
+            self._launch_run(dt, starts, rows)
+        return bad
+
+    def _launch_run(self, dt: np.dtype, starts: np.ndarray, rows: np.ndarray) -> None:
+        """_launches's flush bookkeeping for a run of LAUNCHES parts (starts, rows)."""
+        first_part = len(self.launch_part_flush)
+        self.launch_part_flush.extend([UNFLUSHED] * len(rows))
+        field = dt.fields["device_index"][1]
+        at = np.repeat(starts - (np.cumsum(rows) - rows) * dt.itemsize, rows) + np.arange(rows.sum()) * dt.itemsize
+        devices = self.bytes[(at + field)[:, None] + np.arange(4)].copy().view("<u4").ravel()
+        cuts = np.cumsum(rows) - rows
+        low, high = np.minimum.reduceat(devices, cuts), np.maximum.reduceat(devices, cuts)
+        parts = first_part + np.arange(len(rows))
+        one = low == high  # the tool writes each device's launches apart
+        for device in np.unique(low[one]).tolist():
+            self.unflushed.setdefault(device, array.array("q")).extend(parts[one & (low == device)].tolist())
+        for k in np.flatnonzero(~one).tolist():  # a part of several devices: as _launches does
+            part_devices = devices[cuts[k] : cuts[k] + rows[k]]
+            self.mixed[int(parts[k])] = np.full(int(rows[k]), UNFLUSHED, np.uint32)
+            order = np.argsort(part_devices, kind="stable")
+            split = np.flatnonzero(np.diff(part_devices[order])) + 1
+            for r in np.split(order, split):
+                self.unflushed_mixed.setdefault(int(part_devices[r[0]]), []).append((int(parts[k]), r))
 
     def _decode(self, rec: Recording, ctype: int, start: int, length: int) -> None:
         if ctype == ChunkType.EVENTS:
@@ -441,6 +523,10 @@ class _Parts:
         self.starts.append(start)
         self.rows.append(rows)
         self.chunks.append(chunk)
+
+    def extend(self, starts: np.ndarray, rows: np.ndarray, chunks: np.ndarray) -> None:
+        for column, values in ((self.starts, starts), (self.rows, rows), (self.chunks, chunks)):
+            column.frombytes(np.ascontiguousarray(values, np.int64).tobytes())
 
     def gather(self, data: np.ndarray, dtype: np.dtype) -> np.ndarray:
         """The table: a view of the file for one part, else one copy of every part's rows."""
