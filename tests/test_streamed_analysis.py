@@ -309,3 +309,30 @@ def test_index_figures_of_the_c_pass_and_numpy_agree(tmp_path, monkeypatch):
             start = load(path).events["time_start"]
             zones = [(int(z.min()), int(z.max())) for z in np.array_split(start, range(300, len(start), 300))]
             assert list(zip(native[0][5][0], native[0][5][1])) == zones and len(zones) > 10
+
+
+def test_overlap_bins_of_the_c_pass_and_numpy_agree(tmp_path):
+    from gpuobs.recording_file import event_index
+
+    if event_index.library() is None:
+        pytest.skip("no C compiler here: only the numpy pass runs")
+
+    def late_and_memory(ev):  # ends a later replay may have stamped, and samples that are no blocks
+        ev["flags"][::5] |= schema.BLOCK_END_UNCONFIRMED
+        ev["kind"][::9] = schema.EventKind.MEMORY
+        ev["time_end"][::13] = ev["time_start"][::13]  # blocks of no length
+
+    paths = list(_paths(tmp_path))
+    paths.append(
+        synthetic.write_block_trace_recording(tmp_path / "late.gpuobs", n_launches=7, edit_events=late_and_memory)
+    )
+    for path in paths:
+        with open_windows(path) as wr:
+            native, numpy_only = overlap_bound.OverlapBound(wr), overlap_bound.OverlapBound(wr)
+            numpy_only.lib = None
+            for c in wr.chunks:
+                for _, ev in wr.segments(c, 1000):
+                    native.add(c, ev)
+                    numpy_only.add(c, ev)
+            np.testing.assert_array_equal(native.diff, numpy_only.diff, err_msg=str(path))
+    assert native.diff.any()

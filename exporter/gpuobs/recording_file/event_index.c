@@ -48,3 +48,22 @@ void gpuobs_index_events(const gpuobs_event* ev, size_t n, size_t first_row, siz
     figures[FIG_MAX_SLOT] = max_slot;
     figures[FIG_MAX_SM] = max_sm;
 }
+
+/* overlap_bound.py's count of the blocks that touch each time bin, for the BLOCK events
+ * of ev[0..n), all of one device (its SMs from row sm_row on): per (SM, bin) row of
+ * bins + 1 difference counters, +1 at a block's first bin and -1 after its last. A block
+ * runs from its start to its end (its start alone where its end is flagged late_flag);
+ * touching blocks do not overlap, so its last bin is that of its end less one. */
+void gpuobs_overlap_bins(const gpuobs_event* ev, size_t n, uint64_t sm_row, uint64_t bins, uint64_t t0, uint64_t width,
+                         uint32_t block_kind, uint32_t late_flag, int64_t* diff) {
+    for (size_t i = 0; i < n; i++) {
+        const gpuobs_event* e = &ev[i];
+        if (e->kind != block_kind) continue;
+        uint64_t start = e->time_start, end = e->time_end > start ? e->time_end : start;
+        if (e->flags & late_flag) end = start;
+        uint64_t last = end > start ? end - 1 : start;
+        int64_t* row = diff + (sm_row + e->sm_id) * (bins + 1);
+        row[(start - t0) / width]++;
+        row[(last - t0) / width + 1]--;
+    }
+}
