@@ -21,10 +21,12 @@ TABLES = ("launches", "clock_samples", "flushes", "launch_counts", "devices", "m
 pytestmark = pytest.mark.skipif(chunk_walk.library() is None, reason="no C compiler here: only the Python walk runs")
 
 
-def _small_chunks(path, n=300, bad_length_at=None):
+def _small_chunks(path, n=300, bad_length_at=None, bad_text_at=None):
     """LAUNCHES chunks of one launch (devices 0 and 1, some chunks holding both), CLOCK
-    chunks of one sample, empty chunks, FLUSH chunks between them; optionally a
-    LAUNCHES chunk whose payload is no whole number of launches."""
+    chunks of one sample, empty chunks, NOTICE and API_NAMES chunks (runs of them, known
+    and unknown codes, names given twice), FLUSH chunks between them; optionally a
+    LAUNCHES chunk whose payload is no whole number of launches, or a NOTICE chunk whose
+    text is not the length it says."""
     launch_dt = schema.dtype("gpuobs_launch")
     with RecordingWriter(path) as w:
         w.run(pid=7, mode=schema.Mode.BLOCK_TRACE, argv=["small"])
@@ -51,6 +53,16 @@ def _small_chunks(path, n=300, bad_length_at=None):
             for clock in ("monotonic", "boottime", "realtime"):
                 sample[f"{clock}_before"], sample[f"{clock}_after"] = 10**9 + i, 10**9 + i + 10
             fh.write(pack_chunk(ChunkType.CLOCK, sample.tobytes()))
+            for k in range(i % 3):
+                notice = np.zeros(1, schema.dtype("gpuobs_notice"))
+                text = f"notice {i}.{k} \xff".encode("latin-1")
+                notice["device_index"], notice["code"], notice["monotonic_ns"] = i % 2, (i + k) % 9, i * 10 + k
+                notice["text_len"] = len(text) + (1 if i == bad_text_at and k == 1 else 0)
+                fh.write(pack_chunk(ChunkType.NOTICE, notice.tobytes() + text))
+            name = np.zeros(1, schema.dtype("gpuobs_api_name"))
+            label = f"cuApi{i}".encode()
+            name["api_id"], name["name_len"] = i % 50, len(label)
+            fh.write(pack_chunk(ChunkType.API_NAMES, name.tobytes() + label))
             if i % 40 == 39:
                 w.flush(device_index=(i // 40) % 2, flush_seq=i // 40, attempted=0, recorded=0, dropped=0)
         w.end(flushes=n // 40)
@@ -72,7 +84,7 @@ def _read(path, native: bool, monkeypatch, salvage=False, windowed=False):
             return str(exc)
     tables = {t: getattr(rec, t).tobytes() for t in TABLES}
     damage = (rec.damage.offset, rec.damage.reason) if rec.damage else None
-    return tables, len(rec.events), rec.unknown_chunks, len(rec.notices), damage
+    return tables, len(rec.events), rec.unknown_chunks, rec.notices, rec.api_names, damage
 
 
 def _same(path, monkeypatch, **kwargs):
@@ -88,17 +100,22 @@ def test_samples_and_small_chunks_read_the_same(tmp_path, monkeypatch):
         result = _same(path, monkeypatch)
         assert isinstance(result, tuple) and len(result[0]["launches"]) > 0
         _same(path, monkeypatch, windowed=True)
-    tables = _same(paths[-1], monkeypatch)[0]
+    tables, _, _, notices, api_names, _ = _same(paths[-1], monkeypatch)
     flushes = np.frombuffer(tables["launch_flushes"], np.uint32)
     assert len(set(flushes.tolist())) > 3  # launches of both GPUs assigned to their own windows
+    assert len(notices) == 300 and notices[3].text == "notice 4.0 \ufffd" and len(api_names) == 50
+    assert {n.code for n in notices} >= {"code8"}  # a code no NoticeCode names
 
 
-def test_a_bad_chunk_in_a_run_is_the_same_error(tmp_path, monkeypatch):
-    path = _small_chunks(tmp_path / "bad.gpuobs", bad_length_at=123)
+@pytest.mark.parametrize("bad", ["launches", "notice"])
+def test_a_bad_chunk_in_a_run_is_the_same_error(tmp_path, monkeypatch, bad):
+    kwargs = {"bad_length_at": 123} if bad == "launches" else {"bad_text_at": 125}
+    path = _small_chunks(tmp_path / "bad.gpuobs", **kwargs)
+    says = "whole number" if bad == "launches" else "does not fill"
     error = _same(path, monkeypatch)
-    assert isinstance(error, str) and "LAUNCHES chunk" in error and "whole number" in error
+    assert isinstance(error, str) and f"{bad.upper()} chunk" in error and says in error
     salvaged = _same(path, monkeypatch, salvage=True)
-    assert salvaged[-1] is not None and "whole number" in salvaged[-1][1]
+    assert salvaged[-1] is not None and says in salvaged[-1][1]
 
 
 @pytest.mark.parametrize("sample", ["small", "decode_block_trace"])

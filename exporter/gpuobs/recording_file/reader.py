@@ -217,11 +217,12 @@ class _Parser:
             while i < n:
                 ctype = int(types[i])
                 j = i + 1
-                if ctype in self.TABLE_CHUNKS:
+                if ctype in self.TABLE_CHUNKS or ctype in self.TEXT_CHUNKS:
                     while j < n and types[j] == ctype:
                         j += 1
-                    bad = self._table_run(ctype, offsets[i:j], lengths[i:j])
-                    if bad is not None:  # its payload is no whole number of rows: _chunk says so
+                    run = self._table_run if ctype in self.TABLE_CHUNKS else self._text_run
+                    bad = run(rec, ctype, offsets[i:j], lengths[i:j])
+                    if bad is not None:  # its payload does not hold what it says: _chunk says so
                         return int(offsets[i + bad])
                 elif (self.UNCHECKED >> ctype) & 1:
                     self._chunk(rec, int(offsets[i]))
@@ -238,7 +239,7 @@ class _Parser:
                 return offset
         return offset
 
-    def _table_run(self, ctype: int, offsets: np.ndarray, lengths: np.ndarray):
+    def _table_run(self, _rec: Recording, ctype: int, offsets: np.ndarray, lengths: np.ndarray):
         """A run of chunks of one table type, as _decode reads each; the index in the run
         of the first whose payload is no whole number of rows (nothing of it or after
         it taken), else None."""
@@ -255,6 +256,47 @@ class _Parser:
         self.parts[table].extend(starts, rows, offsets)
         if ctype == ChunkType.LAUNCHES and len(rows):
             self._launch_run(dt, starts, rows)
+        return bad
+
+    TEXT_CHUNKS = {
+        ChunkType.NOTICE: ("gpuobs_notice", "text_len"),
+        ChunkType.API_NAMES: ("gpuobs_api_name", "name_len"),
+    }
+
+    def _text_run(self, rec: Recording, ctype: int, offsets: np.ndarray, lengths: np.ndarray):
+        """A run of NOTICE or API_NAMES chunks (a struct, then its text), as _notice and
+        _api_name read each: the structs gathered at once, the texts one by one. The
+        index in the run of the first whose payload is not its struct and text, else None."""
+        struct_name, length_field = self.TEXT_CHUNKS[ctype]
+        dt = schema.dtype(struct_name)
+        lengths = lengths.astype(np.int64)
+        fits = lengths >= dt.itemsize
+        bad = None if fits.all() else int(np.argmin(fits))
+        if bad is not None:
+            offsets, lengths = offsets[:bad], lengths[:bad]
+        starts = offsets.astype(np.int64) + CHUNK_HEADER.itemsize
+        info = _gather(self.bytes, dt, starts)
+        filled = dt.itemsize + info[length_field].astype(np.int64) == lengths
+        if not filled.all():
+            first = int(np.argmin(filled))
+            bad, starts, lengths, info = first, starts[:first], lengths[:first], info[:first]
+        texts = [
+            bytes(self.view[a:b]).decode(errors="replace")
+            for a, b in zip((starts + dt.itemsize).tolist(), (starts + lengths).tolist())
+        ]
+        if ctype == ChunkType.API_NAMES:
+            rec.api_names.update(zip(info["api_id"].tolist(), texts))
+            return bad
+        names = {}
+        for code in np.unique(info["code"]).tolist():
+            member = schema.NoticeCode._value2member_map_.get(code)
+            names[code] = member.name.lower() if member is not None else f"code{code}"
+        rec.notices.extend(
+            Notice(device, names[code], ns, text)
+            for device, code, ns, text in zip(
+                info["device_index"].tolist(), info["code"].tolist(), info["monotonic_ns"].tolist(), texts
+            )
+        )
         return bad
 
     def _launch_run(self, dt: np.dtype, starts: np.ndarray, rows: np.ndarray) -> None:
@@ -512,6 +554,16 @@ _TABLES = {
 }
 
 
+def _gather(data: np.ndarray, dtype: np.dtype, starts: np.ndarray) -> np.ndarray:
+    """One row of `dtype` from each byte offset of `starts` in `data`, copied."""
+    if len(starts) == 0:
+        return np.zeros(0, dtype)
+    size = dtype.itemsize
+    # every byte offset as the start of a row of `size` bytes: fancy indexing copies just the rows
+    by_offset = np.lib.stride_tricks.as_strided(data, (len(data) - size + 1, size), (1, 1), writeable=False)
+    return np.ascontiguousarray(by_offset[starts]).view(dtype).ravel()
+
+
 class _Parts:
     """Where a table's rows are in the file: per part (chunk), its first byte, rows and
     chunk offset, as plain integers (24 bytes a part)."""
@@ -537,10 +589,7 @@ class _Parts:
             return np.frombuffer(data, dtype, int(rows[0]), int(starts[0]))
         size = dtype.itemsize
         first_row = np.cumsum(rows) - rows  # of each part in the table
-        at = np.repeat(starts - first_row * size, rows) + np.arange(int(rows.sum()), dtype=np.int64) * size
-        # every byte offset as the start of a row of `size` bytes: fancy indexing copies just the rows
-        by_offset = np.lib.stride_tricks.as_strided(data, (len(data) - size + 1, size), (1, 1), writeable=False)
-        return np.ascontiguousarray(by_offset[at]).view(dtype).ravel()
+        return _gather(data, dtype, np.repeat(starts - first_row * size, rows) + np.arange(int(rows.sum())) * size)
 
 
 class _PayloadError(Exception):
