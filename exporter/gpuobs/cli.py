@@ -213,13 +213,26 @@ def _open_for_analysis(path: Path, salvage: bool):
     from .analysis.streamed_facts import can_stream
     from .recording_file.windows import open_windows
 
-    if salvage:
+    if salvage or _bounded_ends(path):
         return _load(path, salvage)
     windows = _load(path, False, opener=open_windows)
     if can_stream(windows):
         return windows
     windows.close()
     return _load(path, salvage)
+
+
+def _bounded_ends(path: Path) -> bool:
+    """Whether a recording's RUN chunk says block_starts (loaded whole: its end bounds need
+    a window's blocks at once), read without reading the recording; False where it cannot
+    tell (reading it then says what is wrong)."""
+    from .recording_file.fileformat import NotARecording, run_info
+
+    try:
+        run = run_info(path)
+    except NotARecording:
+        return False
+    return run is not None and schema.mode_has(int(run["mode"]), schema.Trait.BOUNDED_ENDS)
 
 
 @contextlib.contextmanager
