@@ -17,7 +17,7 @@ import numpy as np
 from cffi import FFI
 
 from ..native_cache import cached_build
-from ..native_sources import schema_header
+from ..native_sources import NativeSourcesMissing, schema_header
 
 SOURCE = Path(__file__).with_name("event_index.c")
 LIBRARY = "event_index.so"
@@ -40,7 +40,7 @@ def library():
         return None
     try:
         header = schema_header()
-    except OSError:
+    except (OSError, NativeSourcesMissing):  # an install without the header: the Python path
         return None
     digest = hashlib.sha256(SOURCE.read_bytes() + header.read_bytes() + cc.encode()).hexdigest()[:16]
 
