@@ -36,6 +36,10 @@ def resolved_segments(wr: WindowedRecording, needed: Optional[list] = None, rows
     bases = np.cumsum([0] + [c.count for c in wr.chunks]).tolist()
     needed = [c.count > 0 for c in wr.chunks] if needed is None else needed
     ahead: dict = {}  # (device, flush) -> the slow path's answers for its events, in file order
+    of_window: dict = {}  # (device, flush) -> its chunks read, in file order
+    for i, c in enumerate(wr.chunks):
+        if needed[i] and c.count:
+            of_window.setdefault((c.device, c.flush), []).append(i)
     for i, c in enumerate(wr.chunks):
         if not needed[i] or c.count == 0:
             continue
@@ -48,7 +52,7 @@ def resolved_segments(wr: WindowedRecording, needed: Optional[list] = None, rows
                 idx = np.where(single, cand, analysis.UNRESOLVED)
                 if not single.all():
                     if key not in ahead:
-                        ahead[key] = _Answers(_slow_path(wr, needed, i, lo, rows))
+                        ahead[key] = _Answers(_slow_path(wr, of_window[key], i, lo, rows))
                     idx[~single] = ahead[key].take(int((~single).sum()))
                     if ahead[key].done:
                         del ahead[key]  # none of the window's events is left for it
@@ -71,17 +75,16 @@ class _Answers:
         return self.at >= len(self.values)
 
 
-def _slow_path(wr: WindowedRecording, needed: list, first: int, lo: int, rows: int) -> np.ndarray:
-    """launch_index_of_events over the events of chunk `first`'s window that the fast
-    path leaves, from row `lo` of that chunk on (none before it does), in file order."""
+def _slow_path(wr: WindowedRecording, window: list, first: int, lo: int, rows: int) -> np.ndarray:
+    """launch_index_of_events over the events of chunk `first`'s window (its chunks read:
+    `window`) that the fast path leaves, from row `lo` of that chunk on (none before it
+    does), in file order."""
     rec = wr.rec
     c0 = wr.chunks[first]
     key = (c0.device, c0.flush)
     parts = []
-    for j in range(first, len(wr.chunks)):
+    for j in window[window.index(first) :]:
         c = wr.chunks[j]
-        if (c.device, c.flush) != key or not needed[j]:
-            continue
         for seg_lo, ev in wr.segments(c, rows):
             if j == first and seg_lo < lo:
                 continue
