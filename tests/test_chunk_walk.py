@@ -21,6 +21,14 @@ TABLES = ("launches", "clock_samples", "flushes", "launch_counts", "devices", "m
 pytestmark = pytest.mark.skipif(chunk_walk.library() is None, reason="no C compiler here: only the Python walk runs")
 
 
+@pytest.fixture(autouse=True, params=[1, 8], ids=["runs-at-once", "short-runs-one-by-one"])
+def run_at_once(request, monkeypatch):
+    """Every run of table and text chunks decoded at once, or only runs of 8 or more."""
+    from gpuobs.recording_file import reader
+
+    monkeypatch.setattr(reader, "RUN_AT_ONCE", request.param)
+
+
 def _small_chunks(path, n=300, bad_length_at=None, bad_text_at=None):
     """LAUNCHES chunks of one launch (devices 0 and 1, some chunks holding both), CLOCK
     chunks of one sample, empty chunks, NOTICE and API_NAMES chunks (runs of them, known

@@ -36,6 +36,7 @@ def resolved_segments(wr: WindowedRecording, needed: Optional[list] = None, rows
     bases = np.cumsum([0] + [c.count for c in wr.chunks]).tolist()
     needed = [c.count > 0 for c in wr.chunks] if needed is None else needed
     ahead: dict = {}  # (device, flush) -> the slow path's answers for its events, in file order
+    index = analysis.grid_index(rec) if len(rec.launches) else None
     of_window: dict = {}  # (device, flush) -> its chunks read, in file order
     for i, c in enumerate(wr.chunks):
         if needed[i] and c.count:
@@ -48,7 +49,7 @@ def resolved_segments(wr: WindowedRecording, needed: Optional[list] = None, rows
             if len(rec.launches) == 0:
                 idx = np.full(len(ev), analysis.UNRESOLVED, np.int64)
             else:
-                cand, single = analysis.single_launches(rec, ev["grid_id"], c.device, c.flush)
+                cand, single = analysis.single_launches(rec, ev["grid_id"], c.device, c.flush, index)
                 idx = np.where(single, cand, analysis.UNRESOLVED)
                 if not single.all():
                     if key not in ahead:

@@ -22,11 +22,11 @@ class GroupedValues:
         self.count = np.zeros(n_groups, np.int64)
         self.low = np.full(n_groups, np.iinfo(np.int64).max, np.int64)
         self.high = np.full(n_groups, np.iinfo(np.int64).min, np.int64)
-        self.held: list = []  # (groups, values) not yet in a block
+        self.held_parts: list = []  # (groups, values) not yet in a block
         self.held_values = 0
         self.blocks: list = []  # per block: where each group's values start in the file (n + 1 offsets)
         self.file = None
-        self.last = None  # the values held when reading began, sorted by group: (groups, values)
+        self.last = None  # the values held when reading began: (where each group starts, values by group)
 
     def add(self, groups: np.ndarray, values: np.ndarray) -> None:
         if len(values) == 0:
@@ -35,7 +35,7 @@ class GroupedValues:
         self.count += np.bincount(groups, minlength=self.n)[: self.n]
         np.minimum.at(self.low, groups, values)
         np.maximum.at(self.high, groups, values)
-        self.held.append((groups.astype(np.int32), values))
+        self.held_parts.append((groups.astype(np.int32), values))
         self.held_values += len(values)
         if self.held_values >= BLOCK_VALUES:
             self._write_block()
@@ -47,23 +47,32 @@ class GroupedValues:
         base = self.file.seek(0, 2) // 8
         self.file.write(values.tobytes())
         self.blocks.append(base + np.searchsorted(groups, np.arange(self.n + 1)))
-        self.held, self.held_values = [], 0
+        self.held_parts, self.held_values = [], 0
 
     def _held_by_group(self) -> tuple:
-        if not self.held:
+        if not self.held_parts:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        groups = np.concatenate([g for g, _ in self.held])
-        values = np.concatenate([v for _, v in self.held])
+        groups = np.concatenate([g for g, _ in self.held_parts])
+        values = np.concatenate([v for _, v in self.held_parts])
         # a stable sort of 16-bit keys is a radix sort: linear in the values
         keys = groups.astype(np.uint16) if self.n <= 1 << 16 else groups
         order = np.argsort(keys, kind="stable")
         return groups[order], values[order]
 
+    def held(self):
+        """(groups, values) of every value, where none went to the file (else None)."""
+        if self.file is not None:
+            return None
+        if not self.held_parts:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate([g for g, _ in self.held_parts]), np.concatenate([v for _, v in self.held_parts])
+
     def parts(self, group: int):
         """The values of one group, at most READ_VALUES at a time, in no useful order."""
-        if self.last is None:
-            self.last = self._held_by_group()
-            self.held, self.held_values = [], 0
+        if self.last is None:  # what is held, sorted by group once, with where each group starts
+            groups, values = self._held_by_group()
+            self.last = (np.searchsorted(groups, np.arange(self.n + 1)), values)
+            self.held_parts, self.held_values = [], 0
         for starts in self.blocks:
             lo, hi = int(starts[group]), int(starts[group + 1])
             for at in range(lo, hi, READ_VALUES):
@@ -72,8 +81,8 @@ class GroupedValues:
                 self.file.seek(at * 8)
                 self.file.readinto(memoryview(out.view(np.uint8)))
                 yield out
-        groups, values = self.last
-        lo, hi = np.searchsorted(groups, [group, group + 1])
+        starts, values = self.last
+        lo, hi = int(starts[group]), int(starts[group + 1])
         if hi > lo:
             yield values[lo:hi]
 

@@ -102,19 +102,29 @@ def launch_index_of_events(rec: Recording) -> np.ndarray:
     return out
 
 
-def single_launches(rec: Recording, grid_ids, devices, flushes) -> tuple[np.ndarray, np.ndarray]:
-    """The fast path of launch_index_of_events: (candidate launch, resolved) per event,
-    resolved where its grid id names exactly one launch, on its device and window.
-    Whether an event resolves here depends only on its (device, window, grid id), so
-    a part of a window's events resolves as it would with all of them."""
+def grid_index(rec: Recording) -> tuple:
+    """single_launches's index of the launch table: (launches by grid id, their grid ids,
+    whether each is the only launch of its grid id). Made once where many parts of the
+    events are resolved one after another."""
     launches = rec.launches
     by_grid = np.argsort(launches["grid_id"], kind="stable")
     grids = launches["grid_id"][by_grid]
-    # a grid id held by exactly one launch, found with one binary search per event
     alone = np.ones(len(grids), bool)
     same_as_next = grids[1:] == grids[:-1]
     alone[1:] &= ~same_as_next
     alone[:-1] &= ~same_as_next
+    return by_grid, grids, alone
+
+
+def single_launches(rec: Recording, grid_ids, devices, flushes, index=None) -> tuple[np.ndarray, np.ndarray]:
+    """The fast path of launch_index_of_events: (candidate launch, resolved) per event,
+    resolved where its grid id names exactly one launch, on its device and window.
+    Whether an event resolves here depends only on its (device, window, grid id), so
+    a part of a window's events resolves as it would with all of them. `index`:
+    grid_index(rec), where the caller keeps it."""
+    launches = rec.launches
+    by_grid, grids, alone = grid_index(rec) if index is None else index
+    # a grid id held by exactly one launch, found with one binary search per event
     left = np.minimum(np.searchsorted(grids, grid_ids, side="left"), len(grids) - 1)
     single = (grids[left] == grid_ids) & alone[left]
     cand = by_grid[left]

@@ -120,6 +120,10 @@ class _KernelTally:
             sms = self.seen.sum(axis=1)
         else:
             sms = np.bincount(self.pairs >> 32, minlength=self.n)[: self.n]
+        held = self.durations.held()
+        if held is not None:  # all in memory: one sort of them all, as kernel_event_figures sorts
+            percentiles = analysis._grouped_percentiles(held[0], held[1], self.n, analysis.PERCENTILES)
+            return analysis.KernelEventFigures(self.memory_events, sms, percentiles)
         count = self.durations.count
         plan = analysis.percentile_ranks(count, analysis.PERCENTILES)
         wanted: dict = {}  # kernel -> ranks needed

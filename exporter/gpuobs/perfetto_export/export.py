@@ -524,7 +524,7 @@ def _kernel_names(rec: Recording, device: int, windows: Optional[WindowedRecordi
         in_events = rec.events["function_slot"][rec.event_devices == device]
         event_slots = set(np.flatnonzero(np.bincount(in_events)).tolist() if len(in_events) else [])
     else:  # the slots the reader's index saw in the GPU's events
-        event_slots = {int(i) for c in windows.chunks if c.device == device for i in np.flatnonzero(c.slots)}
+        event_slots = {int(i) for c in windows.chunks if c.device == device for i in c.slots.tolist()}
     slots = sorted(
         {k[1] for k in rec.functions if k[0] == device}
         | set(rec.launches["function_slot"][rec.launches["device_index"] == device].tolist())

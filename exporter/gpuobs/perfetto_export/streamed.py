@@ -174,6 +174,7 @@ def select(wr: WindowedRecording, criteria: Criteria, progress=lambda *_: None) 
     last_of_window = {(c.device, c.flush): i for i, c in enumerate(wr.chunks) if needed[i]}
     deferred: dict = {}  # (device, flush) -> [(chunk, rows, events)] left for the slow path
     bases = np.cumsum([0] + [c.count for c in wr.chunks])
+    index = analysis.grid_index(rec) if n else None  # sorted once, not per segment
 
     def take(i, rows, ev, idx):
         c = wr.chunks[i]
@@ -214,7 +215,7 @@ def select(wr: WindowedRecording, criteria: Criteria, progress=lambda *_: None) 
                 if n == 0:
                     take(i, rows, ev, np.full(len(ev), analysis.UNRESOLVED, np.int64))
                     continue
-                cand, single = analysis.single_launches(rec, ev["grid_id"], c.device, c.flush)
+                cand, single = analysis.single_launches(rec, ev["grid_id"], c.device, c.flush, index)
                 take(i, rows[single], ev[single], cand[single])
                 if not single.all():
                     deferred.setdefault(key, []).append((i, rows[~single], ev[~single]))

@@ -87,6 +87,9 @@ def _printable(raw: bytes) -> str:
     return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
 
 
+RUN_AT_ONCE = 8  # table or text chunks in a row decoded together; fewer, one by one
+
+
 class _Parser:
     def __init__(self, path: Path, buf: mmap.mmap, salvage: bool):
         self.path = path
@@ -217,22 +220,26 @@ class _Parser:
             while i < n:
                 ctype = int(types[i])
                 j = i + 1
-                if ctype in self.TABLE_CHUNKS or ctype in self.TEXT_CHUNKS:
+                at_once = ctype in self.TABLE_CHUNKS or ctype in self.TEXT_CHUNKS
+                if at_once:
                     while j < n and types[j] == ctype:
                         j += 1
+                if at_once and j - i >= RUN_AT_ONCE:  # a run long enough to pay for its arrays
                     run = self._table_run if ctype in self.TABLE_CHUNKS else self._text_run
                     bad = run(rec, ctype, offsets[i:j], lengths[i:j])
                     if bad is not None:  # its payload does not hold what it says: _chunk says so
                         return int(offsets[i + bad])
-                elif (self.UNCHECKED >> ctype) & 1:
-                    self._chunk(rec, int(offsets[i]))
                 else:
-                    self.offset = int(offsets[i])
-                    start, length = self.offset + CHUNK_HEADER.itemsize, int(lengths[i])
-                    try:
-                        self._decode(rec, ctype, start, length)
-                    except (_PayloadError, checks.BadValue) as err:
-                        raise CorruptChunk(self.path, self.offset, f"{_type_name(ctype)} chunk: {err}") from None
+                    for k in range(i, j):  # one chunk at a time, as _chunk decodes it
+                        if (self.UNCHECKED >> ctype) & 1:
+                            self._chunk(rec, int(offsets[k]))
+                            continue
+                        self.offset = int(offsets[k])
+                        start, length = self.offset + CHUNK_HEADER.itemsize, int(lengths[k])
+                        try:
+                            self._decode(rec, ctype, start, length)
+                        except (_PayloadError, checks.BadValue) as err:
+                            raise CorruptChunk(self.path, self.offset, f"{_type_name(ctype)} chunk: {err}") from None
                 i = j
             offset = after
             if status != chunk_walk.FULL:

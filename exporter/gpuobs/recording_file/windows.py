@@ -46,7 +46,7 @@ class EventChunk:
     min_start: int = 0  # time_start's minimum (0 without events)
     max_start: int = 0
     max_end: int = 0  # of max(time_end, time_start)
-    slots: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # function slots present
+    slots: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # the function slots it names
     kinds: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # events per kind
     # per zone of ZONE_ROWS events: the least and greatest time_start and grid_id (4 rows)
     zones: np.ndarray = field(default_factory=lambda: np.zeros((4, 0), np.uint64))
@@ -295,7 +295,8 @@ class _Stats:
         chunk.min_start = 0 if empty else f[0]
         chunk.max_start = 0 if empty else f[1]
         chunk.max_end = 0 if empty else f[2]
-        chunk.slots = self.slots.astype(bool)
+        seen = self.slots[: min(f[4], len(self.slots) - 1) + 1]  # up to the greatest slot named
+        chunk.slots = np.flatnonzero(seen)  # not a flag per possible slot: 64 KB a chunk
         chunk.kinds = self.kinds
         chunk.zones = self.zones
         chunk._limits = (f[5], f[4], f[3], int(np.flatnonzero(self.kinds).max(initial=0)))
