@@ -4,9 +4,12 @@ per-kernel summary over it, and `diff` of a recording with itself, on synthetic
 block_trace recordings of growing size (recording_file/synthetic.py: 132 SMs, one
 flush, 1,024-block launches of three kernels), each command its own process.
 
-    python benchmarks/fleet_scale.py [--blocks 1M,4M] [--keep DIR] [--skip-perfetto]
+    python benchmarks/fleet_scale.py [--blocks 1M,4M] [--keep DIR] [--skip-perfetto] [--steps info,stats]
+                                     [--before DIR]
 
-Prints a Markdown table for docs/benchmarks.md."""
+--before DIR also runs each step with the gpuobs of another checkout (e.g. `git worktree
+add /tmp/before main`), one after the other on the same recording, for a before/after
+table measured side by side. Prints a Markdown table for docs/benchmarks.md."""
 
 import argparse
 import os
@@ -57,13 +60,18 @@ def main():
     ap.add_argument("--blocks", default="1M,4M", help="comma-separated sizes (K, M suffixes)")
     ap.add_argument("--keep", type=Path, help="keep the recordings and outputs in this folder")
     ap.add_argument("--skip-perfetto", action="store_true", help="leave out the two Perfetto exports")
+    ap.add_argument("--steps", help="only the steps whose name starts with one of these (comma-separated)")
+    ap.add_argument("--before", type=Path, help="a checkout whose gpuobs runs each step too, for comparison")
     args = ap.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="gpuobs-fleet-"))
     folder.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "exporter"))
+    versions = [("", dict(os.environ, PYTHONPATH=str(ROOT / "exporter")))]
+    if args.before:
+        versions.insert(0, ("before: ", dict(os.environ, PYTHONPATH=str(args.before.resolve() / "exporter"))))
+    wanted = [w.strip() for w in args.steps.split(",")] if args.steps else None
     gpuobs = [sys.executable, "-m", "gpuobs"]
-    print("| blocks | .gpuobs | step | time (s) | peak RSS (MB) | output |")
-    print("|---|---|---|---|---|---|")
+    print("| blocks | .gpuobs | step | time (s) | CPU (s) | peak RSS (MB) | output |")
+    print("|---|---|---|---|---|---|---|")
     try:
         for blocks in [_count(b) for b in args.blocks.split(",")]:
             rec = folder / f"synthetic_{blocks}.gpuobs"
@@ -95,10 +103,12 @@ def main():
                 ("DuckDB blocks summary (blocks)", [sys.executable, "-c", BLOCKS_SUMMARY, pq], None),
                 ("diff A A", gpuobs + ["diff", rec, rec], None),
             ]
-            for name, cmd, output in steps:
+            for (name, cmd, output), (label, env) in ((step, version) for step in steps for version in versions):
+                if wanted and not any(name.startswith(w) for w in wanted):
+                    continue
                 run = measure([str(c) for c in cmd], env=env)
                 if run.returncode:
-                    raise SystemExit(f"{name} failed ({run.returncode}):\n{run.output[-2000:]}")
+                    raise SystemExit(f"{label}{name} failed ({run.returncode}):\n{run.output[-2000:]}")
                 shown = ""
                 if output:
                     target = folder / output
@@ -109,7 +119,8 @@ def main():
                     )
                     shown = f"{total / 1e6:.1f} MB"
                 print(
-                    f"| {blocks / 1e6:g}M | {size} | {name} | {run.seconds:.2f} | {run.peak_mb:.0f} | {shown} |",
+                    f"| {blocks / 1e6:g}M | {size} | {label}{name} | {run.seconds:.2f} | {run.cpu_seconds:.2f} | "
+                    f"{run.peak_mb:.0f} | {shown} |",
                     flush=True,
                 )
     finally:

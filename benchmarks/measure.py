@@ -14,6 +14,7 @@ class Run:
     peak_mb: float
     returncode: int
     output: str
+    cpu_seconds: float = 0.0  # the child's user + system time: steadier than wall time on a shared machine
 
 
 def measure(cmd: list, env: dict | None = None, cwd=None) -> Run:
@@ -22,4 +23,5 @@ def measure(cmd: list, env: dict | None = None, cwd=None) -> Run:
     output = proc.stdout.read().decode(errors="replace")
     _pid, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return Run(time.perf_counter() - began, usage.ru_maxrss / 1024, proc.returncode, output)
+    cpu = usage.ru_utime + usage.ru_stime
+    return Run(time.perf_counter() - began, usage.ru_maxrss / 1024, proc.returncode, output, cpu)

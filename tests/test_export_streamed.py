@@ -117,7 +117,32 @@ def test_windows_not_needed_are_not_read(tmp_path, monkeypatch):
         assert sorted(set(read)) == [0, 1, 2]
         read.clear()
         ex.export([wr], io.BytesIO(), ex.ExportOptions(time_window="70ms:71ms"))  # in window 7
-        assert sorted(set(read)) == [5, 6, 7]
+        # window 7's zones name only its own replays' grid id: windows 5 and 6 hold none of it
+        assert sorted(set(read)) == [7]
+
+
+@pytest.mark.parametrize("window", ["0us:50us", "100us:120us", "300us:", ":20us", "0ms:1ms", "10ms:12ms"])
+def test_time_windows_read_by_zones_are_the_same(tmp_path, monkeypatch, window):
+    """Zones of 128 events: a window reads the zones its start times may fall in, and
+    those that hold the grid ids they name; the trace is the one of every event."""
+    monkeypatch.setattr(windows_module, "ZONE_ROWS", 128)
+    monkeypatch.setattr(windows_module, "SEGMENT_ROWS", 300)
+    read = []
+    original = windows_module.WindowedRecording.read
+    monkeypatch.setattr(
+        windows_module.WindowedRecording,
+        "read",
+        lambda self, c, lo, hi: read.append(hi - lo) or original(self, c, lo, hi),
+    )
+    striped = synthetic.write_block_trace_recording(tmp_path / "s.gpuobs", n_launches=120, blocks_per_launch=700)
+    for path in (striped, _replays_recording(tmp_path / "graph.gpuobs")):
+        read.clear()
+        whole, streamed_trace = _both(path, time_window=window)
+        assert streamed_trace == whole, (path, window)
+        if path == striped and window != "10ms:12ms":
+            assert isinstance(whole, bytes)  # it spans 1.8 ms
+            if window in ("0us:50us", "100us:120us"):  # a narrow window reads a part of the events
+                assert sum(read) < 120 * 700 * 2 // 3
 
 
 def _damaged(tmp_path, edit):

@@ -41,7 +41,7 @@ if when == "after-load":  # both openers: load() and export's window-by-window o
         return opened
     reader.load = after(reader.load)
     windows.open_windows = after(windows.open_windows)
-else:  # mid-load: at the first chunk past half the file
+else:  # mid-load: at the first chunk past half the file, or (C walk) as the walk begins
     real_chunk = reader._Parser._chunk
     def chunk(self, rec, offset):
         if offset > size // 2 and not getattr(self, "cut", False):
@@ -49,6 +49,14 @@ else:  # mid-load: at the first chunk past half the file
             cut()
         return real_chunk(self, rec, offset)
     reader._Parser._chunk = chunk
+    from gpuobs.recording_file import chunk_walk
+    real_walk = chunk_walk.Walk.walk
+    def walk(self, offset, end):
+        if not getattr(self, "cut", False):  # the mapped file then ends under the walk
+            self.cut = True
+            cut()
+        return real_walk(self, offset, end)
+    chunk_walk.Walk.walk = walk
 sys.argv = ["gpuobs"] + argv
 cli.main()
 """
@@ -104,18 +112,22 @@ def test_an_intact_recording_reads_as_before_and_releases_its_descriptor(tmp_pat
     assert len(os.listdir("/proc/self/fd")) == before
 
 
-@pytest.mark.parametrize("command", ["info", "export"])
+@pytest.mark.parametrize("command", ["info", "info --salvage", "export"])
 def test_without_the_handler_the_recording_is_read_into_memory(tmp_path, command):
     """GPUOBS_PURE_PYTHON=1 (or no C compiler): the chunks are read into memory, not
-    mapped, so a cut after load changes nothing `info` reads; export reads its events
-    from the file window by window, and says the file shrank."""
+    mapped, so a cut after load changes nothing `info --salvage` reads (it loads the
+    whole recording); `info` and export read their events from the file window by
+    window, and say the file shrank."""
     rec = tmp_path / "r.gpuobs"
     shutil.copy(SAMPLE, rec)
-    args = ["info", str(rec)] if command == "info" else ["export", str(rec), "-o", str(tmp_path / "t.pftrace")]
+    args = command.split() + [str(rec)]
+    if command == "export":
+        args += ["-o", str(tmp_path / "t.pftrace")]
     cmd = [sys.executable, "-c", DRIVER, str(rec), "after-load", *args]
     r = subprocess.run(cmd, env=repo_env(GPUOBS_PURE_PYTHON="1"), capture_output=True, text=True, timeout=120)
-    if command == "info":
+    if command == "info --salvage":
         assert r.returncode == 0 and "28,662" in r.stdout, r.stderr
     else:
         assert r.returncode == 2 and "the file shrank while it was read" in r.stderr, r.stderr
+        assert r.stderr.count("\n") == 1 and r.stdout == ""
         assert sorted(p.name for p in tmp_path.iterdir()) == ["r.gpuobs"]

@@ -5,6 +5,7 @@ one line on stderr (`gpuobs: ...`), never a traceback; nothing is silently ignor
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
@@ -204,6 +205,55 @@ def _load(path: Path, salvage: bool, opener=None):
             f"lost {rec.damage.bytes_lost} bytes"
         )
     return rec
+
+
+def _open_for_analysis(path: Path, salvage: bool):
+    """A recording read window by window where info, stats and diff can (their events
+    read once, a segment at a time: analysis/streamed_facts.py), else loaded whole."""
+    from .analysis.streamed_facts import can_stream
+    from .recording_file.windows import open_windows
+
+    if salvage or _bounded_ends(path):
+        return _load(path, salvage)
+    windows = _load(path, False, opener=open_windows)
+    if can_stream(windows):
+        return windows
+    windows.close()
+    return _load(path, salvage)
+
+
+def _bounded_ends(path: Path) -> bool:
+    """Whether a recording's RUN chunk says block_starts (loaded whole: its end bounds need
+    a window's blocks at once), read without reading the recording; False where it cannot
+    tell (reading it then says what is wrong)."""
+    from .recording_file.fileformat import NotARecording, run_info
+
+    try:
+        run = run_info(path)
+    except NotARecording:
+        return False
+    return run is not None and schema.mode_has(int(run["mode"]), schema.Trait.BOUNDED_ENDS)
+
+
+@contextlib.contextmanager
+def _load_for_analysis(path: Path, salvage: bool):
+    """_open_for_analysis in a `with`: closed after, and damage found while the events
+    are read (after the index pass) said as _load says it."""
+    source = _open_for_analysis(path, salvage)
+    try:
+        yield source
+    except (TruncatedChunk, CorruptChunk) as exc:
+        _fail(f"{exc} (--salvage keeps every complete chunk before the damage)")
+    finally:
+        if hasattr(source, "close"):
+            source.close()
+
+
+def _progress():
+    """A progress bar on stderr for work past ~2 s, on a terminal only (gpuobs.progress)."""
+    from .progress import WorkProgress
+
+    return WorkProgress(err)
 
 
 def _default_recordings() -> List[Path]:
@@ -482,7 +532,11 @@ def info(
         _fail(f"--json and --format {fmt} ask for two formats: give one")
     if fmt not in ("table", "json"):
         _fail(f"--format {fmt!r} is not table or json (info is one record per recording, not a table of rows)")
-    described = [describe(_load(p, salvage)) for p in _recordings_or_default(recordings)]
+    described = []
+    with _progress() as progress:
+        for path in _recordings_or_default(recordings):
+            with _load_for_analysis(path, salvage) as source:
+                described.append(describe(source, progress))
     if as_json or fmt == "json":
         _say(json.dumps(described[0] if len(described) == 1 else described, indent=2))
         return
@@ -585,7 +639,11 @@ def stats(
     if top is not None and top < 1:
         _fail(f"--top {top}: give 1 or more rows")
     paths = _recordings_or_default(recordings)
-    results = [stats_report.build(_load(p, salvage), report, sort, top, fmt) for p in paths]
+    results = []
+    with _progress() as progress:
+        for path in paths:
+            with _load_for_analysis(path, salvage) as source:
+                results.append(stats_report.build(source, report, sort, top, fmt, progress))
     for r in results:
         if fmt != "table" and "kernel_times" in r and not r["kernel_times"]["timed"]:
             _warn(f"{r['recording']}: mode {r['mode']} records no block times: the kernel time summary is empty")
@@ -791,7 +849,7 @@ def _load_for_export(path: Path, salvage: bool, streamable: bool):
 
 
 def _run_export(run_export, recordings, fh, opts, hosts, archive):
-    """The export into `fh`, with a spinner for big ones; an archive zips a temp trace."""
+    """The export into `fh`, with a progress bar past ~2 s; an archive zips a temp trace."""
     if archive:
         import tempfile
 
@@ -802,16 +860,8 @@ def _run_export(run_export, recordings, fh, opts, hosts, archive):
             trace.seek(0)
             summary.bytes = write_archive(fh, trace, hosts, summary.hosts, summary.clock_related)
         return summary
-    events = sum(r.event_count if hasattr(r, "event_count") else len(r.events) for r in recordings)
-    if events <= 200_000 or not err.is_terminal:
-        return run_export(recordings, fh, opts, hosts=hosts)
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err, transient=True
-    ) as bar:
-        task = bar.add_task("exporting", total=None)
-        return run_export(recordings, fh, opts, lambda m: bar.update(task, description=m), hosts)
+    with _progress() as progress:
+        return run_export(recordings, fh, opts, progress, hosts)
 
 
 def _print_export_summary(summary, output: Path) -> None:
@@ -1078,13 +1128,26 @@ def trim(
     except RangeError as exc:
         _fail(str(exc))
     _check_output(output, [recording], force)
-    rec = _load(recording, salvage)
-    try:
-        selection = select(rec, flush_range, window, kernels)
-        with write_atomically(output, [recording], force) as fh:
-            copy_recording(rec, fh, selection.flushes, selection.launches, selection.events)
-    except (TrimError, OutputError) as exc:
-        _fail(str(exc))
+    with _load_for_analysis(recording, salvage) as source:
+        rec = source.rec if hasattr(source, "rec") else source
+        try:
+            if rec is source:
+                selection = select(rec, flush_range, window, kernels)
+                keep, events = selection.events, None
+            else:  # read window by window: the kept events spooled (analysis/streamed_trim.py)
+                from .analysis.streamed_trim import select as select_streamed
+
+                with _progress() as progress:
+                    selection = select_streamed(source, flush_range, window, kernels, progress)
+                keep, events = None, selection.events
+            try:
+                with write_atomically(output, [recording], force) as fh:
+                    copy_recording(rec, fh, selection.flushes, selection.launches, keep, events)
+            finally:
+                if events is not None:
+                    selection.close()
+        except (TrimError, OutputError) as exc:
+            _fail(str(exc))
     _say(f"{output}: {selection.describe()}")
     if rec.damage is not None:  # the format has no place for it: say it here, where the user still sees it
         _warn(

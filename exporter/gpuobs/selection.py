@@ -213,36 +213,91 @@ def select(
         launch_of_event = analysis.launch_index_of_events(rec)
     if table is None:
         table = analysis.launch_table(rec, launch_of_event)
-    ev = rec.events
-    resolved = launch_of_event >= 0
     matched = matched_launches(rec, criteria)
-    events = np.ones(len(ev), bool)
+    in_flushes = None
     if criteria.flushes is not None:
-        chosen = _chosen_flushes(rec, criteria.flushes)
-        keys = window_keys(rec.flushes["device_index"], rec.flushes["flush_seq"])[chosen]
+        keys = chosen_window_keys(rec, criteria.flushes)
         matched &= np.isin(window_keys(rec.launches["device_index"], rec.launch_flushes), keys)
-        events &= np.isin(window_keys(rec.event_devices, rec.event_flushes), keys)
+        in_flushes = np.isin(window_keys(rec.event_devices, rec.event_flushes), keys)
+    window, launches = time_selection(rec, criteria, table, matched, device_span(rec))
+    events = event_mask(criteria, rec.events, launch_of_event, window, owners(criteria, matched, launches), in_flushes)
+    return Selection(rec, criteria, launch_of_event, table, matched, launches, events, window)
+
+
+def chosen_window_keys(rec: Recording, flushes: tuple) -> np.ndarray:
+    """window_keys of the flush windows --flushes chooses."""
+    chosen = _chosen_flushes(rec, flushes)
+    return window_keys(rec.flushes["device_index"], rec.flushes["flush_seq"])[chosen]
+
+
+def time_selection(rec: Recording, criteria: Criteria, table, matched: np.ndarray, span: Optional[tuple]):
+    """(the time window on the device clock or None, the launches kept): STARTS_IN, those
+    whose first block starts in it; OVERLAPS, those whose span overlaps it. `span`: the
+    recording's device_span."""
+    if criteria.time is None:
+        return None, matched
+    check_time_applies(rec, criteria, span)
+    window = time_window(criteria, span)
+    if window is None:
+        return None, matched
+    lo, hi = window
+    if criteria.time_meaning is TimeMeaning.OVERLAPS:
+        first = table.first_start.astype(np.int64)
+        last = np.maximum(table.last_end.astype(np.int64), first)
+        return window, matched & (first > 0) & (first < hi) & (last >= lo)
+    first = table.first_start
+    return window, matched & (first >= lo) & (first < hi)
+
+
+def time_window(criteria: Criteria, span: Optional[tuple]) -> Optional[tuple]:
+    """The time window on the device clock, (first, end), or None (no --time, no events)."""
+    if criteria.time is None or span is None:
+        return None
+    t0 = span[0]
+    lo, hi = criteria.time
+    if criteria.time_meaning is TimeMeaning.OVERLAPS:
+        return t0 + (lo or 0), t0 + hi if hi is not None else np.iinfo(np.int64).max
+    return t0 + lo if lo is not None else 0, t0 + hi if hi is not None else np.iinfo(np.uint64).max
+
+
+def check_time_applies(rec: Recording, criteria: Criteria, span: Optional[tuple]) -> None:
+    """SelectionError where OVERLAPS is asked of a recording without device times."""
+    if criteria.time is not None and criteria.time_meaning is TimeMeaning.OVERLAPS and span is None:
+        mode = rec.run.mode_name if rec.run else "unknown"
+        raise SelectionError(
+            f"{criteria.time_option}: {rec.path} has no device times (mode {mode} keeps none); "
+            "select by --flushes or --kernels"
+        )
+
+
+def owners(criteria: Criteria, matched: np.ndarray, launches: np.ndarray) -> np.ndarray:
+    """Per launch: its events may be kept. STARTS_IN keeps the in-window events of a
+    launch that started before the window."""
+    return matched if criteria.time_meaning is TimeMeaning.STARTS_IN else launches
+
+
+def event_mask(criteria: Criteria, ev, launch_of_event, window, owner, in_flushes=None) -> np.ndarray:
+    """Per event of `ev` (all of a recording's, or a segment of them): kept. `owner`:
+    owners(); `in_flushes`: per event (or one for all) whether its flush window is chosen."""
+    events = np.ones(len(ev), bool)
+    if in_flushes is not None:
+        events &= in_flushes
+    resolved = launch_of_event >= 0
     if criteria.by_launch:
         events &= resolved
-    launches = matched
-    window = None
-    if criteria.time is not None:
+    if criteria.time is not None and window is not None:
+        lo, hi = window
         if criteria.time_meaning is TimeMeaning.OVERLAPS:
-            window, launches, in_time = _overlapping(rec, criteria, table, matched, launch_of_event, resolved)
-            events &= in_time
-        elif len(ev):
-            t0 = int(ev["time_start"].min())
-            lo, hi = criteria.time
-            window = (t0 + lo if lo is not None else 0, t0 + hi if hi is not None else np.iinfo(np.uint64).max)
+            starts = ev["time_start"].astype(np.int64)
+            events &= np.where(
+                resolved, analysis.of_launch(owner, launch_of_event, False), (starts >= lo) & (starts < hi)
+            )
+        else:
             starts = ev["time_start"]
-            events &= (starts >= window[0]) & (starts < window[1])
-            first = table.first_start
-            launches = matched & (first >= window[0]) & (first < window[1])
+            events &= (starts >= lo) & (starts < hi)
     if criteria.time is not None or criteria.by_launch:
-        # STARTS_IN keeps the in-window events of a launch that started before the window
-        owner = matched if criteria.time_meaning is TimeMeaning.STARTS_IN else launches
         events &= ~resolved | analysis.of_launch(owner, launch_of_event, False)
-    return Selection(rec, criteria, launch_of_event, table, matched, launches, events, window)
+    return events
 
 
 def _chosen_flushes(rec: Recording, flushes: tuple) -> np.ndarray:
@@ -258,26 +313,6 @@ def _chosen_flushes(rec: Recording, flushes: tuple) -> np.ndarray:
     keep = np.zeros(n_flush, bool)
     keep[lo:end] = True
     return keep
-
-
-def _overlapping(rec, criteria, table, matched, launch_of_event, resolved):
-    """OVERLAPS: the device window, the launches whose span overlaps it, and per event
-    whether it is in time (its launch's, or its own start for events of no launch)."""
-    span = device_span(rec)
-    if span is None:
-        mode = rec.run.mode_name if rec.run else "unknown"
-        raise SelectionError(
-            f"{criteria.time_option}: {rec.path} has no device times (mode {mode} keeps none); "
-            "select by --flushes or --kernels"
-        )
-    lo = span[0] + (criteria.time[0] or 0)
-    hi = span[0] + criteria.time[1] if criteria.time[1] is not None else np.iinfo(np.int64).max
-    first = table.first_start.astype(np.int64)
-    last = np.maximum(table.last_end.astype(np.int64), first)
-    launches = matched & (first > 0) & (first < hi) & (last >= lo)
-    starts = rec.events["time_start"].astype(np.int64)
-    in_time = np.where(resolved, analysis.of_launch(launches, launch_of_event, False), (starts >= lo) & (starts < hi))
-    return (lo, hi), launches, in_time
 
 
 def _flush_mask(sel: Selection) -> np.ndarray:

@@ -14,7 +14,9 @@ import math
 from dataclasses import dataclass, field
 
 from ..recording_file.recording import Recording
+from ..recording_file.windows import WindowedRecording
 from . import launches as analysis
+from . import streamed_facts
 from .kernel_names import short_names
 from .kernel_summary import kernel_times
 from .text_table import Column, render_csv, render_text
@@ -74,14 +76,22 @@ def ratio(a, b):
     return b / a
 
 
-def per_kernel(rec: Recording) -> dict:
-    """kernel name -> its metrics (stats's numbers; the blocks report summed over GPUs)."""
-    table = analysis.launch_table(rec)
+def per_kernel(source: Recording | WindowedRecording, progress=lambda *_: None) -> dict:
+    """kernel name -> its metrics (stats's numbers; the blocks report summed over GPUs), of
+    a recording loaded or read window by window (streamed_facts.py)."""
+    if isinstance(source, WindowedRecording):
+        facts = streamed_facts.gather(source, progress)
+        rec, table, block_events = source.rec, facts.table, facts.event_counts["block_events"]
+        stats = analysis.kernel_stats(rec, table=table, figures=facts.figures)
+    else:
+        rec, block_events = source, None
+        table = analysis.launch_table(rec)
+        stats = None
     rows: dict = {}
-    for r in kernel_times(rec, table).rows:
+    for r in kernel_times(rec, table, block_events).rows:
         rows[r["name"]] = {k: r[k] for k in ("total_ns", "instances", "avg_ns", "med_ns", "min_ns", "max_ns")}
     per_device: dict = {}
-    for r in analysis.kernel_stats(rec):
+    for r in analysis.kernel_stats(rec) if stats is None else stats:
         per_device.setdefault(r["kernel"], []).append(r)
     for name, parts in per_device.items():
         row = rows.setdefault(name, {})
@@ -92,8 +102,9 @@ def per_kernel(rec: Recording) -> dict:
     return rows
 
 
-def diff(a: Recording, b: Recording) -> Diff:
-    ka, kb = per_kernel(a), per_kernel(b)
+def diff(a: Recording | WindowedRecording, b: Recording | WindowedRecording, progress=lambda *_: None) -> Diff:
+    ka, kb = per_kernel(a, progress), per_kernel(b, progress)
+    a, b = (r.rec if isinstance(r, WindowedRecording) else r for r in (a, b))
     timed = any("total_ns" in r for r in ka.values()) and any("total_ns" in r for r in kb.values())
     sort_key = "total_ns" if timed else "counted"
     kernels = []
@@ -262,7 +273,8 @@ def command(a, b, fmt: str, top: int | None, salvage: bool) -> None:
         cli._fail(f"--format {fmt!r} is not table, csv or json")
     if top is not None and top < 1:
         cli._fail(f"--top {top}: give 1 or more rows")
-    result = diff(cli._load(a, salvage), cli._load(b, salvage))
+    with cli._load_for_analysis(a, salvage) as ra, cli._load_for_analysis(b, salvage) as rb, cli._progress() as bar:
+        result = diff(ra, rb, bar)
     if result.a_mode != result.b_mode:
         cli._warn(f"A is mode {result.a_mode}, B mode {result.b_mode}: what one keeps the other may not")
     if fmt == "json":

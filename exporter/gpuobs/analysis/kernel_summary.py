@@ -58,9 +58,15 @@ class KernelTimes:
     device_span_ns: int = 0  # per device, its first block start to its latest start or tight end bound; summed
 
 
-def kernel_times(rec: Recording, table: analysis.LaunchTable | None = None) -> KernelTimes:
+def kernel_times(
+    rec: Recording, table: analysis.LaunchTable | None = None, block_events: int | None = None
+) -> KernelTimes:
+    """`block_events`: how many block records rec has, where its events are not in it."""
     mode = rec.run.mode_name if rec.run else "unknown"
-    has_blocks = bool(len(rec.events)) and bool((rec.events["kind"] == schema.EventKind.BLOCK).any())
+    if block_events is None:
+        has_blocks = bool(len(rec.events)) and bool((rec.events["kind"] == schema.EventKind.BLOCK).any())
+    else:
+        has_blocks = block_events > 0
     timed = schema.mode_has(mode, schema.Trait.BLOCK_RECORDS) or (rec.run is None and has_blocks)
     bounded = schema.mode_has(mode, schema.Trait.BOUNDED_ENDS)
     result = KernelTimes(mode=mode, timed=timed, launches=len(rec.launches), ends_are_bounds=bounded)

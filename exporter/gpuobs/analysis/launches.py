@@ -38,8 +38,11 @@ def _packed(*keys: np.ndarray) -> tuple:
 def of_launch(values: np.ndarray, launch_of_event: np.ndarray, missing) -> np.ndarray:
     """values[launch] for each event's launch (launch_index_of_events), `missing`
     where it has none; also when the recording lists no launch at all."""
-    out = np.full(len(launch_of_event), missing, dtype=np.result_type(values, np.asarray(missing)))
+    dtype = np.result_type(values, np.asarray(missing))
     resolved = launch_of_event >= 0
+    if len(values) and resolved.all():  # the common case: one gather
+        return values[launch_of_event].astype(dtype, copy=False)
+    out = np.full(len(launch_of_event), missing, dtype=dtype)
     out[resolved] = values[launch_of_event[resolved]]
     return out
 
@@ -99,19 +102,29 @@ def launch_index_of_events(rec: Recording) -> np.ndarray:
     return out
 
 
-def single_launches(rec: Recording, grid_ids, devices, flushes) -> tuple[np.ndarray, np.ndarray]:
-    """The fast path of launch_index_of_events: (candidate launch, resolved) per event,
-    resolved where its grid id names exactly one launch, on its device and window.
-    Whether an event resolves here depends only on its (device, window, grid id), so
-    a part of a window's events resolves as it would with all of them."""
+def grid_index(rec: Recording) -> tuple:
+    """single_launches's index of the launch table: (launches by grid id, their grid ids,
+    whether each is the only launch of its grid id). Made once where many parts of the
+    events are resolved one after another."""
     launches = rec.launches
     by_grid = np.argsort(launches["grid_id"], kind="stable")
     grids = launches["grid_id"][by_grid]
-    # a grid id held by exactly one launch, found with one binary search per event
     alone = np.ones(len(grids), bool)
     same_as_next = grids[1:] == grids[:-1]
     alone[1:] &= ~same_as_next
     alone[:-1] &= ~same_as_next
+    return by_grid, grids, alone
+
+
+def single_launches(rec: Recording, grid_ids, devices, flushes, index=None) -> tuple[np.ndarray, np.ndarray]:
+    """The fast path of launch_index_of_events: (candidate launch, resolved) per event,
+    resolved where its grid id names exactly one launch, on its device and window.
+    Whether an event resolves here depends only on its (device, window, grid id), so
+    a part of a window's events resolves as it would with all of them. `index`:
+    grid_index(rec), where the caller keeps it."""
+    launches = rec.launches
+    by_grid, grids, alone = grid_index(rec) if index is None else index
+    # a grid id held by exactly one launch, found with one binary search per event
     left = np.minimum(np.searchsorted(grids, grid_ids, side="left"), len(grids) - 1)
     single = (grids[left] == grid_ids) & alone[left]
     cand = by_grid[left]
@@ -310,11 +323,25 @@ def _modules_with(rec: Recording, status) -> int:
     return int((rec.modules["status"] == status).sum()) if len(rec.modules) else 0
 
 
-def summary(rec: Recording) -> dict:
-    """The numbers `gpuobs record` prints after a run."""
+def event_counts(rec: Recording) -> dict:
+    """summary's figures that read events: block records, memory samples, and events of
+    no listed launch (streamed_facts.gather gives the same of a windowed recording)."""
+    ev = rec.events
+    return {
+        "block_events": int((ev["kind"] == schema.EventKind.BLOCK).sum()),
+        "memory_events": int((ev["kind"] == schema.EventKind.MEMORY).sum()),
+        # Records whose grid id matches no launch of their window (or the next),
+        # and counts in counter slots no launch owned: never silently dropped.
+        "events_unattributed": int((launch_index_of_events(rec) < 0).sum()) if len(ev) else 0,
+    }
+
+
+def summary(rec: Recording, counts: dict | None = None) -> dict:
+    """The numbers `gpuobs record` prints after a run; `counts`: event_counts(rec), where
+    the caller has them."""
     t = rec.totals
     mode = rec.run.mode_name if rec.run else "unknown"
-    ev = rec.events
+    counts = event_counts(rec) if counts is None else counts
     flags = rec.launches["flags"]
     return {
         "mode": mode,
@@ -324,8 +351,8 @@ def summary(rec: Recording) -> dict:
         "functions": len(rec.functions),
         "modules_patched": _modules_with(rec, schema.ModuleStatus.PATCHED),
         "modules_failed": _modules_with(rec, schema.ModuleStatus.PATCH_FAILED),
-        "block_events": int((ev["kind"] == schema.EventKind.BLOCK).sum()),
-        "memory_events": int((ev["kind"] == schema.EventKind.MEMORY).sum()),
+        "block_events": counts["block_events"],
+        "memory_events": counts["memory_events"],
         "counted": counted_total(rec),
         "attempted": t["attempted"],
         "recorded": t["recorded"],
@@ -335,9 +362,7 @@ def summary(rec: Recording) -> dict:
         "unconfirmed_ends": t["unconfirmed_ends"],
         "unmatched_exit_threads": t["unmatched_exit_threads"],
         "unrecorded_launches": t["unrecorded_launches"],
-        # Records whose grid id matches no launch of their window (or the next),
-        # and counts in counter slots no launch owned: never silently dropped.
-        "events_unattributed": int((launch_index_of_events(rec) < 0).sum()) if len(ev) else 0,
+        "events_unattributed": counts["events_unattributed"],
         "counts_unattributed": int(rec.flushes["unattributed"].sum()) if len(rec.flushes) else 0,
         "modules_deferred": _modules_with(rec, schema.ModuleStatus.DEFERRED),
         "notices": [n.text for n in rec.notices],
@@ -362,15 +387,14 @@ def _group_sums(group: np.ndarray, values: np.ndarray, n_groups: int) -> list:
     return exact
 
 
-def _grouped_percentiles(group: np.ndarray, values: np.ndarray, n_groups: int, ps: tuple) -> dict:
-    """{p: [int(np.percentile(values of group g, p)) or None, per g]}, by one sort of all
-    values: numpy's linear method (its virtual index and interpolation, step by step)."""
-    order = np.lexsort((values, group))
-    group, values = group[order], values[order]
-    count = np.bincount(group, minlength=n_groups)
-    begin = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)
+PERCENTILES = (50, 90, 99)  # of block durations, per kernel
+
+
+def percentile_ranks(count: np.ndarray, ps: tuple) -> dict:
+    """{p: (groups with values, rank below, rank above, gamma)}: where numpy's linear
+    method (its virtual index, step by step) reads each group's sorted values."""
     has = count > 0
-    out = {}
+    plan = {}
     for p in ps:
         q = p / 100
         n = count[has].astype(np.float64)
@@ -381,7 +405,17 @@ def _grouped_percentiles(group: np.ndarray, values: np.ndarray, n_groups: int, p
         prev = np.minimum(below.astype(np.int64), last)
         nxt = np.minimum(prev + 1, last)
         prev[virtual >= last] = last[virtual >= last]
-        a, b = values[begin[has] + prev], values[begin[has] + nxt]
+        plan[p] = (has, prev, nxt, gamma)
+    return plan
+
+
+def percentiles_at(plan: dict, n_groups: int, value_at) -> dict:
+    """{p: [percentile or None, per group]} of a percentile_ranks plan; value_at(groups,
+    ranks) gives the value at each rank of each group's sorted values."""
+    out = {}
+    for p, (has, prev, nxt, gamma) in plan.items():
+        groups = np.flatnonzero(has)
+        a, b = value_at(groups, prev), value_at(groups, nxt)
         diff = b - a
         lerp = a + diff * gamma
         lerp = np.where(gamma >= 0.5, b - diff * (1 - gamma), lerp)
@@ -391,25 +425,77 @@ def _grouped_percentiles(group: np.ndarray, values: np.ndarray, n_groups: int, p
     return out
 
 
-def kernel_stats(rec: Recording, of: np.ndarray | None = None, table: LaunchTable | None = None) -> list[dict]:
-    """Per kernel (by name and device): launches, blocks, SMs, block-duration
-    percentiles (ns), exact counts, memory events kept, blocks dropped. `of` and
-    `table`: launch_index_of_events and launch_table of rec, where the caller has them."""
-    of = launch_index_of_events(rec) if of is None else of
-    table = launch_table(rec, of) if table is None else table
-    ev = rec.events
-    launches = rec.launches
-    groups: dict = {}  # (device, name) -> kernel index, in the order of first launch
+def _grouped_percentiles(group: np.ndarray, values: np.ndarray, n_groups: int, ps: tuple) -> dict:
+    """{p: [int(np.percentile(values of group g, p)) or None, per g]}, by one sort of all values."""
+    order = np.lexsort((values, group))
+    group, values = group[order], values[order]
+    count = np.bincount(group, minlength=n_groups)
+    begin = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)
+    return percentiles_at(percentile_ranks(count, ps), n_groups, lambda g, rank: values[begin[g] + rank])
+
+
+def kernel_groups(rec: Recording, names: list) -> tuple[dict, np.ndarray]:
+    """({(device, name): kernel index}, in the order of first launch; the kernel of each launch)."""
+    groups: dict = {}
     kernel_of_launch = np.array(
-        [groups.setdefault(key, len(groups)) for key in zip(launches["device_index"].tolist(), table.name)],
+        [groups.setdefault(key, len(groups)) for key in zip(rec.launches["device_index"].tolist(), names)],
         np.int64,
     )
-    n_kernels = len(groups)
+    return groups, kernel_of_launch
+
+
+@dataclass
+class KernelEventFigures:
+    """kernel_stats's per-kernel figures that read events (the rest are per launch)."""
+
+    memory_events: np.ndarray
+    sms: np.ndarray  # SMs its records came from
+    percentiles: dict  # p -> [block duration ns or None, per kernel]
+
+
+def timed_blocks(rec: Recording) -> bool:
+    """Whether block durations are measured (block_starts bounds ends, measures none)."""
+    return not bounds.is_block_starts(rec)
+
+
+def block_durations(ev: np.ndarray) -> np.ndarray:
+    return ev["time_end"].astype(np.int64) - ev["time_start"].astype(np.int64)
+
+
+def kernel_event_figures(rec: Recording, of: np.ndarray, kernel_of_launch: np.ndarray, n_kernels: int):
+    ev = rec.events
     resolved = of >= 0
     ev_kernel = np.full(len(ev), -1, np.int64)
     ev_kernel[resolved] = kernel_of_launch[of[resolved]]
     is_block = ev["kind"] == schema.EventKind.BLOCK
-    ends_recorded = not bounds.is_block_starts(rec)  # block_starts bounds ends, measures no duration
+    memory_events = np.bincount(ev_kernel[resolved & ~is_block], minlength=n_kernels)
+    sm_pairs = np.sort((ev_kernel[resolved] << 32) | ev["sm_id"][resolved].astype(np.int64))
+    sm_pairs = sm_pairs[np.r_[True, sm_pairs[1:] != sm_pairs[:-1]]] if len(sm_pairs) else sm_pairs
+    sms = np.bincount(sm_pairs >> 32, minlength=n_kernels)
+    timed = resolved & is_block if timed_blocks(rec) else np.zeros(len(ev), bool)
+    percentiles = _grouped_percentiles(ev_kernel[timed], block_durations(ev[timed]), n_kernels, PERCENTILES)
+    return KernelEventFigures(memory_events, sms, percentiles)
+
+
+def kernel_stats(
+    rec: Recording,
+    of: np.ndarray | None = None,
+    table: LaunchTable | None = None,
+    figures: KernelEventFigures | None = None,
+) -> list[dict]:
+    """Per kernel (by name and device): launches, blocks, SMs, block-duration
+    percentiles (ns), exact counts, memory events kept, blocks dropped. `of` and
+    `table`: launch_index_of_events and launch_table of rec, where the caller has them;
+    `figures`: the per-event figures, where a pass over the events gave them
+    (streamed_facts.py), so that no event is read here."""
+    if figures is None:
+        of = launch_index_of_events(rec) if of is None else of
+    table = launch_table(rec, of) if table is None else table
+    launches = rec.launches
+    groups, kernel_of_launch = kernel_groups(rec, table.name)
+    n_kernels = len(groups)
+    if figures is None:
+        figures = kernel_event_figures(rec, of, kernel_of_launch, n_kernels)
     # A counter slot shared by launches (graph replays of one node, grid ids that
     # collide) belongs to a kernel when all its launches are that kernel's; else to
     # none, and counted_total still counts it once.
@@ -439,17 +525,6 @@ def kernel_stats(rec: Recording, of: np.ndarray | None = None, table: LaunchTabl
     sums = {column: _group_sums(kernel_of_launch, values, n_kernels) for column, values in per_launch.items()}
     owned = slot_kernel >= 0
     counted = _group_sums(slot_kernel[owned], totals[owned], n_kernels)
-    memory_events = np.bincount(ev_kernel[resolved & ~is_block], minlength=n_kernels)
-    sm_pairs = np.sort((ev_kernel[resolved] << 32) | ev["sm_id"][resolved].astype(np.int64))
-    sm_pairs = sm_pairs[np.r_[True, sm_pairs[1:] != sm_pairs[:-1]]] if len(sm_pairs) else sm_pairs
-    sms = np.bincount(sm_pairs >> 32, minlength=n_kernels)
-    timed = resolved & is_block if ends_recorded else np.zeros(len(ev), bool)
-    percentiles = _grouped_percentiles(
-        ev_kernel[timed],
-        ev["time_end"][timed].astype(np.int64) - ev["time_start"][timed].astype(np.int64),
-        n_kernels,
-        (50, 90, 99),
-    )
     rows = []
     for k, (device, name) in enumerate(groups):
         row = {
@@ -458,14 +533,14 @@ def kernel_stats(rec: Recording, of: np.ndarray | None = None, table: LaunchTabl
             "launches": int(sums["launches"][k]),
             "blocks": int(sums["blocks"][k]),
             "blocks_recorded": int(sums["blocks_recorded"][k]),
-            "sms": int(sms[k]),
+            "sms": int(figures.sms[k]),
             "counted": int(counted[k]),
             "counted_shared_launches": int(sums["counted_shared_launches"][k]),
-            "memory_events": int(memory_events[k]),
+            "memory_events": int(figures.memory_events[k]),
             "blocks_dropped": int(sums["blocks_dropped"][k]),
             "ends_unconfirmed": int(sums["ends_unconfirmed"][k]),
         }
-        for p, values in percentiles.items():
+        for p, values in figures.percentiles.items():
             row[f"block_ns_p{p}"] = values[k]
         rows.append(row)
     rows.sort(key=lambda r: -(r["blocks_recorded"] or r["counted"]))

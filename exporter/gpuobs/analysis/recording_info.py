@@ -11,8 +11,9 @@ import numpy as np
 from ..ranges import format_ns, format_span
 from ..recording_file import schema
 from ..recording_file.recording import Recording
+from ..recording_file.windows import WindowedRecording
 from ..safe_text import printable
-from . import block_end_report, block_ends, ring_capacity, sampling
+from . import block_end_report, block_ends, ring_capacity, sampling, streamed_facts
 from . import launches as analysis
 
 MAX_WINDOW_LINES = 40
@@ -44,14 +45,9 @@ def _group_of(keys: np.ndarray, groups: np.ndarray) -> np.ndarray:
     return np.where(hit, at, len(groups))
 
 
-def flush_windows(rec: Recording) -> list[dict]:
-    """One row per flush, in file order: its index (what `trim --flushes` takes), its
-    events' span relative to the recording's start, launches and events. One grouped
-    pass over the events and launches, whatever the number of flushes."""
-    span = device_span(rec)
-    t0 = span[0] if span else 0
-    flushes = rec.flushes
-    groups, flush_group = np.unique(_keys(flushes["device_index"], flushes["flush_seq"]), return_inverse=True)
+def _window_events(rec: Recording, groups: np.ndarray, t0: int) -> tuple:
+    """Per flush window of `groups` (sorted _keys): its events, and their first start and
+    last end relative to t0 (0 where it has none)."""
     n = len(groups)
     ev = rec.events
     ev_group = _group_of(_keys(rec.event_devices, rec.event_flushes), groups)
@@ -67,6 +63,37 @@ def flush_windows(rec: Recording) -> list[dict]:
         end = np.maximum(ev["time_end"], ev["time_start"])[order]
         first[sorted_group[starts[present]]] = np.minimum.reduceat(begin, starts)[present].astype(np.int64) - t0
         last[sorted_group[starts[present]]] = np.maximum.reduceat(end, starts)[present].astype(np.int64) - t0
+    return events, first, last
+
+
+def _indexed_window_events(wr: WindowedRecording, groups: np.ndarray, t0: int) -> tuple:
+    """_window_events from the windowed reader's index of event chunks (no event read)."""
+    n = len(groups)
+    chunks = [c for c in wr.chunks if c.count]
+    at = _group_of(
+        _keys(np.array([c.device for c in chunks], np.uint64), np.array([c.flush for c in chunks], np.uint64)), groups
+    )
+    events = np.zeros(n + 1, np.int64)
+    first = np.full(n + 1, np.iinfo(np.int64).max, np.int64)
+    last = np.zeros(n + 1, np.int64)
+    np.add.at(events, at, [c.count for c in chunks])
+    np.minimum.at(first, at, np.array([c.min_start for c in chunks], np.int64))
+    np.maximum.at(last, at, np.array([c.max_end for c in chunks], np.int64))
+    has = events[:n] > 0
+    return events[:n], np.where(has, first[:n] - t0, 0), np.where(has, last[:n] - t0, 0)
+
+
+def flush_windows(rec: Recording, wr: WindowedRecording | None = None) -> list[dict]:
+    """One row per flush, in file order: its index (what `trim --flushes` takes), its
+    events' span relative to the recording's start, launches and events. One grouped
+    pass over the events and launches, whatever the number of flushes; `wr`: the
+    recording read window by window (its index gives the events' figures)."""
+    span = device_span(rec) if wr is None else wr.span()
+    t0 = span[0] if span else 0
+    flushes = rec.flushes
+    groups, flush_group = np.unique(_keys(flushes["device_index"], flushes["flush_seq"]), return_inverse=True)
+    n = len(groups)
+    events, first, last = _window_events(rec, groups, t0) if wr is None else _indexed_window_events(wr, groups, t0)
     launch_group = _group_of(_keys(rec.launches["device_index"], rec.launch_flushes), groups)
     launches = np.bincount(launch_group, minlength=n + 1)[:n]
     rows = []
@@ -88,10 +115,19 @@ def flush_windows(rec: Recording) -> list[dict]:
     return rows
 
 
-def describe(rec: Recording) -> dict:
-    s = analysis.summary(rec)
+def describe(source: Recording | WindowedRecording, progress=lambda *_: None) -> dict:
+    """What `info` shows of a recording, loaded or read window by window (the events
+    then read once, a segment at a time: streamed_facts.py)."""
+    wr = source if isinstance(source, WindowedRecording) else None
+    rec = source if wr is None else wr.rec
+    if wr is None:
+        s = analysis.summary(rec)
+        span = device_span(rec)
+    else:
+        facts = streamed_facts.gather(wr, progress, table=False, kernels=False)
+        s = analysis.summary(rec, facts.event_counts)
+        span = wr.span()
     run = rec.run
-    span = device_span(rec)
     gpus = [
         {
             "index": int(d["device_index"]),
@@ -132,7 +168,7 @@ def describe(rec: Recording) -> dict:
         # block records kept: blocks_recorded, as stats' blocks report names them per kernel
         **{("blocks_recorded" if key == "block_events" else key): value for key, value in s.items()},
         "sampling": sampling.sampling(rec),
-        "flush_windows": flush_windows(rec),
+        "flush_windows": flush_windows(rec, wr),
         "block_ends": block_end_report.totals(rec, block_ends.block_end_bounds(rec))
         if block_ends.is_block_starts(rec)
         else None,

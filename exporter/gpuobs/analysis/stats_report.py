@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from ..recording_file import schema
 from ..recording_file.recording import Recording
-from . import block_end_report, sampling
+from ..recording_file.windows import WindowedRecording
+from . import block_end_report, sampling, streamed_facts
 from . import launches as analysis
 from .kernel_names import short_name, short_names
 from .kernel_summary import SORT_KEYS as KERNEL_SORT_KEYS
@@ -137,8 +138,8 @@ def _key_for(sort: str | None, keys: tuple) -> str | None:
     return SAME_KEY.get(sort) if SAME_KEY.get(sort) in keys else None
 
 
-def _kernels(rec: Recording, table, sort: str | None, top: int | None) -> dict:
-    times = kernel_times(rec, table)
+def _kernels(rec: Recording, table, sort: str | None, top: int | None, facts=None) -> dict:
+    times = kernel_times(rec, table, facts.event_counts["block_events"] if facts else None)
     rows = list(times.rows)
     sort_rows(rows, sort or "total")
     rows = [{("kernel" if k == "name" else k): v for k, v in r.items()} for r in rows]  # as every report keys it
@@ -173,8 +174,8 @@ def _sort_blocks(rows: list, key: str) -> None:
     rows.sort(key=lambda r: (-(r[column] or 0), -r["counted"], r["kernel"]))
 
 
-def _blocks(rec: Recording, sort: str | None, top: int | None) -> dict:
-    rows = analysis.kernel_stats(rec)
+def _blocks(rec: Recording, sort: str | None, top: int | None, facts=None) -> dict:
+    rows = analysis.kernel_stats(rec, table=facts.table, figures=facts.figures) if facts else analysis.kernel_stats(rec)
     _sort_blocks(rows, sort or "blocks")
     total = analysis.counted_total(rec, None)
     attributed = sum(r["counted"] for r in rows)
@@ -187,8 +188,17 @@ def _blocks(rec: Recording, sort: str | None, top: int | None) -> dict:
     }
 
 
-def build(rec: Recording, report: str, sort: str | None, top: int | None, fmt: str) -> dict:
-    """The reports asked for, as plain values. `top` None: 30 rows in a table, all in CSV/JSON."""
+def build(
+    source: Recording | WindowedRecording, report: str, sort: str | None, top: int | None, fmt: str, progress=None
+) -> dict:
+    """The reports asked for, as plain values, of a recording loaded or read window by
+    window (its events read once, a segment at a time: streamed_facts.py). `top` None:
+    30 rows in a table, all in CSV/JSON."""
+    facts = None
+    if isinstance(source, WindowedRecording):
+        facts = streamed_facts.gather(source, progress or (lambda *_: None))
+        source = source.rec
+    rec = source
     if top is None and fmt == "table":
         top = TABLE_TOP
     mode = rec.run.mode_name if rec.run else "unknown"
@@ -196,15 +206,18 @@ def build(rec: Recording, report: str, sort: str | None, top: int | None, fmt: s
     sampled = sampling.sampling(rec)
     if sampled is not None and sampled["sampled_out"]:
         result["sampling"] = sampled
-    table = (
-        analysis.launch_table(rec)
-        if report in ("kernels", "all") or schema.mode_has(mode, schema.Trait.BOUNDED_ENDS)
-        else None
-    )
+    if facts is not None:
+        table = facts.table
+    else:
+        table = (
+            analysis.launch_table(rec)
+            if report in ("kernels", "all") or schema.mode_has(mode, schema.Trait.BOUNDED_ENDS)
+            else None
+        )
     if report in ("kernels", "all"):
-        result["kernel_times"] = _kernels(rec, table, _key_for(sort, KERNEL_SORT_KEYS), top)
+        result["kernel_times"] = _kernels(rec, table, _key_for(sort, KERNEL_SORT_KEYS), top, facts)
     if report in ("blocks", "all"):
-        result["blocks"] = _blocks(rec, _key_for(sort, BLOCK_SORT_KEYS), top)
+        result["blocks"] = _blocks(rec, _key_for(sort, BLOCK_SORT_KEYS), top, facts)
     if table is not None and table.block_ends is not None:
         rows = block_end_report.kernel_rows(rec, table.block_ends, table.name)
         result["block_ends"] = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import List, Optional
@@ -41,12 +42,13 @@ def export_parquet(
     from .parquet import write_parquet
 
     started = time.monotonic()
-    loaded = [cli._load(p, salvage) for p in paths]
-    try:
-        with _progress(cli.err, sum(len(r.events) for r in loaded)) as say:
-            summary = write_parquet(loaded, output, criteria, force=force, progress=say)
-    except ExportError as exc:
-        cli._fail(str(exc))
+    with contextlib.ExitStack() as stack:  # windowed recordings (their events read as written) closed after
+        loaded = [stack.enter_context(cli._load_for_analysis(p, salvage)) for p in paths]
+        try:
+            with cli._progress() as progress:
+                summary = write_parquet(loaded, output, criteria, force=force, progress=progress)
+        except ExportError as exc:
+            cli._fail(str(exc))
     rows = ", ".join(f"{n:,} {t}" for t, n in summary.rows.items() if n and t not in ("recordings", "clock"))
     cli._say(
         f"{output}/: {summary.bytes / 1e6:.1f} MB in {summary.files} Parquet files ({rows}) "
@@ -54,28 +56,3 @@ def export_parquet(
     )
     cli._say(f"  query it: duckdb -c \"SELECT * FROM read_parquet('{output}/launches/*/*/*.parquet') LIMIT 5\"")
     cli._say("  tables, columns and example queries: docs/parquet-schema.md")
-
-
-class _progress:
-    """A spinner with the step being written, on a terminal and for exports past ~2 s of work."""
-
-    def __init__(self, console, events: int):
-        self.console, self.show = console, console.is_terminal and events > 2_000_000
-        self.bar = None
-
-    def __enter__(self):
-        if not self.show:
-            return lambda _msg: None
-        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-        self.bar = Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=self.console, transient=True
-        )
-        self.bar.__enter__()
-        task = self.bar.add_task("writing Parquet", total=None)
-        return lambda msg: self.bar.update(task, description=msg)
-
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.__exit__(*exc)
-        return False

@@ -5,11 +5,16 @@ their meaning are columnar/tables.py's (docs/parquet-schema.md).
 
 Blocks and memory samples are written as the recording's event chunks are walked,
 at most ROW_GROUP_ROWS rows at a time, each batch its own row group: what is held
-is one batch, not the table. What `gpuobs stats` reports per launch (span, blocks,
-counts) is in the launches table, computed by analysis/launches.py, the same code."""
+is one batch being made and one being written, not the table. A recording read
+window by window (recording_file/windows.py) is exported in one pass over its
+events that also sums its launch table (_write_windowed); the files are the same.
+What `gpuobs stats` reports per launch (span, blocks, counts) is in the launches
+table, computed by analysis/launches.py, the same code."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 import json
 import os
 import secrets
@@ -25,18 +30,37 @@ import pyarrow.parquet as pq
 
 from ..analysis import launches as analysis
 from ..analysis.block_ends import LABELS as END_LABELS
+from ..analysis.event_pass import resolved_segments
+from ..analysis.launch_tally import LaunchTally
 from ..errors import ExportError, SelectionError
 from ..perfetto_export.clock import clock_relation
 from ..perfetto_export.export import node_positions
 from ..ranges import format_span
 from ..recording_file import schema
+from ..recording_file.overlap_bound import OverlapBound
 from ..recording_file.recording import Recording
 from ..recording_file.recording_checks import FLUSH_COUNTERS
-from ..selection import Criteria, Selection, device_span, select
+from ..recording_file.windows import WindowedRecording
+from ..selection import (
+    Criteria,
+    Selection,
+    device_span,
+    event_mask,
+    matched_launches,
+    select,
+    time_selection,
+    time_window,
+)
 from . import tables
 
-ROW_GROUP_ROWS = 1 << 20
+ROW_GROUP_ROWS = 1 << 19  # one is made while the last is written: ~400 MB held at most
 COMPRESSION = "zstd"
+# Columns of nearly one value a row (times, addresses) are written plain: a dictionary of them is
+# built only to be dropped, and it was half the time of writing the blocks. The rest keep one.
+PLAIN_COLUMNS = {
+    "blocks": {"start_ns", "end_ns", "start_monotonic_ns", "end_monotonic_ns"},
+    "memory_samples": {"time_ns", "time_monotonic_ns", "address", "pc"},
+}
 
 
 @dataclass
@@ -48,20 +72,33 @@ class ParquetSummary:
 
 
 class _Writers:
-    """One ParquetWriter per (table, pid, gpu), opened at its first batch."""
+    """One ParquetWriter per (table, pid, gpu), opened at its first batch. A batch is
+    encoded and compressed on a thread of its own (pyarrow lets go of the GIL) while
+    the next one is made: at most one is in flight, so at most two are held."""
 
     def __init__(self, root: Path):
         self.root = root
         self.open: dict = {}
         self.rows: dict = {name: 0 for name in tables.TABLES}
+        self.pool = None
+        self.pending = None  # the write in flight
 
     def write(self, table: str, pid: int, gpu: Optional[int], columns: dict) -> None:
         sch = tables.schema(table)
         batch = pa.Table.from_arrays([_arrow(columns[f.name], f.type) for f in sch], schema=sch)
         if batch.num_rows == 0:
             return
-        self._writer(table, pid, gpu).write_table(batch, row_group_size=ROW_GROUP_ROWS)
+        writer = self._writer(table, pid, gpu)
+        self._wait()
+        if self.pool is None:
+            self.pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gpuobs-parquet")
+        self.pending = self.pool.submit(writer.write_table, batch, row_group_size=ROW_GROUP_ROWS)
         self.rows[table] += batch.num_rows
+
+    def _wait(self) -> None:
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            pending.result()
 
     def _writer(self, table: str, pid: int, gpu: Optional[int]) -> pq.ParquetWriter:
         key = (table, pid, gpu)
@@ -72,7 +109,11 @@ class _Writers:
                 folder = folder / f"gpu={gpu}"
             folder.mkdir(parents=True, exist_ok=True)
             sch = tables.schema(table)
-            writer = self.open[key] = pq.ParquetWriter(folder / "part-0.parquet", sch, compression=COMPRESSION)
+            plain = PLAIN_COLUMNS.get(table)
+            dictionary = [f.name for f in sch if f.name not in plain] if plain else True
+            writer = self.open[key] = pq.ParquetWriter(
+                folder / "part-0.parquet", sch, compression=COMPRESSION, use_dictionary=dictionary
+            )
         return writer
 
     def every_table(self, pid: int, devices: list) -> None:
@@ -82,9 +123,20 @@ class _Writers:
             for gpu in devices if tables.partitioned_by_gpu(table) else [None]:
                 self._writer(table, pid, gpu)
 
-    def close(self) -> None:
-        for writer in self.open.values():
-            writer.close()
+    def close(self, quiet: bool = False) -> None:
+        """Waits for the write in flight (`quiet`: an error it raised is not raised
+        again: an earlier one is being said) and closes every file."""
+        try:
+            self._wait()
+        except Exception:
+            if not quiet:
+                raise
+        finally:
+            if self.pool is not None:
+                self.pool.shutdown(wait=True)
+                self.pool = None
+            for writer in self.open.values():
+                writer.close()
 
 
 def _arrow(values, kind: pa.DataType) -> pa.Array:
@@ -124,15 +176,16 @@ def write_parquet(
     out: Path,
     criteria: Criteria = Criteria(),
     force: bool = False,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable | None = None,
 ) -> ParquetSummary:
     """Write `recordings` under the directory `out`, replaced only with force (and only
     if it is an earlier gpuobs Parquet export). Written beside it first and renamed
     at the end, so a failure leaves no partial directory and the previous one as it was."""
     out = Path(out)
-    say = progress or (lambda _msg: None)
+    say = progress or (lambda *_: None)
     _check_target(out, force)
-    pids = [rec.run.pid if rec.run else i for i, rec in enumerate(recordings)]
+    recs = [r.rec if isinstance(r, WindowedRecording) else r for r in recordings]
+    pids = [rec.run.pid if rec.run else i for i, rec in enumerate(recs)]
     if len(set(pids)) != len(pids):
         raise ExportError(
             "two recordings are of the same process (pid "
@@ -146,22 +199,28 @@ def write_parquet(
     writers = _Writers(temp)
     manifest = {"gpuobs_parquet_schema_version": tables.SCHEMA_VERSION, "recordings": []}
     try:
-        selections = []
-        for rec, pid in zip(recordings, pids):
-            say(f"resolving launches of {rec.path}")
+        selections = []  # a Selection, or None for a windowed recording (selected as it is written)
+        for source in recordings:
+            if isinstance(source, WindowedRecording):
+                selections.append(None)
+                continue
+            say(f"resolving launches of {source.path}")
             try:
-                selections.append((select(rec, criteria), pid))
+                selections.append(select(source, criteria))
             except SelectionError as exc:
                 raise ExportError(str(exc)) from None
-        if criteria.restricts and all(sel.empty for sel, _ in selections):
-            raise ExportError(
-                f"{criteria.describe()} selects nothing of "
-                + "; ".join(_span_text(sel.rec) for sel, _ in selections)
-                + " (`gpuobs info` shows spans and launch ids, `gpuobs stats` the kernels)"
-            )
-        for sel, pid in selections:
-            _write_recording(writers, sel, pid, say)
+        if criteria.restricts and all(sel is not None and sel.empty for sel in selections):
+            raise ExportError(_selects_nothing(criteria, recordings))  # said before anything is written
+        empty = []
+        for source, sel, pid in zip(recordings, selections, pids):
+            if sel is None:
+                sel = _write_windowed(writers, source, criteria, pid, say)
+            else:
+                _write_recording(writers, sel, pid, say)
+            empty.append(sel.empty)
             manifest["recordings"].append({"path": sel.rec.path, "pid": pid})
+        if criteria.restricts and all(empty):
+            raise ExportError(_selects_nothing(criteria, recordings))
         writers.close()
         manifest["tables"] = {name: rows for name, rows in writers.rows.items()}
         (temp / tables.MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
@@ -169,7 +228,7 @@ def write_parquet(
             shutil.rmtree(out)
         os.replace(temp, out)
     except BaseException as exc:
-        writers.close()
+        writers.close(quiet=True)
         shutil.rmtree(temp, ignore_errors=True)
         if isinstance(exc, OSError):
             raise ExportError(f"cannot write {out}: {exc.strerror or exc}") from None
@@ -178,9 +237,18 @@ def write_parquet(
     return ParquetSummary(out, dict(writers.rows), len(files), sum(p.stat().st_size for p in files))
 
 
-def _span_text(rec: Recording) -> str:
-    span = device_span(rec)
-    return f"{rec.path} (it spans {format_span(0, span[1] - span[0])})" if span else f"{rec.path} (no device times)"
+def _selects_nothing(criteria: Criteria, recordings: list) -> str:
+    return (
+        f"{criteria.describe()} selects nothing of "
+        + "; ".join(_span_text(source) for source in recordings)
+        + " (`gpuobs info` shows spans and launch ids, `gpuobs stats` the kernels)"
+    )
+
+
+def _span_text(source) -> str:
+    span = source.span() if isinstance(source, WindowedRecording) else device_span(source)
+    path = source.path
+    return f"{path} (it spans {format_span(0, span[1] - span[0])})" if span else f"{path} (no device times)"
 
 
 def _check_target(out: Path, force: bool) -> None:
@@ -203,6 +271,60 @@ def _check_target(out: Path, force: bool) -> None:
 
 def _write_recording(w: _Writers, sel: Selection, pid: int, say) -> None:
     rec = sel.rec
+    _recording_row(w, rec, pid, sel.criteria)
+    devices = _devices(rec, rec.event_chunk_devices)
+    positions = node_positions(rec.launches) if len(rec.launches) else np.zeros(0, np.int64)
+    for device in devices:
+        say(f"writing GPU {device} of {rec.path}")
+        names, clock, samples = _of_device(rec, pid, device)
+        _launch_tables(w, sel, pid, device, names, clock, samples, positions)
+        _events(w, sel, pid, device, names, clock, positions)
+    w.every_table(pid, devices)
+    _api_calls(w, rec, pid)
+
+
+def _write_windowed(w: _Writers, wr: WindowedRecording, criteria: Criteria, pid: int, say) -> Selection:
+    """_write_recording of a recording read window by window: one pass over its events,
+    a row group at a time, writes the chosen blocks and samples and sums the launch
+    table (analysis/launch_tally.py); the launches are written after it. Returns the
+    Selection, without per-event masks."""
+    rec = wr.rec
+    _recording_row(w, rec, pid, criteria)
+    devices = _devices(rec, [c.device for c in wr.chunks])
+    positions = node_positions(rec.launches) if len(rec.launches) else np.zeros(0, np.int64)
+    per_device = {device: _of_device(rec, pid, device) for device in devices}
+    matched = matched_launches(rec, criteria)
+    span = wr.span()
+    window = time_window(criteria, span)
+    tally, overlap = LaunchTally(rec), OverlapBound(wr)
+    kept = 0
+    done, total = 0, wr.event_count
+    for seg in resolved_segments(wr, rows=ROW_GROUP_ROWS):
+        chunk = wr.chunks[seg.chunk]
+        tally.add(seg.events, seg.launch)
+        overlap.add(chunk, seg.events)
+        keep = event_mask(criteria, seg.events, seg.launch, window, matched)
+        kept += int(keep.sum())
+        names, clock, _ = per_device[chunk.device]
+        _event_batch(
+            w, rec, None, pid, chunk.device, names, clock, positions, seg.events, keep, seg.launch, chunk.flush
+        )
+        done += len(seg.events)
+        say(f"writing the blocks of {rec.path}", done, total)
+    overlap.check()
+    table = tally.table(rec)
+    _, launches = time_selection(rec, criteria, table, matched, span)
+    events = np.zeros(0, bool) if kept == 0 else np.ones(1, bool)  # only whether any is kept
+    sel = Selection(rec, criteria, None, table, matched, launches, events, window)
+    for device in devices:
+        names, clock, samples = per_device[device]
+        _launch_tables(w, sel, pid, device, names, clock, samples, positions)
+    w.every_table(pid, devices)
+    _api_calls(w, rec, pid)
+    return sel
+
+
+def _recording_row(w: _Writers, rec: Recording, pid: int, criteria: Criteria) -> None:
     run = rec.run
     w.write(
         "recordings",
@@ -219,27 +341,37 @@ def _write_recording(w: _Writers, sel: Selection, pid: int, say) -> None:
             "argv": [" ".join(run.argv) if run else ""],
             "complete": [rec.complete],
             "damaged_at": [rec.damage.offset if rec.damage else None],
-            "selection": [sel.criteria.describe()],
+            "selection": [criteria.describe()],
         },
     )
-    devices = sorted(
+
+
+def _devices(rec: Recording, event_devices: list) -> list:
+    return sorted(
         set(rec.devices["device_index"].tolist())
-        | set(rec.event_chunk_devices)
+        | set(event_devices)
         | set(rec.launches["device_index"].tolist())
         | set(rec.flushes["device_index"].tolist())
     )
-    positions = node_positions(rec.launches) if len(rec.launches) else np.zeros(0, np.int64)
-    for device in devices:
-        say(f"writing GPU {device} of {rec.path}")
-        samples = rec.clock_samples[rec.clock_samples["device_index"] == device]
-        clock = clock_relation(samples, pid, device, "auto")
-        names = _Names(rec, device, rec.launches["function_slot"][rec.launches["device_index"] == device])
-        _kernels(w, rec, pid, device)
-        _launches(w, sel, pid, device, names, positions)
-        _clock(w, samples, clock, pid, device)
-        _flushes(w, rec, pid, device)
-        _events(w, sel, pid, device, names, clock, positions)
-    w.every_table(pid, devices)
+
+
+def _of_device(rec: Recording, pid: int, device: int) -> tuple:
+    """(kernel names, clock relation, clock samples) of one GPU."""
+    samples = rec.clock_samples[rec.clock_samples["device_index"] == device]
+    clock = clock_relation(samples, pid, device, "auto")
+    names = _Names(rec, device, rec.launches["function_slot"][rec.launches["device_index"] == device])
+    return names, clock, samples
+
+
+def _launch_tables(w, sel: Selection, pid, device, names, clock, samples, positions) -> None:
+    """A GPU's kernels, launches, clock and flushes tables."""
+    _kernels(w, sel.rec, pid, device)
+    _launches(w, sel, pid, device, names, positions)
+    _clock(w, samples, clock, pid, device)
+    _flushes(w, sel.rec, pid, device)
+
+
+def _api_calls(w: _Writers, rec: Recording, pid: int) -> None:
     if len(rec.api_calls):
         calls = rec.api_calls
         w.write(
@@ -398,22 +530,34 @@ def _events(w, sel: Selection, pid, device, names: _Names, clock, positions) -> 
             for lo in range(start, end, ROW_GROUP_ROWS):
                 hi = min(lo + ROW_GROUP_ROWS, end)
                 batch = chunk[lo - start : hi - start]
-                _event_batch(w, sel, pid, device, names, clock, positions, batch, lo, hi, seq)
+                keep, launch_of = sel.events[lo:hi], sel.launch_of_event[lo:hi]
+                ends = (
+                    None if sel.table.block_ends is None else functools.partial(_bound_ends, sel.table.block_ends, lo)
+                )
+                _event_batch(w, rec, ends, pid, device, names, clock, positions, batch, keep, launch_of, seq)
         start = end
 
 
-def _event_batch(w, sel: Selection, pid, device, names, clock, positions, ev, lo, hi, flush_seq) -> None:
-    """Events lo..hi of rec.events (`ev`, one chunk's part, of flush window `flush_seq`)."""
-    rec, table = sel.rec, sel.table
-    keep = sel.events[lo:hi]
-    launch_of = sel.launch_of_event[lo:hi]
+def _bound_ends(block_ends, lo: int, rows: np.ndarray) -> tuple:
+    """block_starts: (end bound, end kind) of the blocks at rows lo + `rows` of rec.events."""
+    at = block_ends.at(rows + lo)
+    quality = block_ends.quality[at].astype(np.int32)
+    words = [END_LABELS[q] for q in sorted(END_LABELS)]
+    return block_ends.end_bound_ns[at], _dictionary(quality, words)
+
+
+def _event_batch(w, rec, bound_ends, pid, device, names, clock, positions, ev, keep, launch_of, flush_seq) -> None:
+    """The kept events of `ev` (one chunk's part, of flush window `flush_seq`), each of
+    launch `launch_of` (-1: none). `bound_ends(rows)`: block_starts' end bounds of
+    these rows of `ev` (None: the ends are recorded)."""
     launches = rec.launches
     for kind in (schema.EventKind.BLOCK, schema.EventKind.MEMORY):
         rows = np.flatnonzero(keep & (ev["kind"] == kind))
         if len(rows) == 0:
             continue
-        e = ev[rows]
-        of = launch_of[rows]
+        whole = len(rows) == len(ev)  # the common case: every event of the part, no copy
+        e = ev if whole else ev[rows]
+        of = launch_of if whole else launch_of[rows]
         unresolved = of < 0
         launch_id = analysis.of_launch(launches["launch_id"], of, 0)
         if kind == schema.EventKind.MEMORY:
@@ -441,12 +585,8 @@ def _event_batch(w, sel: Selection, pid, device, names, clock, positions, ev, lo
             )
             continue
         start = e["time_start"]
-        if table.block_ends is not None:  # block_starts: no end recorded, an upper bound of it
-            at = table.block_ends.at(rows + lo)
-            end = table.block_ends.end_bound_ns[at]
-            quality = table.block_ends.quality[at].astype(np.int32)
-            words = [END_LABELS[q] for q in sorted(END_LABELS)]
-            end_kind = _dictionary(quality, words)
+        if bound_ends is not None:  # block_starts: no end recorded, an upper bound of it
+            end, end_kind = bound_ends(rows)
         else:
             end = np.maximum(e["time_end"], start)
             over = (e["flags"] & schema.BLOCK_END_UNCONFIRMED) != 0

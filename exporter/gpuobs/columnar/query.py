@@ -57,14 +57,20 @@ def _current(cache: Path, source: dict) -> bool:
 
 def ensure_tables(rec_path: Path, cache: Path, load, refresh: bool = False, say=lambda _msg: None) -> Path:
     """The Parquet tables of `rec_path` under `cache`, exported unless current.
-    `load(path)` reads the recording (cli._load: its errors are the command's)."""
+    `load(path)` reads the recording (cli._open_for_analysis: its errors are the
+    command's; a recording read window by window is closed after)."""
     from .parquet import write_parquet
 
     source = _source(rec_path)
     if not refresh and _current(cache, source):
         return cache
     say(f"exporting {rec_path} to {cache}/ for SQL (reused while the recording is unchanged)")
-    write_parquet([load(rec_path)], cache, force=cache.exists())
+    recording = load(rec_path)
+    try:
+        write_parquet([recording], cache, force=cache.exists())
+    finally:
+        if hasattr(recording, "close"):
+            recording.close()
     (cache / SOURCE_STAMP).write_text(json.dumps(source, indent=2) + "\n")
     return cache
 
@@ -173,7 +179,7 @@ def command(recording: Path, sql: str, fmt: str, cache: Optional[Path], refresh:
         cli._warn(f"{recording.parent} is not writable: the tables are exported for this query only")
     try:
         try:
-            ensure_tables(recording, folder, lambda p: cli._load(p, False), refresh, _note)
+            ensure_tables(recording, folder, lambda p: cli._open_for_analysis(p, False), refresh, _note)
         except ExportError as exc:
             cli._fail(str(exc))
         try:

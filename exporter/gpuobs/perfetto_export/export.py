@@ -274,7 +274,7 @@ def export(
     recordings: list[Recording],
     out_path,
     opts: ExportOptions | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable | None = None,
     hosts: list = (),
 ) -> ExportSummary:
     opts = opts or ExportOptions()
@@ -282,7 +282,7 @@ def export(
         raise ExportError(f"--clock {opts.clock!r} is not auto or device")
     if opts.align not in (None, "kernels"):
         raise ExportError(f"--align {opts.align!r}: only 'kernels' is known")
-    say = progress or (lambda _msg: None)
+    say = progress or (lambda *_: None)
     # Into an open output file the trace spills as it is encoded (a path is written at the end).
     w = _SpoolingWriter(out_path if hasattr(out_path, "write") and hasattr(out_path, "seek") else None)
     criteria = opts.criteria()
@@ -542,7 +542,7 @@ def _kernel_names(rec: Recording, device: int, windows: Optional[WindowedRecordi
         in_events = rec.events["function_slot"][rec.event_devices == device]
         event_slots = set(np.flatnonzero(np.bincount(in_events)).tolist() if len(in_events) else [])
     else:  # the slots the reader's index saw in the GPU's events
-        event_slots = {int(i) for c in windows.chunks if c.device == device for i in np.flatnonzero(c.slots)}
+        event_slots = {int(i) for c in windows.chunks if c.device == device for i in c.slots.tolist()}
     slots = sorted(
         {k[1] for k in rec.functions if k[0] == device}
         | set(rec.launches["function_slot"][rec.launches["device_index"] == device].tolist())
@@ -754,7 +754,7 @@ def _streamed_block_tracks_and_slices(g: GpuExport, spool: streamed.SmSpool):
     sms = lanes = 0
     for lo, hi in zip([0] + first_sm, first_sm + [len(order)]):
         b = spool.read(order[lo:hi])
-        streamed.check_overlap(g.windows, g.device, b)
+        streamed.check_overlap(g.windows, g.device, b, g.selection.overlap)
         launch_ids = analysis.of_launch(g.rec.launches["launch_id"].astype(np.int64), b["launch"], -1)
         start = b["time_start"]
         n_sms, n_lanes = _encode_block_columns(

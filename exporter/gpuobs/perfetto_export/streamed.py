@@ -21,8 +21,10 @@ import numpy as np
 
 from ..analysis import launches as analysis
 from ..analysis.block_ends import is_block_starts
+from ..analysis.launch_tally import LaunchTally
 from ..recording_file import recording_checks as checks
-from ..recording_file import schema
+from ..recording_file import schema, windows
+from ..recording_file.overlap_bound import OverlapBound
 from ..recording_file.windows import WindowedRecording
 from ..selection import Criteria, TimeMeaning, matched_launches
 
@@ -42,7 +44,6 @@ SPOOL_DTYPE = np.dtype(
         ("block_z", _E["block_z"]),
     ]
 )
-SM_PAIRS_HELD = 1 << 22  # (launch, SM) pairs gathered before they are made unique
 
 
 def can_stream(wr: WindowedRecording, opts, hosts) -> bool:
@@ -118,6 +119,7 @@ class StreamedSelection:
     # per launch: a window its events may be in was not read (the selection needs none of
     # them), so a first_start of 0 there is not "no device time"
     unread: Optional[np.ndarray] = None
+    overlap: Optional[OverlapBound] = None  # of the chosen blocks: where check_overlap need not look
 
     def close(self) -> None:
         for spool in self.spools.values():
@@ -153,67 +155,7 @@ def _needed(wr: WindowedRecording, criteria: Criteria, matched: np.ndarray, wind
     return keep
 
 
-class _Tally:
-    """launch_table's per-event figures, summed a segment at a time."""
-
-    def __init__(self, n: int, sm_ids: int):
-        self.first_start = np.full(n, np.iinfo(np.uint64).max, np.uint64)
-        self.last_end = np.zeros(n, np.uint64)
-        self.blocks = np.zeros(n, np.int64)
-        self.kept = np.zeros(n, np.int64)
-        self.unconfirmed = np.zeros(n, np.int64)
-        self.pairs: list = []
-        self.held = 0
-        self.n = n
-        self.seen = np.zeros((n, sm_ids), bool) if n * sm_ids <= 50_000_000 else None
-
-    def add(self, ev: np.ndarray, idx: np.ndarray) -> None:
-        ok = idx >= 0
-        if not ok.any():
-            return
-        if not ok.all():
-            ev, idx = ev[ok], idx[ok]
-        starts, ends, over = analysis._spans(ev)
-        np.minimum.at(self.first_start, idx, starts)
-        np.maximum.at(self.last_end, idx, ends)
-        is_block = ev["kind"] == schema.EventKind.BLOCK
-        n = self.n
-        self.blocks += np.bincount(idx[is_block], minlength=n)[:n]
-        self.kept += np.bincount(idx[~is_block], minlength=n)[:n]
-        self.unconfirmed += np.bincount(idx[over], minlength=n)[:n]
-        sm = ev["sm_id"]
-        if self.seen is not None and int(sm.max()) < self.seen.shape[1]:  # as launch_table: a launch x SM grid
-            self.seen[idx, sm] = True
-            return
-        self.pairs.append(np.unique(idx.astype(np.int64) * 65536 + sm.astype(np.int64)))
-        self.held += len(self.pairs[-1])
-        if self.held > SM_PAIRS_HELD:
-            self.pairs = [np.unique(np.concatenate(self.pairs))]
-            self.held = len(self.pairs[0])
-
-    def table(self, rec) -> analysis.LaunchTable:
-        table = analysis.launch_table(rec, np.zeros(0, np.int64))  # the per-launch figures; events below
-        first = self.first_start.copy()
-        first[first == np.iinfo(np.uint64).max] = 0
-        if self.seen is not None:  # pairs of SMs past the grid's, if any, added to it
-            for p in self.pairs:
-                self.seen[p // 65536, p % 65536] = True
-            sms_touched = self.seen.sum(axis=1)
-        else:
-            pairs = np.unique(np.concatenate(self.pairs)) if self.pairs else np.zeros(0, np.int64)
-            sms_touched = np.bincount(pairs // 65536, minlength=self.n)[: self.n]
-        return dataclasses.replace(
-            table,
-            first_start=first,
-            last_end=self.last_end,
-            blocks_recorded=self.blocks,
-            events_kept=self.kept,
-            ends_unconfirmed=self.unconfirmed,
-            sms_touched=sms_touched,
-        )
-
-
-def select(wr: WindowedRecording, criteria: Criteria, progress=lambda _msg: None) -> StreamedSelection:
+def select(wr: WindowedRecording, criteria: Criteria, progress=lambda *_: None) -> StreamedSelection:
     """selection.select(rec, criteria) for the streamed export (TimeMeaning.STARTS_IN)."""
     assert criteria.time_meaning is TimeMeaning.STARTS_IN and criteria.flushes is None
     rec = wr.rec
@@ -225,12 +167,14 @@ def select(wr: WindowedRecording, criteria: Criteria, progress=lambda _msg: None
         t0 = span[0]
         lo, hi = criteria.time
         window = (t0 + lo if lo is not None else 0, t0 + hi if hi is not None else np.iinfo(np.uint64).max)
-    tally = _Tally(n, max(checks.sm_limits(rec.devices).values(), default=checks.SM_ID_LIMIT))
-    sel = StreamedSelection(rec, criteria, None, matched, matched, window)
+    tally = LaunchTally(rec)
+    sel = StreamedSelection(rec, criteria, None, matched, matched, window, overlap=OverlapBound(wr))
     needed = _needed(wr, criteria, matched, window)
+    ranges, grids = _zone_ranges(wr, needed, window) if window is not None else ([None] * len(wr.chunks), None)
     last_of_window = {(c.device, c.flush): i for i, c in enumerate(wr.chunks) if needed[i]}
     deferred: dict = {}  # (device, flush) -> [(chunk, rows, events)] left for the slow path
     bases = np.cumsum([0] + [c.count for c in wr.chunks])
+    index = analysis.grid_index(rec) if n else None  # sorted once, not per segment
 
     def take(i, rows, ev, idx):
         c = wr.chunks[i]
@@ -258,19 +202,20 @@ def select(wr: WindowedRecording, criteria: Criteria, progress=lambda _msg: None
         if c.device not in sel.spools:
             sel.spools[c.device] = SmSpool()
         sel.spools[c.device].add(out)
+        sel.overlap.add(c, part)
 
     try:
         for i, c in enumerate(wr.chunks):
             if not needed[i]:
                 continue
-            progress(f"reading flush window {c.flush} of GPU {c.device} ({c.count:,} events)")
             key = (c.device, c.flush)
-            for lo, ev in wr.segments(c):
+            for lo, ev in wr.segments(c, ranges=ranges[i]):
+                progress(f"reading flush window {c.flush} of GPU {c.device}", int(bases[i]) + lo, int(bases[-1]))
                 rows = np.arange(lo, lo + len(ev), dtype=np.uint64)
                 if n == 0:
                     take(i, rows, ev, np.full(len(ev), analysis.UNRESOLVED, np.int64))
                     continue
-                cand, single = analysis.single_launches(rec, ev["grid_id"], c.device, c.flush)
+                cand, single = analysis.single_launches(rec, ev["grid_id"], c.device, c.flush, index)
                 take(i, rows[single], ev[single], cand[single])
                 if not single.all():
                     deferred.setdefault(key, []).append((i, rows[~single], ev[~single]))
@@ -288,10 +233,54 @@ def select(wr: WindowedRecording, criteria: Criteria, progress=lambda _msg: None
         if skipped
         else np.zeros(n, bool)
     )
+    if grids is not None:  # zones were left unread: only launches of the grid ids read are whole
+        sel.unread |= ~np.isin(rec.launches["grid_id"], grids)
     if window is not None:
         first = sel.table.first_start
         sel.launches = matched & (first >= window[0]) & (first < window[1])
     return sel
+
+
+def _zone_ranges(wr: WindowedRecording, needed: list, window: tuple) -> tuple:
+    """(per chunk, the row ranges a time window needs read; the grid ids read). Events
+    are stored per SM stripe, so every zone of the index (windows.ZONE_ROWS events)
+    spans a part of the run on some SMs: the zones whose start times may fall in the
+    window hold every chosen block, and the grid ids of the blocks that start in it
+    are those of the only launches a chosen block or kernel slice can belong to. Their
+    other events, and every event that shares their grid id (graph replays resolve
+    together: the slow path of launches.launch_index_of_events), are in the zones whose
+    grid id range holds one of them, in flush windows within two of those read: a
+    launch's events are in the window that lists it or one next to it. So each chosen
+    launch is summed whole and each chosen block resolves as with every event read;
+    the other events read resolve to launches that are not written."""
+    w0, w1 = window
+    hit, grids = {}, []
+    for i, c in enumerate(wr.chunks):
+        if needed[i] and c.count:
+            hit[i] = (c.zones[1] >= w0) & (c.zones[0] < w1)
+            for _, ev in wr.segments(c, ranges=_row_runs(hit[i], c.count)):
+                start = ev["time_start"]
+                grids.append(np.unique(ev["grid_id"][(start >= w0) & (start < w1)]))
+    read = np.unique(np.concatenate(grids)) if grids else np.zeros(0, np.uint64)
+    near = {(wr.chunks[i].device, wr.chunks[i].flush + k) for i, h in hit.items() if h.any() for k in range(-2, 3)}
+    ranges = []
+    for i, c in enumerate(wr.chunks):
+        if i not in hit:
+            ranges.append([])
+            continue
+        zones = hit[i].copy()
+        if (c.device, c.flush) in near and len(read):
+            at = np.minimum(np.searchsorted(read, c.zones[2]), len(read) - 1)
+            zones |= (read[at] >= c.zones[2]) & (read[at] <= c.zones[3])
+        ranges.append(_row_runs(zones, c.count))
+    return ranges, read
+
+
+def _row_runs(zones: np.ndarray, count: int) -> list:
+    """The (first, end) event rows of each run of zones marked True."""
+    edges = np.flatnonzero(np.diff(np.r_[0, zones.astype(np.int8), 0]))
+    size = windows.ZONE_ROWS
+    return [(int(a) * size, min(int(b) * size, count)) for a, b in zip(edges[::2], edges[1::2])]
 
 
 def _resolve_deferred(rec, key, parts, take) -> None:
@@ -306,9 +295,12 @@ def _resolve_deferred(rec, key, parts, take) -> None:
         at += len(part)
 
 
-def check_overlap(wr: WindowedRecording, device: int, blocks: np.ndarray) -> None:
+def check_overlap(wr: WindowedRecording, device: int, blocks: np.ndarray, bound=None) -> None:
     """The reader's blocks-open-at-once check (recording_checks.deepest_block_overlap)
-    over a batch of whole SMs, with load()'s message."""
+    over a batch of whole SMs, with load()'s message; none where `bound` (the
+    selection's OverlapBound) finds no SM of the device crowded."""
+    if bound is not None and not bound.crowded(device):
+        return
     depth, _, row = checks.deepest_block_overlap([blocks], [device])
     if depth > checks.MAX_BLOCK_OVERLAP:
         from ..errors import CorruptChunk

@@ -20,6 +20,8 @@ class _WithoutEvents(_Parser):
     """load()'s parser, but an EVENTS chunk is counted from its header and skipped
     (neither its CRC nor its values are checked: `gpuobs info` does that)."""
 
+    UNCHECKED = 1 << ChunkType.EVENTS  # the reader's C walk hands them to _chunk below, unread
+
     def __init__(self, path: Path, buf):
         super().__init__(path, buf, salvage=True)
         self.events = 0

@@ -40,6 +40,13 @@ def recording_pid(path) -> int | None:
     it; None for a recording with no RUN chunk yet (a process that ended before its
     first CUDA context). Raises NotARecording for anything else: not a regular file,
     not a gpuobs header, a damaged chunk before the RUN chunk."""
+    run = run_info(path)
+    return None if run is None else int(run["pid"])
+
+
+def run_info(path):
+    """A recording's gpuobs_run_info, read from its first chunks as recording_pid reads
+    them; None without a RUN chunk there. Raises NotARecording as recording_pid does."""
     head = struct.Struct("<IIQI")  # type, flags, length, crc32
     try:
         with open_regular(path) as fh:
@@ -59,7 +66,7 @@ def recording_pid(path) -> int | None:
                     raise NotARecording(f"{path}: its RUN chunk is damaged")
                 if length < run_info.itemsize:
                     raise NotARecording(f"{path}: its RUN chunk is short")
-                return int(np.frombuffer(payload, run_info, 1)[0]["pid"])
+                return np.frombuffer(payload, run_info, 1)[0]
     except OSError as exc:
         raise NotARecording(f"{path}: {exc.strerror or exc}") from None
     return None

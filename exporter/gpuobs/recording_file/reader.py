@@ -8,6 +8,7 @@ values no tool writes is damage, named by chunk, row and field."""
 
 from __future__ import annotations
 
+import array
 import mmap
 import os
 import struct
@@ -24,7 +25,7 @@ from ..errors import (
     UnsupportedVersion,
 )
 from ..input_files import describe, open_regular
-from . import mapping_guard, schema
+from . import chunk_walk, mapping_guard, schema
 from . import recording_checks as checks
 from .fileformat import (
     CHUNK_HEADER,
@@ -34,7 +35,7 @@ from .fileformat import (
     MAGIC,
     chunk_crc,
 )
-from .recording import LAUNCH_COUNT_ROW, UNFLUSHED, Damage, FunctionInfo, Notice, Recording, RunInfo, concat
+from .recording import LAUNCH_COUNT_ROW, UNFLUSHED, Damage, FunctionInfo, Notice, Recording, RunInfo
 
 ChunkType = schema.ChunkType
 
@@ -86,21 +87,29 @@ def _printable(raw: bytes) -> str:
     return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
 
 
+RUN_AT_ONCE = 8  # table or text chunks in a row decoded together; fewer, one by one
+
+
 class _Parser:
     def __init__(self, path: Path, buf: mmap.mmap, salvage: bool):
         self.path = path
         self.buf = buf
         self.view = memoryview(buf)
+        self.bytes = np.frombuffer(buf, np.uint8)
         self.salvage = salvage
-        # Arrays read from chunks, per table, with the file offset of each part's chunk.
-        self.parts: dict[str, list] = {name: [] for name in _TABLES}
-        self.offsets: dict[str, list] = {name: [] for name in _TABLES}
-        self.launch_flush_parts: list[np.ndarray] = []
+        # Where each table's rows are in the file, part by part (gathered once at the end:
+        # a million one-row chunks keep a few integers each, not an array each).
+        self.parts: dict[str, _Parts] = {name: _Parts() for name in _TABLES}
+        self.count_keys = array.array("q")  # per launch-count part: device << 32 | flush_seq
         self.event_offsets: list[int] = []
-        # Per device, the launches still waiting for that device's next FLUSH: (a
-        # part's flush column, its rows of that device). Each launch is assigned
-        # once, so loading stays linear in the number of flushes.
-        self.unflushed: dict[int, list] = {}
+        # Per LAUNCHES part, the flush_seq its launches belong to: the next FLUSH of their
+        # device (UNFLUSHED until then). Parts of one device (as the tool writes them)
+        # wait in `unflushed` by index; a part of several devices keeps a column of its
+        # own in `mixed`. Each launch is assigned once: loading stays linear in flushes.
+        self.launch_part_flush = array.array("I")
+        self.unflushed: dict[int, array.array] = {}
+        self.mixed: dict[int, np.ndarray] = {}  # part index -> flush per launch
+        self.unflushed_mixed: dict[int, list] = {}  # device -> [(part index, its rows of that device)]
         self.offset = 0  # of the chunk being decoded
 
     # -- header ---------------------------------------------------------------
@@ -147,9 +156,15 @@ class _Parser:
         rec = self._header()
         offset = FILE_HEADER.itemsize
         size = len(self.buf)
+        lib = chunk_walk.library()
+        walk = chunk_walk.Walk(lib, self.bytes, self.UNCHECKED) if lib is not None else None
         while offset < end:
             try:
-                offset = self._chunk(rec, offset)
+                if walk is not None:  # the frames walked in C, a batch at a time
+                    offset = self._walked(rec, walk, offset, end)
+                    if offset >= end:
+                        break
+                offset = self._chunk(rec, offset)  # the one that stopped the walk says why
             except RecordingError as err:
                 if not self.salvage:
                     raise
@@ -190,13 +205,135 @@ class _Parser:
             raise CorruptChunk(self.path, offset, f"{_type_name(ctype)} chunk: {err}") from None
         return start + length
 
+    UNCHECKED = 0  # chunk types (bits) whose CRC the walk leaves to _chunk (the windowed reader's EVENTS)
+    TABLE_CHUNKS = {ChunkType.LAUNCHES: "gpuobs_launch", ChunkType.CLOCK: "gpuobs_clock_sample"}
+    TABLE_CHUNKS[ChunkType.API_CALLS] = "gpuobs_api_call"
+
+    def _walked(self, rec: Recording, walk, offset: int, end: int) -> int:
+        """The chunks from `offset` as chunk_walk.c frames and checks them, decoded here:
+        runs of table chunks (launches, clock samples, API calls) at once, the rest one
+        by one. Returns where the walk stopped: `end`, or a chunk for _chunk to refuse."""
+        while offset < end:
+            offsets, types, lengths, after, status = walk.walk(offset, end)
+            n = len(offsets)
+            i = 0
+            while i < n:
+                ctype = int(types[i])
+                j = i + 1
+                at_once = ctype in self.TABLE_CHUNKS or ctype in self.TEXT_CHUNKS
+                if at_once:
+                    while j < n and types[j] == ctype:
+                        j += 1
+                if at_once and j - i >= RUN_AT_ONCE:  # a run long enough to pay for its arrays
+                    run = self._table_run if ctype in self.TABLE_CHUNKS else self._text_run
+                    bad = run(rec, ctype, offsets[i:j], lengths[i:j])
+                    if bad is not None:  # its payload does not hold what it says: _chunk says so
+                        return int(offsets[i + bad])
+                else:
+                    for k in range(i, j):  # one chunk at a time, as _chunk decodes it
+                        if (self.UNCHECKED >> ctype) & 1:
+                            self._chunk(rec, int(offsets[k]))
+                            continue
+                        self.offset = int(offsets[k])
+                        start, length = self.offset + CHUNK_HEADER.itemsize, int(lengths[k])
+                        try:
+                            self._decode(rec, ctype, start, length)
+                        except (_PayloadError, checks.BadValue) as err:
+                            raise CorruptChunk(self.path, self.offset, f"{_type_name(ctype)} chunk: {err}") from None
+                i = j
+            offset = after
+            if status != chunk_walk.FULL:
+                return offset
+        return offset
+
+    def _table_run(self, _rec: Recording, ctype: int, offsets: np.ndarray, lengths: np.ndarray):
+        """A run of chunks of one table type, as _decode reads each; the index in the run
+        of the first whose payload is no whole number of rows (nothing of it or after
+        it taken), else None."""
+        dt = schema.dtype(self.TABLE_CHUNKS[ctype])
+        whole = lengths % dt.itemsize == 0
+        bad = None if whole.all() else int(np.argmin(whole))
+        if bad is not None:
+            offsets, lengths = offsets[:bad], lengths[:bad]
+        rows = (lengths // dt.itemsize).astype(np.int64)
+        keep = rows > 0  # an empty chunk keeps nothing
+        offsets, rows = offsets[keep].astype(np.int64), rows[keep]
+        starts = offsets + CHUNK_HEADER.itemsize
+        table = {ChunkType.LAUNCHES: "launch", ChunkType.CLOCK: "clock", ChunkType.API_CALLS: "api"}[ctype]
+        self.parts[table].extend(starts, rows, offsets)
+        if ctype == ChunkType.LAUNCHES and len(rows):
+            self._launch_run(dt, starts, rows)
+        return bad
+
+    TEXT_CHUNKS = {
+        ChunkType.NOTICE: ("gpuobs_notice", "text_len"),
+        ChunkType.API_NAMES: ("gpuobs_api_name", "name_len"),
+    }
+
+    def _text_run(self, rec: Recording, ctype: int, offsets: np.ndarray, lengths: np.ndarray):
+        """A run of NOTICE or API_NAMES chunks (a struct, then its text), as _notice and
+        _api_name read each: the structs gathered at once, the texts one by one. The
+        index in the run of the first whose payload is not its struct and text, else None."""
+        struct_name, length_field = self.TEXT_CHUNKS[ctype]
+        dt = schema.dtype(struct_name)
+        lengths = lengths.astype(np.int64)
+        fits = lengths >= dt.itemsize
+        bad = None if fits.all() else int(np.argmin(fits))
+        if bad is not None:
+            offsets, lengths = offsets[:bad], lengths[:bad]
+        starts = offsets.astype(np.int64) + CHUNK_HEADER.itemsize
+        info = _gather(self.bytes, dt, starts)
+        filled = dt.itemsize + info[length_field].astype(np.int64) == lengths
+        if not filled.all():
+            first = int(np.argmin(filled))
+            bad, starts, lengths, info = first, starts[:first], lengths[:first], info[:first]
+        texts = [
+            bytes(self.view[a:b]).decode(errors="replace")
+            for a, b in zip((starts + dt.itemsize).tolist(), (starts + lengths).tolist())
+        ]
+        if ctype == ChunkType.API_NAMES:
+            rec.api_names.update(zip(info["api_id"].tolist(), texts))
+            return bad
+        names = {}
+        for code in np.unique(info["code"]).tolist():
+            member = schema.NoticeCode._value2member_map_.get(code)
+            names[code] = member.name.lower() if member is not None else f"code{code}"
+        rec.notices.extend(
+            Notice(device, names[code], ns, text)
+            for device, code, ns, text in zip(
+                info["device_index"].tolist(), info["code"].tolist(), info["monotonic_ns"].tolist(), texts
+            )
+        )
+        return bad
+
+    def _launch_run(self, dt: np.dtype, starts: np.ndarray, rows: np.ndarray) -> None:
+        """_launches's flush bookkeeping for a run of LAUNCHES parts (starts, rows)."""
+        first_part = len(self.launch_part_flush)
+        self.launch_part_flush.extend([UNFLUSHED] * len(rows))
+        field = dt.fields["device_index"][1]
+        at = np.repeat(starts - (np.cumsum(rows) - rows) * dt.itemsize, rows) + np.arange(rows.sum()) * dt.itemsize
+        devices = self.bytes[(at + field)[:, None] + np.arange(4)].copy().view("<u4").ravel()
+        cuts = np.cumsum(rows) - rows
+        low, high = np.minimum.reduceat(devices, cuts), np.maximum.reduceat(devices, cuts)
+        parts = first_part + np.arange(len(rows))
+        one = low == high  # the tool writes each device's launches apart
+        for device in np.unique(low[one]).tolist():
+            self.unflushed.setdefault(device, array.array("q")).extend(parts[one & (low == device)].tolist())
+        for k in np.flatnonzero(~one).tolist():  # a part of several devices: as _launches does
+            part_devices = devices[cuts[k] : cuts[k] + rows[k]]
+            self.mixed[int(parts[k])] = np.full(int(rows[k]), UNFLUSHED, np.uint32)
+            order = np.argsort(part_devices, kind="stable")
+            split = np.flatnonzero(np.diff(part_devices[order])) + 1
+            for r in np.split(order, split):
+                self.unflushed_mixed.setdefault(int(part_devices[r[0]]), []).append((int(parts[k]), r))
+
     def _decode(self, rec: Recording, ctype: int, start: int, length: int) -> None:
         if ctype == ChunkType.EVENTS:
             self._events(rec, start, length)
         elif ctype == ChunkType.LAUNCHES:
             self._launches(start, length)
         elif ctype == ChunkType.CLOCK:
-            self._part("clock", self._array("gpuobs_clock_sample", start, length))
+            self._part("clock", start, len(self._array("gpuobs_clock_sample", start, length)))
         elif ctype == ChunkType.FLUSH:
             self._flush(start, length)
         elif ctype == ChunkType.FUNCTION:
@@ -204,15 +341,15 @@ class _Parser:
         elif ctype == ChunkType.DEVICE:
             info = self._struct("gpuobs_device_info", start, length, exact=True)
             checks.check_device(info[0])
-            self._part("device", info)
+            self._part("device", start, 1)
         elif ctype == ChunkType.MODULE:
             info = self._struct("gpuobs_module_info", start, length, exact=True)
             checks.check_module(info[0])
-            self._part("module", info)
+            self._part("module", start, 1)
         elif ctype == ChunkType.RUN:
             self._run(rec, start, length)
         elif ctype == ChunkType.API_CALLS:
-            self._part("api", self._array("gpuobs_api_call", start, length))
+            self._part("api", start, len(self._array("gpuobs_api_call", start, length)))
         elif ctype == ChunkType.API_NAMES:
             self._api_name(rec, start, length)
         elif ctype == ChunkType.NOTICE:
@@ -220,21 +357,21 @@ class _Parser:
         elif ctype == ChunkType.SLOTS:
             info = self._struct("gpuobs_slots_info", start, length, exact=True)
             checks.check_slots(info[0])
-            self._part("slots", info)
+            self._part("slots", start, 1)
         elif ctype == ChunkType.SAMPLING:
             info = self._struct("gpuobs_sampling_info", start, length, exact=True)
             checks.check_sampling(info[0])
-            self._part("sampling", info)
+            self._part("sampling", start, 1)
         elif ctype == ChunkType.END:
             rec.end = self._struct("gpuobs_end_info", start, length, exact=True)[0]
         else:
             rec.unknown_chunks += 1  # a newer writer's optional chunk: skip it
 
-    def _part(self, table: str, array: np.ndarray) -> None:
-        if len(array) == 0:  # an empty chunk keeps nothing: a million of them cost no memory
+    def _part(self, table: str, start: int, rows: int) -> None:
+        """`rows` rows of a table from byte `start`: where they are is kept, not a view."""
+        if rows == 0:  # an empty chunk keeps nothing: a million of them cost no memory
             return
-        self.parts[table].append(array)
-        self.offsets[table].append(self.offset)
+        self.parts[table].add(start, rows, self.offset)
 
     def _array(self, struct_name: str, start: int, length: int) -> np.ndarray:
         dt = schema.dtype(struct_name)
@@ -271,34 +408,33 @@ class _Parser:
             raise _PayloadError(f"declares {n} launch counts but has {length - info.itemsize} bytes for them")
         counts = np.frombuffer(self.buf, count_dt, n, start + info.itemsize)
         checks.check_flush(info[0], counts)
-        rows = np.zeros(n, LAUNCH_COUNT_ROW)
-        rows["device_index"] = info[0]["device_index"]
-        rows["flush_seq"] = info[0]["flush_seq"]
-        rows["grid_id"] = counts["grid_id"]
-        rows["count"] = counts["count"]
-        rows["launches_sharing"] = counts["launches_sharing"]
-        self._part("flush", info)
-        self._part("count", rows)
         device, seq = int(info[0]["device_index"]), int(info[0]["flush_seq"])
-        for flushes, rows in self.unflushed.pop(device, ()):
-            flushes[rows] = seq
+        self._part("flush", start, 1)
+        if n:
+            self._part("count", start + info.itemsize, n)
+            self.count_keys.append(device << 32 | seq)
+        for part in self.unflushed.pop(device, ()):
+            self.launch_part_flush[part] = seq
+        for part, rows in self.unflushed_mixed.pop(device, ()):
+            self.mixed[part][rows] = seq
 
     def _launches(self, start: int, length: int) -> None:
         launches = self._array("gpuobs_launch", start, length)
         if len(launches) == 0:
             return
         # Launches belong to the next FLUSH of their device (written right after them).
-        flushes = np.full(len(launches), UNFLUSHED, np.uint32)
-        self._part("launch", launches)
-        self.launch_flush_parts.append(flushes)
+        part = len(self.launch_part_flush)
+        self._part("launch", start, len(launches))
+        self.launch_part_flush.append(UNFLUSHED)
         devices = launches["device_index"]
         if (devices == devices[0]).all():  # the tool writes each device's launches apart
-            self.unflushed.setdefault(int(devices[0]), []).append((flushes, slice(None)))
+            self.unflushed.setdefault(int(devices[0]), array.array("q")).append(part)
             return
+        self.mixed[part] = np.full(len(launches), UNFLUSHED, np.uint32)
         order = np.argsort(devices, kind="stable")
         cuts = np.flatnonzero(np.diff(devices[order])) + 1
         for rows in np.split(order, cuts):
-            self.unflushed.setdefault(int(devices[rows[0]]), []).append((flushes, rows))
+            self.unflushed_mixed.setdefault(int(devices[rows[0]]), []).append((part, rows))
 
     def _function(self, rec: Recording, start: int, length: int) -> None:
         info = self._struct("gpuobs_function_info", start, length)[0]
@@ -354,21 +490,45 @@ class _Parser:
     def _finish(self, rec: Recording) -> None:
         for table, (attr, struct_name, check) in _TABLES.items():
             parts = self.parts[table]
-            whole = concat(parts, LAUNCH_COUNT_ROW if struct_name is None else schema.dtype(struct_name))
+            whole = parts.gather(self.bytes, schema.dtype(struct_name or "gpuobs_launch_count"))
+            if table == "count":
+                whole = self._count_rows(whole)
             setattr(rec, attr, whole)
             if check is not None:
                 self._check(table, parts, whole, check)
-        rec.launch_flushes = concat(self.launch_flush_parts, np.dtype(np.uint32))
+        parts = self.parts["launch"]
+        flushes = np.frombuffer(self.launch_part_flush, np.uint32) if len(self.launch_part_flush) else None
+        rec.launch_flushes = (
+            np.zeros(0, np.uint32) if flushes is None else np.repeat(flushes, np.frombuffer(parts.rows, np.int64))
+        )
+        if self.mixed:
+            first = np.concatenate([[0], np.cumsum(np.frombuffer(parts.rows, np.int64))])
+            for part, flushes in self.mixed.items():
+                rec.launch_flushes[first[part] : first[part + 1]] = flushes
         self._check_events(rec)
 
-    def _check(self, table: str, parts: list, whole: np.ndarray, check) -> None:
+    def _count_rows(self, counts: np.ndarray) -> np.ndarray:
+        """LAUNCH_COUNT_ROW of the gathered gpuobs_launch_count rows, each with its FLUSH's device and seq."""
+        rows = np.zeros(len(counts), LAUNCH_COUNT_ROW)
+        if len(counts):
+            keys = np.repeat(
+                np.frombuffer(self.count_keys, np.int64), np.frombuffer(self.parts["count"].rows, np.int64)
+            )
+            rows["device_index"] = keys >> 32
+            rows["flush_seq"] = keys & 0xFFFFFFFF
+            rows["grid_id"] = counts["grid_id"]
+            rows["count"] = counts["count"]
+            rows["launches_sharing"] = counts["launches_sharing"]
+        return rows
+
+    def _check(self, table: str, parts: "_Parts", whole: np.ndarray, check) -> None:
         try:
             check(whole)
         except checks.BadValue as bad:
-            ends = np.cumsum([len(p) for p in parts])
+            ends = np.cumsum(np.frombuffer(parts.rows, np.int64))
             i = int(np.searchsorted(ends, bad.row, side="right"))
             row = bad.row - (int(ends[i - 1]) if i else 0)
-            raise self._bad_value(self.offsets[table][i], f"{bad.what} {row}: {bad}") from None
+            raise self._bad_value(parts.chunks[i], f"{bad.what} {row}: {bad}") from None
 
     def _check_events(self, rec: Recording) -> None:
         limits = checks.sm_limits(rec.devices)
@@ -404,6 +564,44 @@ _TABLES = {
     "module": ("modules", "gpuobs_module_info", None),
     "api": ("api_calls", "gpuobs_api_call", checks.check_api_calls),
 }
+
+
+def _gather(data: np.ndarray, dtype: np.dtype, starts: np.ndarray) -> np.ndarray:
+    """One row of `dtype` from each byte offset of `starts` in `data`, copied."""
+    if len(starts) == 0:
+        return np.zeros(0, dtype)
+    size = dtype.itemsize
+    # every byte offset as the start of a row of `size` bytes: fancy indexing copies just the rows
+    by_offset = np.lib.stride_tricks.as_strided(data, (len(data) - size + 1, size), (1, 1), writeable=False)
+    return np.ascontiguousarray(by_offset[starts]).view(dtype).ravel()
+
+
+class _Parts:
+    """Where a table's rows are in the file: per part (chunk), its first byte, rows and
+    chunk offset, as plain integers (24 bytes a part)."""
+
+    def __init__(self):
+        self.starts, self.rows, self.chunks = array.array("q"), array.array("q"), array.array("q")
+
+    def add(self, start: int, rows: int, chunk: int) -> None:
+        self.starts.append(start)
+        self.rows.append(rows)
+        self.chunks.append(chunk)
+
+    def extend(self, starts: np.ndarray, rows: np.ndarray, chunks: np.ndarray) -> None:
+        for column, values in ((self.starts, starts), (self.rows, rows), (self.chunks, chunks)):
+            column.frombytes(np.ascontiguousarray(values, np.int64).tobytes())
+
+    def gather(self, data: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """The table: a view of the file for one part, else one copy of every part's rows."""
+        if len(self.starts) == 0:
+            return np.zeros(0, dtype)
+        starts, rows = np.frombuffer(self.starts, np.int64), np.frombuffer(self.rows, np.int64)
+        if len(starts) == 1:
+            return np.frombuffer(data, dtype, int(rows[0]), int(starts[0]))
+        size = dtype.itemsize
+        first_row = np.cumsum(rows) - rows  # of each part in the table
+        return _gather(data, dtype, np.repeat(starts - first_row * size, rows) + np.arange(int(rows.sum())) * size)
 
 
 class _PayloadError(Exception):

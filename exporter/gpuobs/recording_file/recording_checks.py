@@ -248,29 +248,44 @@ TIME_BITS = 44  # a packed sort key: the (device, SM) group above the time from 
 SPAN_ROWS = 1 << 20  # events read at a time: the temporaries of one slice stay small
 
 
-def _block_spans(chunks: list, devices: list):
+def block_span(part: np.ndarray) -> tuple:
+    """(rows, start, end) of the block events of `part`: a block whose end a later replay
+    may have stamped (flagged), or whose end is missing, counts from its start alone."""
+    rows = np.flatnonzero(part["kind"] == schema.EventKind.BLOCK)
+    start = part["time_start"][rows].astype(np.int64)
+    end = np.maximum(part["time_end"][rows].astype(np.int64), start)
+    late = (part["flags"][rows] & schema.BLOCK_END_UNCONFIRMED) != 0
+    end[late] = start[late]
+    return rows, start, end
+
+
+def overlap_group(device: int, sm_ids: np.ndarray) -> np.ndarray:
+    """The (device, SM) group deepest_block_overlap measures depths in."""
+    return sm_ids.astype(np.int32) + np.int32(device * SM_ID_LIMIT)
+
+
+def _block_spans(chunks: list, devices: list, only=None):
     """(chunk, rows, (device, SM) group, start, end) of block events, a slice of a
-    chunk at a time. A block whose end a later replay may have stamped (flagged), or
-    whose end is missing, counts from its start alone."""
+    chunk at a time (block_span); `only`: of these groups alone (sorted)."""
     for c, (chunk, device) in enumerate(zip(chunks, devices)):
         for lo in range(0, len(chunk), SPAN_ROWS):
             part = chunk[lo : lo + SPAN_ROWS]
-            rows = np.flatnonzero(part["kind"] == schema.EventKind.BLOCK)
+            rows, start, end = block_span(part)
             if len(rows) == 0:
                 continue
-            start = part["time_start"][rows].astype(np.int64)
-            end = np.maximum(part["time_end"][rows].astype(np.int64), start)
-            late = (part["flags"][rows] & schema.BLOCK_END_UNCONFIRMED) != 0
-            end[late] = start[late]
-            group = part["sm_id"][rows].astype(np.int32)
-            group += np.int32(device * SM_ID_LIMIT)
+            group = overlap_group(device, part["sm_id"][rows])
+            if only is not None:
+                keep = np.isin(group, only)
+                rows, group, start, end = rows[keep], group[keep], start[keep], end[keep]
+                if len(rows) == 0:
+                    continue
             yield c, rows + lo, group, start, end
 
 
 OVERLAP_BATCH = 1 << 22  # block events sorted at once by deepest_block_overlap (~50 bytes each)
 
 
-def deepest_block_overlap(chunks: list, devices: list) -> tuple[int, int, int]:
+def deepest_block_overlap(chunks: list, devices: list, only=None) -> tuple[int, int, int]:
     """(most block events open at once on one SM of one device, and the chunk and row
     of an event that opens that many) over event chunks and their device indexes;
     blocks that touch do not overlap. One sorted key per start and one per end: the
@@ -278,12 +293,13 @@ def deepest_block_overlap(chunks: list, devices: list) -> tuple[int, int, int]:
 
     Depths are per (device, SM) group, so a large recording is measured a range of
     whole groups at a time (at most OVERLAP_BATCH events each, one more pass over the
-    events per range): what is held stays bounded, and the answer is the same."""
+    events per range): what is held stays bounded, and the answer is the same.
+    `only`: the groups to measure (sorted); None: all."""
     if sum(len(c) for c in chunks) <= OVERLAP_BATCH:
         ranges = [None]
     else:
         counts = np.zeros(0, np.int64)
-        for _, _, g, _, _ in _block_spans(chunks, devices):
+        for _, _, g, _, _ in _block_spans(chunks, devices, only):
             part = np.bincount(g)
             counts = np.pad(counts, (0, max(len(part) - len(counts), 0)))
             counts[: len(part)] += part
@@ -296,24 +312,24 @@ def deepest_block_overlap(chunks: list, devices: list) -> tuple[int, int, int]:
         ranges.append((lo, len(counts)))
     best = (0, None, None)
     for groups in ranges:
-        found = _deepest_in(chunks, devices, groups)
+        found = _deepest_in(chunks, devices, groups, only)
         if found is not None and found[0] > best[0]:  # the first deepest point in (group, time) order
             best = found
     depth, g, t = best
     if g is None:
         return 0, -1, -1
-    for c, rows, groups, starts, _ in _block_spans(chunks, devices):  # the event that opens the deepest point
+    for c, rows, groups, starts, _ in _block_spans(chunks, devices, only):  # the event that opens the deepest point
         hit = np.flatnonzero((groups == g) & (starts == t))
         if len(hit):
             return depth, c, int(rows[hit[0]])
     raise AssertionError("the deepest point's block was not found")
 
 
-def _deepest_in(chunks: list, devices: list, groups):
+def _deepest_in(chunks: list, devices: list, groups, only=None):
     """(depth, group, start) of the deepest point among the blocks of groups lo <= g < hi
     (`groups` = (lo, hi); None: all), or None without blocks there."""
     parts = []
-    for _, _, g, st, en in _block_spans(chunks, devices):
+    for _, _, g, st, en in _block_spans(chunks, devices, only):
         if groups is not None:
             keep = (g >= groups[0]) & (g < groups[1])
             g, st, en = g[keep], st[keep], en[keep]

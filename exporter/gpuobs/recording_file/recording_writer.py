@@ -6,13 +6,21 @@ share fileformat.py, so they cannot disagree about framing."""
 from __future__ import annotations
 
 import os
+import zlib
 from pathlib import Path
 
 import numpy as np
 
 from .. import __version__
 from . import schema
-from .fileformat import EVENTS_HEADER, events_padding, pack_chunk, pack_file_header
+from .fileformat import (
+    CHUNK_HEADER,
+    CRC_COVERED_HEADER_BYTES,
+    EVENTS_HEADER,
+    events_padding,
+    pack_chunk,
+    pack_file_header,
+)
 from .recording import UNFLUSHED
 
 ChunkType = schema.ChunkType
@@ -192,6 +200,27 @@ class RecordingWriter:
         head["padding"] = padding
         self._chunk(ChunkType.EVENTS, head.tobytes() + bytes(padding) + events.tobytes())
 
+    def events_in_parts(self, parts, count: int, *, device_index=0, flush_seq=0):
+        """events() of `count` events too many to hold at once: `parts()` yields them in
+        order, and is called twice (the chunk's CRC comes before its payload)."""
+        padding = events_padding(self._fh.tell())
+        head = np.zeros(1, EVENTS_HEADER)
+        head["device_index"] = device_index
+        head["flush_seq"] = flush_seq
+        head["count"] = count
+        head["padding"] = padding
+        prefix = head.tobytes() + bytes(padding)
+        header = np.zeros(1, CHUNK_HEADER)
+        header["type"] = ChunkType.EVENTS
+        header["length"] = len(prefix) + count * schema.EVENT_DTYPE.itemsize
+        crc = zlib.crc32(prefix, zlib.crc32(header.tobytes()[:CRC_COVERED_HEADER_BYTES]))
+        for part in parts():
+            crc = zlib.crc32(np.ascontiguousarray(part, schema.EVENT_DTYPE), crc)
+        header["crc32"] = crc & 0xFFFFFFFF
+        self._fh.write(header.tobytes() + prefix)
+        for part in parts():
+            self._fh.write(np.ascontiguousarray(part, schema.EVENT_DTYPE).tobytes())
+
     def api_name(self, api_id: int, name: str):
         n = name.encode()
         self._chunk(ChunkType.API_NAMES, _one("gpuobs_api_name", api_id=api_id, name_len=len(n)).tobytes() + n)
@@ -228,23 +257,48 @@ def _rows_by_window(devices: np.ndarray, flush_seqs: np.ndarray) -> dict:
     return {(int(k) >> 32, int(k) & 0xFFFFFFFF): rows for k, rows in zip(keys, groups)}
 
 
+class KeptEvents:
+    """The events copy_recording keeps, per EVENTS chunk of the recording: of a loaded
+    recording, a mask over rec.events. Another source (analysis/streamed_trim.py) gives
+    the same figures without holding the events: `devices`, `flushes` (per chunk),
+    `left_out(k)` and `write(w, k)`."""
+
+    def __init__(self, rec, keep_event: np.ndarray | None):
+        self.chunks = rec.event_chunks
+        self.devices, self.flushes = rec.event_chunk_devices, rec.event_chunk_flushes
+        self.keep = np.ones(len(rec.events), bool) if keep_event is None else keep_event
+        self.starts = np.cumsum([0] + [len(c) for c in rec.event_chunks])
+
+    def _kept(self, k: int) -> np.ndarray:
+        return self.keep[self.starts[k] : self.starts[k + 1]]
+
+    def left_out(self, k: int) -> int:
+        return int((~self._kept(k)).sum())
+
+    def write(self, w: RecordingWriter, k: int) -> None:
+        kept = self._kept(k)
+        if kept.any():
+            w.events(self.chunks[k][kept], device_index=self.devices[k], flush_seq=self.flushes[k])
+
+
 def copy_recording(
     rec,
     target,
     keep_flush: np.ndarray | None = None,
     keep_launch: np.ndarray | None = None,
     keep_event: np.ndarray | None = None,
+    events=None,
 ) -> None:
     """Writes `rec` again to a path or an open binary file, keeping the flush windows
     (rows of rec.flushes), launches and events whose mask is True (None keeps all);
     everything that describes the run is kept. A kept window's events that are left
     out count as `filtered`, so its accounting still adds up; a left-out launch's
-    count goes with it. For sharing a part of a long recording (`gpuobs trim`)."""
+    count goes with it. For sharing a part of a long recording (`gpuobs trim`).
+    `events`: a KeptEvents-like source in place of rec's events and keep_event."""
     all_flushes = keep_flush is None
     keep_flush = np.ones(len(rec.flushes), bool) if keep_flush is None else keep_flush
     keep_launch = np.ones(len(rec.launches), bool) if keep_launch is None else keep_launch
-    keep_event = np.ones(len(rec.events), bool) if keep_event is None else keep_event
-    chunk_starts = np.cumsum([0] + [len(c) for c in rec.event_chunks])
+    events = KeptEvents(rec, keep_event) if events is None else events
     with RecordingWriter(target, tool_version=rec.tool_version) as w:
         if rec.run:
             r = rec.run
@@ -279,9 +333,7 @@ def copy_recording(
         count_rows = _rows_by_window(lc["device_index"], lc["flush_seq"])
         slots_rows = _rows_by_window(rec.slots["device_index"], rec.slots["flush_seq"])
         sampling_rows = _rows_by_window(rec.sampling["device_index"], rec.sampling["flush_seq"])
-        chunk_rows = _rows_by_window(
-            np.asarray(rec.event_chunk_devices, np.uint32), np.asarray(rec.event_chunk_flushes, np.uint32)
-        )
+        chunk_rows = _rows_by_window(np.asarray(events.devices, np.uint32), np.asarray(events.flushes, np.uint32))
         nothing = np.zeros(0, np.int64)
         for f in rec.flushes[keep_flush]:
             dev, seq = int(f["device_index"]), int(f["flush_seq"])
@@ -296,11 +348,8 @@ def copy_recording(
             c = np.zeros(len(counts), schema.dtype("gpuobs_launch_count"))
             for name in ("grid_id", "count", "launches_sharing"):
                 c[name] = counts[name]
-            chunks = [
-                (rec.event_chunks[k], keep_event[chunk_starts[k] : chunk_starts[k + 1]])
-                for k in chunk_rows.get((dev, seq), nothing)
-            ]
-            left_out = sum(int((~kept).sum()) for _, kept in chunks)
+            chunks = chunk_rows.get((dev, seq), nothing).tolist()
+            left_out = sum(events.left_out(k) for k in chunks)
             w.flush(
                 device_index=dev,
                 flush_seq=seq,
@@ -320,9 +369,8 @@ def copy_recording(
                 w._chunk(ChunkType.SLOTS, row.tobytes())
             for row in rec.sampling[sampling_rows.get((dev, seq), nothing)]:  # what the sampler left out
                 w._chunk(ChunkType.SAMPLING, row.tobytes())
-            for chunk, kept in chunks:
-                if kept.any():
-                    w.events(chunk[kept], device_index=dev, flush_seq=seq)
+            for k in chunks:
+                events.write(w, k)
         orphans = (rec.launch_flushes == UNFLUSHED) & keep_launch  # listed after the last flush
         if all_flushes and orphans.any():
             w.launches(rec.launches[orphans])

@@ -1,17 +1,21 @@
 """A recording read window by window: `open_windows(path)` reads every chunk but the
 events as `load()` does (the same parser, checks and errors) and, for the events,
 an index of their chunks (device, flush window, byte offsets, and per chunk its time
-range and function slots) built in one pass that reads each chunk a segment at a
-time with pread: the events are not mapped, so they never count in the process's
-memory, and a writer reads the segments it needs (`segments`) when it needs them.
+range, function slots and, per zone of ZONE_ROWS events, its start times' and grid
+ids' ranges) built in one pass that reads each chunk a segment at a time with pread
+(the figures by event_index.c where it builds): the events are not mapped, so they
+never count in the process's memory, and a writer reads the segments it needs
+(`segments`) when it needs them; a time window, only the zones it needs.
 
 What is checked is what load() checks: every chunk's CRC-32 and its events' values
-(kinds, slots, SM ids, times). The blocks-open-at-once check runs on the blocks a
-writer gathers (it is per SM, and the streamed Perfetto export holds whole SMs)."""
+(kinds, slots, SM ids, times). The blocks-open-at-once check runs where the events
+are read (overlap_bound.py: on every block for info, stats, trim and Parquet; on the
+blocks the streamed Perfetto export writes, per whole SM)."""
 
 from __future__ import annotations
 
 import os
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,13 +23,14 @@ import numpy as np
 
 from ..errors import CorruptChunk, RecordingError
 from ..input_files import describe, open_regular
-from . import mapping_guard, schema
+from . import event_index, mapping_guard, schema
 from . import recording_checks as checks
 from .fileformat import CHUNK_HEADER, CRC_COVERED_HEADER_BYTES, EVENTS_HEADER, chunk_crc
 from .reader import CHUNK_HEAD, ChunkType, _BadValueAt, _Parser, _PayloadError, _type_name
 from .recording import Recording
 
 SEGMENT_ROWS = 1 << 18  # events read at once (16 MB)
+ZONE_ROWS = 1 << 12  # events per zone of the index (256 KB): their start times' and grid ids' ranges
 CRC_BYTES = 16 << 20  # bytes read at once for a chunk's CRC
 
 
@@ -41,8 +46,10 @@ class EventChunk:
     min_start: int = 0  # time_start's minimum (0 without events)
     max_start: int = 0
     max_end: int = 0  # of max(time_end, time_start)
-    slots: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # function slots present
+    slots: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # the function slots it names
     kinds: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # events per kind
+    # per zone of ZONE_ROWS events: the least and greatest time_start and grid_id (4 rows)
+    zones: np.ndarray = field(default_factory=lambda: np.zeros((4, 0), np.uint64))
 
 
 @dataclass
@@ -77,11 +84,17 @@ class WindowedRecording:
             done += n
         return out
 
-    def segments(self, chunk: EventChunk, rows: int = 0):
-        """(first row, events) of a chunk, at most `rows` (SEGMENT_ROWS) at a time."""
+    def segments(self, chunk: EventChunk, rows: int = 0, ranges=None):
+        """(first row, events) of a chunk, at most `rows` (SEGMENT_ROWS) at a time; of
+        these (first, end) row ranges only, where given."""
         rows = rows or SEGMENT_ROWS
-        for lo in range(0, chunk.count, rows):
-            yield lo, self.read(chunk, lo, min(lo + rows, chunk.count))
+        for first, end in [(0, chunk.count)] if ranges is None else ranges:
+            for lo in range(first, end, rows):
+                yield lo, self.read(chunk, lo, min(lo + rows, end))
+
+    def lazy_chunks(self) -> list:
+        """Every EVENTS chunk as a LazyChunk, for code that slices chunks' arrays."""
+        return [LazyChunk(self, c) for c in self.chunks]
 
     def span(self):
         """(first start, last end) device ns over every event; None without events."""
@@ -101,6 +114,21 @@ class WindowedRecording:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+class LazyChunk:
+    """An EVENTS chunk read when sliced: len() and slices, as code that reads a chunk's
+    array a slice at a time (recording_checks.deepest_block_overlap) reads it."""
+
+    def __init__(self, wr: WindowedRecording, chunk: EventChunk):
+        self.wr, self.chunk = wr, chunk
+
+    def __len__(self) -> int:
+        return self.chunk.count
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        lo, hi, _ = rows.indices(self.chunk.count)
+        return self.wr.read(self.chunk, lo, max(lo, hi))
 
 
 def open_windows(path) -> WindowedRecording:
@@ -141,6 +169,8 @@ def open_windows(path) -> WindowedRecording:
 
 class _WindowParser(_Parser):
     """load()'s parser, but an EVENTS chunk is indexed (read by pread), not mapped."""
+
+    UNCHECKED = 1 << ChunkType.EVENTS  # the C walk leaves their CRC to _chunk below (by pread)
 
     def __init__(self, path: Path, buf, fd: int):
         super().__init__(path, buf, salvage=False)
@@ -188,66 +218,88 @@ class _WindowParser(_Parser):
         )
 
     def _stream_crc(self, offset: int, start: int, length: int, chunk: EventChunk) -> int:
-        """The chunk's CRC-32, read CRC_BYTES at a time; the events' index figures on the way."""
-        crc = chunk_crc(bytes(self.buf[offset : offset + CRC_COVERED_HEADER_BYTES]), b"")
-        import zlib
-
+        """The chunk's CRC-32, read CRC_BYTES at a time into one buffer; the events'
+        index figures on the way (whole events each read: the events are 64-byte aligned)."""
+        crc = zlib.crc32(
+            self.buf[start : chunk.first], chunk_crc(self.buf[offset : offset + CRC_COVERED_HEADER_BYTES], b"")
+        )
         size = schema.EVENT_DTYPE.itemsize
-        pos, end = start, start + length
-        ev_lo = chunk.first
-        carry = b""
-        stats = _Stats()
+        block = np.empty(min(CRC_BYTES, max(chunk.count, 1) * size) // size * size, np.uint8)
+        view = memoryview(block)
+        stats = _Stats(chunk.count)
+        pos, end, row = chunk.first, start + length, 0
         while pos < end:
-            block = os.pread(self.fd, min(CRC_BYTES, end - pos), pos)
-            if not block:
+            want = min(len(block), end - pos)
+            got = os.preadv(self.fd, [view[:want]], pos)
+            if got != want:
                 raise RecordingError(self.path, offset, "the file shrank while it was read")
-            crc = zlib.crc32(block, crc)
-            # the whole events within this block (and the part carried from the last)
-            ev_start = max(pos, ev_lo)
-            if ev_start < pos + len(block):
-                data = carry + block[ev_start - pos :]
-                whole = len(data) // size * size
-                if whole:
-                    stats.add(np.frombuffer(data, schema.EVENT_DTYPE, whole // size))
-                carry = data[whole:]
-            pos += len(block)
+            crc = zlib.crc32(view[:got], crc)
+            ev = block[:got].view(schema.EVENT_DTYPE)
+            stats.add(ev, row)
+            row += len(ev)
+            pos += got
         stats.into(chunk)
         return crc & 0xFFFFFFFF
 
 
 class _Stats:
-    """What the index keeps of a chunk's events, gathered a block at a time."""
+    """What the index keeps of a chunk's events, gathered a block at a time: in one
+    pass of event_index.c where it is built, else with numpy (the same figures)."""
 
-    def __init__(self):
-        self.min_start = self.max_start = self.max_end = None
-        self.slots = np.zeros(checks.FUNCTION_SLOTS + 1, bool)
+    def __init__(self, count: int):
+        # least start, greatest start, greatest max(end, start), greatest time, slot, SM id
+        self.figures = np.array([np.iinfo(np.uint64).max, 0, 0, 0, 0, 0], np.uint64)
+        self.slots = np.zeros(checks.FUNCTION_SLOTS + 1, np.uint8)
         self.kinds = np.zeros(256, np.int64)
-        self.max_sm = self.max_slot = self.max_time = 0
+        zones = -(-count // ZONE_ROWS)
+        self.zones = np.zeros((4, zones), np.uint64)
+        self.zones[[0, 2]] = np.iinfo(np.uint64).max  # least start, least grid id
+        self.lib = event_index.library()
 
-    def add(self, ev: np.ndarray) -> None:
+    def add(self, ev: np.ndarray, row: int) -> None:
+        """Events `ev`, rows row.. of the chunk."""
         if len(ev) == 0:
             return
+        if self.lib is not None:
+            event_index.index_events(self.lib, ev, row, ZONE_ROWS, self.figures, self.kinds, self.slots, self.zones)
+            return
         start, end = ev["time_start"], ev["time_end"]
-        lo, hi = int(start.min()), int(start.max())
-        e = int(np.maximum(end, start).max())
-        self.min_start = lo if self.min_start is None else min(self.min_start, lo)
-        self.max_start = hi if self.max_start is None else max(self.max_start, hi)
-        self.max_end = e if self.max_end is None else max(self.max_end, e)
+        last = np.maximum(end, start)
+        f = self.figures
         slots = ev["function_slot"]
-        self.max_slot = max(self.max_slot, int(slots.max()))
-        if self.max_slot <= checks.FUNCTION_SLOTS:
-            self.slots[np.unique(slots)] = True
+        sm = max(int(ev["sm_id"].max()), int(ev["sm_id_end"].max()))
+        for i, value, pick in (
+            (0, int(start.min()), min),
+            (1, int(start.max()), max),
+            (2, int(last.max()), max),
+            (3, int(last.max()), max),
+            (4, int(slots.max()), max),
+            (5, sm, max),
+        ):
+            f[i] = pick(int(f[i]), value)
+        self.slots |= np.bincount(slots[slots < len(self.slots)], minlength=len(self.slots)).astype(bool)
         self.kinds += np.bincount(ev["kind"], minlength=256)[:256]
-        self.max_sm = max(self.max_sm, int(ev["sm_id"].max()), int(ev["sm_id_end"].max()))
-        self.max_time = max(self.max_time, hi, int(end.max()))
+        # per zone: a run of whole zones and the parts of the zones at either end
+        cuts = np.arange((row // ZONE_ROWS) * ZONE_ROWS, row + len(ev), ZONE_ROWS, dtype=np.int64) - row
+        cuts[0] = 0
+        at = row // ZONE_ROWS + np.arange(len(cuts))
+        z = self.zones
+        z[0, at] = np.minimum(z[0, at], np.minimum.reduceat(start, cuts))
+        z[1, at] = np.maximum(z[1, at], np.maximum.reduceat(start, cuts))
+        z[2, at] = np.minimum(z[2, at], np.minimum.reduceat(ev["grid_id"], cuts))
+        z[3, at] = np.maximum(z[3, at], np.maximum.reduceat(ev["grid_id"], cuts))
 
     def into(self, chunk: EventChunk) -> None:
-        chunk.min_start = self.min_start or 0
-        chunk.max_start = self.max_start or 0
-        chunk.max_end = self.max_end or 0
-        chunk.slots = self.slots
+        empty = chunk.count == 0
+        f = [int(v) for v in self.figures]
+        chunk.min_start = 0 if empty else f[0]
+        chunk.max_start = 0 if empty else f[1]
+        chunk.max_end = 0 if empty else f[2]
+        seen = self.slots[: min(f[4], len(self.slots) - 1) + 1]  # up to the greatest slot named
+        chunk.slots = np.flatnonzero(seen)  # not a flag per possible slot: 64 KB a chunk
         chunk.kinds = self.kinds
-        chunk._limits = (self.max_sm, self.max_slot, self.max_time, int(np.flatnonzero(self.kinds).max(initial=0)))
+        chunk.zones = self.zones
+        chunk._limits = (f[5], f[4], f[3], int(np.flatnonzero(self.kinds).max(initial=0)))
 
 
 def _check_values(parser: _WindowParser, rec: Recording) -> None:
