@@ -14,6 +14,8 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -79,3 +81,44 @@ def cached_build(key: str, names: list[str], build: Callable[[Path], None], forc
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
+
+
+class _CompileFailed(Exception):
+    pass
+
+
+def compiled_library(ffi, key: str, source: Path, headers: tuple = (), cache_warning: str = ""):
+    """`source` (C) compiled on first use with the host C compiler into the cache
+    (`key`-hash of the source, the headers and the compiler) and loaded through
+    `ffi`; None with GPUOBS_PURE_PYTHON=1, without a compiler, or where it cannot be
+    built or loaded: the callers keep a Python path that gives the same results.
+    Each header's folder is on the include path. `cache_warning`, if given, is
+    printed (with the cache and why) when only the cache stood in the way."""
+    if os.environ.get("GPUOBS_PURE_PYTHON") == "1":
+        return None
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc or not source.is_file() or not all(h.is_file() for h in headers):
+        return None
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in (source, *headers)) + cc.encode()).hexdigest()[:16]
+    library = source.with_suffix(".so").name
+    includes = [arg for h in headers for arg in ("-I", str(h.parent))]
+
+    def compile_into(folder: Path) -> None:
+        cmd = [cc, "-O2", "-shared", "-fPIC", *includes, "-o", str(folder / library), str(source)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise _CompileFailed(proc.stderr.strip() or f"{cc} failed")
+
+    try:
+        folder = cached_build(f"{key}-{digest}", [library], compile_into)
+    except _CompileFailed:
+        return None
+    except OSError as exc:
+        if cache_warning:
+            why = exc.strerror or exc
+            print(f"gpuobs: cannot use the {key} cache {cache_root()} ({why}); {cache_warning}", file=sys.stderr)
+        return None
+    try:
+        return ffi.dlopen(str(folder / library))
+    except OSError:
+        return None

@@ -5,18 +5,13 @@ writes the same bytes (tests/test_slice_encoder.py checks they are identical).""
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
-import subprocess
-import sys
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 from cffi import FFI
 
-from ..native_cache import cache_root, cached_build
+from ..native_cache import compiled_library
 from ..recording_file.schema import cdef_text
 
 SOURCE = Path(__file__).with_name("native_encoder.c")
@@ -30,46 +25,18 @@ LANES_TOO_MANY = _CONSTANTS["GPUOBS_LANES_TOO_MANY"]
 MAX_LANES = 4096
 
 
-LIBRARY = "native_encoder.so"
-
-
 @lru_cache(maxsize=1)
 def encoder():
     """The loaded library, or None when it cannot be built or cached here (then the
     numpy encoder writes the same bytes; a cache that cannot be written says so once)."""
-    if os.environ.get("GPUOBS_PURE_PYTHON") == "1":
-        return None
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not cc or not SOURCE.is_file() or not HEADER.is_file():
-        return None
-    digest = hashlib.sha256(SOURCE.read_bytes() + HEADER.read_bytes() + cc.encode()).hexdigest()[:16]
-
-    def compile_into(folder: Path) -> None:
-        proc = subprocess.run(
-            [cc, "-O2", "-shared", "-fPIC", "-o", str(folder / LIBRARY), str(SOURCE)], capture_output=True, text=True
-        )
-        if proc.returncode != 0:
-            raise _CompileFailed(proc.stderr.strip())
-
-    try:
-        folder = cached_build(f"encoder-{digest}", [LIBRARY], compile_into)
-    except _CompileFailed:
-        return None
-    except OSError as exc:
-        print(
-            f"gpuobs: cannot use the encoder cache {cache_root()} ({exc.strerror or exc}); exporting with the "
-            "numpy encoder (same trace, slower). Set GPUOBS_CACHE to a writable folder to speed it up.",
-            file=sys.stderr,
-        )
-        return None
-    try:
-        return _FFI.dlopen(str(folder / LIBRARY))
-    except OSError:
-        return None
-
-
-class _CompileFailed(Exception):
-    pass
+    return compiled_library(
+        _FFI,
+        "encoder",
+        SOURCE,
+        (HEADER,),
+        cache_warning="exporting with the numpy encoder (same trace, slower). Set GPUOBS_CACHE to a writable "
+        "folder to speed it up.",
+    )
 
 
 def _ptr(kind: str, array: np.ndarray):

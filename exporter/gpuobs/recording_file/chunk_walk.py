@@ -5,21 +5,16 @@ the reader walks the frames in Python: the same chunks, the same errors (tests).
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
-import subprocess
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 from cffi import FFI
 
-from ..native_cache import cached_build
+from ..native_cache import compiled_library
 from ..native_sources import NativeSourcesMissing, schema_header
 
 SOURCE = Path(__file__).with_name("chunk_walk.c")
-LIBRARY = "chunk_walk.so"
 BATCH = 1 << 16  # chunks walked per call
 END, FULL, STOPPED = 0, 1, 2
 _FFI = FFI()
@@ -33,27 +28,11 @@ int64_t gpuobs_walk_chunks(const uint8_t* buf, uint64_t size, uint64_t offset, u
 @lru_cache(maxsize=1)
 def library():
     """The loaded library, or None where it cannot be built or cached here."""
-    if os.environ.get("GPUOBS_PURE_PYTHON") == "1":
-        return None
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not cc or not SOURCE.is_file():
-        return None
     try:
         header = schema_header()
     except (OSError, NativeSourcesMissing):  # an install without the header: the Python path
         return None
-    digest = hashlib.sha256(SOURCE.read_bytes() + header.read_bytes() + cc.encode()).hexdigest()[:16]
-
-    def compile_into(folder: Path) -> None:
-        cmd = [cc, "-O2", "-shared", "-fPIC", "-I", str(header.parent), "-o", str(folder / LIBRARY), str(SOURCE)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise OSError(proc.stderr.strip() or f"{cc} failed")
-
-    try:
-        return _FFI.dlopen(str(cached_build(f"chunk-walk-{digest}", [LIBRARY], compile_into) / LIBRARY))
-    except OSError:
-        return None
+    return compiled_library(_FFI, "chunk-walk", SOURCE, (header,))
 
 
 class Walk:

@@ -6,21 +6,16 @@ computes the same figures with numpy (tests/test_streamed_analysis.py holds them
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
-import subprocess
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 from cffi import FFI
 
-from ..native_cache import cached_build
+from ..native_cache import compiled_library
 from ..native_sources import NativeSourcesMissing, schema_header
 
 SOURCE = Path(__file__).with_name("event_index.c")
-LIBRARY = "event_index.so"
 _FFI = FFI()
 _FFI.cdef("""
 void gpuobs_index_events(const void* ev, size_t n, size_t first_row, size_t zone_rows, size_t zone_count,
@@ -33,27 +28,11 @@ void gpuobs_overlap_bins(const void* ev, size_t n, uint64_t sm_row, uint64_t bin
 @lru_cache(maxsize=1)
 def library():
     """The loaded library, or None where it cannot be built or cached here."""
-    if os.environ.get("GPUOBS_PURE_PYTHON") == "1":
-        return None
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not cc or not SOURCE.is_file():
-        return None
     try:
         header = schema_header()
     except (OSError, NativeSourcesMissing):  # an install without the header: the Python path
         return None
-    digest = hashlib.sha256(SOURCE.read_bytes() + header.read_bytes() + cc.encode()).hexdigest()[:16]
-
-    def compile_into(folder: Path) -> None:
-        cmd = [cc, "-O2", "-shared", "-fPIC", "-I", str(header.parent), "-o", str(folder / LIBRARY), str(SOURCE)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise OSError(proc.stderr.strip() or f"{cc} failed")
-
-    try:
-        return _FFI.dlopen(str(cached_build(f"event-index-{digest}", [LIBRARY], compile_into) / LIBRARY))
-    except OSError:
-        return None
+    return compiled_library(_FFI, "event-index", SOURCE, (header,))
 
 
 def _ptr(kind: str, array: np.ndarray):

@@ -16,10 +16,8 @@ GPUOBS_PURE_PYTHON=1) the file is read into memory instead of mapped."""
 
 from __future__ import annotations
 
-import hashlib
 import mmap
 import os
-import shutil
 import weakref
 from dataclasses import dataclass
 from functools import lru_cache
@@ -28,10 +26,9 @@ from pathlib import Path
 from cffi import FFI
 
 from ..errors import RecordingError
-from ..native_cache import cached_build
+from ..native_cache import compiled_library
 
 SOURCE = Path(__file__).with_name("mapping_guard.c")
-LIBRARY = "mapping_guard.so"
 _FFI = FFI()
 _FFI.cdef("""
 int gpuobs_guard_install(void);
@@ -59,27 +56,8 @@ _live: dict[int, _Mapped] = {}
 @lru_cache(maxsize=1)
 def _library():
     """The installed SIGBUS handler's library, or None where it cannot be built."""
-    if os.environ.get("GPUOBS_PURE_PYTHON") == "1":
-        return None
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not cc or not SOURCE.is_file():
-        return None
-    digest = hashlib.sha256(SOURCE.read_bytes() + cc.encode()).hexdigest()[:16]
-
-    def compile_into(folder: Path) -> None:
-        import subprocess
-
-        proc = subprocess.run(
-            [cc, "-O2", "-shared", "-fPIC", "-o", str(folder / LIBRARY), str(SOURCE)], capture_output=True, text=True
-        )
-        if proc.returncode != 0:
-            raise OSError(proc.stderr.strip() or f"{cc} failed")
-
-    try:
-        lib = _FFI.dlopen(str(cached_build(f"mapping-guard-{digest}", [LIBRARY], compile_into) / LIBRARY))
-    except OSError:
-        return None
-    return lib if lib.gpuobs_guard_install() == 0 else None
+    lib = compiled_library(_FFI, "mapping-guard", SOURCE)
+    return lib if lib is not None and lib.gpuobs_guard_install() == 0 else None
 
 
 def map_file(fh, path):
