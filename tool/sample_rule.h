@@ -25,9 +25,6 @@ public:
     bool open_at(uint64_t now_ns, uint64_t recorded);
     // How long the gate may stay as it is before it must be asked again (ns).
     uint64_t next_check_ns(uint64_t now_ns, bool open) const;
-    bool limits_anything() const { return budget_ != 0 || duty_period_ != 0; }
-    uint64_t budget() const { return budget_; }
-    uint64_t burst() const { return burst_; }
 
     // While the gate is open the recorded bytes are read this often: at 1.8 GB/s (a
     // decode loop's block_trace records on the H200) a millisecond is 1.8 MB past the

@@ -16,9 +16,7 @@ namespace gpuobs {
 
 void Sampler::start(const DeviceArena& arena) {
     arena_ = &arena;
-    const uint32_t mode = config_.mode;
-    if (!gpuobs_mode_has(mode, GPUOBS_TRAIT_BLOCK_RECORDS) && !gpuobs_mode_has(mode, GPUOBS_TRAIT_ACCESS_RECORDS))
-        return;
+    if (!writes_records(config_.mode)) return;
     // Lossless asks for every record: no budget (a duty cycle, asked for as well, is kept).
     budget_ = config_.lossless ? 0 : config_.budget_bytes_per_s;
     // The burst: what may be recorded at once above the budget, a minute of budget but
@@ -79,9 +77,8 @@ bool Sampler::recorded_bytes(Sanitizer_StreamHandle stream, uint64_t* bytes) {
 // The gate's word written on the sampler's stream, then read back: the turn is
 // on the device when this returns (the copies run beside the program's kernels).
 bool Sampler::write_gate(Sanitizer_StreamHandle stream, uint32_t value) {
-    static uint32_t values[2] = {0, GPUOBS_SAMPLE_GATE_OUT};  // the copy's source outlives it
     uint32_t back = ~value;
-    return sanitizer().memcpy_htod_async(&arena_->ctl->sample_gate, &values[value != 0], sizeof value, stream) ==
+    return sanitizer().memcpy_htod_async(&arena_->ctl->sample_gate, &value, sizeof value, stream) ==
                SANITIZER_SUCCESS &&
            sanitizer().memcpy_dtoh(&back, &arena_->ctl->sample_gate, sizeof back, stream) == SANITIZER_SUCCESS &&
            back == value;
@@ -97,37 +94,34 @@ void Sampler::loop() {
         return;
     }
     SampleRule rule(budget_, burst_, config_.duty_on_ns, config_.duty_period_ns, monotonic_ns());
-    bool open = true;
-    uint64_t recorded = 0;
+    uint64_t recorded = 0, failed_reads = 0;
     for (;;) {
         const uint64_t now = monotonic_ns();
         uint64_t bytes = recorded;
         if (budget_ == 0 || recorded_bytes(stream, &bytes))
             recorded = bytes;
         else
-            ++failed_reads_;
-        const bool want = rule.open_at(now, recorded);
-        if (want != open && write_gate(stream, want ? 0 : GPUOBS_SAMPLE_GATE_OUT)) {
-            open = want;
+            ++failed_reads;
+        const bool want = rule.open_at(now, recorded);  // closed_ is this thread's to write
+        if (want == closed_ && write_gate(stream, want ? 0 : GPUOBS_SAMPLE_GATE_OUT)) {
             std::lock_guard<std::mutex> lock(mu_);
             const uint64_t at = monotonic_ns();
-            if (!open) {
-                closed_ = true;
+            closed_ = !want;
+            if (closed_) {
                 closed_since_ns_ = at;
                 ++turns_;
-            } else if (closed_) {
-                closed_ = false;
+            } else {
                 closed_ns_ += at - closed_since_ns_;
             }
         }
         std::unique_lock<std::mutex> lock(mu_);
-        if (cv_.wait_for(lock, std::chrono::nanoseconds(rule.next_check_ns(monotonic_ns(), open)),
+        if (cv_.wait_for(lock, std::chrono::nanoseconds(rule.next_check_ns(monotonic_ns(), !closed_)),
                          [this] { return stopping_; }))
             break;
     }
-    if (failed_reads_.load() != 0 && std::getenv("GPUOBS_DEBUG"))
+    if (failed_reads != 0 && std::getenv("GPUOBS_DEBUG"))
         GPUOBS_LOG("device %u: the sampler could not read the claims %llu times", device_index_,
-                   (unsigned long long)failed_reads_.load());
+                   (unsigned long long)failed_reads);
 }
 
 }  // namespace gpuobs

@@ -17,7 +17,6 @@
 #include <cuda.h>
 #include <sanitizer.h>
 
-#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -43,7 +42,6 @@ public:
     void start(const DeviceArena& arena);
     // Before the context goes: the thread ends (the gate is left as it is).
     void stop();
-    bool running() const { return thread_.joinable(); }
     // What a flush window's SAMPLING chunk says of the rule and of the gate since
     // the last flush of this context (its closed time and turns, then reset).
     void fill_window(gpuobs_sampling_info* info);
@@ -64,10 +62,9 @@ private:
     std::mutex mu_;
     std::condition_variable cv_;
     bool stopping_ = false;
-    bool closed_ = false;
+    bool closed_ = false;  // the gate as last written (only the sampler's thread writes it)
     uint64_t closed_since_ns_ = 0, closed_ns_ = 0;
     uint32_t turns_ = 0;
-    std::atomic<uint64_t> failed_reads_{0};
     std::thread thread_;
 };
 
