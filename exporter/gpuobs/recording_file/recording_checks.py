@@ -133,12 +133,17 @@ def check_flush(info: np.void, counts: np.ndarray) -> None:
 SLOTS_COUNTERS = ("warp_arrivals", "warp_arrivals_dropped", "unmatched_arrivals")
 
 
-def check_slots(info: np.void) -> None:
+def _window_counters(info: np.void, names: tuple) -> None:
+    """A per-flush record's device, flush number and counters (read as signed 64-bit)."""
     _device(int(info["device_index"]))
     _seq(int(info["flush_seq"]))
-    for name in SLOTS_COUNTERS:
+    for name in names:
         if int(info[name]) >= COUNT_LIMIT:
             raise BadValue(f"{name} {int(info[name])} is not below 2^63")
+
+
+def check_slots(info: np.void) -> None:
+    _window_counters(info, SLOTS_COUNTERS)
     arrivals, dropped = int(info["warp_arrivals"]), int(info["warp_arrivals_dropped"])
     if dropped > arrivals:
         raise BadValue(f"warp_arrivals_dropped {dropped:,} is above warp_arrivals {arrivals:,} (drops are of attempts)")
@@ -150,11 +155,7 @@ SAMPLING_COUNTERS = ("sampled_out", "budget_bytes_per_s", "burst_bytes", "gate_c
 
 
 def check_sampling(info: np.void) -> None:
-    _device(int(info["device_index"]))
-    _seq(int(info["flush_seq"]))
-    for name in SAMPLING_COUNTERS:
-        if int(info[name]) >= COUNT_LIMIT:
-            raise BadValue(f"{name} {int(info[name])} is not below 2^63")
+    _window_counters(info, SAMPLING_COUNTERS)
     on, period = int(info["duty_on_ns"]), int(info["duty_period_ns"])
     if period >= TIME_LIMIT_NS or on > period:
         raise BadValue(f"duty cycle {on} ns of every {period} ns is not a duty cycle (ON at most PERIOD, below 2^62)")
