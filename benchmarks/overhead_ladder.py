@@ -105,10 +105,13 @@ def variant_builds(specs: list) -> dict:
     return builds
 
 
-def run_variant(mode: str, tool: str, reps: int, only: str, workdir: Path) -> dict:
+def run_variant(mode: str, lossless: bool, tool: str, reps: int, only: str, workdir: Path) -> dict:
     """MODE under another build of the tool: the worker with that build's environment
-    (as `gpuobs record` makes it, with the ladder's buffer)."""
-    opts = RecordOptions(mode=mode, capacity=CAPACITY, output=workdir / f"bench_{mode}@{tool}.gpuobs")
+    (as `gpuobs record` makes it, with the ladder's buffer). +lossless matters for a
+    build whose host tool samples (this one's, beside older patches)."""
+    opts = RecordOptions(
+        mode=mode, capacity=CAPACITY, lossless=lossless, output=workdir / f"bench_{mode}@{tool}.gpuobs"
+    )
     opts.output.unlink(missing_ok=True)
     return run_worker(worker_command(reps, only), tool_environment(TOOL_VARIANTS[tool], opts))
 
@@ -121,9 +124,9 @@ def run_config(config: str, reps: int, only: str, workdir: Path) -> dict:
     else:
         mode, variants, tool = split_config(config)
         if tool:
-            if variants:
-                sys.exit(f"{config}: a tool variant takes no +VARIANT")
-            return run_variant(mode, tool, reps, only, workdir)
+            if set(variants) - {"lossless"}:
+                sys.exit(f"{config}: a tool variant takes no +VARIANT but +lossless")
+            return run_variant(mode, "lossless" in variants, tool, reps, only, workdir)
         flags = {
             "api": ["--api-trace"],
             "nographs": ["--graph-nodes", "none"],

@@ -1,10 +1,28 @@
-"""Soak: a graph-replayed decode loop under block_trace for a long time, with a
-flush at every step's synchronise. Every `--every` seconds the worker logs its
-host memory (RSS), the GPU memory in use, the recording's size and the step time
-(device time of the replay, CUDA events) of the last interval. The summary
-compares the first interval after warm-up with the last.
+"""Serving soak: the Qwen3-shaped decode step (one CUDA graph) replayed for minutes
+under each recording mode at its defaults (data budget, ring, everything), in two
+loops a server runs:
 
-    python benchmarks/soak.py --seconds 600 --out soak.jsonl   (on a GPU machine)
+  b2b    replays queued back to back, a synchronisation only every --chunk replays
+         (a server with asynchronous scheduling)
+  sync   a synchronisation after every replay, the next tokens read back (the
+         classic serving loop; the tool flushes at each one)
+
+Every --every seconds each worker logs the device time per step over the last
+interval (CUDA events), its host RSS (the tool lives in the program's process),
+the GPU memory its process holds (nvidia-smi, per pid: the model plus the tool's
+rings), and the recording's size so far. After the runs end, each recording's
+own accounting is read flush by flush (metadata only, not its records):
+
+  recorded + dropped == attempted, and attempted + sampled out == counted blocks
+
+The summary sets the first logged interval after --warmup against the last:
+host RSS flat within 5%, the file within the budget (the budget's bytes for the
+run's duration plus its burst), every flush balanced.
+
+    python benchmarks/soak.py --seconds 600 --parallel --json soak.json   (on a GPU machine)
+
+--parallel runs every MODE:LOOP at once on the one GPU (they share it: step
+times are then the shared GPU's, flat or not over time, not each mode's cost).
 """
 
 import argparse
@@ -13,10 +31,14 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+RUNS = "block_counter:b2b,block_starts:b2b,block_trace:b2b,block_counter:sync,block_starts:sync,block_trace:sync"
+RSS_FLAT = 0.05  # the issue's target: host RSS flat within 5% from the first interval to the last
 
 
 def rss_mb() -> float:
@@ -26,137 +48,257 @@ def rss_mb() -> float:
     return 0.0
 
 
+def gpu_mb(pid: int) -> float:
+    """GPU memory this process holds (nvidia-smi's per-process accounting), -1 where unknown."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return -1.0
+    for line in out.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) == 2 and fields[0] == str(pid) and fields[1].isdigit():
+            return float(fields[1])
+    return -1.0
+
+
 def worker(args) -> None:
     import torch
 
     sys.path.insert(0, str(ROOT / "examples"))
     from decode_graph import build, capture
 
-    model, tokens, pos = build(args.layers)
+    model, tokens, pos = build(args.layers, batch=args.batch, max_len=args.max_len, hidden=args.hidden)
     graph, out = capture(model, tokens, pos)
     output = Path(os.environ.get("GPUOBS_OUTPUT", ""))
+    per_sync = args.chunk if args.loop == "b2b" else 1
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start = time.time()
     next_log, steps, times = start + args.every, 0, []
-    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    period = 1.0 / args.rate
     while True:
-        t = time.time()
         begin.record()
-        graph.replay()
+        for _ in range(per_sync):
+            graph.replay()
+            if args.loop == "sync":
+                tokens.copy_(out)  # the next step's input, read back as a server does
         end.record()
-        tokens.copy_(out)
-        pos.add_(1)
-        if steps % 800 == 799:
+        pos.add_(per_sync)
+        if steps % 800 >= 800 - per_sync:
             pos.fill_(128)  # stay inside the KV cache
-        torch.cuda.synchronize()  # a serving loop reads its next tokens: the tool flushes here
-        times.append(begin.elapsed_time(end))
-        steps += 1
+        torch.cuda.synchronize()
+        times.append(begin.elapsed_time(end) / per_sync)
+        steps += per_sync
         now = time.time()
         if now >= next_log:
-            free, total = torch.cuda.mem_get_info()
-            print(
-                json.dumps(
-                    {
-                        "t": round(now - start, 1),
-                        "steps": steps,
-                        "step_ms": statistics.median(times),
-                        "rss_mb": round(rss_mb(), 1),
-                        "gpu_used_mb": round((total - free) / 2**20, 1),
-                        "recording_mb": round(output.stat().st_size / 2**20, 2) if output.exists() else 0,
-                    }
-                ),
-                flush=True,
-            )
+            row = {
+                "t": round(now - start, 1),
+                "steps": steps,
+                "step_ms": round(statistics.median(times), 4),
+                "rss_mb": round(rss_mb(), 1),
+                "gpu_mb": gpu_mb(os.getpid()),
+                "recording_mb": round(output.stat().st_size / 2**20, 2) if output.is_file() else 0,
+            }
+            print("SOAK " + json.dumps(row), flush=True)
             times = []
             next_log += args.every
             if now - start >= args.seconds:
                 break
-        time.sleep(max(0.0, period - (time.time() - t)))
+    print("SOAK_EXIT " + json.dumps({"exit_time": time.time(), "steps": steps}), flush=True)
 
 
-def summarise(rows: list, warmup: float) -> dict:
-    after = [r for r in rows if r["t"] > warmup]
-    first, last = after[0], after[-1]
-    span_s = last["t"] - first["t"]
-    steps = last["steps"] - first["steps"]
-    return {
-        "duration_s": rows[-1]["t"],
-        "steps": rows[-1]["steps"],
-        "rss_mb_first_last": [first["rss_mb"], last["rss_mb"]],
-        "gpu_used_mb_first_last": [first["gpu_used_mb"], last["gpu_used_mb"]],
-        "step_ms_first_last": [round(first["step_ms"], 4), round(last["step_ms"], 4)],
-        "step_ms_max_interval": round(max(r["step_ms"] for r in after), 4),
-        "recording_mb_per_1000_steps": round((last["recording_mb"] - first["recording_mb"]) / max(steps, 1) * 1000, 3),
-        "recording_mb_end": last["recording_mb"],
-        "after_warmup_s": span_s,
-    }
-
-
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--seconds", type=float, default=600)
-    p.add_argument("--every", type=float, default=20)
-    p.add_argument("--rate", type=float, default=20, help="decode steps per second (a serving loop's pace)")
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--warmup", type=float, default=60)
-    p.add_argument("--out", default="soak.jsonl")
-    p.add_argument("--recording", default="soak.gpuobs")
-    p.add_argument("--worker", action="store_true")
-    args = p.parse_args()
-    if args.worker:
-        return worker(args)
-    cmd = [
-        sys.executable,
-        "-m",
-        "gpuobs",
-        "record",
-        "--force",
-        "--mode",
-        "block_trace",
-        "-o",
-        args.recording,
-        "--",
+def worker_command(args, loop: str) -> list:
+    return [
         sys.executable,
         __file__,
         "--worker",
-        "--seconds",
-        str(args.seconds),
-        "--every",
-        str(args.every),
-        "--rate",
-        str(args.rate),
-        "--layers",
-        str(args.layers),
+        "--loop",
+        loop,
+        *("--seconds", str(args.seconds), "--every", str(args.every), "--chunk", str(args.chunk)),
+        *("--layers", str(args.layers), "--hidden", str(args.hidden)),
+        *("--batch", str(args.batch), "--max-len", str(args.max_len)),
     ]
-    rows = []
-    with open(args.out, "w") as log, subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as proc:
-        for line in proc.stdout:
-            if line.startswith("{"):
-                rows.append(json.loads(line))
-                log.write(line)
-                log.flush()
-                print(line.strip(), flush=True)
-    print("exit status", proc.returncode)
-    print("SOAK_SUMMARY " + json.dumps(summarise(rows, args.warmup)))
-    # The recording's own accounting over the whole soak, flush by flush (reading
-    # the counters only: resolving every block to its launch is not needed here).
-    import gpuobs
 
-    rec = gpuobs.load(args.recording)
-    f = rec.flushes
-    balanced = f["attempted"] == f["recorded"] + f["dropped"]
+
+class Run:
+    """One MODE:LOOP soak: its `gpuobs record` process and the rows its worker logged."""
+
+    def __init__(self, spec: str, args, workdir: Path):
+        self.mode, _, self.loop = spec.partition(":")
+        if self.loop not in ("b2b", "sync"):
+            raise SystemExit(f"soak.py: {spec!r}: a run is MODE:LOOP with LOOP b2b or sync")
+        self.name = f"{self.mode}:{self.loop}"
+        own = workdir / f"{self.mode}_{self.loop}"  # a folder each: `record` locks its output's folder
+        own.mkdir(parents=True, exist_ok=True)
+        self.recording = own / "soak.gpuobs"
+        self.stderr_path = own / "record.stderr"
+        self.rows, self.exit, self.done_time = [], None, None
+        cmd = [sys.executable, "-m", "gpuobs", "record", "--force", "--mode", self.mode, "-o", str(self.recording)]
+        cmd += ["--", *worker_command(args, self.loop)]
+        self.log = open(own / "intervals.jsonl", "w")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(self.stderr_path, "w"), text=True)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            if line.startswith("SOAK "):
+                row = json.loads(line[5:])
+                self.rows.append(row)
+                self.log.write(json.dumps({"run": self.name, **row}) + "\n")
+                self.log.flush()
+                print(self.name, json.dumps(row), flush=True)
+            elif line.startswith("SOAK_EXIT "):
+                self.exit = json.loads(line[10:])
+
+    def wait(self) -> None:
+        self.returncode = self.proc.wait()
+        self.done_time = time.time()
+        self.reader.join()
+        self.log.close()
+
+
+def accounting(path: Path) -> dict:
+    """The recording's accounting from its metadata (flushes, sampling, launch counts):
+    every flush's records, drops and sampled-out blocks against what it counted."""
+    from gpuobs.record.finish import read_without_events
+    from gpuobs.recording_file import schema
+
+    rec, events = read_without_events(path)
+    counts, flushes = rec.launch_counts, rec.flushes
+    sampled = {(int(s["device_index"]), int(s["flush_seq"])): int(s["sampled_out"]) for s in rec.sampling}
+    counted_by_flush = {}
+    for row in counts:
+        key = (int(row["device_index"]), int(row["flush_seq"]))
+        counted_by_flush[key] = counted_by_flush.get(key, 0) + int(row["count"])
+    # Modes that record blocks sample them; a counting mode records nothing to sample.
+    block_mode = rec.run is not None and schema.mode_has(rec.run.mode_name, schema.Trait.BLOCK_RECORDS)
+    unbalanced, uncounted = [], []
+    for f in flushes:
+        key = (int(f["device_index"]), int(f["flush_seq"]))
+        if int(f["attempted"]) != int(f["recorded"]) + int(f["dropped"]):
+            unbalanced.append(key)
+        counted = counted_by_flush.get(key, 0) + int(f["unattributed"])
+        if block_mode and int(f["attempted"]) + sampled.get(key, 0) != counted:
+            uncounted.append(key)
+    totals = rec.totals
+    budget = int(rec.sampling["budget_bytes_per_s"][-1]) if len(rec.sampling) else 0
+    burst = int(rec.sampling["burst_bytes"][-1]) if len(rec.sampling) else 0
+    return {
+        "complete": bool(rec.complete),
+        "flushes": len(flushes),
+        "flushes_unbalanced": len(unbalanced),
+        "flushes_counted_apart": len(uncounted),
+        "first_apart": uncounted[:3],
+        "counted": int(counts["count"].sum()) + totals["unattributed"],
+        "attempted": totals["attempted"],
+        "recorded": totals["recorded"],
+        "dropped": totals["dropped"],
+        "sampled_out": totals["sampled_out"],
+        "events_in_file": events,
+        "budget_bytes_per_s": budget,
+        "burst_bytes": burst,
+    }
+
+
+def summarise(run: Run, args) -> dict:
+    rows = run.rows
+    after = [r for r in rows if r["t"] > args.warmup] or rows
+    if not after:
+        return {"run": run.name, "error": f"no rows logged; exit {run.returncode}, see {run.stderr_path}"}
+    first, last = after[0], after[-1]
+    duration = rows[-1]["t"]
+    size_mb = run.recording.stat().st_size / 2**20 if run.recording.is_file() else 0.0
+    out = {
+        "run": run.name,
+        "exit": run.returncode,
+        "duration_s": duration,
+        "steps": rows[-1]["steps"],
+        "step_ms_first_last_max": [first["step_ms"], last["step_ms"], max(r["step_ms"] for r in after)],
+        "rss_mb_first_last_max": [first["rss_mb"], last["rss_mb"], max(r["rss_mb"] for r in after)],
+        "rss_growth": round((last["rss_mb"] - first["rss_mb"]) / first["rss_mb"], 4),
+        "gpu_mb_first_last": [first["gpu_mb"], last["gpu_mb"]],
+        "file_mb": round(size_mb, 1),
+        "file_mb_per_s": round(size_mb / max(duration, 1e-9), 2),
+        "finish_s": round(run.done_time - run.exit["exit_time"], 2) if run.exit else None,
+    }
+    try:
+        out.update(accounting(run.recording))
+    except Exception as exc:  # a recording that cannot be read is a result, not a crash of the soak
+        out["accounting_error"] = str(exc)[:500]
+    budget = out.get("budget_bytes_per_s", 0)
+    allowed_mb = (budget * duration + out.get("burst_bytes", 0)) / 2**20 if budget else None
+    out["file_allowed_mb"] = round(allowed_mb, 1) if allowed_mb else None
+    out["checks"] = {
+        "rss_flat": abs(out["rss_growth"]) <= RSS_FLAT,
+        "file_within_budget": allowed_mb is None or size_mb <= allowed_mb,
+        "every_flush_adds_up": out.get("flushes_unbalanced") == 0 and out.get("flushes_counted_apart") == 0,
+        "complete": out.get("complete", False),
+        "exit_0": run.returncode == 0,
+    }
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", default=RUNS, help="MODE:LOOP,... (LOOP b2b or sync)")
+    p.add_argument("--seconds", type=float, default=600)
+    p.add_argument("--every", type=float, default=20)
+    p.add_argument("--warmup", type=float, default=60)
+    p.add_argument("--chunk", type=int, default=50, help="b2b: replays between synchronisations")
+    p.add_argument("--layers", type=int, default=8)
+    p.add_argument("--hidden", type=int, default=2048)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--max-len", type=int, default=1024)
+    p.add_argument("--parallel", action="store_true", help="every run at once on the one GPU")
+    p.add_argument("--workdir", default="", help="recordings and logs (default: a temporary folder)")
+    p.add_argument("--keep", action="store_true", help="keep the recordings (each can be the budget's ~10 GB)")
+    p.add_argument("--json", default="", help="write the summaries here")
+    p.add_argument("--worker", action="store_true")
+    p.add_argument("--loop", default="sync", choices=("b2b", "sync"))
+    args = p.parse_args()
+    if args.worker:
+        return worker(args)
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="gpuobs-soak-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    specs = [s for s in args.runs.split(",") if s]
+    runs, summaries = [], []
+    for spec in specs:
+        run = Run(spec, args, workdir)
+        runs.append(run)
+        if not args.parallel:
+            run.wait()
+    for run in runs:
+        if args.parallel:
+            run.wait()
+    for run in runs:
+        s = summarise(run, args)
+        summaries.append(s)
+        print("SOAK_SUMMARY " + json.dumps(s), flush=True)
+        if run.recording.exists() and not args.keep:
+            run.recording.unlink()
+    if args.json:
+        Path(args.json).write_text(json.dumps(summaries, indent=1))
     print(
-        "SOAK_RECORDING "
-        + json.dumps(
-            {
-                **rec.totals,
-                "launches": len(rec.launches),
-                "flushes": len(f),
-                "flushes_balanced": int(balanced.sum()),
-                "complete": rec.complete,
-            }
-        )
+        f"\n{'run':<20} {'min':>5} {'step ms first/last/max':>24} {'RSS MB first/last':>18} {'GPU MB':>13} "
+        f"{'file MB':>8} {'allowed':>8} {'recorded':>11} {'dropped':>10} {'sampled out':>12} {'flushes':>8} ok"
     )
+    for s in summaries:
+        if "error" in s:
+            print(f"{s['run']:<20} {s['error']}")
+            continue
+        sm = s["step_ms_first_last_max"]
+        print(
+            f"{s['run']:<20} {s['duration_s'] / 60:5.1f} {sm[0]:7.3f}/{sm[1]:7.3f}/{sm[2]:7.3f} "
+            f"{s['rss_mb_first_last_max'][0]:8.0f}/{s['rss_mb_first_last_max'][1]:<8.0f} "
+            f"{s['gpu_mb_first_last'][0]:6.0f}/{s['gpu_mb_first_last'][1]:<6.0f} {s['file_mb']:8.0f} "
+            f"{s['file_allowed_mb'] or 0:8.0f} {s.get('recorded', 0):11,} {s.get('dropped', 0):10,} "
+            f"{s.get('sampled_out', 0):12,} {s.get('flushes', 0):8,} {all(s['checks'].values())}"
+        )
+    sys.exit(0 if all(all(s.get("checks", {"ran": False}).values()) for s in summaries) else 1)
 
 
 if __name__ == "__main__":
