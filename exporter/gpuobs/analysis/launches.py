@@ -270,7 +270,7 @@ def launch_table(rec: Recording, launch_of_event: np.ndarray | None = None) -> L
         counted[hit] = rec.launch_counts["count"][order][pos][hit].astype(np.int64)
         counted_shared[hit] = rec.launch_counts["launches_sharing"][order][pos][hit]
         count_slot[hit] = count_slots(rec)[order][pos][hit]
-    names = [rec.launch_function(launch).name for launch in launches]
+    names = rec.launch_names(launches)
     grid_blocks = (launches["grid"].astype(np.int64)).prod(axis=1) if n else np.zeros(0, np.int64)
     return LaunchTable(
         names,

@@ -387,7 +387,7 @@ def _nothing_selected(recordings: list, opts: ExportOptions) -> str:
     what = " and ".join(
         f"{flag} {value!r}" for flag, value in (("--kernels", opts.kernels), ("--launches", opts.launches)) if value
     )
-    kernels = len({rec.launch_function(launch).name for rec in recordings for launch in rec.launches})
+    kernels = len({name for rec in recordings for name in rec.launch_names()})
     launches = sum(len(rec.launches) for rec in recordings)
     ids = (
         [int(rec.launches["launch_id"].min()) for rec in recordings if len(rec.launches)],

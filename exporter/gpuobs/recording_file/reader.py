@@ -216,31 +216,28 @@ class _Parser:
         while offset < end:
             offsets, types, lengths, after, status = walk.walk(offset, end)
             n = len(offsets)
-            i = 0
-            while i < n:
-                ctype = int(types[i])
-                j = i + 1
+            # runs of one chunk type, found by array: a million chunks of one type are one run
+            firsts = np.flatnonzero(np.r_[True, types[1:] != types[:-1]]) if n else np.zeros(0, np.int64)
+            ends = np.r_[firsts[1:], n].astype(np.int64)
+            for r in range(len(firsts)):  # (no lists of the batch: they would cost memory per chunk)
+                i, j, ctype = int(firsts[r]), int(ends[r]), int(types[firsts[r]])
                 at_once = ctype in self.TABLE_CHUNKS or ctype in self.TEXT_CHUNKS
-                if at_once:
-                    while j < n and types[j] == ctype:
-                        j += 1
                 if at_once and j - i >= RUN_AT_ONCE:  # a run long enough to pay for its arrays
-                    run = self._table_run if ctype in self.TABLE_CHUNKS else self._text_run
-                    bad = run(rec, ctype, offsets[i:j], lengths[i:j])
+                    decode_run = self._table_run if ctype in self.TABLE_CHUNKS else self._text_run
+                    bad = decode_run(rec, ctype, offsets[i:j], lengths[i:j])
                     if bad is not None:  # its payload does not hold what it says: _chunk says so
                         return int(offsets[i + bad])
-                else:
-                    for k in range(i, j):  # one chunk at a time, as _chunk decodes it
-                        if (self.UNCHECKED >> ctype) & 1:
-                            self._chunk(rec, int(offsets[k]))
-                            continue
-                        self.offset = int(offsets[k])
-                        start, length = self.offset + CHUNK_HEADER.itemsize, int(lengths[k])
-                        try:
-                            self._decode(rec, ctype, start, length)
-                        except (_PayloadError, checks.BadValue) as err:
-                            raise CorruptChunk(self.path, self.offset, f"{_type_name(ctype)} chunk: {err}") from None
-                i = j
+                    continue
+                for k in range(i, j):  # one chunk at a time, as _chunk decodes it
+                    if (self.UNCHECKED >> ctype) & 1:
+                        self._chunk(rec, int(offsets[k]))
+                        continue
+                    self.offset = int(offsets[k])
+                    start, length = self.offset + CHUNK_HEADER.itemsize, int(lengths[k])
+                    try:
+                        self._decode(rec, ctype, start, length)
+                    except (_PayloadError, checks.BadValue) as err:
+                        raise CorruptChunk(self.path, self.offset, f"{_type_name(ctype)} chunk: {err}") from None
             offset = after
             if status != chunk_walk.FULL:
                 return offset
@@ -309,16 +306,20 @@ class _Parser:
     def _launch_run(self, dt: np.dtype, starts: np.ndarray, rows: np.ndarray) -> None:
         """_launches's flush bookkeeping for a run of LAUNCHES parts (starts, rows)."""
         first_part = len(self.launch_part_flush)
-        self.launch_part_flush.extend([UNFLUSHED] * len(rows))
+        self.launch_part_flush.frombytes(np.full(len(rows), UNFLUSHED, np.uint32).tobytes())
         field = dt.fields["device_index"][1]
-        at = np.repeat(starts - (np.cumsum(rows) - rows) * dt.itemsize, rows) + np.arange(rows.sum()) * dt.itemsize
-        devices = self.bytes[(at + field)[:, None] + np.arange(4)].copy().view("<u4").ravel()
         cuts = np.cumsum(rows) - rows
-        low, high = np.minimum.reduceat(devices, cuts), np.maximum.reduceat(devices, cuts)
+        one_row_each = len(rows) == int(rows.sum())  # a run of one-launch chunks: no per-part reduction
+        at = starts if one_row_each else np.repeat(starts - cuts * dt.itemsize, rows) + np.arange(rows.sum()) * dt.itemsize
+        devices = _gather(self.bytes, np.dtype("<u4"), at + field)
+        if one_row_each:
+            low = high = devices
+        else:
+            low, high = np.minimum.reduceat(devices, cuts), np.maximum.reduceat(devices, cuts)
         parts = first_part + np.arange(len(rows))
         one = low == high  # the tool writes each device's launches apart
         for device in np.unique(low[one]).tolist():
-            self.unflushed.setdefault(device, array.array("q")).extend(parts[one & (low == device)].tolist())
+            self.unflushed.setdefault(device, array.array("q")).frombytes(parts[one & (low == device)].tobytes())
         for k in np.flatnonzero(~one).tolist():  # a part of several devices: as _launches does
             part_devices = devices[cuts[k] : cuts[k] + rows[k]]
             self.mixed[int(parts[k])] = np.full(int(rows[k]), UNFLUSHED, np.uint32)
@@ -413,8 +414,9 @@ class _Parser:
         if n:
             self._part("count", start + info.itemsize, n)
             self.count_keys.append(device << 32 | seq)
-        for part in self.unflushed.pop(device, ()):
-            self.launch_part_flush[part] = seq
+        waiting = self.unflushed.pop(device, None)
+        if waiting:  # by array: a million one-launch parts may wait for this flush
+            np.frombuffer(self.launch_part_flush, np.uint32)[np.frombuffer(waiting, np.int64)] = seq
         for part, rows in self.unflushed_mixed.pop(device, ()):
             self.mixed[part][rows] = seq
 
