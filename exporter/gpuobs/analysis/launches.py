@@ -365,7 +365,7 @@ def summary(rec: Recording, counts: dict | None = None) -> dict:
         "events_unattributed": counts["events_unattributed"],
         "counts_unattributed": int(rec.flushes["unattributed"].sum()) if len(rec.flushes) else 0,
         "modules_deferred": _modules_with(rec, schema.ModuleStatus.DEFERRED),
-        "notices": [n.text for n in rec.notices],
+        "notices": rec.notices.texts(),
         "flushes": int(len(rec.flushes)),
         "complete": rec.complete,
     }
