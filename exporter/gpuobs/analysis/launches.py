@@ -270,7 +270,7 @@ def launch_table(rec: Recording, launch_of_event: np.ndarray | None = None) -> L
         counted[hit] = rec.launch_counts["count"][order][pos][hit].astype(np.int64)
         counted_shared[hit] = rec.launch_counts["launches_sharing"][order][pos][hit]
         count_slot[hit] = count_slots(rec)[order][pos][hit]
-    names = [rec.launch_function(launch).name for launch in launches]
+    names = rec.launch_names(launches)
     grid_blocks = (launches["grid"].astype(np.int64)).prod(axis=1) if n else np.zeros(0, np.int64)
     return LaunchTable(
         names,
@@ -365,7 +365,7 @@ def summary(rec: Recording, counts: dict | None = None) -> dict:
         "events_unattributed": counts["events_unattributed"],
         "counts_unattributed": int(rec.flushes["unattributed"].sum()) if len(rec.flushes) else 0,
         "modules_deferred": _modules_with(rec, schema.ModuleStatus.DEFERRED),
-        "notices": [n.text for n in rec.notices],
+        "notices": rec.notices.texts(),
         "flushes": int(len(rec.flushes)),
         "complete": rec.complete,
     }

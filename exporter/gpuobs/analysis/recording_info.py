@@ -162,9 +162,7 @@ def describe(source: Recording | WindowedRecording, progress=lambda *_: None) ->
         "launch_ids": [int(rec.launches["launch_id"].min()), int(rec.launches["launch_id"].max())]
         if len(rec.launches)
         else None,
-        "kernels_launched": len(
-            set(zip(rec.launches["device_index"].tolist(), rec.launches["function_slot"].tolist()))
-        ),
+        "kernels_launched": _functions_launched(rec.launches),
         # block records kept: blocks_recorded, as stats' blocks report names them per kernel
         **{("blocks_recorded" if key == "block_events" else key): value for key, value in s.items()},
         "sampling": sampling.sampling(rec),
@@ -173,6 +171,13 @@ def describe(source: Recording | WindowedRecording, progress=lambda *_: None) ->
         if block_ends.is_block_starts(rec)
         else None,
     }
+
+
+def _functions_launched(launches: np.ndarray) -> int:
+    """Distinct (device, function slot) pairs of the launches: by array, not a set of a
+    million pairs."""
+    key = (launches["device_index"].astype(np.uint64) << np.uint64(32)) | launches["function_slot"].astype(np.uint64)
+    return len(np.unique(key))
 
 
 def _when(realtime_ns: int | None) -> str:

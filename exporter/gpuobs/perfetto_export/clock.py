@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from .protowire import CLOCK_ID, CLOCK_SNAPSHOT_CLOCKS, CLOCK_TIMESTAMP, PACKET_CLOCK_SNAPSHOT, TRACE_PACKET, Rows
+from . import clock_snapshots
 
 BOOTTIME = pb.BUILTIN_CLOCK_BOOTTIME
 MONOTONIC = pb.BUILTIN_CLOCK_MONOTONIC
@@ -54,20 +54,18 @@ class ClockRelation:
 
     def snapshot_packets(self, batch: int = 1 << 16):
         """Each sample's ClockSnapshot packet, encoded `batch` samples at a time (bytes
-        of Trace.packet entries): bulk-encoded, because a recording may hold a million
-        samples (a protobuf message each took 1.9 GB and 25 s)."""
+        of Trace.packet entries): bulk-encoded (clock_snapshots.py), because a recording
+        may hold a million samples (a protobuf message each took 1.9 GB and 25 s)."""
         for lo in range(0, len(self.samples), batch):
             s = self.samples[lo : lo + batch]
-            snap = Rows(len(s))
-            for clock_id, timestamps in (
-                (self.clock_id, s["device_ns"]),
-                (BOOTTIME, _mid(s, "boottime")),
-                (MONOTONIC, _mid(s, "monotonic")),
-                (REALTIME, _mid(s, "realtime")),
-            ):
-                clock = Rows(len(s)).varint_field(CLOCK_ID, clock_id).varint_field(CLOCK_TIMESTAMP, timestamps)
-                snap.message_field(CLOCK_SNAPSHOT_CLOCKS, clock)
-            yield Rows(len(s)).message_field(PACKET_CLOCK_SNAPSHOT, snap).as_field(TRACE_PACKET).tobytes()
+            yield clock_snapshots.snapshot_packets(
+                [
+                    (self.clock_id, s["device_ns"]),
+                    (BOOTTIME, _mid(s, "boottime")),
+                    (MONOTONIC, _mid(s, "monotonic")),
+                    (REALTIME, _mid(s, "realtime")),
+                ]
+            )
 
 
 def _mid(s: np.ndarray, clock: str) -> np.ndarray:
@@ -78,19 +76,26 @@ def _mid(s: np.ndarray, clock: str) -> np.ndarray:
 
 def clock_relation(samples: np.ndarray, pid: int, device_index: int, mode: str) -> ClockRelation:
     """mode 'auto': use measured samples if any; 'device': never relate clocks."""
-    usable = samples[(samples["method"] == 1) & (samples["device_ns"] > 0)] if len(samples) else samples
+    usable = rows_where(samples, (samples["method"] == 1) & (samples["device_ns"] > 0)) if len(samples) else samples
     if mode == "device" or len(usable) == 0:
         return ClockRelation(None, usable[:0] if len(usable) else usable)
     mono_mid = (usable["monotonic_before"].astype(np.float64) + usable["monotonic_after"]) / 2
     offsets = usable["device_ns"].astype(np.float64) - mono_mid
     half = (usable["monotonic_after"].astype(np.float64) - usable["monotonic_before"]) / 2
-    order = np.argsort(usable["device_ns"])
+    device_ns = usable["device_ns"]
+    in_order = len(device_ns) < 2 or bool((device_ns[1:] > device_ns[:-1]).all())  # as the tool writes them
     real_mid = (usable["realtime_before"].astype(np.float64) + usable["realtime_after"]) / 2
     real_offsets = usable["device_ns"].astype(np.float64) - real_mid
     return ClockRelation(
         gpu_clock_id(pid, device_index),
-        usable[order],
+        usable if in_order else usable[np.argsort(device_ns)],  # (strictly increasing: argsort's order)
         float(np.median(offsets)),
         float(half.max()),
         float(np.median(real_offsets)),
     )
+
+
+def rows_where(rows: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """rows[keep], without copying every row when every row is kept (a million clock
+    samples are 88 MB)."""
+    return rows if keep.all() else rows[keep]

@@ -24,7 +24,7 @@ from ..selection import Criteria, Selection, matched_launches, select
 from . import block_bounds, streamed
 from .api_tracks import flow_id, write_api_calls
 from .blocks import BlockSlices, encode_blocks
-from .clock import ClockRelation, clock_relation
+from .clock import ClockRelation, clock_relation, rows_where
 from .host_tracks import write_host_trace
 from .lanes import lane_tracks
 from .slice_encoder import Slices, write_slices
@@ -257,7 +257,8 @@ class GpuExport:
     def __post_init__(self):
         pid = self.rec.run.pid if self.rec.run else 0
         samples = self.rec.clock_samples
-        self.clock = clock_relation(samples[samples["device_index"] == self.device], pid, self.device, self.opts.clock)
+        mine = rows_where(samples, samples["device_index"] == self.device)
+        self.clock = clock_relation(mine, pid, self.device, self.opts.clock)
         self.names, self.iid_of_slot = _kernel_names(self.rec, self.device, self.windows)
 
     @property
@@ -387,7 +388,7 @@ def _nothing_selected(recordings: list, opts: ExportOptions) -> str:
     what = " and ".join(
         f"{flag} {value!r}" for flag, value in (("--kernels", opts.kernels), ("--launches", opts.launches)) if value
     )
-    kernels = len({rec.launch_function(launch).name for rec in recordings for launch in rec.launches})
+    kernels = len({name for rec in recordings for name in rec.launch_names()})
     launches = sum(len(rec.launches) for rec in recordings)
     ids = (
         [int(rec.launches["launch_id"].min()) for rec in recordings if len(rec.launches)],

@@ -35,7 +35,8 @@ from .fileformat import (
     MAGIC,
     chunk_crc,
 )
-from .recording import LAUNCH_COUNT_ROW, UNFLUSHED, Damage, FunctionInfo, Notice, Recording, RunInfo
+from .recording import LAUNCH_COUNT_ROW, UNFLUSHED, Damage, FunctionInfo, Recording, RunInfo
+from .text_tables import API_NAME_COLUMNS, NOTICE_COLUMNS, ApiNames, Notices, TextColumns, copy_ranges
 
 ChunkType = schema.ChunkType
 
@@ -111,6 +112,9 @@ class _Parser:
         self.mixed: dict[int, np.ndarray] = {}  # part index -> flush per launch
         self.unflushed_mixed: dict[int, list] = {}  # device -> [(part index, its rows of that device)]
         self.offset = 0  # of the chunk being decoded
+        # notices and API names as columns and their texts' bytes (text_tables.py), not objects
+        self.notice_rows = TextColumns(NOTICE_COLUMNS)
+        self.api_name_rows = TextColumns(API_NAME_COLUMNS)
 
     # -- header ---------------------------------------------------------------
     def _header(self) -> Recording:
@@ -216,31 +220,28 @@ class _Parser:
         while offset < end:
             offsets, types, lengths, after, status = walk.walk(offset, end)
             n = len(offsets)
-            i = 0
-            while i < n:
-                ctype = int(types[i])
-                j = i + 1
+            # runs of one chunk type, found by array: a million chunks of one type are one run
+            firsts = np.flatnonzero(np.r_[True, types[1:] != types[:-1]]) if n else np.zeros(0, np.int64)
+            ends = np.r_[firsts[1:], n].astype(np.int64)
+            for r in range(len(firsts)):  # (no lists of the batch: they would cost memory per chunk)
+                i, j, ctype = int(firsts[r]), int(ends[r]), int(types[firsts[r]])
                 at_once = ctype in self.TABLE_CHUNKS or ctype in self.TEXT_CHUNKS
-                if at_once:
-                    while j < n and types[j] == ctype:
-                        j += 1
                 if at_once and j - i >= RUN_AT_ONCE:  # a run long enough to pay for its arrays
-                    run = self._table_run if ctype in self.TABLE_CHUNKS else self._text_run
-                    bad = run(rec, ctype, offsets[i:j], lengths[i:j])
+                    decode_run = self._table_run if ctype in self.TABLE_CHUNKS else self._text_run
+                    bad = decode_run(rec, ctype, offsets[i:j], lengths[i:j])
                     if bad is not None:  # its payload does not hold what it says: _chunk says so
                         return int(offsets[i + bad])
-                else:
-                    for k in range(i, j):  # one chunk at a time, as _chunk decodes it
-                        if (self.UNCHECKED >> ctype) & 1:
-                            self._chunk(rec, int(offsets[k]))
-                            continue
-                        self.offset = int(offsets[k])
-                        start, length = self.offset + CHUNK_HEADER.itemsize, int(lengths[k])
-                        try:
-                            self._decode(rec, ctype, start, length)
-                        except (_PayloadError, checks.BadValue) as err:
-                            raise CorruptChunk(self.path, self.offset, f"{_type_name(ctype)} chunk: {err}") from None
-                i = j
+                    continue
+                for k in range(i, j):  # one chunk at a time, as _chunk decodes it
+                    if (self.UNCHECKED >> ctype) & 1:
+                        self._chunk(rec, int(offsets[k]))
+                        continue
+                    self.offset = int(offsets[k])
+                    start, length = self.offset + CHUNK_HEADER.itemsize, int(lengths[k])
+                    try:
+                        self._decode(rec, ctype, start, length)
+                    except (_PayloadError, checks.BadValue) as err:
+                        raise CorruptChunk(self.path, self.offset, f"{_type_name(ctype)} chunk: {err}") from None
             offset = after
             if status != chunk_walk.FULL:
                 return offset
@@ -270,10 +271,11 @@ class _Parser:
         ChunkType.API_NAMES: ("gpuobs_api_name", "name_len"),
     }
 
-    def _text_run(self, rec: Recording, ctype: int, offsets: np.ndarray, lengths: np.ndarray):
+    def _text_run(self, _rec: Recording, ctype: int, offsets: np.ndarray, lengths: np.ndarray):
         """A run of NOTICE or API_NAMES chunks (a struct, then its text), as _notice and
-        _api_name read each: the structs gathered at once, the texts one by one. The
-        index in the run of the first whose payload is not its struct and text, else None."""
+        _api_name read each: the structs gathered at once, the texts' bytes copied by their
+        ranges (decoded where they are read: text_tables.py). The index in the run of the
+        first whose payload is not its struct and text, else None."""
         struct_name, length_field = self.TEXT_CHUNKS[ctype]
         dt = schema.dtype(struct_name)
         lengths = lengths.astype(np.int64)
@@ -287,38 +289,38 @@ class _Parser:
         if not filled.all():
             first = int(np.argmin(filled))
             bad, starts, lengths, info = first, starts[:first], lengths[:first], info[:first]
-        texts = [
-            bytes(self.view[a:b]).decode(errors="replace")
-            for a, b in zip((starts + dt.itemsize).tolist(), (starts + lengths).tolist())
-        ]
+        text = copy_ranges(self.bytes, starts + dt.itemsize, lengths - dt.itemsize)
         if ctype == ChunkType.API_NAMES:
-            rec.api_names.update(zip(info["api_id"].tolist(), texts))
+            self.api_name_rows.extend(text, lengths - dt.itemsize, api_id=info["api_id"])
             return bad
-        names = {}
-        for code in np.unique(info["code"]).tolist():
-            member = schema.NoticeCode._value2member_map_.get(code)
-            names[code] = member.name.lower() if member is not None else f"code{code}"
-        rec.notices.extend(
-            Notice(device, names[code], ns, text)
-            for device, code, ns, text in zip(
-                info["device_index"].tolist(), info["code"].tolist(), info["monotonic_ns"].tolist(), texts
-            )
+        self.notice_rows.extend(
+            text,
+            lengths - dt.itemsize,
+            device_index=info["device_index"],
+            code=info["code"],
+            monotonic_ns=info["monotonic_ns"],
         )
         return bad
 
     def _launch_run(self, dt: np.dtype, starts: np.ndarray, rows: np.ndarray) -> None:
         """_launches's flush bookkeeping for a run of LAUNCHES parts (starts, rows)."""
         first_part = len(self.launch_part_flush)
-        self.launch_part_flush.extend([UNFLUSHED] * len(rows))
+        self.launch_part_flush.frombytes(np.full(len(rows), UNFLUSHED, np.uint32).tobytes())
         field = dt.fields["device_index"][1]
-        at = np.repeat(starts - (np.cumsum(rows) - rows) * dt.itemsize, rows) + np.arange(rows.sum()) * dt.itemsize
-        devices = self.bytes[(at + field)[:, None] + np.arange(4)].copy().view("<u4").ravel()
         cuts = np.cumsum(rows) - rows
-        low, high = np.minimum.reduceat(devices, cuts), np.maximum.reduceat(devices, cuts)
+        one_row_each = len(rows) == int(rows.sum())  # a run of one-launch chunks: no per-part reduction
+        at = starts
+        if not one_row_each:
+            at = np.repeat(starts - cuts * dt.itemsize, rows) + np.arange(rows.sum()) * dt.itemsize
+        devices = _gather(self.bytes, np.dtype("<u4"), at + field)
+        if one_row_each:
+            low = high = devices
+        else:
+            low, high = np.minimum.reduceat(devices, cuts), np.maximum.reduceat(devices, cuts)
         parts = first_part + np.arange(len(rows))
         one = low == high  # the tool writes each device's launches apart
         for device in np.unique(low[one]).tolist():
-            self.unflushed.setdefault(device, array.array("q")).extend(parts[one & (low == device)].tolist())
+            self.unflushed.setdefault(device, array.array("q")).frombytes(parts[one & (low == device)].tobytes())
         for k in np.flatnonzero(~one).tolist():  # a part of several devices: as _launches does
             part_devices = devices[cuts[k] : cuts[k] + rows[k]]
             self.mixed[int(parts[k])] = np.full(int(rows[k]), UNFLUSHED, np.uint32)
@@ -413,8 +415,9 @@ class _Parser:
         if n:
             self._part("count", start + info.itemsize, n)
             self.count_keys.append(device << 32 | seq)
-        for part in self.unflushed.pop(device, ()):
-            self.launch_part_flush[part] = seq
+        waiting = self.unflushed.pop(device, None)
+        if waiting:  # by array: a million one-launch parts may wait for this flush
+            np.frombuffer(self.launch_part_flush, np.uint32)[np.frombuffer(waiting, np.int64)] = seq
         for part, rows in self.unflushed_mixed.pop(device, ()):
             self.mixed[part][rows] = seq
 
@@ -448,24 +451,26 @@ class _Parser:
         key = (int(info["device_index"]), int(info["function_slot"]))
         rec.functions[key] = FunctionInfo(key[0], key[1], int(info["module_id"]), mangled, demangled)
 
-    def _api_name(self, rec: Recording, start: int, length: int) -> None:
+    def _api_name(self, _rec: Recording, start: int, length: int) -> None:
         info = self._struct("gpuobs_api_name", start, length)[0]
         n = int(info["name_len"])
         if info.dtype.itemsize + n != length:
             raise _PayloadError(f"a name of {n} bytes does not fill the {length}-byte payload")
         base = start + info.dtype.itemsize
-        rec.api_names[int(info["api_id"])] = bytes(self.buf[base : base + n]).decode(errors="replace")
+        self.api_name_rows.add(bytes(self.buf[base : base + n]), api_id=int(info["api_id"]))
 
-    def _notice(self, rec: Recording, start: int, length: int) -> None:
+    def _notice(self, _rec: Recording, start: int, length: int) -> None:
         info = self._struct("gpuobs_notice", start, length)[0]
         n = int(info["text_len"])
         if info.dtype.itemsize + n != length:
             raise _PayloadError(f"a text of {n} bytes does not fill the {length}-byte payload")
         base = start + info.dtype.itemsize
-        text = bytes(self.buf[base : base + n]).decode(errors="replace")
-        code = int(info["code"])
-        name = schema.NoticeCode(code).name.lower() if code in schema.NoticeCode._value2member_map_ else f"code{code}"
-        rec.notices.append(Notice(int(info["device_index"]), name, int(info["monotonic_ns"]), text))
+        self.notice_rows.add(
+            bytes(self.buf[base : base + n]),
+            device_index=int(info["device_index"]),
+            code=int(info["code"]),
+            monotonic_ns=int(info["monotonic_ns"]),
+        )
 
     def _run(self, rec: Recording, start: int, length: int) -> None:
         info = self._struct("gpuobs_run_info", start, length)[0]
@@ -488,6 +493,7 @@ class _Parser:
 
     # -- tables ----------------------------------------------------------------
     def _finish(self, rec: Recording) -> None:
+        rec.notices, rec.api_names = Notices(self.notice_rows), ApiNames(self.api_name_rows)
         for table, (attr, struct_name, check) in _TABLES.items():
             parts = self.parts[table]
             whole = parts.gather(self.bytes, schema.dtype(struct_name or "gpuobs_launch_count"))

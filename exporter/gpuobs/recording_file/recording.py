@@ -8,6 +8,7 @@ from typing import Optional
 import numpy as np
 
 from . import schema
+from .text_tables import ApiNames, Notice, Notices  # noqa: F401  (Notice: read from here too)
 
 UNFLUSHED = schema.NO_FLUSH  # Recording.launch_flushes of a launch listed after its device's last FLUSH
 
@@ -43,16 +44,6 @@ class RunInfo:
             return schema.Mode(self.mode).name.lower()
         except ValueError:
             return f"mode{self.mode}"
-
-
-@dataclass
-class Notice:
-    """Something the tool could not record, or made the program do, and why (also said on stderr)."""
-
-    device_index: int  # 0xFFFFFFFF: no one device
-    code: str  # schema.NoticeCode name, lower case
-    monotonic_ns: int
-    text: str
 
 
 @dataclass
@@ -101,8 +92,8 @@ class Recording:
     event_chunk_flushes: list = field(default_factory=list)  # flush_seq of each chunk
     launch_flushes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint32))  # flush_seq of each launch
     api_calls: np.ndarray = field(default_factory=lambda: _empty("gpuobs_api_call"))  # --api-trace
-    api_names: dict = field(default_factory=dict)  # api_id -> function name
-    notices: list = field(default_factory=list)  # Notice, in file order
+    api_names: ApiNames = field(default_factory=ApiNames)  # api_id -> function name (a read-only mapping)
+    notices: Notices = field(default_factory=Notices)  # Notice, in file order (a read-only sequence)
     end: Optional[np.void] = None
     damage: Optional[Damage] = None
     unknown_chunks: int = 0
@@ -168,6 +159,20 @@ class Recording:
     def launch_function(self, launch) -> FunctionInfo:
         """The function a row of `launches` ran."""
         return self.function(launch["device_index"], launch["function_slot"])
+
+    def launch_names(self, launches: np.ndarray | None = None) -> list:
+        """The name of the function each row of `launches` (all of them by default) ran:
+        one lookup per distinct function, so a million launches cost a sort, not a
+        million dictionary lookups and records."""
+        launches = self.launches if launches is None else launches
+        if len(launches) == 0:
+            return []
+        key = (launches["device_index"].astype(np.uint64) << np.uint64(32)) | launches["function_slot"].astype(
+            np.uint64
+        )
+        distinct = np.unique(key)  # few, as a rule: found by hashing, then each key by bisection
+        names = np.array([self.function(k >> 32, k & 0xFFFFFFFF).name for k in distinct.tolist()], object)
+        return names[np.searchsorted(distinct, key)].tolist()
 
     def device_name(self, device_index: int) -> str:
         rows = self.devices[self.devices["device_index"] == device_index]
