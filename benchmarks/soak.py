@@ -164,16 +164,14 @@ class Run:
 def accounting(path: Path) -> dict:
     """The recording's accounting from its metadata (flushes, sampling, launch counts):
     every flush's records, drops and sampled-out blocks against what it counted."""
+    from gpuobs.analysis.launches import counted_by_flush as counted_by_flush_of
     from gpuobs.record.finish import read_without_events
     from gpuobs.recording_file import schema
 
     rec, events = read_without_events(path)
-    counts, flushes = rec.launch_counts, rec.flushes
+    flushes = rec.flushes
     sampled = {(int(s["device_index"]), int(s["flush_seq"])): int(s["sampled_out"]) for s in rec.sampling}
-    counted_by_flush = {}
-    for row in counts:
-        key = (int(row["device_index"]), int(row["flush_seq"]))
-        counted_by_flush[key] = counted_by_flush.get(key, 0) + int(row["count"])
+    counted_by_flush = counted_by_flush_of(rec)
     # Modes that record blocks sample them; a counting mode records nothing to sample.
     block_mode = rec.run is not None and schema.mode_has(rec.run.mode_name, schema.Trait.BLOCK_RECORDS)
     unbalanced, uncounted = [], []
@@ -193,7 +191,7 @@ def accounting(path: Path) -> dict:
         "flushes_unbalanced": len(unbalanced),
         "flushes_counted_apart": len(uncounted),
         "first_apart": uncounted[:3],
-        "counted": int(counts["count"].sum()) + totals["unattributed"],
+        "counted": sum(counted_by_flush.values()) + totals["unattributed"],
         "attempted": totals["attempted"],
         "recorded": totals["recorded"],
         "dropped": totals["dropped"],

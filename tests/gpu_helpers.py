@@ -96,7 +96,16 @@ def check_launch_counts(rec, table):
         "ends flagged late",
         int(table.ends_unconfirmed.sum()),
     )
-    assert not (late & ~body & (repeats == 1)).any(), [
-        table.name[i][:60] for i in np.flatnonzero(late & ~body & (repeats == 1))[:10]
+    # A later launch of the same grid id stamps an earlier block's end when its exits
+    # run before its leader publishes and the earlier event is still in the block
+    # table: in the same window, or in the next one before the drain copies the
+    # earlier event (the drain runs behind the cut). On the H100, 2026-12-06, XLA's
+    # command buffers (all, preallocated) flagged ends of a node whose grid id ran once
+    # in its window, failing a check held to the window. So: late ends only on grid
+    # ids that ran more than once in the recording (not yet re-run on a GPU).
+    _, where_all, same_grid = np.unique(rec.launches["grid_id"], return_inverse=True, return_counts=True)
+    ran_again = same_grid[where_all] > 1
+    assert not (late & ~body & ~ran_again).any(), [
+        table.name[i][:60] for i in np.flatnonzero(late & ~body & ~ran_again)[:10]
     ]
     return body, shared

@@ -45,11 +45,11 @@ def assert_sampling_adds_up(rec):
     sampled out == the blocks its launches counted (with those of no listed launch)."""
     assert_windows_add_up(rec)
     assert len(rec.sampling) == len(rec.flushes), "a SAMPLING chunk after every FLUSH"
-    counts = rec.launch_counts
+    counted_by_flush = analysis.counted_by_flush(rec)  # a counter slot that launches shared, once
     for f, s in zip(rec.flushes, rec.sampling):
-        assert (int(s["device_index"]), int(s["flush_seq"])) == (int(f["device_index"]), int(f["flush_seq"]))
-        mine = (counts["device_index"] == f["device_index"]) & (counts["flush_seq"] == f["flush_seq"])
-        counted = int(counts["count"][mine].sum()) + int(f["unattributed"])
+        key = (int(f["device_index"]), int(f["flush_seq"]))
+        assert (int(s["device_index"]), int(s["flush_seq"])) == key
+        counted = counted_by_flush.get(key, 0) + int(f["unattributed"])
         assert int(f["attempted"]) + int(s["sampled_out"]) == counted, (
             dict(zip(f.dtype.names, f)),
             int(s["sampled_out"]),

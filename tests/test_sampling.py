@@ -4,13 +4,15 @@ of the time summary, and `trim` carries the chunks along."""
 
 import json
 
+import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 import gpuobs
 from gpuobs.analysis import launches as analysis
 from gpuobs.analysis.kernel_summary import kernel_times
 from gpuobs.metrics.follow import exposition
-from gpuobs.recording_file import synthetic
+from gpuobs.recording_file import schema, synthetic
+from gpuobs.recording_file.recording_writer import RecordingWriter
 
 from .cli_helpers import gpuobs as run
 
@@ -61,3 +63,22 @@ def test_metrics_count_what_was_sampled_out(tmp_path):
     text = exposition(synthetic.write_sampled_recording(tmp_path / "s.gpuobs"), top=5)
     assert 'gpuobs_records_sampled_out_total{gpu="0",pid="4242"} 8192.0' in text
     assert 'gpuobs_budget_bytes_per_second{gpu="0",pid="4242"} 1.6e+07' in text
+
+
+def test_counted_by_flush_takes_a_shared_counter_slot_once(tmp_path):
+    """Replays of one graph node in one window share a counter slot (one grid id): each
+    launch's row carries the slot's one total, so summing rows counts it once per launch."""
+    ev, launches = synthetic.block_trace_events(3, 64, sm_count=8)
+    launches["grid_id"] = (7, 7, 9)  # the first two: one node replayed twice in the window
+    ev["grid_id"] = np.repeat(launches["grid_id"], 64)
+    counts = np.zeros(3, schema.dtype("gpuobs_launch_count"))
+    counts["grid_id"], counts["count"], counts["launches_sharing"] = (7, 7, 9), (128, 128, 64), (2, 2, 1)
+    path = tmp_path / "shared.gpuobs"
+    with RecordingWriter(path) as w:
+        w.run(mode=schema.Mode.BLOCK_TRACE)
+        w.launches(launches)
+        w.flush(attempted=192, recorded=192, dropped=0, launch_counts=counts)
+        w.events(ev)
+    rec = gpuobs.load(path)
+    assert analysis.counted_by_flush(rec) == {(0, 0): 192}
+    assert analysis.counted_total(rec) == int(rec.flushes["attempted"][0]) == 192

@@ -319,6 +319,23 @@ def counted_total(rec: Recording, table: LaunchTable | None = None, launches: np
     return sum(totals[slots[slots >= 0]].tolist())
 
 
+def counted_by_flush(rec: Recording) -> dict:
+    """Exact blocks or accesses the device counted in each flush window, every counter
+    slot once (launches that shared a slot carry its one total each): (device_index,
+    flush_seq) -> count, for checks that set a window's records against its counts."""
+    c = rec.launch_counts
+    if len(c) == 0:
+        return {}
+    slots = count_slots(rec)
+    _, first_row = np.unique(slots, return_index=True)
+    out: dict = {}
+    for dev, seq, count in zip(
+        c["device_index"][first_row].tolist(), c["flush_seq"][first_row].tolist(), c["count"][first_row].tolist()
+    ):
+        out[(dev, seq)] = out.get((dev, seq), 0) + count
+    return out
+
+
 def _modules_with(rec: Recording, status) -> int:
     return int((rec.modules["status"] == status).sum()) if len(rec.modules) else 0
 
