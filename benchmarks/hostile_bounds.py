@@ -49,6 +49,7 @@ MEASURABLE_S = 0.1  # growth is said of work beyond the start of at least this (
 COMMANDS = {
     "info": ["info", "{rec}"],
     "stats": ["stats", "{rec}"],
+    "info-json": ["info", "--json", "{rec}"],  # every notice listed
     "export": ["export", "{rec}", "-o", "{tmp}/t.pftrace", "-f"],
 }
 

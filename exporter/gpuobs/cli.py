@@ -116,6 +116,16 @@ def _say(text: str) -> None:
     out.print(text, markup=False)
 
 
+def _say_json(value) -> None:
+    """JSON to stdout as it is: json.dumps escapes every control and non-ASCII
+    character, so no terminal reads it as a command, and rich's console (wrapping
+    at the terminal's width, a pass over every character) would only cost time:
+    a million notices took it 9 s."""
+    _inputs_intact()
+    sys.stdout.write(json.dumps(value, indent=2) + "\n")
+    sys.stdout.flush()
+
+
 def _inputs_intact() -> None:
     """Exit 2 with one line when an input was cut short while it was read: what was
     read in its place is zeros, and anything said or raised from them is wrong."""
@@ -538,7 +548,7 @@ def info(
             with _load_for_analysis(path, salvage) as source:
                 described.append(describe(source, progress))
     if as_json or fmt == "json":
-        _say(json.dumps(described[0] if len(described) == 1 else described, indent=2))
+        _say_json(described[0] if len(described) == 1 else described)
         return
     width = _output_width()
     for i, d in enumerate(described):
@@ -649,7 +659,7 @@ def stats(
             _warn(f"{r['recording']}: mode {r['mode']} records no block times: the kernel time summary is empty")
     width = _output_width()
     if fmt == "json":
-        _say(json.dumps(results[0] if len(results) == 1 else results, indent=2))
+        _say_json(results[0] if len(results) == 1 else results)
     elif fmt == "csv":
         _say(stats_report.as_csv(results).rstrip("\n"))
     else:

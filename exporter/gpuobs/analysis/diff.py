@@ -265,7 +265,6 @@ def _us(ns):
 
 def command(a, b, fmt: str, top: int | None, salvage: bool) -> None:
     """`gpuobs diff`'s body (cli.py declares the options)."""
-    import json
 
     from .. import cli
 
@@ -278,7 +277,7 @@ def command(a, b, fmt: str, top: int | None, salvage: bool) -> None:
     if result.a_mode != result.b_mode:
         cli._warn(f"A is mode {result.a_mode}, B mode {result.b_mode}: what one keeps the other may not")
     if fmt == "json":
-        cli._say(json.dumps(as_json(result), indent=2))
+        cli._say_json(as_json(result))
     elif fmt == "csv":
         cli._say(as_csv(result).rstrip("\n"))
     else:
