@@ -12,7 +12,7 @@ recording windows: the record gate's disarmed cost); MODE+budgetN with --budget 
 (MB/s; budget0: none, the sampler off; without it, the default budget);
 MODE%ON/PERIOD with a duty cycle recording ON ms of every PERIOD ms; --sync-every-step adds a
 synchronisation per step (the classic serving loop). Per configuration: device ms per step (events around
-the whole loop), the ratio to no tool and to MODE@8192, the waits the tool made
+the whole loop), the ratio to no tool and to MODE+budget0@8192 (else MODE@8192), the waits the tool made
 (its PROGRAM_WAITED line), what each flush attempted, recorded, dropped and sampled out, and
 how long its drain stages took (GPUOBS_DEBUG lines), the recording's size, and
 how long `gpuobs record` took to finish after the program's last line.
@@ -192,7 +192,8 @@ def main() -> None:
             continue
         last = rs[-1]
         mode = parse_config(name)["mode"]
-        big = med.get(f"{mode}@8192")
+        # The reference: the same mode recording everything (no sampler, a ring that holds the run)
+        big = med.get(f"{mode}+budget0@8192", med.get(f"{mode}@8192"))
         print(
             f"{name:<22} {med[name]:8.3f} {med[name] / base if base else float('nan'):7.2f} "
             f"{med[name] / big if big else float('nan'):6.2f} {last.get('waits', 0):6d} "
