@@ -128,7 +128,8 @@ class _Window:
                 cut_off = exc.pos >= len(self.text) - _TAIL or exc.msg.startswith("Unterminated string")
                 if self.eof or not cut_off:
                     raise JsonStreamError(f"{self.where(exc.pos)}: {exc.msg} (in {what})") from None
-                error = exc
+                # said now: reading more may drop the text before it, moving its index
+                error = f"{self.where(exc.pos)}: {exc.msg} (in {what})"
             except RecursionError:
                 raise JsonStreamError(f"{self.where(self.pos)}: {what} is nested too deeply") from None
             except ValueError as exc:  # e.g. an integer of more digits than Python converts
@@ -136,7 +137,7 @@ class _Window:
             if len(self.text) - self.pos > MAX_VALUE_CHARS:
                 raise JsonStreamError(f"{self.where(self.pos)}: {what} is longer than {MAX_VALUE_CHARS:,} characters")
             if not self.more() and error is not None:
-                raise JsonStreamError(f"{self.where(error.pos)}: {error.msg} (in {what})") from None
+                raise JsonStreamError(error) from None
 
 
 def read_object(fh, streamed: str, element: Callable[[int, object], None], array=None) -> dict:
