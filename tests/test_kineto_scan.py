@@ -109,8 +109,8 @@ TAKEN = {
             {"ph": "X", "ts": 2, "huge": 10**40, "big": 1e300, "z": "SURROGATE kept as text by Python"},
         ]
     ).replace("SURROGATE", "\\ud800"),
-    "blank and lines everywhere": ' {\n "traceEvents" :\n [\n {"ph":"X","ts":1}\n ,\r\n\t{ "ph" : "X" , "ts" : 2 } \n] ,'
-    f'"baseTimeNanoseconds":{BASE}\n}}\n',
+    "blank and lines everywhere": ' {\n "traceEvents" :\n [\n {"ph":"X","ts":1}\n ,\r\n\t{ "ph" : "X" , '
+    f'"ts" : 2 }} \n] ,"baseTimeNanoseconds":{BASE}\n}}\n',
     "two traceEvents arrays": '{"traceEvents": [{"ph": "X", "ts": 1, "name": "a"}], "traceEvents": '
     f'[{{"ph": "X", "ts": 2, "name": "b"}}, {{"ph": "X", "ts": 3, "name": "a"}}], "baseTimeNanoseconds": {BASE}}}',
     "a BOM": "\ufeff" + doc([OP]),
