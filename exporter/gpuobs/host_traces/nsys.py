@@ -245,6 +245,7 @@ def _read(db, path: Path, tables: set) -> HostTrace:
         name_refs.append("select nameId from ThreadNames")
     check.flush()
     # Only the strings something here refers to.
+    texts = _Texts()
     strings = dict(
         db.execute(f"select id, cast(value as text) from StringIds where id in ({' union '.join(name_refs)})")
     )
@@ -266,27 +267,45 @@ def _read(db, path: Path, tables: set) -> HostTrace:
             f"select start, case when end is null or eventType = {NVTX_MARK} then start else end end, globalTid, "
             f"{text_id} is null, coalesce({text_id}, 0), cast(text as text) from {NVTX} where {NVTX_USED}",
             texts=1,
+            code=texts.code,
         )
         parts.append(_Part(start, end, ("nvtx", *_pid_tid(gtid)), no_name, name, "nvtx", text))
     thread_names = {}
     if names:
         for name_id, gtid in db.execute("select nameId, globalTid from ThreadNames"):
             thread_names[pid_tid(gtid)] = strings.get(name_id, f"string#{name_id}")
-    return _assemble_parts(path, parts, k, strings, thread_names, offset)
+    return _assemble_parts(path, parts, k, strings, thread_names, offset, texts)
 
 
-def _fetch(db, query: str, texts: int = 0) -> list:
-    """A query's columns, a batch of rows at a time rather than a Python row at a time:
-    whole numbers (checked in SQL before, never NULL) as int64 arrays, the last `texts`
-    columns as lists."""
+def _fetch(db, query: str, texts: int = 0, code=None) -> list:
+    """A query's columns as int64 arrays, a batch of rows at a time rather than a Python
+    row at a time: whole numbers (checked in SQL before, never NULL), and the last
+    `texts` columns as code(text) of each (-1 for NULL), so that only one copy of
+    each text is held."""
     cursor = db.execute(query)
     width = len(cursor.description)
     batches: list = [[] for _ in range(width)]
     while rows := cursor.fetchmany(FETCH_ROWS):
         for i, column in enumerate(zip(*rows)):
-            batches[i].append(np.array(column, np.int64) if i < width - texts else column)
-    numbers = [np.concatenate(b) if b else np.zeros(0, np.int64) for b in batches[: width - texts]]
-    return numbers + [[v for batch in b for v in batch] for b in batches[width - texts :]]
+            if i >= width - texts:
+                column = [-1 if text is None else code(text) for text in column]
+            batches[i].append(np.array(column, np.int64))
+    return [np.concatenate(b) if b else np.zeros(0, np.int64) for b in batches]
+
+
+class _Texts:
+    """Every name, track and category, each held once and coded by position."""
+
+    def __init__(self):
+        self.values: list = []
+        self._codes: dict = {}
+
+    def code(self, value) -> int:
+        index = self._codes.get(value)
+        if index is None:
+            index = self._codes[value] = len(self.values)
+            self.values.append(value)
+        return index
 
 
 def _pid_tid(global_tids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -308,24 +327,17 @@ class _Part:
     columns), name (a NULL flag and a StringIds id, or the row's own text where it
     has one) and category."""
 
-    def __init__(self, start, end, track: tuple, no_name, name_id, category: str, own_text: list | None = None):
+    def __init__(self, start, end, track: tuple, no_name, name_id, category: str, own_text: np.ndarray | None = None):
         self.start, self.end, self.track, self.category = start, end, track, category
         self.no_name, self.name_id, self.own_text = no_name, name_id, own_text
 
 
-def _assemble_parts(path: Path, parts: list, k: list, strings: dict, thread_names: dict, offset: int) -> HostTrace:
+def _assemble_parts(
+    path: Path, parts: list, k: list, strings: dict, thread_names: dict, offset: int, texts: _Texts
+) -> HostTrace:
     """The parts' rows, in order, as one HostTrace (kernels first, as they were read),
     `offset` ns after their times (the session's start, unless already on the epoch)."""
-    texts: list = []  # every name, track and category, coded by position (assemble merges equal ones)
-    code_of: dict = {}
-
-    def code(value) -> int:
-        index = code_of.get(value)
-        if index is None:
-            index = code_of[value] = len(texts)
-            texts.append(value)
-        return index
-
+    code = texts.code
     events = np.zeros(sum(len(p.start) for p in parts), EVENT)
     at = 0
     for p in parts:
@@ -337,8 +349,7 @@ def _assemble_parts(path: Path, parts: list, k: list, strings: dict, thread_name
         name = by_id[inverse.reshape(-1)]
         name[p.no_name == 1] = code("")
         if p.own_text is not None:
-            given = [(row, text) for row, text in enumerate(p.own_text) if text is not None]
-            name[[row for row, _ in given]] = [code(text) for _, text in given]
+            name = np.where(p.own_text >= 0, p.own_text, name)
         events["name"][rows] = name
         kind, owner, lane = p.track
         pairs, pair = _pairs(owner, lane)
@@ -350,7 +361,9 @@ def _assemble_parts(path: Path, parts: list, k: list, strings: dict, thread_name
     kernels["start_ns"], kernels["dur_ns"], kernels["device"], kernels["stream"] = k[0], k[1] - k[0], k[2], k[3]
     kernels["correlation"], kernels["name"] = k[4], events["name"][: len(kernels)]
     kernels["grid"], kernels["block"] = np.stack(k[7:10], axis=1), np.stack(k[10:13], axis=1)
-    return assemble(path, "nsys", events, kernels, texts, texts, texts, thread_names, offset_ns=offset)
+    return assemble(
+        path, "nsys", events, kernels, texts.values, texts.values, texts.values, thread_names, offset_ns=offset
+    )
 
 
 def load_host_trace(path) -> HostTrace:
