@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 from cffi import FFI
 
+from ..errors import GpuobsError
 from ..native_cache import compiled_library
 from .json_stream import JsonStreamError
 
@@ -54,8 +55,9 @@ int32_t kineto_scan(scanner* s, const uint8_t* buf, int64_t size, int32_t final,
 """)
 
 
-class ScanStopped(Exception):
-    """The C scan met something it leaves to kineto.py's Python reading."""
+class ScanStopped(GpuobsError):
+    """The C scan met something it leaves to kineto.py's Python reading (caught
+    there: never said to a user)."""
 
 
 @lru_cache(maxsize=1)
