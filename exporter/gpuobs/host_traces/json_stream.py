@@ -37,10 +37,8 @@ class _Window:
         self.lines_before = 0  # newlines among them
         self.line_start = 0  # character index (from the file's start) after the last dropped newline
 
-    def more(self) -> bool:
-        """Reads another piece of the file; False at its end."""
-        if self.eof:
-            return False
+    def read_bytes(self) -> tuple[bytes, str]:
+        """Another piece of the file, as read and as text (checked to be UTF-8)."""
         data = self.fh.read(READ_BYTES)
         try:
             piece = self.decoder.decode(data, final=not data)
@@ -51,13 +49,38 @@ class _Window:
             ) from None
         self.bytes_read += len(data)
         self.eof = not data
+        return data, piece
+
+    def hand_over(self) -> bytes:
+        """The rest of the file read so far, from `pos`, as UTF-8 bytes (the text, then
+        what the decoder holds of a character cut off), for a reader of bytes; its
+        position is kept here, with `text` emptied."""
+        rest = self.text[self.pos :].encode() + self.decoder.getstate()[0]
+        self.passed(self.text[: self.pos])
+        self.text, self.pos = "", 0
+        return rest
+
+    def passed(self, text: str) -> None:
+        """Counts `text`, read past in one piece from the position, into the position."""
+        newlines = text.count("\n")
+        if newlines:
+            self.lines_before += newlines
+            self.line_start = self.chars_before + text.rindex("\n") + 1
+        self.chars_before += len(text)
+
+    def take_back(self, rest: bytes) -> None:
+        """Goes on as text from `rest`, the bytes that the reader of bytes left (the
+        decoder still holds a character cut off at their end)."""
+        held = len(self.decoder.getstate()[0])
+        self.text, self.pos = rest[: len(rest) - held].decode(), 0
+
+    def more(self) -> bool:
+        """Reads another piece of the file; False at its end."""
+        if self.eof:
+            return False
+        data, piece = self.read_bytes()
         if self.pos > len(self.text) // 2:  # drop what was consumed
-            dropped = self.text[: self.pos]
-            newlines = dropped.count("\n")
-            if newlines:
-                self.lines_before += newlines
-                self.line_start = self.chars_before + dropped.rindex("\n") + 1
-            self.chars_before += self.pos
+            self.passed(self.text[: self.pos])
             self.text = self.text[self.pos :]
             self.pos = 0
         self.text += piece
@@ -105,7 +128,8 @@ class _Window:
                 cut_off = exc.pos >= len(self.text) - _TAIL or exc.msg.startswith("Unterminated string")
                 if self.eof or not cut_off:
                     raise JsonStreamError(f"{self.where(exc.pos)}: {exc.msg} (in {what})") from None
-                error = exc
+                # said now: reading more may drop the text before it, moving its index
+                error = f"{self.where(exc.pos)}: {exc.msg} (in {what})"
             except RecursionError:
                 raise JsonStreamError(f"{self.where(self.pos)}: {what} is nested too deeply") from None
             except ValueError as exc:  # e.g. an integer of more digits than Python converts
@@ -113,13 +137,15 @@ class _Window:
             if len(self.text) - self.pos > MAX_VALUE_CHARS:
                 raise JsonStreamError(f"{self.where(self.pos)}: {what} is longer than {MAX_VALUE_CHARS:,} characters")
             if not self.more() and error is not None:
-                raise JsonStreamError(f"{self.where(error.pos)}: {error.msg} (in {what})") from None
+                raise JsonStreamError(error) from None
 
 
-def read_object(fh, streamed: str, element: Callable[[int, object], None]) -> dict:
+def read_object(fh, streamed: str, element: Callable[[int, object], None], array=None) -> dict:
     """Reads the JSON object in binary file `fh`: calls element(i, value) for each
     element of member `streamed` (an array), and returns the other members, with
-    `streamed` mapped to its number of elements when it was there."""
+    `streamed` mapped to its number of elements when it was there. `array`, when
+    given, reads a non-empty `streamed` array instead: array(window) from its first
+    element on, through its closing bracket, returning how many elements it read."""
     w = _Window(fh)
     decoder = json.JSONDecoder()
     members = {}
@@ -134,7 +160,7 @@ def read_object(fh, streamed: str, element: Callable[[int, object], None]) -> di
                 raise JsonStreamError(f"{w.where(w.pos)}: a member name must be a string, found {key!r}")
             w.expect(":", "':' after a member name")
             if key == streamed:
-                members[key] = members.get(key, 0) + _array(w, decoder, streamed, element)
+                members[key] = members.get(key, 0) + _array(w, decoder, streamed, element, array)
             else:
                 members[key] = w.value(decoder, f"member {key!r}")
             if w.expect(",}", "',' or '}' in the top-level object") == "}":
@@ -144,11 +170,13 @@ def read_object(fh, streamed: str, element: Callable[[int, object], None]) -> di
     return members
 
 
-def _array(w: _Window, decoder: json.JSONDecoder, key: str, element) -> int:
+def _array(w: _Window, decoder: json.JSONDecoder, key: str, element, array) -> int:
     w.expect("[", f"an array for {key!r}")
     if w.skip_ws() == "]":
         w.pos += 1
         return 0
+    if array is not None:
+        return array(w)
     i = 0
     while True:
         element(i, w.value(decoder, f"{key}[{i}]"))

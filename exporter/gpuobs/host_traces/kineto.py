@@ -18,8 +18,19 @@ import numpy as np
 
 from ..input_files import describe, open_regular
 from ..recording_file.recording_checks import TIME_LIMIT_NS
+from . import kineto_scan
 from .json_stream import JsonStreamError, read_object
-from .trace import MAX_CATEGORY_CHARS, NO_DIMS, HostKernel, HostTrace, HostTraceBuilder, HostTraceError  # noqa: F401
+from .trace import (  # noqa: F401
+    EVENT,
+    KERNEL,
+    MAX_CATEGORY_CHARS,
+    NO_DIMS,
+    HostKernel,
+    HostTrace,
+    HostTraceBuilder,
+    HostTraceError,
+    assemble,
+)
 
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")  # on a GPU stream's track
 MAX_DEVICE = 1 << 31
@@ -148,10 +159,21 @@ def _kind(value) -> str:
 
 def load_kineto(path) -> HostTrace:
     path = Path(path)
+    lib = kineto_scan.library()
+    if lib is not None:
+        try:
+            return _load(path, kineto_scan.Scan(lib))
+        except kineto_scan.ScanStopped:
+            pass  # read again in Python, which says what is wrong where
+    return _load(path, None)
+
+
+def _load(path: Path, scan) -> HostTrace:
+    """The trace read in Python, event by event, or (with `scan`) in C."""
     events = _Events(path)
     try:
         with open_regular(path) as fh:
-            members = read_object(fh, "traceEvents", events)
+            members = read_object(fh, "traceEvents", events, scan)
     except OSError as exc:
         raise HostTraceError(f"{path}: cannot read: {describe(exc)}") from None
     except JsonStreamError as exc:
@@ -165,7 +187,55 @@ def load_kineto(path) -> HostTrace:
         )
     if not 0 <= base < TIME_LIMIT_NS:
         raise HostTraceError(f"{path}: baseTimeNanoseconds {base:,} is outside 0 .. 2^62 ns (1970 to 2116)")
+    if scan is not None:
+        return _scanned_trace(path, scan.events(), base)
     events.check_ends(base)
     return events.builder.build(
         path, "pytorch-profiler", events.thread_names, base_ns=base, offset_ns=base, process_names=events.process_names
+    )
+
+
+def _scanned_trace(path: Path, found: kineto_scan.ScannedEvents, base: int) -> HostTrace:
+    """The rows kineto_scan.c read, as _Events would have built them."""
+    rows = found.rows
+    meta = rows["kind"] >= kineto_scan.THREAD_NAME
+    thread_names, process_names = {}, {}
+    for kind, track, name in rows[meta][["kind", "track", "name"]].tolist():
+        _, pid, tid = found.key(track)
+        if kind == kineto_scan.THREAD_NAME:
+            thread_names[(pid, tid)] = found.text(name)
+        else:
+            process_names[pid] = found.text(name)
+    rows = rows[~meta]
+    ends = rows["start_ns"] + rows["dur_ns"]
+    if len(ends) and int(ends.max()) >= TIME_LIMIT_NS - base:
+        row = int(np.argmax(ends))
+        raise HostTraceError(
+            f"{path}: traceEvents[{int(rows['index'][row])}]: ends at {base + int(ends[row]):,} ns on REALTIME "
+            f"(from baseTimeNanoseconds {base:,}), after 2^62 ns (2116)"
+        )
+    empty = len(found.strings) - 1  # code -1, "", is the last string
+    events = np.zeros(len(rows), EVENT)
+    events["start_ns"], events["dur_ns"], events["track"] = rows["start_ns"], rows["dur_ns"], rows["track"]
+    events["name"] = np.where(rows["name"] < 0, empty, rows["name"])
+    events["category"] = np.where(rows["category"] < 0, empty, rows["category"])
+    is_kernel = rows["is_kernel"] == 1
+    k = rows[is_kernel]
+    kernels = np.zeros(len(k), KERNEL)
+    kernels["device"], kernels["stream"], kernels["name"] = k["owner"], k["lane"], events["name"][is_kernel]
+    kernels["grid"], kernels["block"], kernels["correlation"] = k["grid"], k["block"], k["correlation"]
+    kernels["start_ns"], kernels["dur_ns"] = k["start_ns"], k["dur_ns"]
+    tracks = [found.key(t) for t in range(len(found.tracks))]
+    return assemble(
+        path,
+        "pytorch-profiler",
+        events,
+        kernels,
+        found.strings,
+        tracks,
+        found.strings,
+        thread_names,
+        base_ns=base,
+        offset_ns=base,
+        process_names=process_names,
     )

@@ -21,10 +21,12 @@ import sqlite3
 import time
 from pathlib import Path
 
+import numpy as np
+
 from ..input_files import describe, open_regular
 from ..recording_file.recording_checks import TIME_LIMIT_NS
 from .kineto import load_kineto
-from .trace import HostTrace, HostTraceBuilder, HostTraceError
+from .trace import EVENT, KERNEL, HostTrace, HostTraceError, assemble
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 EPOCH_THRESHOLD_NS = 10**17  # a time above this is on the UTC epoch (after 1973), not session-relative
@@ -33,6 +35,7 @@ NVTX_MARK = 34
 KERNELS, RUNTIME, NVTX = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"
 I64 = (-(1 << 63), (1 << 63) - 1)
 TIME = (0, TIME_LIMIT_NS - 1)
+FETCH_ROWS = 1 << 16  # rows turned into numpy at once: the Python rows of one batch are all that is held
 NVTX_USED = f"eventType in {NVTX_RANGES + (NVTX_MARK,)} and globalTid is not null"
 
 
@@ -124,32 +127,48 @@ def _shown(value) -> str:
 
 
 class _Checks:
-    """SQL checks of the columns about to be read, each a clear error on failure."""
+    """SQL checks of the columns about to be read, each a clear error on failure. They
+    wait for flush(), which scans each table once for a row failing any of them, and
+    only where one does runs them one by one, in order, for the first failure's words."""
 
     def __init__(self, db, path: Path):
         self.db, self.path = db, path
+        self.pending: list = []  # (table, condition a failing row meets, the check on its own)
 
     def whole(self, table: str, column: str, lo: int, hi: int, nullable: bool = False, where: str = "") -> None:
         """Every value of `column` is an integer in [lo, hi] (or NULL where allowed)."""
         types = "('integer', 'null')" if nullable else "('integer')"
-        extra = f" and ({where})" if where else ""
-        row = self.db.execute(
-            f"select rowid, {column} from {table} where (typeof({column}) not in {types} or "
-            f"{column} < ? or {column} > ?){extra} limit 1",
-            (lo, hi),
-        ).fetchone()
-        if row is not None:
-            raise HostTraceError(
-                f"{self.path}: {table} row {row[0]}: {column} is {_shown(row[1])}, expected a whole "
-                f"number in [{lo:,}, {hi:,}]{' or NULL' if nullable else ''}"
+        fails = f"(typeof({column}) not in {types} or {column} < {int(lo)} or {column} > {int(hi)})"
+        self.pending.append(
+            (
+                table,
+                fails + (f" and ({where})" if where else ""),
+                self._whole(table, column, lo, hi, nullable, fails, where),
             )
+        )
+
+    def _whole(self, table, column, lo, hi, nullable, fails, where):
+        def check():
+            extra = f" and ({where})" if where else ""
+            row = self.db.execute(f"select rowid, {column} from {table} where {fails}{extra} limit 1").fetchone()
+            if row is not None:
+                raise HostTraceError(
+                    f"{self.path}: {table} row {row[0]}: {column} is {_shown(row[1])}, expected a whole "
+                    f"number in [{lo:,}, {hi:,}]{' or NULL' if nullable else ''}"
+                )
+
+        return check
 
     def ordered(self, table: str, where: str = "") -> None:
         """end >= start in every row (where `where` holds)."""
-        extra = f" and ({where})" if where else ""
-        row = self.db.execute(f"select rowid, start, end from {table} where end < start{extra} limit 1").fetchone()
-        if row is not None:
-            raise HostTraceError(f"{self.path}: {table} row {row[0]}: end {row[2]:,} is before start {row[1]:,}")
+        fails = "end < start" + (f" and ({where})" if where else "")
+
+        def check():
+            row = self.db.execute(f"select rowid, start, end from {table} where {fails} limit 1").fetchone()
+            if row is not None:
+                raise HostTraceError(f"{self.path}: {table} row {row[0]}: end {row[2]:,} is before start {row[1]:,}")
+
+        self.pending.append((table, fails, check))
 
     def times(self, table: str, offset: int, where: str = "", end_nullable: bool = False) -> None:
         """start and end are ns that, with `offset`, land on REALTIME before 2^62."""
@@ -157,17 +176,28 @@ class _Checks:
             self.whole(table, column, 0, TIME[1] - offset, nullable, where)
         self.ordered(table, where)
 
+    def flush(self) -> None:
+        pending, self.pending = self.pending, []
+        tables = dict.fromkeys(table for table, _, _ in pending)
+        for table in tables:
+            fails = " or ".join(f"({c})" for t, c, _ in pending if t == table)
+            if self.db.execute(f"select 1 from {table} where {fails} limit 1").fetchone() is not None:
+                for _, _, check in pending:
+                    check()
+
 
 def _read(db, path: Path, tables: set) -> HostTrace:
     check = _Checks(db, path)
     start_epoch = 0
     if "TARGET_INFO_SESSION_START_TIME" in tables:
         check.whole("TARGET_INFO_SESSION_START_TIME", "utcEpochNs", *TIME, nullable=True)
+        check.flush()
         row = db.execute("select utcEpochNs from TARGET_INFO_SESSION_START_TIME").fetchone()
         start_epoch = int(row[0]) if row and row[0] is not None else 0
     kcols = _columns(db, KERNELS)
     name_col = "demangledName" if "demangledName" in kcols else "shortName"
     check.whole(KERNELS, "start", *TIME)
+    check.flush()
     first = db.execute(f"select min(start) from {KERNELS}").fetchone()[0]
     if first is None or first >= EPOCH_THRESHOLD_NS:
         offset = 0  # --ts-normalize: already UTC epoch
@@ -213,35 +243,127 @@ def _read(db, path: Path, tables: set) -> HostTrace:
         check.whole("ThreadNames", "nameId", *I64)
         check.whole("ThreadNames", "globalTid", 0, I64[1])
         name_refs.append("select nameId from ThreadNames")
+    check.flush()
     # Only the strings something here refers to.
+    texts = _Texts()
     strings = dict(
         db.execute(f"select id, cast(value as text) from StringIds where id in ({' union '.join(name_refs)})")
     )
-
-    def name_of(i):
-        return strings.get(i, f"string#{i}") if i is not None else ""
-
-    b = HostTraceBuilder()
-    for start, end, dev, stream, corr, name_id, gx, gy, gz, bx, by, bz in db.execute(
-        f"select start, end, deviceId, streamId, coalesce(correlationId, -1), {name_col}, gridX, gridY, gridZ, "
-        f"blockX, blockY, blockZ from {KERNELS}"
-    ):
-        b.kernel(dev, stream, name_of(name_id), (gx, gy, gz), (bx, by, bz), start + offset, end - start, corr)
+    k = _fetch(
+        db,
+        f"select start, end, deviceId, streamId, coalesce(correlationId, -1), {name_col} is null, "
+        f"coalesce({name_col}, 0), gridX, gridY, gridZ, blockX, blockY, blockZ from {KERNELS}",
+    )
+    parts = [_Part(k[0], k[1], ("stream", k[2], k[3]), k[5], k[6], "kernel")]
     if runtime:
-        for start, end, gtid, name_id in db.execute(f"select start, end, globalTid, nameId from {RUNTIME}"):
-            b.event(("thread", *pid_tid(gtid)), name_of(name_id), start + offset, end - start, "cuda_runtime")
+        start, end, gtid, no_name, name = _fetch(
+            db, f"select start, end, globalTid, nameId is null, coalesce(nameId, 0) from {RUNTIME}"
+        )
+        parts.append(_Part(start, end, ("thread", *_pid_tid(gtid)), no_name, name, "cuda_runtime"))
     if nvtx:
-        for start, end, etype, text, tid_text, gtid in db.execute(
-            f"select start, end, eventType, cast(text as text), {text_id}, globalTid from {NVTX} where {NVTX_USED}"
-        ):
-            label = text if text is not None else name_of(tid_text)
-            dur = end - start if end is not None and etype != NVTX_MARK else 0
-            b.event(("nvtx", *pid_tid(gtid)), label, start + offset, dur, "nvtx")
+        # marks, and ranges never closed, last 0 ns; a range's own text stands before its textId
+        start, end, gtid, no_name, name, text = _fetch(
+            db,
+            f"select start, case when end is null or eventType = {NVTX_MARK} then start else end end, globalTid, "
+            f"{text_id} is null, coalesce({text_id}, 0), cast(text as text) from {NVTX} where {NVTX_USED}",
+            texts=1,
+            code=texts.code,
+        )
+        parts.append(_Part(start, end, ("nvtx", *_pid_tid(gtid)), no_name, name, "nvtx", text))
     thread_names = {}
     if names:
         for name_id, gtid in db.execute("select nameId, globalTid from ThreadNames"):
-            thread_names[pid_tid(gtid)] = name_of(name_id)
-    return b.build(path, "nsys", thread_names)
+            thread_names[pid_tid(gtid)] = strings.get(name_id, f"string#{name_id}")
+    return _assemble_parts(path, parts, k, strings, thread_names, offset, texts)
+
+
+def _fetch(db, query: str, texts: int = 0, code=None) -> list:
+    """A query's columns as int64 arrays, a batch of rows at a time rather than a Python
+    row at a time: whole numbers (checked in SQL before, never NULL), and the last
+    `texts` columns as code(text) of each (-1 for NULL), so that only one copy of
+    each text is held."""
+    cursor = db.execute(query)
+    width = len(cursor.description)
+    batches: list = [[] for _ in range(width)]
+    while rows := cursor.fetchmany(FETCH_ROWS):
+        for i, column in enumerate(zip(*rows)):
+            if i >= width - texts:
+                column = [-1 if text is None else code(text) for text in column]
+            batches[i].append(np.array(column, np.int64))
+    return [np.concatenate(b) if b else np.zeros(0, np.int64) for b in batches]
+
+
+class _Texts:
+    """Every name, track and category, each held once and coded by position."""
+
+    def __init__(self):
+        self.values: list = []
+        self._codes: dict = {}
+
+    def code(self, value) -> int:
+        index = self._codes.get(value)
+        if index is None:
+            index = self._codes[value] = len(self.values)
+            self.values.append(value)
+        return index
+
+
+def _pid_tid(global_tids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return (global_tids >> 24) & 0xFFFFFF, global_tids & 0xFFFFFF
+
+
+def _pairs(a: np.ndarray, b: np.ndarray) -> tuple[list, np.ndarray]:
+    """The distinct (a, b) pairs, and each row's pair's index among them."""
+    a_values, a_index = np.unique(a, return_inverse=True)
+    b_values, b_index = np.unique(b, return_inverse=True)
+    combined, pair = np.unique(a_index.reshape(-1) * len(b_values) + b_index.reshape(-1), return_inverse=True)
+    a_values, b_values = a_values.tolist(), b_values.tolist()
+    pairs = [(a_values[c // len(b_values)], b_values[c % len(b_values)]) for c in combined.tolist()]
+    return pairs, pair.reshape(-1)
+
+
+class _Part:
+    """One table's events as columns: start and end, track (kind, owner and lane
+    columns), name (a NULL flag and a StringIds id, or the row's own text where it
+    has one) and category."""
+
+    def __init__(self, start, end, track: tuple, no_name, name_id, category: str, own_text: np.ndarray | None = None):
+        self.start, self.end, self.track, self.category = start, end, track, category
+        self.no_name, self.name_id, self.own_text = no_name, name_id, own_text
+
+
+def _assemble_parts(
+    path: Path, parts: list, k: list, strings: dict, thread_names: dict, offset: int, texts: _Texts
+) -> HostTrace:
+    """The parts' rows, in order, as one HostTrace (kernels first, as they were read),
+    `offset` ns after their times (the session's start, unless already on the epoch)."""
+    code = texts.code
+    events = np.zeros(sum(len(p.start) for p in parts), EVENT)
+    at = 0
+    for p in parts:
+        rows = slice(at, at + len(p.start))
+        events["start_ns"][rows] = p.start
+        events["dur_ns"][rows] = p.end - p.start
+        ids, inverse = np.unique(p.name_id, return_inverse=True)
+        by_id = np.array([code(strings.get(i, f"string#{i}")) for i in ids.tolist()] + [0], np.int64)
+        name = by_id[inverse.reshape(-1)]
+        name[p.no_name == 1] = code("")
+        if p.own_text is not None:
+            name = np.where(p.own_text >= 0, p.own_text, name)
+        events["name"][rows] = name
+        kind, owner, lane = p.track
+        pairs, pair = _pairs(owner, lane)
+        by_pair = np.array([code((kind, a, b)) for a, b in pairs] + [0], np.int64)
+        events["track"][rows] = by_pair[pair]
+        events["category"][rows] = code(p.category)
+        at += len(p.start)
+    kernels = np.zeros(len(k[0]), KERNEL)
+    kernels["start_ns"], kernels["dur_ns"], kernels["device"], kernels["stream"] = k[0], k[1] - k[0], k[2], k[3]
+    kernels["correlation"], kernels["name"] = k[4], events["name"][: len(kernels)]
+    kernels["grid"], kernels["block"] = np.stack(k[7:10], axis=1), np.stack(k[10:13], axis=1)
+    return assemble(
+        path, "nsys", events, kernels, texts.values, texts.values, texts.values, thread_names, offset_ns=offset
+    )
 
 
 def load_host_trace(path) -> HostTrace:

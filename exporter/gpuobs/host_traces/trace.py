@@ -177,44 +177,96 @@ class HostTraceBuilder:
             kernels[key] = np.frombuffer(column, np.int64) if len(column) else 0
         dims = np.frombuffer(self._dims, np.int64).reshape(-1, 6) if len(self._dims) else np.zeros((0, 6), np.int64)
         kernels["grid"], kernels["block"] = dims[:, :3], dims[:, 3:]
-        events["start_ns"] += offset_ns
-        kernels["start_ns"] += offset_ns
-        kernels = kernels[np.argsort(kernels["start_ns"], kind="stable")]
-        # Text from the file, encodable however it is written (a JSON "\\ud800" is valid JSON)
-        names, categories = [_readable_key(n) for n in self._names], [_readable_key(c) for c in self._categories]
-        tracks = [_readable_key(t) for t in self._tracks]
-        thread_names = {_readable_key(k): _readable_key(v) for k, v in (thread_names or {}).items()}
-        process_names = {_readable_key(k): _readable_key(v) for k, v in (process_names or {}).items()}
-
-        def event(e) -> HostEvent:
-            return HostEvent(
-                tracks[e["track"]], names[e["name"]], int(e["start_ns"]), int(e["dur_ns"]), categories[e["category"]]
-            )
-
-        def kernel(k) -> HostKernel:
-            return HostKernel(
-                int(k["device"]),
-                int(k["stream"]),
-                names[k["name"]],
-                tuple(k["grid"].tolist()),
-                tuple(k["block"].tolist()),
-                int(k["start_ns"]),
-                int(k["dur_ns"]),
-                int(k["correlation"]),
-            )
-
-        return HostTrace(
-            readable(str(path)),
+        return assemble(
+            path,
             kind,
-            Rows(events, event),
-            Rows(kernels, kernel),
-            names,
-            tracks,
-            categories,
+            events,
+            kernels,
+            list(self._names),
+            list(self._tracks),
+            list(self._categories),
             thread_names,
-            base_ns=base_ns,
-            process_names=process_names,
+            base_ns,
+            offset_ns,
+            process_names,
         )
+
+
+def first_use_order(codes: np.ndarray, values: list) -> tuple[np.ndarray, list]:
+    """Each code's new number, in the order rows first use them, and the values in that
+    order, each once (codes of equal values merge; unused ones drop): what interning
+    row by row would have given."""
+    rank = np.full(len(values), -1, np.int64)
+    if not len(codes):
+        return rank, []
+    used, first = np.unique(codes, return_index=True)
+    number: dict = {}
+    for code in used[np.argsort(first, kind="stable")].tolist():
+        rank[code] = number.setdefault(values[code], len(number))
+    return rank, list(number)
+
+
+def assemble(
+    path,
+    kind: str,
+    events: np.ndarray,
+    kernels: np.ndarray,
+    names: list,
+    tracks: list,
+    categories: list,
+    thread_names: dict | None = None,
+    base_ns: int | None = None,
+    offset_ns: int = 0,
+    process_names: dict | None = None,
+) -> HostTrace:
+    """A HostTrace of EVENT and KERNEL rows whose codes index `names`, `tracks` and
+    `categories`, each renumbered by first use in the events (every kernel is also an
+    event, so its name is among them); `offset_ns` is added to every start."""
+    rank, names = first_use_order(events["name"], names)
+    events["name"] = rank[events["name"]]
+    kernels["name"] = rank[kernels["name"]]
+    rank, tracks = first_use_order(events["track"], tracks)
+    events["track"] = rank[events["track"]]
+    rank, categories = first_use_order(events["category"], categories)
+    events["category"] = rank[events["category"]]
+    events["start_ns"] += offset_ns
+    kernels["start_ns"] += offset_ns
+    kernels = kernels[np.argsort(kernels["start_ns"], kind="stable")]
+    # Text from the file, encodable however it is written (a JSON "\\ud800" is valid JSON)
+    names, categories = [_readable_key(n) for n in names], [_readable_key(c) for c in categories]
+    tracks = [_readable_key(t) for t in tracks]
+    thread_names = {_readable_key(k): _readable_key(v) for k, v in (thread_names or {}).items()}
+    process_names = {_readable_key(k): _readable_key(v) for k, v in (process_names or {}).items()}
+
+    def event(e) -> HostEvent:
+        return HostEvent(
+            tracks[e["track"]], names[e["name"]], int(e["start_ns"]), int(e["dur_ns"]), categories[e["category"]]
+        )
+
+    def kernel(k) -> HostKernel:
+        return HostKernel(
+            int(k["device"]),
+            int(k["stream"]),
+            names[k["name"]],
+            tuple(k["grid"].tolist()),
+            tuple(k["block"].tolist()),
+            int(k["start_ns"]),
+            int(k["dur_ns"]),
+            int(k["correlation"]),
+        )
+
+    return HostTrace(
+        readable(str(path)),
+        kind,
+        Rows(events, event),
+        Rows(kernels, kernel),
+        names,
+        tracks,
+        categories,
+        thread_names,
+        base_ns=base_ns,
+        process_names=process_names,
+    )
 
 
 def _readable_key(key):
