@@ -50,9 +50,9 @@ def main() -> int:
     for name, table, chunk_type in (("LAUNCHES", launches, ChunkType.LAUNCHES), ("FLUSH", counts, ChunkType.FLUSH)):
         payloads = _payloads(table, chunk_type, rows)
         raw = sum(len(x) for x in payloads)
-        pack_s, packed = _best(args.repeat, lambda: [packed_chunks.pack(x, chunk_type) for x in payloads])
-        unpack_s, _ = _best(args.repeat, lambda: [packed_chunks.unpack(x, chunk_type) for x in packed])
-        plain_s, plain = _best(args.repeat, lambda: [zlib.compress(x, 1) for x in payloads])
+        pack_s, packed = _best(args.repeat, lambda p=payloads, t=chunk_type: [packed_chunks.pack(x, t) for x in p])
+        unpack_s, _ = _best(args.repeat, lambda p=packed, t=chunk_type: [packed_chunks.unpack(x, t) for x in p])
+        plain_s, plain = _best(args.repeat, lambda p=payloads: [zlib.compress(x, 1) for x in p])
         stored = sum(len(x) for x in packed)
         print(
             f"{name:9s} {raw / 1e6:7.2f} MB -> {stored / 1e3:8.1f} KB packed: {raw / stored:5.1f}x, "

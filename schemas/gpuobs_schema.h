@@ -305,8 +305,8 @@ typedef struct gpuobs_packed_header {
 } gpuobs_packed_header;
 
 typedef struct gpuobs_chunk_header {
-    uint32_t type;  /* enum gpuobs_chunk_type */
-    uint32_t flags; /* enum gpuobs_chunk_flags */
+    uint32_t type;   /* enum gpuobs_chunk_type */
+    uint32_t flags;  /* enum gpuobs_chunk_flags */
     uint64_t length; /* payload bytes after this header */
     uint32_t crc32;  /* CRC-32 of type, flags, length, then the payload */
     uint32_t reserved;

@@ -18,7 +18,8 @@ from gpuobs.recording_file.fileformat import pack_chunk
 from gpuobs.recording_file.recording_writer import RecordingWriter, copy_recording
 from gpuobs.recording_file.windows import open_windows
 
-from .cli_helpers import SAMPLES, gpuobs as run_gpuobs
+from .cli_helpers import SAMPLES
+from .cli_helpers import gpuobs as run_gpuobs
 
 ChunkType = schema.ChunkType
 TABLES = ("launches", "launch_counts", "flushes", "launch_flushes", "clock_samples", "api_calls", "devices")
@@ -37,7 +38,8 @@ def tool_files(writer, tmp_path_factory):
     cannot be loaded (each in a folder of its own, under one name: outputs name it)."""
     root = tmp_path_factory.mktemp("packed")
     files = {}
-    for kind, pack in (("packed", ["--pack", "libz.so.1"]), ("unpacked", []), ("no-libz", ["--pack", "libz-gone.so.9"])):
+    kinds = {"packed": ["--pack", "libz.so.1"], "unpacked": [], "no-libz": ["--pack", "libz-gone.so.9"]}
+    for kind, pack in kinds.items():
         (root / kind).mkdir()
         out = root / kind / "run.gpuobs"
         proc = subprocess.run(
@@ -61,7 +63,8 @@ def test_the_tool_packs_its_launch_tables_and_they_read_the_same(tool_files):
     _same_tables(a, b)
     metadata = len(b.launches) * 80 + len(b.launch_counts) * 24
     saved = unpacked.stat().st_size - packed.stat().st_size
-    print(f"\ntool's writer: {metadata:,} bytes of launch tables stored in {metadata - saved:,} ({metadata / (metadata - saved):.1f}x)")
+    stored = metadata - saved
+    print(f"\ntool's writer: {metadata:,} bytes of launch tables stored in {stored:,} ({metadata / stored:.1f}x)")
     assert saved > metadata * 0.8
 
 
@@ -208,5 +211,6 @@ def test_size_of_a_serving_shaped_launch_table():
             raw, stored = raw + len(payload), stored + len(packed)
         took = time.perf_counter() - started
         plain = len(zlib.compress(table.tobytes(), 1))
-        print(f"\n{name}: {raw / stored:.1f}x packed ({table.nbytes / plain:.1f}x zlib alone), {raw / took / 1e6:.0f} MB/s")
-        assert raw / stored > 2 * table.nbytes / plain  # the shuffle is what pays
+        ratio, alone = raw / stored, table.nbytes / plain
+        print(f"\n{name}: {ratio:.1f}x packed ({alone:.1f}x zlib alone), {raw / took / 1e6:.0f} MB/s")
+        assert ratio > 2 * alone  # the shuffle is what pays

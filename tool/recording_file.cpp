@@ -141,7 +141,8 @@ void RecordingFile::write_chunk(uint32_t type, std::initializer_list<Part> parts
 
 void RecordingFile::write_table_chunk(uint32_t type, Part head, Part rows, uint32_t row_size, PackBuffers* buffers) {
     // Packed before the lock: other threads' chunks (a launch's FUNCTION chunk) never wait for zlib.
-    const bool packed = packer_ != nullptr && packer_->pack(head.data, head.size, rows.data, rows.size, row_size, buffers);
+    const bool packed =
+        packer_ != nullptr && packer_->pack(head.data, head.size, rows.data, rows.size, row_size, buffers);
     std::lock_guard<std::mutex> lock(mu_);
     if (packed) {
         const Part part = {buffers->packed.data(), buffers->packed.size()};

@@ -112,16 +112,16 @@ static int write_replays(const char* out, uint32_t replays, uint32_t nodes, cons
         }
         if ((replay + 1) % 8 != 0 && replay + 1 != replays) continue;
         // A flush window, as Drainer::write_flush_chunks writes it.
-        file.write_table_chunk(GPUOBS_CHUNK_LAUNCHES, {nullptr, 0}, {launches.data(), launches.size() * sizeof launches[0]},
-                               sizeof launches[0], &buffers);
+        file.write_table_chunk(GPUOBS_CHUNK_LAUNCHES, {nullptr, 0},
+                               {launches.data(), launches.size() * sizeof launches[0]}, sizeof launches[0], &buffers);
         gpuobs_flush_info info;
         std::memset(&info, 0, sizeof info);
         info.flush_seq = flush_seq++;
         info.attempted = info.recorded = events.size();
         info.host_time_ns = host_base + replay_ns + 10000000ull;
         info.launch_count_len = (uint32_t)counts.size();
-        file.write_table_chunk(GPUOBS_CHUNK_FLUSH, {&info, sizeof info}, {counts.data(), counts.size() * sizeof counts[0]},
-                               sizeof counts[0], &buffers);
+        file.write_table_chunk(GPUOBS_CHUNK_FLUSH, {&info, sizeof info},
+                               {counts.data(), counts.size() * sizeof counts[0]}, sizeof counts[0], &buffers);
         file.write_events(0, info.flush_seq, events.data(), (uint32_t)events.size());
         blocks += events.size();
         launches.clear();
