@@ -15,6 +15,7 @@ import zlib
 
 import numpy as np
 
+from ..errors import GpuobsError
 from . import schema
 
 PACKED_HEADER = schema.dtype("gpuobs_packed_header")
@@ -31,8 +32,9 @@ PACKABLE = {
 MAX_INFLATE_RATIO = 1032
 
 
-class PackError(ValueError):
-    """A packed payload that does not unpack to what its header says."""
+class PackError(GpuobsError, ValueError):
+    """A packed payload that does not unpack to what its header says (the reader says it
+    as a CorruptChunk naming the file and the chunk)."""
 
 
 def layout(chunk_type: int) -> tuple[int, int]:
