@@ -114,7 +114,7 @@ typedef struct gpuobs_record_option {
           "whole stretches of about a second's budget each second and counting every block; 0 = no budget "           \
           "(--lossless has none)")                                                                                    \
     X(pack_metadata, .env = "GPUOBS_PACK_METADATA", .kind = GPUOBS_OPTION_CHOICE, .fallback = "zlib",                 \
-      .choices = "zlib none", .aliases = "1=zlib 0=none", .flags = GPUOBS_OPTION_HELP_HAS_DEFAULT,                    \
+      .flags = GPUOBS_OPTION_HELP_HAS_DEFAULT, .choices = "zlib none", .aliases = "1=zlib 0=none",                    \
       .cli = "--pack-metadata", .metavar = "HOW",                                                                     \
       .help =                                                                                                         \
           "how the launch tables written at every flush are stored: zlib (default: rows byte-shuffled and "           \
