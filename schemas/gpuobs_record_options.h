@@ -113,6 +113,13 @@ typedef struct gpuobs_record_option {
           "(at most the rings' size) recorded whole: above it the tool samples instead of waiting, recording "        \
           "whole stretches of about a second's budget each second and counting every block; 0 = no budget "           \
           "(--lossless has none)")                                                                                    \
+    X(pack_metadata, .env = "GPUOBS_PACK_METADATA", .kind = GPUOBS_OPTION_CHOICE, .fallback = "zlib",                 \
+      .flags = GPUOBS_OPTION_HELP_HAS_DEFAULT, .choices = "zlib none", .aliases = "1=zlib 0=none",                    \
+      .cli = "--pack-metadata", .metavar = "HOW",                                                                     \
+      .help =                                                                                                         \
+          "how the launch tables written at every flush are stored: zlib (default: rows byte-shuffled and "           \
+          "deflated by the system's libz, ~20x smaller for graph replays; stored as they are where libz cannot "      \
+          "be loaded) or none")                                                                                       \
     X(duty, .env = "GPUOBS_DUTY", .kind = GPUOBS_OPTION_DUTY, .fallback = "", .lo = 1000000, .hi = 86400000000000ull, \
       .cli = "--duty", .metavar = "ON/PERIOD",                                                                        \
       .help =                                                                                                         \

@@ -16,7 +16,7 @@
 /* gpuobs:cdef-begin */
 #define GPUOBS_FORMAT_VERSION 1
 /* FNV-1a 64 of the canonical layout text (see gpuobs/recording_file/schema.py: layout_text). */
-#define GPUOBS_SCHEMA_HASH 0xa8172b000ab71874
+#define GPUOBS_SCHEMA_HASH 0xca299a28008f5156
 #define GPUOBS_EVENT_SIZE 64
 #define GPUOBS_MAX_STRIPES 256
 #define GPUOBS_NO_FLUSH 0xFFFFFFFF       /* a launch read before the FLUSH chunk that closes its window */
@@ -290,9 +290,23 @@ typedef struct gpuobs_file_header {
     char tool_version[32];
 } gpuobs_file_header;
 
+/* gpuobs_chunk_header.flags bits. A reader refuses a bit it does not know. */
+enum gpuobs_chunk_flags {
+    GPUOBS_CHUNK_SHUFFLED_ZLIB = 1 /* the payload is a gpuobs_packed_header, its head_size bytes as they are,
+                                      then a zlib stream of the rest byte-shuffled (byte k of every row_size
+                                      row together, as Blosc does): LAUNCHES, FLUSH and API_CALLS only */
+};
+
+/* At the start of a GPUOBS_CHUNK_SHUFFLED_ZLIB payload: what it unpacks to. */
+typedef struct gpuobs_packed_header {
+    uint64_t raw_length; /* payload bytes unpacked: head_size, then whole rows of row_size */
+    uint32_t row_size;   /* the table's row (gpuobs_launch, gpuobs_launch_count, gpuobs_api_call) */
+    uint32_t head_size;  /* bytes stored as they are before the stream (FLUSH: its gpuobs_flush_info) */
+} gpuobs_packed_header;
+
 typedef struct gpuobs_chunk_header {
-    uint32_t type; /* enum gpuobs_chunk_type */
-    uint32_t flags;
+    uint32_t type;   /* enum gpuobs_chunk_type */
+    uint32_t flags;  /* enum gpuobs_chunk_flags */
     uint64_t length; /* payload bytes after this header */
     uint32_t crc32;  /* CRC-32 of type, flags, length, then the payload */
     uint32_t reserved;
@@ -544,6 +558,7 @@ GPUOBS_HD uint32_t gpuobs_launch_counter_index(uint32_t slot, uint32_t stripe) {
 GPUOBS_STATIC_ASSERT(sizeof(gpuobs_event) == GPUOBS_EVENT_SIZE, "an event fills one 64-byte cache line");
 GPUOBS_STATIC_ASSERT(sizeof(gpuobs_stripe) == 64, "one stripe per cache line");
 GPUOBS_STATIC_ASSERT(sizeof(gpuobs_chunk_header) == 24, "chunk header is 24 bytes");
+GPUOBS_STATIC_ASSERT(sizeof(gpuobs_packed_header) == 16, "packed header is 16 bytes");
 GPUOBS_STATIC_ASSERT(sizeof(gpuobs_file_header) == 56, "file header is 56 bytes");
 GPUOBS_STATIC_ASSERT(sizeof(gpuobs_events_header) == 16, "events header is 16 bytes");
 GPUOBS_STATIC_ASSERT(sizeof(gpuobs_launch_counter) == 128, "launch counter is two lines");

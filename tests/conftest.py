@@ -44,8 +44,10 @@ def writer(tmp_path_factory):
             f"-I{root / 'tool'}",
             str(Path(__file__).resolve().parent / "native" / "write_recording.cpp"),
             str(root / "tool" / "recording_file.cpp"),
+            str(root / "tool" / "chunk_compress.cpp"),
             "-o",
             str(exe),
+            "-ldl",
         ],
         check=True,
     )

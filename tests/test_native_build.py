@@ -120,6 +120,18 @@ def test_callback_scope_is_read_under_both_names_and_the_new_one_wins(native, tm
     )  # (without a GPU it stands down later, for libcuda)
 
 
+def test_without_libz_the_tool_says_so_and_runs_on(native, tmp_path):
+    """GPUOBS_ZLIB names a libz that cannot be loaded: one line says the launch tables are
+    written unpacked, and the program runs as ever (the tool then stands down here for
+    want of a GPU, as without the variable)."""
+    proc = _preloaded(native, tmp_path, "print('ran')", GPUOBS_ZLIB="libz-gone.so.9", GPUOBS_MODE="block_counter")
+    assert proc.returncode == 0 and proc.stdout == "ran\n"
+    assert "gpuobs: cannot load libz-gone.so.9 (" in proc.stderr
+    assert "; launch tables are written unpacked" in proc.stderr
+    quiet = _preloaded(native, tmp_path, "print('ran')", GPUOBS_ZLIB="libz-gone.so.9", GPUOBS_PACK_METADATA="none")
+    assert quiet.returncode == 0 and "libz" not in quiet.stderr  # not packing: libz is never looked for
+
+
 def test_record_passes_the_scope_under_its_gpuobs_name(native):
     from gpuobs.record.run import RecordOptions, tool_environment
 

@@ -96,8 +96,11 @@ void ApiTrace::write_pending(RecordingFile& file) {
         n.name_len = (uint32_t)name.size();
         file.write_chunk(GPUOBS_CHUNK_API_NAMES, {{&n, sizeof n}, {name.data(), name.size()}});
     }
+    PackBuffers buffers;  // (this may run on any thread that calls the API)
     if (!calls.empty())
-        file.write_chunk(GPUOBS_CHUNK_API_CALLS, {{calls.data(), calls.size() * sizeof(gpuobs_api_call)}});
+        file.write_table_chunk(GPUOBS_CHUNK_API_CALLS, {nullptr, 0},
+                               {calls.data(), calls.size() * sizeof(gpuobs_api_call)}, sizeof(gpuobs_api_call),
+                               &buffers);
 }
 
 }  // namespace gpuobs

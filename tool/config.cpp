@@ -221,6 +221,7 @@ bool Config::read_options(Lookup lookup, std::string* error) {
     lossless = number(GPUOBS_OPT_lossless) != 0;
     window_every = (uint32_t)number(GPUOBS_OPT_window_every);
     budget_bytes_per_s = number(GPUOBS_OPT_budget) * 1000000ull;
+    pack_metadata = number(GPUOBS_OPT_pack_metadata) == 0;  // "zlib none"
     duty_on_ns = duty_period_ns = 0;
     if (number(GPUOBS_OPT_duty) != 0) {
         const gpuobs_record_option& o = kOptions[GPUOBS_OPT_duty];
@@ -256,6 +257,7 @@ bool Config::load(std::string* error) {
     if (const char* s = std::getenv("GPUOBS_PATCHES")) patches = s;
     if (const char* s = std::getenv("GPUOBS_PROBE")) probe = s;
     if (const char* s = std::getenv("GPUOBS_DUMP_PATCHED_CODE")) dump_patched_code = s;
+    if (const char* s = std::getenv("GPUOBS_ZLIB")) zlib_library = s;
     if (patches_needed() && patches.empty()) {
         *error = "GPUOBS_PATCHES is not set: no device patches to insert (run through `gpuobs record`)";
         return false;

@@ -44,6 +44,10 @@ struct Config {
     uint64_t duty_on_ns = 0, duty_period_ns = 0;
     // GPUOBS_BUDGET_MBPS: records a second the sampler keeps to (sampler.h); 0: none.
     uint64_t budget_bytes_per_s = 0;
+    // GPUOBS_PACK_METADATA=zlib: LAUNCHES, FLUSH and API_CALLS chunks packed (chunk_compress.h)
+    // by the zlib GPUOBS_ZLIB names (a test names one that is missing to see the tool write them as they are).
+    bool pack_metadata = true;
+    std::string zlib_library = "libz.so.1";
     bool has_kernel_filter = false;
     KernelFilter kernel_filter;  // GPUOBS_KERNELS (kernel_filter.h says what patterns may hold)
     std::string kernel_filter_text;

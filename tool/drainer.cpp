@@ -187,10 +187,13 @@ void Drainer::write_flush_chunks(const std::vector<gpuobs_launch>& launches,
                                  const std::vector<gpuobs_launch_count>& counts, gpuobs_flush_info& info,
                                  const gpuobs_sampling_info& sampling) {
     if (!launches.empty())
-        file_.write_chunk(GPUOBS_CHUNK_LAUNCHES, {{launches.data(), launches.size() * sizeof(gpuobs_launch)}});
+        file_.write_table_chunk(GPUOBS_CHUNK_LAUNCHES, {nullptr, 0},
+                                {launches.data(), launches.size() * sizeof(gpuobs_launch)}, sizeof(gpuobs_launch),
+                                &pack_buffers_);
     info.launch_count_len = (uint32_t)counts.size();
-    file_.write_chunk(GPUOBS_CHUNK_FLUSH,
-                      {{&info, sizeof info}, {counts.data(), counts.size() * sizeof(gpuobs_launch_count)}});
+    file_.write_table_chunk(GPUOBS_CHUNK_FLUSH, {&info, sizeof info},
+                            {counts.data(), counts.size() * sizeof(gpuobs_launch_count)}, sizeof(gpuobs_launch_count),
+                            &pack_buffers_);
     if (gpuobs_mode_has(config_.mode, GPUOBS_TRAIT_WARP_ARRIVALS))
         file_.write_chunk(GPUOBS_CHUNK_SLOTS, {{&slots_info_, sizeof slots_info_}});
     if (writes_records(config_.mode)) file_.write_chunk(GPUOBS_CHUNK_SAMPLING, {{&sampling, sizeof sampling}});

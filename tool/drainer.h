@@ -185,6 +185,7 @@ private:
     // block_starts' warp arrivals are folded into their blocks stripe by stripe on this many threads.
     static constexpr unsigned kFoldThreads = 8;
     std::vector<gpuobs_event> staging_;
+    PackBuffers pack_buffers_;               // for the tables write_flush_chunks packs (under flush_mu_)
     std::vector<uint64_t> counter_staging_;  // one total per launch-counter slot
     // block_starts: this window's warp arrivals and the SLOTS chunk
     std::vector<gpuobs_warp_arrival> arrival_staging_;

@@ -332,6 +332,12 @@ bool start() {
         report("%s; running uninstrumented", error.c_str());
         return false;
     }
+    if (t.config.pack_metadata) {  // before the file opens (at the first context); without zlib, fail open
+        if (t.packer.load(t.config.zlib_library.c_str(), &error))
+            t.file.set_packer(&t.packer);
+        else
+            GPUOBS_LOG("%s; launch tables are written unpacked", error.c_str());
+    }
     if (!driver().load()) {
         report("cannot load libcuda.so.1; running uninstrumented");
         return false;

@@ -111,11 +111,12 @@ bool RecordingFile::open(const std::string& path, std::string* error) {
     return true;
 }
 
-void RecordingFile::write_locked(uint32_t type, const Part* parts, size_t n) {
+void RecordingFile::write_locked(uint32_t type, const Part* parts, size_t n, uint32_t flags) {
     if (file_ == nullptr) return;
     gpuobs_chunk_header ch;
     std::memset(&ch, 0, sizeof ch);
     ch.type = type;
+    ch.flags = flags;
     for (size_t i = 0; i < n; ++i) ch.length += parts[i].size;
     uint32_t crc = crc32_update(0, &ch, 16);
     for (size_t i = 0; i < n; ++i) crc = crc32_update(crc, parts[i].data, parts[i].size);
@@ -136,6 +137,20 @@ void RecordingFile::write_locked(uint32_t type, const Part* parts, size_t n) {
 void RecordingFile::write_chunk(uint32_t type, std::initializer_list<Part> parts) {
     std::lock_guard<std::mutex> lock(mu_);
     write_locked(type, parts.begin(), parts.size());
+}
+
+void RecordingFile::write_table_chunk(uint32_t type, Part head, Part rows, uint32_t row_size, PackBuffers* buffers) {
+    // Packed before the lock: other threads' chunks (a launch's FUNCTION chunk) never wait for zlib.
+    const bool packed =
+        packer_ != nullptr && packer_->pack(head.data, head.size, rows.data, rows.size, row_size, buffers);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (packed) {
+        const Part part = {buffers->packed.data(), buffers->packed.size()};
+        write_locked(type, &part, 1, GPUOBS_CHUNK_SHUFFLED_ZLIB);
+    } else {
+        const Part parts[] = {head, rows};
+        write_locked(type, parts, 2);
+    }
 }
 
 void RecordingFile::write_events(uint32_t device_index, uint32_t flush_seq, const void* events, uint32_t count) {

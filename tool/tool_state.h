@@ -53,6 +53,7 @@ struct ModuleRecord {
 struct Tool {
     Config config;
     RecordingFile file;
+    ChunkPacker packer;  // loaded at start when the config packs metadata; read-only after
     Sanitizer_SubscriberHandle subscriber = nullptr;
     bool active = false;
     ApiTrace api;

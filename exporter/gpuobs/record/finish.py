@@ -29,9 +29,9 @@ class _WithoutEvents(_Parser):
     def _chunk(self, rec: Recording, offset: int) -> int:
         size = len(self.buf)
         if offset + CHUNK_HEADER.itemsize + EVENTS_HEADER.itemsize <= size:
-            ctype, _flags, length, _crc = CHUNK_HEAD.unpack_from(self.buf, offset)
+            ctype, flags, length, _crc = CHUNK_HEAD.unpack_from(self.buf, offset)
             start = offset + CHUNK_HEADER.itemsize
-            if ctype == ChunkType.EVENTS and EVENTS_HEADER.itemsize <= length <= size - start:
+            if ctype == ChunkType.EVENTS and flags == 0 and EVENTS_HEADER.itemsize <= length <= size - start:
                 head = EVENTS_HEADER.fields["count"]
                 self.events += int.from_bytes(self.buf[start + head[1] : start + head[1] + 4], "little")
                 return start + length

@@ -25,7 +25,7 @@ from ..errors import (
     UnsupportedVersion,
 )
 from ..input_files import describe, open_regular
-from . import chunk_walk, mapping_guard, schema
+from . import chunk_walk, mapping_guard, packed_chunks, schema
 from . import recording_checks as checks
 from .fileformat import (
     CHUNK_HEADER,
@@ -112,6 +112,13 @@ class _Parser:
         self.mixed: dict[int, np.ndarray] = {}  # part index -> flush per launch
         self.unflushed_mixed: dict[int, list] = {}  # device -> [(part index, its rows of that device)]
         self.offset = 0  # of the chunk being decoded
+        # What the decoders read: the file, or a packed chunk's payload unpacked (its rows
+        # then live in `unpacked`, at unpacked_base onwards of their bytes joined).
+        self.data = buf
+        self.unpacked: list = []
+        self.unpacked_size = 0
+        self.unpacked_base = 0
+        self.packed_chunks = 0
         # notices and API names as columns and their texts' bytes (text_tables.py), not objects
         self.notice_rows = TextColumns(NOTICE_COLUMNS)
         self.api_name_rows = TextColumns(API_NAME_COLUMNS)
@@ -185,7 +192,7 @@ class _Parser:
                 offset,
                 f"chunk header needs {CHUNK_HEADER.itemsize} bytes, only {size - offset} remain (truncated tail)",
             )
-        ctype, _flags, length, expected = CHUNK_HEAD.unpack_from(self.buf, offset)
+        ctype, flags, length, expected = CHUNK_HEAD.unpack_from(self.buf, offset)
         start = offset + CHUNK_HEADER.itemsize
         if length > size - start:
             raise TruncatedChunk(
@@ -204,10 +211,30 @@ class _Parser:
             )
         self.offset = offset
         try:
-            self._decode(rec, ctype, start, length)
-        except (_PayloadError, checks.BadValue) as err:
+            self._decode_stored(rec, ctype, flags, start, length)
+        except (_PayloadError, checks.BadValue, packed_chunks.PackError) as err:
             raise CorruptChunk(self.path, offset, f"{_type_name(ctype)} chunk: {err}") from None
         return start + length
+
+    def _decode_stored(self, rec: Recording, ctype: int, flags: int, start: int, length: int) -> None:
+        """_decode of a chunk as stored: a packed one's payload unpacked first."""
+        if flags == 0:
+            self._decode(rec, ctype, start, length)
+            return
+        if flags & ~packed_chunks.KNOWN_FLAGS:
+            raise _PayloadError(f"flags {flags:#x} hold bits this gpuobs does not know (a newer writer's encoding)")
+        if ctype not in packed_chunks.PACKABLE:
+            raise _PayloadError(f"packed (flags {flags:#x}), which only LAUNCHES, FLUSH and API_CALLS chunks may be")
+        payload = packed_chunks.unpack(self.view[start : start + length], ctype)
+        self.unpacked_base = self.unpacked_size
+        self.unpacked.append(payload)
+        self.unpacked_size += len(payload)
+        self.packed_chunks += 1
+        self.data = payload
+        try:
+            self._decode(rec, ctype, 0, len(payload))
+        finally:
+            self.data = self.buf
 
     UNCHECKED = 0  # chunk types (bits) whose CRC the walk leaves to _chunk (the windowed reader's EVENTS)
     TABLE_CHUNKS = {ChunkType.LAUNCHES: "gpuobs_launch", ChunkType.CLOCK: "gpuobs_clock_sample"}
@@ -220,12 +247,15 @@ class _Parser:
         while offset < end:
             offsets, types, lengths, after, status = walk.walk(offset, end)
             n = len(offsets)
-            # runs of one chunk type, found by array: a million chunks of one type are one run
-            firsts = np.flatnonzero(np.r_[True, types[1:] != types[:-1]]) if n else np.zeros(0, np.int64)
+            flags = _gather(self.bytes, np.dtype("<u4"), offsets.astype(np.int64) + 4)  # (the header's flags)
+            # runs of one chunk type and flags, found by array: a million chunks of one type are one run
+            keys = types.astype(np.uint64) | flags.astype(np.uint64) << np.uint64(32)
+            firsts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if n else np.zeros(0, np.int64)
             ends = np.r_[firsts[1:], n].astype(np.int64)
             for r in range(len(firsts)):  # (no lists of the batch: they would cost memory per chunk)
                 i, j, ctype = int(firsts[r]), int(ends[r]), int(types[firsts[r]])
-                at_once = ctype in self.TABLE_CHUNKS or ctype in self.TEXT_CHUNKS
+                stored_flags = int(flags[firsts[r]])
+                at_once = stored_flags == 0 and (ctype in self.TABLE_CHUNKS or ctype in self.TEXT_CHUNKS)
                 if at_once and j - i >= RUN_AT_ONCE:  # a run long enough to pay for its arrays
                     decode_run = self._table_run if ctype in self.TABLE_CHUNKS else self._text_run
                     bad = decode_run(rec, ctype, offsets[i:j], lengths[i:j])
@@ -239,8 +269,8 @@ class _Parser:
                     self.offset = int(offsets[k])
                     start, length = self.offset + CHUNK_HEADER.itemsize, int(lengths[k])
                     try:
-                        self._decode(rec, ctype, start, length)
-                    except (_PayloadError, checks.BadValue) as err:
+                        self._decode_stored(rec, ctype, stored_flags, start, length)
+                    except (_PayloadError, checks.BadValue, packed_chunks.PackError) as err:
                         raise CorruptChunk(self.path, self.offset, f"{_type_name(ctype)} chunk: {err}") from None
             offset = after
             if status != chunk_walk.FULL:
@@ -370,22 +400,26 @@ class _Parser:
             rec.unknown_chunks += 1  # a newer writer's optional chunk: skip it
 
     def _part(self, table: str, start: int, rows: int) -> None:
-        """`rows` rows of a table from byte `start`: where they are is kept, not a view."""
+        """`rows` rows of a table from byte `start` (of the data decoded): where they are
+        is kept, not a view."""
         if rows == 0:  # an empty chunk keeps nothing: a million of them cost no memory
             return
-        self.parts[table].add(start, rows, self.offset)
+        if self.data is self.buf:
+            self.parts[table].add(start, rows, self.offset)
+        else:
+            self.parts[table].add(self.unpacked_base + start, rows, self.offset, unpacked=True)
 
     def _array(self, struct_name: str, start: int, length: int) -> np.ndarray:
         dt = schema.dtype(struct_name)
         if length % dt.itemsize:
             raise _PayloadError(f"{length} payload bytes are not a whole number of {dt.itemsize}-byte {struct_name}")
-        return np.frombuffer(self.buf, dt, length // dt.itemsize, start)
+        return np.frombuffer(self.data, dt, length // dt.itemsize, start)
 
     def _struct(self, struct_name: str, start: int, length: int, exact: bool = False) -> np.ndarray:
         dt = schema.dtype(struct_name)
         if length < dt.itemsize or (exact and length != dt.itemsize):
             raise _PayloadError(f"{length} payload bytes; {struct_name} needs {dt.itemsize}")
-        return np.frombuffer(self.buf, dt, 1, start)
+        return np.frombuffer(self.data, dt, 1, start)
 
     def _events(self, rec: Recording, start: int, length: int) -> None:
         head = self._struct("gpuobs_events_header", start, length)[0]
@@ -408,7 +442,7 @@ class _Parser:
         count_dt = schema.dtype("gpuobs_launch_count")
         if length != info.itemsize + n * count_dt.itemsize:
             raise _PayloadError(f"declares {n} launch counts but has {length - info.itemsize} bytes for them")
-        counts = np.frombuffer(self.buf, count_dt, n, start + info.itemsize)
+        counts = np.frombuffer(self.data, count_dt, n, start + info.itemsize)
         checks.check_flush(info[0], counts)
         device, seq = int(info[0]["device_index"]), int(info[0]["flush_seq"])
         self._part("flush", start, 1)
@@ -494,9 +528,12 @@ class _Parser:
     # -- tables ----------------------------------------------------------------
     def _finish(self, rec: Recording) -> None:
         rec.notices, rec.api_names = Notices(self.notice_rows), ApiNames(self.api_name_rows)
+        rec.packed_chunks = self.packed_chunks
+        unpacked = np.concatenate(self.unpacked) if self.unpacked else None
+        self.unpacked = []
         for table, (attr, struct_name, check) in _TABLES.items():
             parts = self.parts[table]
-            whole = parts.gather(self.bytes, schema.dtype(struct_name or "gpuobs_launch_count"))
+            whole = parts.gather(self.bytes, schema.dtype(struct_name or "gpuobs_launch_count"), unpacked)
             if table == "count":
                 whole = self._count_rows(whole)
             setattr(rec, attr, whole)
@@ -583,13 +620,17 @@ def _gather(data: np.ndarray, dtype: np.dtype, starts: np.ndarray) -> np.ndarray
 
 
 class _Parts:
-    """Where a table's rows are in the file: per part (chunk), its first byte, rows and
-    chunk offset, as plain integers (24 bytes a part)."""
+    """Where a table's rows are: per part (chunk), its first byte, rows and chunk
+    offset, as plain integers (24 bytes a part); the first byte is of the file, or of
+    the packed chunks' payloads unpacked and joined for the parts listed `unpacked`."""
 
     def __init__(self):
         self.starts, self.rows, self.chunks = array.array("q"), array.array("q"), array.array("q")
+        self.unpacked = array.array("q")  # indexes of the parts whose rows were unpacked
 
-    def add(self, start: int, rows: int, chunk: int) -> None:
+    def add(self, start: int, rows: int, chunk: int, unpacked: bool = False) -> None:
+        if unpacked:
+            self.unpacked.append(len(self.starts))
         self.starts.append(start)
         self.rows.append(rows)
         self.chunks.append(chunk)
@@ -598,16 +639,32 @@ class _Parts:
         for column, values in ((self.starts, starts), (self.rows, rows), (self.chunks, chunks)):
             column.frombytes(np.ascontiguousarray(values, np.int64).tobytes())
 
-    def gather(self, data: np.ndarray, dtype: np.dtype) -> np.ndarray:
-        """The table: a view of the file for one part, else one copy of every part's rows."""
+    def gather(self, data: np.ndarray, dtype: np.dtype, unpacked: np.ndarray | None = None) -> np.ndarray:
+        """The table: a view for one part, else one copy of every part's rows, in part
+        order (rows from the file and from `unpacked`, the unpacked payloads joined)."""
         if len(self.starts) == 0:
             return np.zeros(0, dtype)
         starts, rows = np.frombuffer(self.starts, np.int64), np.frombuffer(self.rows, np.int64)
-        if len(starts) == 1:
-            return np.frombuffer(data, dtype, int(rows[0]), int(starts[0]))
-        size = dtype.itemsize
-        first_row = np.cumsum(rows) - rows  # of each part in the table
-        return _gather(data, dtype, np.repeat(starts - first_row * size, rows) + np.arange(int(rows.sum())) * size)
+        if not len(self.unpacked):
+            return _rows(data, dtype, starts, rows)
+        from_unpacked = np.zeros(len(starts), bool)
+        from_unpacked[np.frombuffer(self.unpacked, np.int64)] = True
+        if from_unpacked.all():
+            return _rows(unpacked, dtype, starts, rows)
+        out = np.empty(int(rows.sum()), dtype)
+        row_unpacked = np.repeat(from_unpacked, rows)
+        out[~row_unpacked] = _rows(data, dtype, starts[~from_unpacked], rows[~from_unpacked])
+        out[row_unpacked] = _rows(unpacked, dtype, starts[from_unpacked], rows[from_unpacked])
+        return out
+
+
+def _rows(data: np.ndarray, dtype: np.dtype, starts: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The rows of parts (first byte, rows) of `data`: a view of one part, else one copy."""
+    if len(starts) == 1:
+        return np.frombuffer(data, dtype, int(rows[0]), int(starts[0]))
+    size = dtype.itemsize
+    first_row = np.cumsum(rows) - rows  # of each part in the table
+    return _gather(data, dtype, np.repeat(starts - first_row * size, rows) + np.arange(int(rows.sum())) * size)
 
 
 class _PayloadError(Exception):

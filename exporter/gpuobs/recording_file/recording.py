@@ -97,6 +97,7 @@ class Recording:
     end: Optional[np.void] = None
     damage: Optional[Damage] = None
     unknown_chunks: int = 0
+    packed_chunks: int = 0  # chunks stored packed (GPUOBS_CHUNK_SHUFFLED_ZLIB): trim packs what it writes too
     _events_of: Optional[tuple] = field(default=None, init=False, repr=False, compare=False)
 
     @property

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from . import schema
+from . import packed_chunks, schema
 from .fileformat import (
     CHUNK_HEADER,
     CRC_COVERED_HEADER_BYTES,
@@ -34,8 +34,11 @@ def _one(struct_name: str, **fields) -> np.ndarray:
 
 
 class RecordingWriter:
-    def __init__(self, target, tool_version: str = f"gpuobs-py {__version__}"):
-        """`target`: a path, or an open binary file that stays open (gpuobs.outputs owns it)."""
+    def __init__(self, target, tool_version: str = f"gpuobs-py {__version__}", pack: bool = False):
+        """`target`: a path, or an open binary file that stays open (gpuobs.outputs owns it).
+        `pack`: LAUNCHES, FLUSH and API_CALLS chunks packed as the tool packs them
+        (packed_chunks.py), each where that makes it smaller."""
+        self.pack = pack
         self._owned = not hasattr(target, "write")
         self.path = Path(target) if self._owned else None
         self._fh = open(self.path, "wb") if self._owned else target
@@ -50,6 +53,11 @@ class RecordingWriter:
             self._fh.close()
 
     def _chunk(self, chunk_type: int, payload: bytes) -> None:
+        if self.pack and chunk_type in packed_chunks.PACKABLE:
+            packed = packed_chunks.pack(payload, chunk_type)
+            if packed is not None:
+                self._fh.write(pack_chunk(chunk_type, packed, flags=packed_chunks.SHUFFLED_ZLIB))
+                return
         self._fh.write(pack_chunk(chunk_type, payload))
 
     # chunks ----------------------------------------------------------------
@@ -299,7 +307,8 @@ def copy_recording(
     keep_flush = np.ones(len(rec.flushes), bool) if keep_flush is None else keep_flush
     keep_launch = np.ones(len(rec.launches), bool) if keep_launch is None else keep_launch
     events = KeptEvents(rec, keep_event) if events is None else events
-    with RecordingWriter(target, tool_version=rec.tool_version) as w:
+    # packed as the recording was: a trimmed part of a packed recording stays small
+    with RecordingWriter(target, tool_version=rec.tool_version, pack=rec.packed_chunks > 0) as w:
         if rec.run:
             r = rec.run
             w.run(

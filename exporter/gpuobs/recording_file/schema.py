@@ -139,6 +139,7 @@ NO_FLUSH = constant("GPUOBS_NO_FLUSH")
 # most N in all; today up, at least N: analysis/ring_capacity.py).
 _ROUNDED_DOWN = {"capacity_rounding": "down"}
 COMPATIBLE_SCHEMAS = {
+    0xA8172B000AB71874: {},  # before packed chunks (chunk flags were always 0)
     0x746BE70A1966131A: {},  # before the sample gate and the SAMPLING chunk (nothing sampled out)
     0x9E00B211ABF33CF1: _ROUNDED_DOWN,  # before conditional-body launches and --capacity rounded up
     0x73B702BBE2B866CC: _ROUNDED_DOWN,  # before the record gate and sampled-out counts (gpuobs_control only)
@@ -159,6 +160,7 @@ EVENT_DTYPE = dtype("gpuobs_event")
 Mode = _enum("gpuobs_mode", "GPUOBS_MODE_")
 EventKind = _enum("gpuobs_event_kind", "GPUOBS_EVENT_")
 ChunkType = _enum("gpuobs_chunk_type", "GPUOBS_CHUNK_")
+ChunkFlag = _enum("gpuobs_chunk_flags", "GPUOBS_CHUNK_")
 NoticeCode = _enum("gpuobs_notice_code", "GPUOBS_NOTICE_")
 LaunchFlag = _enum("gpuobs_launch_flags", "GPUOBS_LAUNCH_")
 ModuleStatus = _enum("gpuobs_module_status", "GPUOBS_MODULE_")

@@ -494,3 +494,31 @@ def write_block_starts_wait_recording(
         )
         w.end(flushes=2, launches=len(program), events=len(ev))
     return path, np.concatenate(truth)
+
+
+def graph_replay_tables(replays: int, nodes: int = 565, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(launches, launch counts) of `replays` back-to-back replays of one CUDA graph of
+    `nodes` kernel nodes, as the tool lists them from a learned node table: a decode
+    loop's metadata (each node's kernel and shape fixed, ids counting up, host times
+    a replay's launch plus a few microseconds)."""
+    rng = np.random.default_rng(seed)
+    n = replays * nodes
+    node = np.tile(np.arange(nodes), replays)
+    replay = np.repeat(np.arange(replays), nodes)
+    launches = np.zeros(n, schema.dtype("gpuobs_launch"))
+    launches["launch_id"] = np.arange(n) + 2 + replay  # each replay's own launch id comes first
+    launches["grid_id"] = np.arange(n) + 1000
+    launches["stream_id"] = 0x7F00AA001230
+    grids = rng.choice([1, 8, 32, 132, 264, 1024], nodes)
+    blocks = rng.choice([128, 256, 512], nodes)
+    launches["function_slot"] = rng.integers(0, 40, nodes)[node]
+    launches["grid"] = np.stack([grids[node], np.ones(n), np.ones(n)], axis=1)
+    launches["block"] = np.stack([blocks[node], np.ones(n), np.ones(n)], axis=1)
+    launches["host_begin_ns"] = UPTIME_NS + replay * 12_000_000 + rng.integers(0, 3_000, n)
+    launches["graph_launch_id"] = 1 + replay * (nodes + 1)
+    launches["flags"] = schema.LaunchFlag.GRAPH_NODE | schema.LaunchFlag.FROM_NODE_TABLE
+    counts = np.zeros(n, schema.dtype("gpuobs_launch_count"))
+    counts["grid_id"] = launches["grid_id"]
+    counts["count"] = grids[node]
+    counts["launches_sharing"] = 1
+    return launches, counts

@@ -181,9 +181,9 @@ class _WindowParser(_Parser):
         size = len(self.buf)
         if offset + CHUNK_HEADER.itemsize > size:
             return super()._chunk(rec, offset)  # its truncation error
-        ctype, _flags, length, expected = CHUNK_HEAD.unpack_from(self.buf, offset)
+        ctype, flags, length, expected = CHUNK_HEAD.unpack_from(self.buf, offset)
         start = offset + CHUNK_HEADER.itemsize
-        if ctype != ChunkType.EVENTS or length > size - start or length < EVENTS_HEADER.itemsize:
+        if ctype != ChunkType.EVENTS or flags or length > size - start or length < EVENTS_HEADER.itemsize:
             return super()._chunk(rec, offset)
         self.offset = offset
         try:
