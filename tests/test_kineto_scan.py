@@ -14,6 +14,8 @@ import pytest
 from gpuobs.host_traces import kineto, kineto_scan
 from gpuobs.host_traces.trace import HostTraceError
 
+from .test_host_trace_inputs import kernel
+
 BASE = 1_790_857_026_000_000_000
 PROFILER = Path(__file__).resolve().parents[1] / "examples" / "data" / "side_by_side_profiler.json"
 
@@ -46,16 +48,7 @@ def doc(events: list, **top) -> str:
     return json.dumps({"traceEvents": events, "baseTimeNanoseconds": BASE, **top}, ensure_ascii=False)
 
 
-KERNEL = {
-    "ph": "X",
-    "cat": "kernel",
-    "name": "k",
-    "pid": 0,
-    "tid": 7,
-    "ts": 10.5,
-    "dur": 2.0,
-    "args": {"device": 0, "stream": 7, "correlation": 3, "grid": [4, 1, 1], "block": [128, 1, 1]},
-}
+KERNEL = kernel()  # the kernel event of test_host_trace_inputs
 OP = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 803, "tid": 803, "ts": 5, "dur": 1}
 
 TAKEN = {
