@@ -20,6 +20,7 @@ host RSS flat within 5%, the file within the budget (the budget's bytes for the
 run's duration plus its burst), every flush balanced.
 
     python benchmarks/soak.py --seconds 600 --parallel --json soak.json   (on a GPU machine)
+    python benchmarks/soak.py --runs block_counter:b2b --seconds 300 --record-args "--pack-metadata none"
 
 --parallel runs every MODE:LOOP at once on the one GPU (they share it: step
 times are then the shared GPU's, flat or not over time, not each mode's cost).
@@ -28,6 +29,7 @@ times are then the shared GPU's, flat or not over time, not each mode's cost).
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -137,7 +139,7 @@ class Run:
         self.stderr_path = own / "record.stderr"
         self.rows, self.exit, self.done_time = [], None, None
         cmd = [sys.executable, "-m", "gpuobs", "record", "--force", "--mode", self.mode, "-o", str(self.recording)]
-        cmd += ["--", *worker_command(args, self.loop)]
+        cmd += [*shlex.split(args.record_args), "--", *worker_command(args, self.loop)]
         self.log = open(own / "intervals.jsonl", "w")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(self.stderr_path, "w"), text=True)
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -252,6 +254,7 @@ def main():
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--max-len", type=int, default=1024)
     p.add_argument("--parallel", action="store_true", help="every run at once on the one GPU")
+    p.add_argument("--record-args", default="", help='more record options for every run ("--pack-metadata none")')
     p.add_argument("--workdir", default="", help="recordings and logs (default: a temporary folder)")
     p.add_argument("--keep", action="store_true", help="keep the recordings (each can be the budget's ~10 GB)")
     p.add_argument("--json", default="", help="write the summaries here")
