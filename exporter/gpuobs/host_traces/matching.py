@@ -65,22 +65,19 @@ def _key_codes(rec: Recording, table: LaunchTable, timed: np.ndarray, host) -> t
     names: dict = {}
     my_names = np.array([names.setdefault(table.name[i], len(names)) for i in timed.tolist()], np.int64)
     their_name_codes = np.array([names.setdefault(n, len(names)) for n in host.names] + [0], np.int64)
-    k = host.kernels
-    mine = np.zeros((len(timed), 8), np.int64)
-    mine[:, 0] = rec.launches["device_index"][timed]
-    mine[:, 1] = my_names
-    mine[:, 2:5] = rec.launches["grid"][timed]
-    mine[:, 5:8] = rec.launches["block"][timed]
-    theirs = np.zeros((len(k), 8), np.int64)
-    theirs[:, 0] = k["device"]
-    theirs[:, 1] = their_name_codes[k["name"]]
-    theirs[:, 2:5] = k["grid"]
-    theirs[:, 5:8] = k["block"]
-    if not len(mine) + len(theirs):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    _, codes = np.unique(np.concatenate([mine, theirs]), axis=0, return_inverse=True)
-    codes = codes.reshape(-1)
-    return codes[: len(mine)], codes[len(mine) :]
+    k, launches = host.kernels, rec.launches
+    columns = [
+        (launches["device_index"][timed], k["device"]),
+        (my_names, their_name_codes[k["name"]]),
+        *((launches["grid"][timed, i], k["grid"][:, i]) for i in range(3)),
+        *((launches["block"][timed, i], k["block"][:, i]) for i in range(3)),
+    ]
+    # folded in a column at a time, each pair renumbered densely: a few int64 per row held, not a key matrix
+    code = np.zeros(len(timed) + len(k), np.int64)
+    for mine, theirs in columns:
+        values, column = np.unique(np.concatenate([np.asarray(mine, np.int64), np.asarray(theirs, np.int64)]), return_inverse=True)
+        code = np.unique(code * len(values) + column.reshape(-1), return_inverse=True)[1].reshape(-1)
+    return code[: len(timed)], code[len(timed) :]
 
 
 def _occurrence(codes: np.ndarray) -> np.ndarray:

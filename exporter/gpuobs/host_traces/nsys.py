@@ -289,7 +289,9 @@ def _read(db, path: Path, tables: set, columns) -> HostTrace:
         kernel_ranges,
     )
     columns.ordered(k[0], k[1])
+    kernels = _kernel_rows(k)  # names come with the events'
     parts = [_Part(k[0], k[1], ("stream", k[2], k[3]), k[5], k[6], "kernel")]
+    del k  # the columns not in parts[0] let go
     if runtime:
         start, end, gtid, no_name, name = columns.fetch(
             f"select start, end, globalTid, nameId is null, coalesce(nameId, 0) from {RUNTIME}",
@@ -310,7 +312,7 @@ def _read(db, path: Path, tables: set, columns) -> HostTrace:
     if names:
         for name_id, gtid in db.execute("select nameId, globalTid from ThreadNames"):
             thread_names[pid_tid(gtid)] = strings.get(name_id, f"string#{name_id}")
-    return _assemble_parts(path, parts, k, strings, thread_names, offset, texts)
+    return _assemble_parts(path, parts, kernels, strings, thread_names, offset, texts)
 
 
 class _PythonColumns:
@@ -401,8 +403,17 @@ class _Part:
         self.no_name, self.name_id, self.own_text = no_name, name_id, own_text
 
 
+def _kernel_rows(k: list) -> np.ndarray:
+    """KERNEL rows of the kernel table's columns, all but the name."""
+    kernels = np.zeros(len(k[0]), KERNEL)
+    kernels["start_ns"], kernels["dur_ns"], kernels["device"], kernels["stream"] = k[0], k[1] - k[0], k[2], k[3]
+    kernels["correlation"] = k[4]
+    kernels["grid"], kernels["block"] = np.stack(k[7:10], axis=1), np.stack(k[10:13], axis=1)
+    return kernels
+
+
 def _assemble_parts(
-    path: Path, parts: list, k: list, strings: dict, thread_names: dict, offset: int, texts: _Texts
+    path: Path, parts: list, kernels: np.ndarray, strings: dict, thread_names: dict, offset: int, texts: _Texts
 ) -> HostTrace:
     """The parts' rows, in order, as one HostTrace (kernels first, as they were read),
     `offset` ns after their times (the session's start, unless already on the epoch)."""
@@ -426,10 +437,7 @@ def _assemble_parts(
         events["track"][rows] = by_pair[pair]
         events["category"][rows] = code(p.category)
         at += len(p.start)
-    kernels = np.zeros(len(k[0]), KERNEL)
-    kernels["start_ns"], kernels["dur_ns"], kernels["device"], kernels["stream"] = k[0], k[1] - k[0], k[2], k[3]
-    kernels["correlation"], kernels["name"] = k[4], events["name"][: len(kernels)]
-    kernels["grid"], kernels["block"] = np.stack(k[7:10], axis=1), np.stack(k[10:13], axis=1)
+    kernels["name"] = events["name"][: len(kernels)]
     return assemble(
         path, "nsys", events, kernels, texts.values, texts.values, texts.values, thread_names, offset_ns=offset
     )

@@ -83,7 +83,7 @@ class Reader:
             raise ReadStopped
         out = np.empty((width, BATCH), np.int64)
         n_rows = np.zeros(1, np.int64)
-        batches: list = []
+        batches: list = [[] for _ in range(width)]  # per column: one batch's copy held, not a row's
         while True:
             status = self.lib.nsys_read(
                 self.handle, _FFI.cast("int64_t*", out.ctypes.data), BATCH, _FFI.cast("int64_t*", n_rows.ctypes.data)
@@ -92,12 +92,15 @@ class Reader:
                 raise ReadInterrupted
             if status == BAIL:
                 raise ReadStopped
-            if n_rows[0]:
-                batches.append(out[:, : n_rows[0]].copy())
+            for column, batch in zip(out[:, : n_rows[0]], batches):
+                batch.append(column.copy())
             if status == DONE:
                 break
-        joined = np.concatenate(batches, axis=1) if batches else np.zeros((width, 0), np.int64)
-        return list(joined), self._texts()
+        columns = []
+        for i in range(width):  # a column at a time, its batches let go: at most one column held twice
+            columns.append(np.concatenate(batches[i]) if batches[i] else np.zeros(0, np.int64))
+            batches[i] = None
+        return columns, self._texts()
 
     def _texts(self) -> list:
         n = int(self.lib.nsys_text_count(self.handle))
