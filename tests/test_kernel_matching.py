@@ -17,7 +17,12 @@ def plain_pairs(rec, table, host) -> list:
     launches = rec.launches
 
     def mine(i):
-        return (int(launches["device_index"][i]), table.name[i], *launches["grid"][i].tolist(), *launches["block"][i].tolist())
+        return (
+            int(launches["device_index"][i]),
+            table.name[i],
+            *launches["grid"][i].tolist(),
+            *launches["block"][i].tolist(),
+        )
 
     k = host.kernels
     theirs = [
@@ -27,7 +32,10 @@ def plain_pairs(rec, table, host) -> list:
     my_keys = [mine(i) for i in timed]
     lo, hi = 0, len(my_keys)
     if theirs and len(theirs) < len(my_keys):
-        agree = [sum(a == b for a, b in zip(my_keys[s : s + len(theirs)], theirs)) for s in range(len(my_keys) - len(theirs) + 1)]
+        agree = [
+            sum(a == b for a, b in zip(my_keys[s : s + len(theirs)], theirs))
+            for s in range(len(my_keys) - len(theirs) + 1)
+        ]
         lo = max(s for s in range(len(agree)) if agree[s] == max(agree))
         hi = lo + len(theirs)
     by_key, their_by_key = {}, {}
@@ -43,7 +51,9 @@ def test_numpy_pairing_is_the_plain_one(seed):
     rng = np.random.default_rng(seed)
     n, m, kinds = int(rng.integers(0, 50)), int(rng.integers(0, 50)), int(rng.integers(1, 4))
     launches = np.zeros(n, [("device_index", "<u4"), ("grid", "<u4", (3,)), ("block", "<u4", (3,))])
-    launches["device_index"], launches["grid"][:, 0], launches["block"][:, 2] = (rng.integers(0, 2, n) for _ in range(3))
+    launches["device_index"], launches["grid"][:, 0], launches["block"][:, 2] = (
+        rng.integers(0, 2, n) for _ in range(3)
+    )
     first = rng.integers(0, 6, n) * 10
     table = types.SimpleNamespace(
         first_start=first, last_end=first + 5, name=[f"k{int(x)}" for x in rng.integers(0, kinds, n)]

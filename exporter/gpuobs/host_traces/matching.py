@@ -75,7 +75,9 @@ def _key_codes(rec: Recording, table: LaunchTable, timed: np.ndarray, host) -> t
     # folded in a column at a time, each pair renumbered densely: a few int64 per row held, not a key matrix
     code = np.zeros(len(timed) + len(k), np.int64)
     for mine, theirs in columns:
-        values, column = np.unique(np.concatenate([np.asarray(mine, np.int64), np.asarray(theirs, np.int64)]), return_inverse=True)
+        values, column = np.unique(
+            np.concatenate([np.asarray(mine, np.int64), np.asarray(theirs, np.int64)]), return_inverse=True
+        )
         code = np.unique(code * len(values) + column.reshape(-1), return_inverse=True)[1].reshape(-1)
     return code[: len(timed)], code[len(timed) :]
 

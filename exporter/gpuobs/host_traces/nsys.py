@@ -11,9 +11,12 @@ Times: without --ts-normalize they are nanoseconds from the session's start, and
 utcEpochNs places them on REALTIME; with it they already are UTC-epoch ns. A
 globalTid packs the process id in bits 24..47 and the thread id in bits 0..23.
 
-Every column read is checked in SQL before a row is read (its type, and its
-range), so a NULL, text, BLOB or out-of-range value is an error naming the
-table, the row and the column; rows then stream into compact columns."""
+Every column read is checked (its type, and its range), so a NULL, text, BLOB or
+out-of-range value is an error naming the table, the row and the column. The
+kernel, runtime and NVTX tables are read in C (nsys_columns.c), which checks the
+kernel and runtime columns as it reads them; where it cannot run, or meets anything
+it is not sure of, the file is read through Python's sqlite3, every column checked
+in SQL before a row is read, for the error's words."""
 
 from __future__ import annotations
 

@@ -68,7 +68,7 @@ static int past_deadline(void* arg) { return now() > ((reader*)arg)->deadline; }
 static int bind(reader* r) {
     void* h = r->handle;
 #define SYM(field, name) \
-    if (!(*(void**)&r->api.field = dlsym(h, name))) return 0;
+    if (!(*(void**)& r->api.field = dlsym(h, name))) return 0;
     SYM(open_v2, "sqlite3_open_v2")
     SYM(close, "sqlite3_close")
     SYM(prepare_v2, "sqlite3_prepare_v2")
@@ -101,7 +101,8 @@ reader* nsys_open(const char* library, const char* uri, double seconds) {
     reader* r = calloc(1, sizeof(reader));
     if (!r) return NULL;
     r->handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
-    if (!r->handle || !bind(r) || r->api.open_v2(uri, &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) != SQLITE_OK) {
+    if (!r->handle || !bind(r) ||
+        r->api.open_v2(uri, &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) != SQLITE_OK) {
         nsys_close(r);
         return NULL;
     }
@@ -111,8 +112,7 @@ reader* nsys_open(const char* library, const char* uri, double seconds) {
 }
 
 /* The query whose rows nsys_read hands out, column i as kind[i] says. 0 on an error. */
-int nsys_prepare(reader* r, const char* sql, int n_columns, const int32_t* kind, const int64_t* lo,
-                 const int64_t* hi) {
+int nsys_prepare(reader* r, const char* sql, int n_columns, const int32_t* kind, const int64_t* lo, const int64_t* hi) {
     if (r->stmt) r->api.finalize(r->stmt);
     r->stmt = NULL;
     if (n_columns < 1 || n_columns > MAX_COLUMNS) return 0;
@@ -162,8 +162,7 @@ static int64_t intern(reader* r, const char* s, int64_t n) {
         if (!grow((void**)&r->offsets, &r->cap_texts, 1, sizeof(int64_t))) return -2;
         r->offsets[0] = 0;
     }
-    if ((r->n_texts + 1) * 2 > r->slot_mask + 1 && !rehash(r, r->slot_mask ? (r->slot_mask + 1) * 2 : 1024))
-        return -2;
+    if ((r->n_texts + 1) * 2 > r->slot_mask + 1 && !rehash(r, r->slot_mask ? (r->slot_mask + 1) * 2 : 1024)) return -2;
     uint64_t at = hash(s, n) & (uint64_t)r->slot_mask;
     for (; r->slots[at]; at = (at + 1) & (uint64_t)r->slot_mask) {
         int64_t id = r->slots[at] - 1, a = r->offsets[id];
