@@ -28,41 +28,14 @@ class KernelMatch:
 def match_kernels(rec: Recording, table: LaunchTable, host) -> KernelMatch:
     timed = np.flatnonzero(table.first_start > 0)
     timed = timed[np.argsort(table.first_start[timed], kind="stable")]
-
-    def key_of(i):
-        return (
-            int(rec.launches["device_index"][i]),
-            table.name[i],
-            tuple(int(v) for v in rec.launches["grid"][i]),
-            tuple(int(v) for v in rec.launches["block"][i]),
-        )
-
-    my_keys = [key_of(i) for i in timed]
-    k = host.kernels  # in start order
-    their_keys = list(
-        zip(
-            k["device"].tolist(),
-            [host.names[i] for i in k["name"].tolist()],
-            map(tuple, k["grid"].tolist()),
-            map(tuple, k["block"].tolist()),
-        )
-    )
+    my_keys, their_keys = _key_codes(rec, table, timed, host)
     # The other run may cover only part of this one (a profiled window of steps,
     # after warm-up): slide its kernel sequence along ours and keep the offset
     # where the most kernels agree, then pair equal keys in order within it.
     lo, hi = _best_window(my_keys, their_keys)
-    mine: dict = {}
-    for i, key in zip(timed[lo:hi], my_keys[lo:hi]):
-        mine.setdefault(key, []).append(int(i))
-    theirs: dict = {}
-    for j, key in enumerate(their_keys):
-        theirs.setdefault(key, []).append(j)
-    idx, partners = [], []
-    for key, launches in mine.items():
-        others = theirs.get(key, [])
-        for a, b in zip(launches, others):
-            idx.append(a)
-            partners.append(host.kernels[b])
+    mine, partner = _pair_in_order(my_keys[lo:hi], their_keys)
+    idx = timed[lo:hi][mine].tolist()
+    partners = [host.kernels[int(j)] for j in partner]
     n_mine = len(timed)
     n_theirs = len(host.kernels)
     result = KernelMatch(np.array(idx, np.int64), partners, n_mine - len(idx), n_theirs - len(idx))
@@ -86,13 +59,61 @@ def match_kernels(rec: Recording, table: LaunchTable, host) -> KernelMatch:
     return result
 
 
-def _best_window(mine: list, theirs: list) -> tuple[int, int]:
-    """[lo, hi) of `mine` that lines up best with `theirs` (same length where it fits)."""
-    if not mine or not theirs or len(theirs) >= len(mine):
-        return 0, len(mine)
-    codes = {}
-    a = np.array([codes.setdefault(k, len(codes)) for k in mine], np.int64)
-    b = np.array([codes.get(k, -1) for k in theirs], np.int64)
+def _key_codes(rec: Recording, table: LaunchTable, timed: np.ndarray, host) -> tuple[np.ndarray, np.ndarray]:
+    """One code per key (device, kernel name, grid, block), of our timed launches and
+    of the other run's kernels: equal codes, equal keys."""
+    names: dict = {}
+    my_names = np.array([names.setdefault(table.name[i], len(names)) for i in timed.tolist()], np.int64)
+    their_name_codes = np.array([names.setdefault(n, len(names)) for n in host.names] + [0], np.int64)
+    k, launches = host.kernels, rec.launches
+    columns = [
+        (launches["device_index"][timed], k["device"]),
+        (my_names, their_name_codes[k["name"]]),
+        *((launches["grid"][timed, i], k["grid"][:, i]) for i in range(3)),
+        *((launches["block"][timed, i], k["block"][:, i]) for i in range(3)),
+    ]
+    # folded in a column at a time, each pair renumbered densely: a few int64 per row held, not a key matrix
+    code = np.zeros(len(timed) + len(k), np.int64)
+    for mine, theirs in columns:
+        values, column = np.unique(
+            np.concatenate([np.asarray(mine, np.int64), np.asarray(theirs, np.int64)]), return_inverse=True
+        )
+        code = np.unique(code * len(values) + column.reshape(-1), return_inverse=True)[1].reshape(-1)
+    return code[: len(timed)], code[len(timed) :]
+
+
+def _occurrence(codes: np.ndarray) -> np.ndarray:
+    """Each element's count of equal codes before it."""
+    order = np.argsort(codes, kind="stable")
+    ordered = codes[order]
+    group_start = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    starts = np.repeat(group_start, np.diff(np.r_[group_start, len(codes)]))
+    rank = np.empty(len(codes), np.int64)
+    rank[order] = np.arange(len(codes)) - starts
+    return rank
+
+
+def _pair_in_order(mine: np.ndarray, theirs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The n-th of ours with a key paired with the n-th of theirs with it: (our
+    positions, their positions), keys in the order they first come in ours, each in order."""
+    if not len(mine) or not len(theirs):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    size = int(max(mine.max(), theirs.max())) + 1
+    my_rank = _occurrence(mine)
+    their_order = np.argsort(theirs, kind="stable")
+    their_count = np.bincount(theirs, minlength=size)
+    their_start = np.r_[0, np.cumsum(their_count)[:-1]]
+    paired = np.flatnonzero(my_rank < their_count[mine])
+    first_seen = np.full(size, len(mine), np.int64)
+    np.minimum.at(first_seen, mine, np.arange(len(mine)))
+    paired = paired[np.lexsort((my_rank[paired], first_seen[mine[paired]]))]
+    return paired, their_order[their_start[mine[paired]] + my_rank[paired]]
+
+
+def _best_window(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
+    """[lo, hi) of our key codes `a` that lines up best with theirs, `b` (same length where it fits)."""
+    if not len(a) or not len(b) or len(b) >= len(a):
+        return 0, len(a)
     m = len(b)
     windows = np.lib.stride_tricks.sliding_window_view(a, m)
     agree = np.empty(len(windows), np.int64)

@@ -11,9 +11,12 @@ Times: without --ts-normalize they are nanoseconds from the session's start, and
 utcEpochNs places them on REALTIME; with it they already are UTC-epoch ns. A
 globalTid packs the process id in bits 24..47 and the thread id in bits 0..23.
 
-Every column read is checked in SQL before a row is read (its type, and its
-range), so a NULL, text, BLOB or out-of-range value is an error naming the
-table, the row and the column; rows then stream into compact columns."""
+Every column read is checked (its type, and its range), so a NULL, text, BLOB or
+out-of-range value is an error naming the table, the row and the column. The
+kernel, runtime and NVTX tables are read in C (nsys_columns.c), which checks the
+kernel and runtime columns as it reads them; where it cannot run, or meets anything
+it is not sure of, the file is read through Python's sqlite3, every column checked
+in SQL before a row is read, for the error's words."""
 
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ import numpy as np
 
 from ..input_files import describe, open_regular
 from ..recording_file.recording_checks import TIME_LIMIT_NS
+from . import nsys_columns
 from .kineto import load_kineto
 from .trace import EVENT, KERNEL, HostTrace, HostTraceError, assemble
 
@@ -63,10 +67,14 @@ def _columns(db, table) -> set:
     return {r[1] for r in db.execute(f"pragma table_info({table})")}
 
 
+def _uri(path) -> str:
+    return Path(path).absolute().as_uri() + "?mode=ro"
+
+
 def open_read_only(path) -> sqlite3.Connection:
     """The database at `path`, read-only: a file: URI with the path percent-escaped,
     so '#' or '?' in a name stay part of it (and no empty database is created)."""
-    db = sqlite3.connect(Path(path).absolute().as_uri() + "?mode=ro", uri=True)
+    db = sqlite3.connect(_uri(path), uri=True)
     db.text_factory = lambda raw: raw.decode("utf-8", "replace")
     return db
 
@@ -77,8 +85,9 @@ QUERY_BUDGET_S = 30.0
 QUERY_BUDGET_S_PER_GB = 60.0
 
 
-def _limit_time(db: sqlite3.Connection, path: Path) -> float:
-    """Stops SQLite (a progress handler) once the budget for this file's size is spent."""
+def _limit_time(db: sqlite3.Connection, path: Path) -> tuple[float, float]:
+    """Stops SQLite (a progress handler) once the budget for this file's size is spent:
+    the budget (s) and its deadline (time.monotonic())."""
     try:
         size = path.stat().st_size
     except OSError:
@@ -86,7 +95,7 @@ def _limit_time(db: sqlite3.Connection, path: Path) -> float:
     budget = QUERY_BUDGET_S + QUERY_BUDGET_S_PER_GB * size / 1e9
     deadline = time.monotonic() + budget
     db.set_progress_handler(lambda: time.monotonic() > deadline, 1_000)
-    return budget
+    return budget, deadline
 
 
 def load_nsys(path) -> HostTrace:
@@ -97,7 +106,7 @@ def load_nsys(path) -> HostTrace:
         db = open_read_only(path)
     except sqlite3.Error as exc:
         raise HostTraceError(f"{path}: cannot read as SQLite: {exc}") from None
-    budget = _limit_time(db, path)
+    budget, deadline = _limit_time(db, path)
     try:
         tables = _tables(db)
         if KERNELS not in tables or "StringIds" not in tables:
@@ -105,18 +114,39 @@ def load_nsys(path) -> HostTrace:
                 f"{path}: no {KERNELS} or StringIds table: not an Nsight Systems export with "
                 "CUDA trace (was it recorded with --trace=cuda?)"
             )
-        return _read(db, path, tables)
+        return _read_in_c(db, path, tables, deadline) or _read(db, path, tables, _PythonColumns(db))
+    except nsys_columns.ReadInterrupted:
+        raise _took_too_long(path, budget) from None
     except sqlite3.OperationalError as exc:
         if str(exc) == "interrupted":
-            raise HostTraceError(
-                f"{path}: reading it took over {budget:.0f} s, stopped (a column this file computes on each "
-                "read, or a schema made to be slow?)"
-            ) from None
+            raise _took_too_long(path, budget) from None
         raise HostTraceError(f"{path}: {exc} (an nsys schema this reader does not know?)") from None
     except sqlite3.Error as exc:
         raise HostTraceError(f"{path}: {exc} (an nsys schema this reader does not know?)") from None
     finally:
         db.close()
+
+
+def _took_too_long(path: Path, budget: float) -> HostTraceError:
+    return HostTraceError(
+        f"{path}: reading it took over {budget:.0f} s, stopped (a column this file computes on each "
+        "read, or a schema made to be slow?)"
+    )
+
+
+def _read_in_c(db, path: Path, tables: set, deadline: float) -> HostTrace | None:
+    """The trace with its big tables read by nsys_columns.c, or None where the helper is
+    not here or stops (anything it is not sure of: an error, a value that fails a check),
+    so that the Python reading runs, with its words. A query past the budget raises."""
+    reader = nsys_columns.Reader.open(_uri(path), deadline - time.monotonic())
+    if reader is None:
+        return None
+    try:
+        return _read(db, path, tables, _CColumns(reader))
+    except (nsys_columns.ReadStopped, HostTraceError, sqlite3.Error) as exc:
+        if isinstance(exc, sqlite3.OperationalError) and str(exc) == "interrupted":
+            raise
+        return None
 
 
 def _shown(value) -> str:
@@ -186,8 +216,12 @@ class _Checks:
                     check()
 
 
-def _read(db, path: Path, tables: set) -> HostTrace:
+def _read(db, path: Path, tables: set, columns) -> HostTrace:
+    """The trace, its big tables read through `columns`: _PythonColumns, after every
+    check in SQL, or _CColumns, which checks the kernel and runtime columns as it reads
+    them (and raises ReadStopped on a failure, for the Python reading's words)."""
     check = _Checks(db, path)
+    in_sql = not columns.checks_while_reading
     start_epoch = 0
     if "TARGET_INFO_SESSION_START_TIME" in tables:
         check.whole("TARGET_INFO_SESSION_START_TIME", "utcEpochNs", *TIME, nullable=True)
@@ -196,9 +230,12 @@ def _read(db, path: Path, tables: set) -> HostTrace:
         start_epoch = int(row[0]) if row and row[0] is not None else 0
     kcols = _columns(db, KERNELS)
     name_col = "demangledName" if "demangledName" in kcols else "shortName"
-    check.whole(KERNELS, "start", *TIME)
-    check.flush()
+    if in_sql:
+        check.whole(KERNELS, "start", *TIME)
+        check.flush()
     first = db.execute(f"select min(start) from {KERNELS}").fetchone()[0]
+    if not isinstance(first, (int, type(None))):
+        raise nsys_columns.ReadStopped  # the SQL check above stops the Python reading first
     if first is None or first >= EPOCH_THRESHOLD_NS:
         offset = 0  # --ts-normalize: already UTC epoch
     elif start_epoch:
@@ -207,27 +244,27 @@ def _read(db, path: Path, tables: set) -> HostTrace:
         raise HostTraceError(
             f"{path}: session-relative times and no TARGET_INFO_SESSION_START_TIME: cannot place them on REALTIME"
         )
-    check.times(KERNELS, offset)
-    for column, lo, hi in (
-        ("deviceId", 0, (1 << 31) - 1),
-        ("streamId", 0, I64[1]),
-        ("gridX", 0, (1 << 32) - 1),
-        ("gridY", 0, (1 << 32) - 1),
-        ("gridZ", 0, (1 << 32) - 1),
-        ("blockX", 0, (1 << 32) - 1),
-        ("blockY", 0, (1 << 32) - 1),
-        ("blockZ", 0, (1 << 32) - 1),
-    ):
-        check.whole(KERNELS, column, lo, hi)
-    check.whole(KERNELS, "correlationId", *I64, nullable=True)
-    check.whole(KERNELS, name_col, *I64, nullable=True)
+    at = (0, TIME[1] - offset)
+    count = (0, (1 << 32) - 1)
+    kernel_ranges = [at, at, (0, (1 << 31) - 1), (0, I64[1]), I64, I64, I64] + [count] * 6
+    if in_sql:
+        check.times(KERNELS, offset)
+        for column, (lo, hi) in zip(
+            ("deviceId", "streamId", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"),
+            kernel_ranges[2:4] + kernel_ranges[7:],
+        ):
+            check.whole(KERNELS, column, lo, hi)
+        check.whole(KERNELS, "correlationId", *I64, nullable=True)
+        check.whole(KERNELS, name_col, *I64, nullable=True)
     name_refs = [f"select {name_col} from {KERNELS}"]
     runtime = RUNTIME in tables
     if runtime:
-        check.times(RUNTIME, offset)
-        check.whole(RUNTIME, "globalTid", 0, I64[1])
-        check.whole(RUNTIME, "correlationId", *I64, nullable=True)
-        check.whole(RUNTIME, "nameId", *I64, nullable=True)
+        if in_sql:
+            check.times(RUNTIME, offset)
+            check.whole(RUNTIME, "globalTid", 0, I64[1])
+        check.whole(RUNTIME, "correlationId", *I64, nullable=True)  # not read: checked in SQL either way
+        if in_sql:
+            check.whole(RUNTIME, "nameId", *I64, nullable=True)
         name_refs.append(f"select nameId from {RUNTIME}")
     nvtx = NVTX in tables
     if nvtx:
@@ -249,24 +286,28 @@ def _read(db, path: Path, tables: set) -> HostTrace:
     strings = dict(
         db.execute(f"select id, cast(value as text) from StringIds where id in ({' union '.join(name_refs)})")
     )
-    k = _fetch(
-        db,
+    k = columns.fetch(
         f"select start, end, deviceId, streamId, coalesce(correlationId, -1), {name_col} is null, "
         f"coalesce({name_col}, 0), gridX, gridY, gridZ, blockX, blockY, blockZ from {KERNELS}",
+        kernel_ranges,
     )
+    columns.ordered(k[0], k[1])
+    kernels = _kernel_rows(k)  # names come with the events'
     parts = [_Part(k[0], k[1], ("stream", k[2], k[3]), k[5], k[6], "kernel")]
+    del k  # the columns not in parts[0] let go
     if runtime:
-        start, end, gtid, no_name, name = _fetch(
-            db, f"select start, end, globalTid, nameId is null, coalesce(nameId, 0) from {RUNTIME}"
+        start, end, gtid, no_name, name = columns.fetch(
+            f"select start, end, globalTid, nameId is null, coalesce(nameId, 0) from {RUNTIME}",
+            [at, at, (0, I64[1]), I64, I64],
         )
+        columns.ordered(start, end)
         parts.append(_Part(start, end, ("thread", *_pid_tid(gtid)), no_name, name, "cuda_runtime"))
     if nvtx:
         # marks, and ranges never closed, last 0 ns; a range's own text stands before its textId
-        start, end, gtid, no_name, name, text = _fetch(
-            db,
+        start, end, gtid, no_name, name, text = columns.fetch(
             f"select start, case when end is null or eventType = {NVTX_MARK} then start else end end, globalTid, "
             f"{text_id} is null, coalesce({text_id}, 0), cast(text as text) from {NVTX} where {NVTX_USED}",
-            texts=1,
+            [I64, I64, I64, I64, I64, nsys_columns.TEXT],
             code=texts.code,
         )
         parts.append(_Part(start, end, ("nvtx", *_pid_tid(gtid)), no_name, name, "nvtx", text))
@@ -274,23 +315,56 @@ def _read(db, path: Path, tables: set) -> HostTrace:
     if names:
         for name_id, gtid in db.execute("select nameId, globalTid from ThreadNames"):
             thread_names[pid_tid(gtid)] = strings.get(name_id, f"string#{name_id}")
-    return _assemble_parts(path, parts, k, strings, thread_names, offset, texts)
+    return _assemble_parts(path, parts, kernels, strings, thread_names, offset, texts)
 
 
-def _fetch(db, query: str, texts: int = 0, code=None) -> list:
-    """A query's columns as int64 arrays, a batch of rows at a time rather than a Python
-    row at a time: whole numbers (checked in SQL before, never NULL), and the last
-    `texts` columns as code(text) of each (-1 for NULL), so that only one copy of
-    each text is held."""
-    cursor = db.execute(query)
-    width = len(cursor.description)
-    batches: list = [[] for _ in range(width)]
-    while rows := cursor.fetchmany(FETCH_ROWS):
-        for i, column in enumerate(zip(*rows)):
-            if i >= width - texts:
-                column = [-1 if text is None else code(text) for text in column]
-            batches[i].append(np.array(column, np.int64))
-    return [np.concatenate(b) if b else np.zeros(0, np.int64) for b in batches]
+class _PythonColumns:
+    """A query's columns through Python's sqlite3, a batch of rows at a time rather than
+    a Python row at a time, as int64 arrays: whole numbers (checked in SQL before, never
+    NULL), and a text column (the last) as code(text) of each (-1 for NULL), so that
+    only one copy of each text is held."""
+
+    checks_while_reading = False
+
+    def __init__(self, db):
+        self.db = db
+
+    def fetch(self, query: str, ranges: list, code=None) -> list:
+        cursor = self.db.execute(query)
+        width = len(cursor.description)
+        texts = 1 if code is not None else 0
+        batches: list = [[] for _ in range(width)]
+        while rows := cursor.fetchmany(FETCH_ROWS):
+            for i, column in enumerate(zip(*rows)):
+                if i >= width - texts:
+                    column = [-1 if text is None else code(text) for text in column]
+                batches[i].append(np.array(column, np.int64))
+        return [np.concatenate(b) if b else np.zeros(0, np.int64) for b in batches]
+
+    def ordered(self, start: np.ndarray, end: np.ndarray) -> None:
+        pass  # checked in SQL before
+
+
+class _CColumns:
+    """The same columns read by nsys_columns.c, each checked against its range as it is
+    read (ReadStopped where one fails, or where end comes before start)."""
+
+    checks_while_reading = True
+
+    def __init__(self, reader):
+        self.reader = reader
+
+    def fetch(self, query: str, ranges: list, code=None) -> list:
+        columns, texts = self.reader.columns(query, ranges)
+        if code is not None:
+            # coded in first-seen order, as the Python reading codes them row by row
+            by_text = np.array([code(t.decode("utf-8", "replace")) for t in texts] + [-1], np.int64)
+            columns[-1] = by_text[columns[-1]]
+        return columns
+
+    def ordered(self, start: np.ndarray, end: np.ndarray) -> None:
+        if (end < start).any():
+            raise nsys_columns.ReadStopped
 
 
 class _Texts:
@@ -332,8 +406,17 @@ class _Part:
         self.no_name, self.name_id, self.own_text = no_name, name_id, own_text
 
 
+def _kernel_rows(k: list) -> np.ndarray:
+    """KERNEL rows of the kernel table's columns, all but the name."""
+    kernels = np.zeros(len(k[0]), KERNEL)
+    kernels["start_ns"], kernels["dur_ns"], kernels["device"], kernels["stream"] = k[0], k[1] - k[0], k[2], k[3]
+    kernels["correlation"] = k[4]
+    kernels["grid"], kernels["block"] = np.stack(k[7:10], axis=1), np.stack(k[10:13], axis=1)
+    return kernels
+
+
 def _assemble_parts(
-    path: Path, parts: list, k: list, strings: dict, thread_names: dict, offset: int, texts: _Texts
+    path: Path, parts: list, kernels: np.ndarray, strings: dict, thread_names: dict, offset: int, texts: _Texts
 ) -> HostTrace:
     """The parts' rows, in order, as one HostTrace (kernels first, as they were read),
     `offset` ns after their times (the session's start, unless already on the epoch)."""
@@ -357,10 +440,7 @@ def _assemble_parts(
         events["track"][rows] = by_pair[pair]
         events["category"][rows] = code(p.category)
         at += len(p.start)
-    kernels = np.zeros(len(k[0]), KERNEL)
-    kernels["start_ns"], kernels["dur_ns"], kernels["device"], kernels["stream"] = k[0], k[1] - k[0], k[2], k[3]
-    kernels["correlation"], kernels["name"] = k[4], events["name"][: len(kernels)]
-    kernels["grid"], kernels["block"] = np.stack(k[7:10], axis=1), np.stack(k[10:13], axis=1)
+    kernels["name"] = events["name"][: len(kernels)]
     return assemble(
         path, "nsys", events, kernels, texts.values, texts.values, texts.values, thread_names, offset_ns=offset
     )

@@ -231,7 +231,8 @@ def assemble(
     events["category"] = rank[events["category"]]
     events["start_ns"] += offset_ns
     kernels["start_ns"] += offset_ns
-    kernels = kernels[np.argsort(kernels["start_ns"], kind="stable")]
+    if np.any(kernels["start_ns"][1:] < kernels["start_ns"][:-1]):  # else already in order: no copy
+        kernels = kernels[np.argsort(kernels["start_ns"], kind="stable")]
     # Text from the file, encodable however it is written (a JSON "\\ud800" is valid JSON)
     names, categories = [_readable_key(n) for n in names], [_readable_key(c) for c in categories]
     tracks = [_readable_key(t) for t in tracks]

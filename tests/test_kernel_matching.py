@@ -1,0 +1,71 @@
+"""host_traces/matching.py's numpy pairing against the plain one it replaced: keys
+(device, name, grid, block) paired in order, per key in the order keys first come
+in the best window of ours, on random runs of few distinct keys."""
+
+import types
+
+import numpy as np
+import pytest
+
+from gpuobs.host_traces import matching
+from gpuobs.host_traces.trace import KERNEL, Rows
+
+
+def plain_pairs(rec, table, host) -> list:
+    timed = np.flatnonzero(table.first_start > 0)
+    timed = timed[np.argsort(table.first_start[timed], kind="stable")]
+    launches = rec.launches
+
+    def mine(i):
+        return (
+            int(launches["device_index"][i]),
+            table.name[i],
+            *launches["grid"][i].tolist(),
+            *launches["block"][i].tolist(),
+        )
+
+    k = host.kernels
+    theirs = [
+        (int(k["device"][j]), host.names[k["name"][j]], *k["grid"][j].tolist(), *k["block"][j].tolist())
+        for j in range(len(k))
+    ]
+    my_keys = [mine(i) for i in timed]
+    lo, hi = 0, len(my_keys)
+    if theirs and len(theirs) < len(my_keys):
+        agree = [
+            sum(a == b for a, b in zip(my_keys[s : s + len(theirs)], theirs))
+            for s in range(len(my_keys) - len(theirs) + 1)
+        ]
+        lo = max(s for s in range(len(agree)) if agree[s] == max(agree))
+        hi = lo + len(theirs)
+    by_key, their_by_key = {}, {}
+    for i, key in zip(timed[lo:hi].tolist(), my_keys[lo:hi]):
+        by_key.setdefault(key, []).append(i)
+    for j, key in enumerate(theirs):
+        their_by_key.setdefault(key, []).append(j)
+    return [(a, b) for key, ours in by_key.items() for a, b in zip(ours, their_by_key.get(key, []))]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_numpy_pairing_is_the_plain_one(seed):
+    rng = np.random.default_rng(seed)
+    n, m, kinds = int(rng.integers(0, 50)), int(rng.integers(0, 50)), int(rng.integers(1, 4))
+    launches = np.zeros(n, [("device_index", "<u4"), ("grid", "<u4", (3,)), ("block", "<u4", (3,))])
+    launches["device_index"], launches["grid"][:, 0], launches["block"][:, 2] = (
+        rng.integers(0, 2, n) for _ in range(3)
+    )
+    first = rng.integers(0, 6, n) * 10
+    table = types.SimpleNamespace(
+        first_start=first, last_end=first + 5, name=[f"k{int(x)}" for x in rng.integers(0, kinds, n)]
+    )
+    kernels = np.zeros(m, KERNEL)
+    kernels["device"], kernels["grid"][:, 0], kernels["block"][:, 2] = (rng.integers(0, 2, m) for _ in range(3))
+    names = [f"k{i}" for i in range(kinds)] + ["k0"]  # a name given twice: one key
+    kernels["name"], kernels["dur_ns"] = rng.integers(0, len(names), m), rng.integers(1, 9, m)
+    rows = Rows(kernels, lambda r: types.SimpleNamespace(dur_ns=int(r["dur_ns"]), row=r.tobytes()))
+    host = types.SimpleNamespace(kernels=rows, names=names)
+    got = matching.match_kernels(types.SimpleNamespace(launches=launches), table, host)
+    want = plain_pairs(types.SimpleNamespace(launches=launches), table, host)
+    assert got.launch_index.tolist() == [a for a, _ in want]
+    assert [k.row for k in got.host_kernel] == [kernels[b].tobytes() for _, b in want]
+    assert got.unmatched_host == m - len(want)
