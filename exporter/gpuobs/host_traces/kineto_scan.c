@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text_pool.h"
+
 enum { SCAN_END = 0, SCAN_FULL = 1, SCAN_MORE = 2, SCAN_BAIL = 3 };
 enum { OK = 0, MORE = 2, BAIL = 3 };
 enum { IDENT_NONE = 0, IDENT_INT = 1, IDENT_TEXT = 2, IDENT_OTHER = 3 };
@@ -38,11 +40,7 @@ typedef struct {
 } track_key;
 
 typedef struct {
-    bytes_buf pool;   /* every interned string, one after another */
-    int64_t* offsets; /* string i is pool[offsets[i] .. offsets[i + 1]) */
-    int64_t n_strings, cap_strings;
-    int32_t* string_slots; /* open addressing: string id + 1, 0 empty */
-    int64_t string_mask;
+    text_pool strings; /* every interned string (names, categories, track names) */
     track_key* tracks;
     int64_t n_tracks, cap_tracks;
     int32_t* track_slots;
@@ -51,81 +49,30 @@ typedef struct {
     int failed;        /* out of memory */
 } scanner;
 
-static int grow(void** p, int64_t* cap, int64_t need, size_t item) {
-    if (need <= *cap) return 1;
-    int64_t cap2 = *cap ? *cap : 64;
-    while (cap2 < need) cap2 *= 2;
-    void* q = realloc(*p, (size_t)cap2 * item);
-    if (!q) return 0;
-    *p = q;
-    *cap = cap2;
-    return 1;
-}
-
 scanner* kineto_scanner_new(void) { return calloc(1, sizeof(scanner)); }
 
 void kineto_scanner_free(scanner* s) {
     if (!s) return;
-    free(s->pool.data);
-    free(s->offsets);
-    free(s->string_slots);
+    text_pool_free(&s->strings);
     free(s->tracks);
     free(s->track_slots);
     free(s->scratch.data);
     free(s);
 }
 
-int64_t kineto_string_count(scanner* s) { return s->n_strings; }
-const char* kineto_string_pool(scanner* s) { return s->pool.data; }
-const int64_t* kineto_string_offsets(scanner* s) { return s->offsets; }
+int64_t kineto_string_count(scanner* s) { return s->strings.count; }
+const char* kineto_string_pool(scanner* s) { return s->strings.data; }
+const int64_t* kineto_string_offsets(scanner* s) { return s->strings.offsets; }
 int64_t kineto_track_count(scanner* s) { return s->n_tracks; }
 const int64_t* kineto_tracks(scanner* s) { return (const int64_t*)s->tracks; }
 
-static uint64_t hash_bytes(const char* p, int64_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (int64_t i = 0; i < n; i++) h = (h ^ (uint8_t)p[i]) * 1099511628211ull;
-    return h;
-}
-
-static int rehash_strings(scanner* s, int64_t slots) {
-    int32_t* table = calloc((size_t)slots, sizeof(int32_t));
-    if (!table) return 0;
-    for (int64_t id = 0; id < s->n_strings; id++) {
-        int64_t a = s->offsets[id], b = s->offsets[id + 1];
-        uint64_t at = hash_bytes(s->pool.data + a, b - a) & (uint64_t)(slots - 1);
-        while (table[at]) at = (at + 1) & (uint64_t)(slots - 1);
-        table[at] = (int32_t)(id + 1);
-    }
-    free(s->string_slots);
-    s->string_slots = table;
-    s->string_mask = slots - 1;
-    return 1;
-}
-
 /* The id of the string in scratch, added when new; -1 when memory ran out. */
 static int32_t intern_scratch(scanner* s) {
-    const char* p = s->scratch.data ? s->scratch.data : "";
-    int64_t n = s->scratch.size;
-    if ((s->n_strings + 1) * 2 > s->string_mask + 1 &&
-        !rehash_strings(s, s->string_mask ? (s->string_mask + 1) * 2 : 1024))
-        return -1;
-    uint64_t at = hash_bytes(p, n) & (uint64_t)s->string_mask;
-    for (; s->string_slots[at]; at = (at + 1) & (uint64_t)s->string_mask) {
-        int64_t id = s->string_slots[at] - 1, a = s->offsets[id], b = s->offsets[id + 1];
-        if (b - a == n && memcmp(s->pool.data + a, p, (size_t)n) == 0) return (int32_t)id;
-    }
-    if (s->n_strings >= INT32_MAX - 1) return -1;
-    if (!grow((void**)&s->offsets, &s->cap_strings, s->n_strings + 2, sizeof(int64_t))) return -1;
-    if (!grow((void**)&s->pool.data, &s->pool.cap, s->pool.size + n + 1, 1)) return -1;
-    if (s->n_strings == 0) s->offsets[0] = 0;
-    memcpy(s->pool.data + s->pool.size, p, (size_t)n);
-    s->pool.size += n;
-    s->offsets[s->n_strings + 1] = s->pool.size;
-    s->string_slots[at] = (int32_t)(s->n_strings + 1);
-    return (int32_t)s->n_strings++;
+    int64_t id = text_pool_intern(&s->strings, s->scratch.data ? s->scratch.data : "", s->scratch.size, INT32_MAX - 1);
+    return (int32_t)id;
 }
 
-static uint64_t hash_track(const track_key* k) { return hash_bytes((const char*)k, sizeof(*k)); }
+static uint64_t hash_track(const track_key* k) { return fnv1a(k, sizeof(*k)); }
 
 static int rehash_tracks(scanner* s, int64_t slots) {
     int32_t* table = calloc((size_t)slots, sizeof(int32_t));
@@ -509,8 +456,8 @@ static int members(cursor* c, const char* const* keys, int n, field* fields, fie
 
 static int is_text(scanner* s, const field* f, const char* word) {
     if (f->kind != V_TEXT) return 0;
-    int64_t a = s->offsets[f->text], b = s->offsets[f->text + 1];
-    return (int64_t)strlen(word) == b - a && memcmp(s->pool.data + a, word, (size_t)(b - a)) == 0;
+    int64_t a = s->strings.offsets[f->text], b = s->strings.offsets[f->text + 1];
+    return (int64_t)strlen(word) == b - a && memcmp(s->strings.data + a, word, (size_t)(b - a)) == 0;
 }
 
 /* kineto.py's micros(): microseconds from the base as whole ns (round half to even). */

@@ -15,6 +15,8 @@ from cffi import FFI
 from ..errors import GpuobsError
 from ..native_cache import compiled_library
 from .json_stream import JsonStreamError
+from .text_pool import HEADER as TEXT_POOL_HEADER
+from .text_pool import pooled_texts
 
 SOURCE = Path(__file__).with_name("kineto_scan.c")
 BATCH = 1 << 16  # rows per call
@@ -63,7 +65,7 @@ class ScanStopped(GpuobsError):
 @lru_cache(maxsize=1)
 def library():
     """The loaded library, or None where it cannot be built or cached here."""
-    return compiled_library(_FFI, "kineto-scan", SOURCE)
+    return compiled_library(_FFI, "kineto-scan", SOURCE, (TEXT_POOL_HEADER,))
 
 
 class ScannedEvents:
@@ -139,12 +141,9 @@ class Scan:
     def events(self) -> ScannedEvents:
         rows = np.concatenate(self.batches) if self.batches else np.zeros(0, ROW)
         s, lib = self.scanner, self.lib
-        n = int(lib.kineto_string_count(s))
-        strings = []
-        if n:
-            offsets = np.frombuffer(_FFI.buffer(lib.kineto_string_offsets(s), (n + 1) * 8), np.int64).tolist()
-            pool = bytes(_FFI.buffer(lib.kineto_string_pool(s), offsets[-1]))
-            strings = [pool[a:b].decode() for a, b in zip(offsets, offsets[1:])]
+        count = int(lib.kineto_string_count(s))
+        pooled = pooled_texts(_FFI, count, lib.kineto_string_pool(s), lib.kineto_string_offsets(s))
+        strings = [text.decode() for text in pooled]
         strings.append("")
         n = int(lib.kineto_track_count(s))
         tracks = np.frombuffer(_FFI.buffer(lib.kineto_tracks(s), n * 40), np.int64) if n else np.zeros(0, np.int64)

@@ -15,6 +15,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "text_pool.h"
+
 typedef struct sqlite3 sqlite3;
 typedef struct sqlite3_stmt sqlite3_stmt;
 enum { SQLITE_OK = 0, SQLITE_INTERRUPT = 9, SQLITE_ROW = 100, SQLITE_DONE = 101 };
@@ -48,13 +50,7 @@ typedef struct {
     int n_columns;
     int32_t kind[MAX_COLUMNS];
     int64_t lo[MAX_COLUMNS], hi[MAX_COLUMNS];
-    /* interned texts: text i is pool[offsets[i] .. offsets[i + 1]) */
-    char* pool;
-    int64_t pool_size, pool_cap;
-    int64_t* offsets;
-    int64_t n_texts, cap_texts;
-    int64_t* slots; /* open addressing: text id + 1, 0 empty */
-    int64_t slot_mask;
+    text_pool texts; /* the TEXT columns' values, interned */
 } reader;
 
 static double now(void) {
@@ -89,9 +85,7 @@ void nsys_close(reader* r) {
     if (r->stmt) r->api.finalize(r->stmt);
     if (r->db) r->api.close(r->db);
     if (r->handle) dlclose(r->handle);
-    free(r->pool);
-    free(r->offsets);
-    free(r->slots);
+    text_pool_free(&r->texts);
     free(r);
 }
 
@@ -124,60 +118,6 @@ int nsys_prepare(reader* r, const char* sql, int n_columns, const int32_t* kind,
     return 1;
 }
 
-static int grow(void** p, int64_t* cap, int64_t need, size_t item) {
-    if (need <= *cap) return 1;
-    int64_t cap2 = *cap ? *cap : 64;
-    while (cap2 < need) cap2 *= 2;
-    void* q = realloc(*p, (size_t)cap2 * item);
-    if (!q) return 0;
-    *p = q;
-    *cap = cap2;
-    return 1;
-}
-
-static uint64_t hash(const char* s, int64_t n) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (int64_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
-
-static int rehash(reader* r, int64_t slots) {
-    int64_t* table = calloc((size_t)slots, sizeof(int64_t));
-    if (!table) return 0;
-    for (int64_t id = 0; id < r->n_texts; id++) {
-        int64_t a = r->offsets[id];
-        uint64_t at = hash(r->pool + a, r->offsets[id + 1] - a) & (uint64_t)(slots - 1);
-        while (table[at]) at = (at + 1) & (uint64_t)(slots - 1);
-        table[at] = id + 1;
-    }
-    free(r->slots);
-    r->slots = table;
-    r->slot_mask = slots - 1;
-    return 1;
-}
-
-/* The id of text s[0..n) (a new one in first-seen order); -2 out of memory. */
-static int64_t intern(reader* r, const char* s, int64_t n) {
-    if (!r->offsets) {
-        if (!grow((void**)&r->offsets, &r->cap_texts, 1, sizeof(int64_t))) return -2;
-        r->offsets[0] = 0;
-    }
-    if ((r->n_texts + 1) * 2 > r->slot_mask + 1 && !rehash(r, r->slot_mask ? (r->slot_mask + 1) * 2 : 1024)) return -2;
-    uint64_t at = hash(s, n) & (uint64_t)r->slot_mask;
-    for (; r->slots[at]; at = (at + 1) & (uint64_t)r->slot_mask) {
-        int64_t id = r->slots[at] - 1, a = r->offsets[id];
-        if (r->offsets[id + 1] - a == n && memcmp(r->pool + a, s, (size_t)n) == 0) return id;
-    }
-    if (!grow((void**)&r->pool, &r->pool_cap, r->pool_size + n + 1, 1) ||
-        !grow((void**)&r->offsets, &r->cap_texts, r->n_texts + 2, sizeof(int64_t)))
-        return -2;
-    memcpy(r->pool + r->pool_size, s, (size_t)n);
-    r->pool_size += n;
-    r->offsets[r->n_texts + 1] = r->pool_size;
-    r->slots[at] = ++r->n_texts;
-    return r->n_texts - 1;
-}
-
 /* Up to max_rows rows into out (column i at out[i * max_rows ...]); *n_rows of them.
  * READ_FULL: call again for more; READ_DONE: the query is finished. */
 int nsys_read(reader* r, int64_t* out, int64_t max_rows, int64_t* n_rows) {
@@ -198,7 +138,7 @@ int nsys_read(reader* r, int64_t* out, int64_t max_rows, int64_t* n_rows) {
                     const char* text = (const char*)r->api.column_text(r->stmt, i);
                     int64_t size = r->api.column_bytes(r->stmt, i);
                     if (!text && size) return READ_BAIL;
-                    value = intern(r, text ? text : "", size);
+                    value = text_pool_intern(&r->texts, text ? text : "", size, INT64_MAX);
                     if (value < 0) return READ_BAIL;
                 }
             } else if (type == SQLITE_INTEGER) {
@@ -214,7 +154,7 @@ int nsys_read(reader* r, int64_t* out, int64_t max_rows, int64_t* n_rows) {
     return READ_FULL;
 }
 
-int64_t nsys_text_count(reader* r) { return r->n_texts; }
-const char* nsys_text_pool(reader* r) { return r->pool; }
-const int64_t* nsys_text_offsets(reader* r) { return r->offsets; }
+int64_t nsys_text_count(reader* r) { return r->texts.count; }
+const char* nsys_text_pool(reader* r) { return r->texts.data; }
+const int64_t* nsys_text_offsets(reader* r) { return r->texts.offsets; }
 const char* nsys_error(reader* r) { return r->api.errmsg(r->db); }

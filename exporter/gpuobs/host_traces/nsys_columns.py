@@ -16,6 +16,8 @@ from cffi import FFI
 
 from ..errors import GpuobsError
 from ..native_cache import compiled_library
+from .text_pool import HEADER as TEXT_POOL_HEADER
+from .text_pool import pooled_texts
 
 SOURCE = Path(__file__).with_name("nsys_columns.c")
 SQLITE_LIBRARY = "libsqlite3.so.0"
@@ -47,7 +49,7 @@ class ReadInterrupted(GpuobsError):
 @lru_cache(maxsize=1)
 def library():
     """The loaded helper, or None where it cannot be built or cached here."""
-    return compiled_library(_FFI, "nsys-columns", SOURCE)
+    return compiled_library(_FFI, "nsys-columns", SOURCE, (TEXT_POOL_HEADER,))
 
 
 TEXT = None  # a column's range for a text column: each distinct text's code in first-seen order, -1 for NULL
@@ -103,9 +105,5 @@ class Reader:
         return columns, self._texts()
 
     def _texts(self) -> list:
-        n = int(self.lib.nsys_text_count(self.handle))
-        if not n:
-            return []
-        offsets = np.frombuffer(_FFI.buffer(self.lib.nsys_text_offsets(self.handle), (n + 1) * 8), np.int64).tolist()
-        pool = bytes(_FFI.buffer(self.lib.nsys_text_pool(self.handle), offsets[-1])) if offsets[-1] else b""
-        return [pool[a:b] for a, b in zip(offsets, offsets[1:])]
+        count = int(self.lib.nsys_text_count(self.handle))
+        return pooled_texts(_FFI, count, self.lib.nsys_text_pool(self.handle), self.lib.nsys_text_offsets(self.handle))
