@@ -122,3 +122,15 @@ def compiled_library(ffi, key: str, source: Path, headers: tuple = (), cache_war
         return ffi.dlopen(str(folder / library))
     except OSError:
         return None
+
+
+def compiled_with_schema(ffi, key: str, source: Path):
+    """compiled_library for a helper that includes the schema header (gpuobs_schema.h);
+    None where an install lacks the header, as where it cannot be built."""
+    from .native_sources import NativeSourcesMissing, schema_header
+
+    try:
+        header = schema_header()
+    except (OSError, NativeSourcesMissing):  # an install without the header: the Python path
+        return None
+    return compiled_library(ffi, key, source, (header,))

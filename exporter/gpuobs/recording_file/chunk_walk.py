@@ -11,8 +11,7 @@ from pathlib import Path
 import numpy as np
 from cffi import FFI
 
-from ..native_cache import compiled_library
-from ..native_sources import NativeSourcesMissing, schema_header
+from ..native_cache import compiled_with_schema
 
 SOURCE = Path(__file__).with_name("chunk_walk.c")
 BATCH = 1 << 16  # chunks walked per call
@@ -28,11 +27,7 @@ int64_t gpuobs_walk_chunks(const uint8_t* buf, uint64_t size, uint64_t offset, u
 @lru_cache(maxsize=1)
 def library():
     """The loaded library, or None where it cannot be built or cached here."""
-    try:
-        header = schema_header()
-    except (OSError, NativeSourcesMissing):  # an install without the header: the Python path
-        return None
-    return compiled_library(_FFI, "chunk-walk", SOURCE, (header,))
+    return compiled_with_schema(_FFI, "chunk-walk", SOURCE)
 
 
 class Walk:

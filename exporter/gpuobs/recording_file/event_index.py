@@ -12,8 +12,7 @@ from pathlib import Path
 import numpy as np
 from cffi import FFI
 
-from ..native_cache import compiled_library
-from ..native_sources import NativeSourcesMissing, schema_header
+from ..native_cache import compiled_with_schema
 
 SOURCE = Path(__file__).with_name("event_index.c")
 _FFI = FFI()
@@ -28,11 +27,7 @@ void gpuobs_overlap_bins(const void* ev, size_t n, uint64_t sm_row, uint64_t bin
 @lru_cache(maxsize=1)
 def library():
     """The loaded library, or None where it cannot be built or cached here."""
-    try:
-        header = schema_header()
-    except (OSError, NativeSourcesMissing):  # an install without the header: the Python path
-        return None
-    return compiled_library(_FFI, "event-index", SOURCE, (header,))
+    return compiled_with_schema(_FFI, "event-index", SOURCE)
 
 
 def _ptr(kind: str, array: np.ndarray):
