@@ -44,6 +44,8 @@ def assert_sampling_adds_up(rec):
     """Every flush: recorded + dropped == attempted, and (block modes) attempted +
     sampled out == the blocks its launches counted (with those of no listed launch)."""
     assert_windows_add_up(rec)
+    # Thousands of replays' launch rows and counts: the tool's tables went packed.
+    assert rec.packed_chunks > 0, "LAUNCHES and FLUSH chunks written packed by default"
     assert len(rec.sampling) == len(rec.flushes), "a SAMPLING chunk after every FLUSH"
     counted_by_flush = analysis.counted_by_flush(rec)  # a counter slot that launches shared, once
     for f, s in zip(rec.flushes, rec.sampling):
