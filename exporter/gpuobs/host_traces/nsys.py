@@ -20,7 +20,6 @@ column checked in SQL before a row is read, for the error's words."""
 
 from __future__ import annotations
 
-import functools
 import json
 import sqlite3
 import time
@@ -416,30 +415,40 @@ def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
         db, [i for keys in name_keys for i, null in keys.tolist() if not null] + [i for i, _ in thread_rows]
     )
     texts = _Texts()
-    _fill = functools.partial(_fill_rows, strings=strings, texts=texts)
+    code = texts.code
+
+    def name_codes(keys: np.ndarray) -> np.ndarray:
+        return np.array(
+            [code("") if null else code(strings.get(i, f"string#{i}")) for i, null in keys.tolist()], np.int32
+        )
+
     jobs = [k] + ([r] if runtime else []) + ([n] if nvtx else [])
-    events = np.zeros(sum(job.rows for job in jobs), EVENT)
-    kernels = np.zeros(k.rows, KERNEL)
-    kernels["start_ns"] = k.take(0)
-    kernels["dur_ns"] = k.take(1) - kernels["start_ns"]
-    for field, column in (("device", 2), ("stream", 3), ("correlation", 4)):
-        kernels[field] = k.take(column)
-    for i in range(3):
-        kernels["grid"][:, i] = k.take(5 + i)
-        kernels["block"][:, i] = k.take(8 + i)
-    tracks = _tracks_of("stream", k.keys(1))
-    at = _fill(
-        events, 0, kernels["start_ns"], kernels["dur_ns"], k.take(11), name_keys[0], k.take(12), tracks, "kernel"
+    events = np.empty(sum(job.rows for job in jobs), EVENT)  # every field written below
+    kernels = np.empty(k.rows, KERNEL)
+    k.fill_rows(
+        kernels,
+        {"start_ns": 0, "dur_ns": (1, 0), "device": 2, "stream": 3, "correlation": 4}
+        | {("grid", i): 5 + i for i in range(3)}
+        | {("block", i): 8 + i for i in range(3)},
     )
+    tracks = np.array([code(("stream", a, b)) for a, b in k.keys(1).tolist()], np.int32)
+    at = len(kernels)
+    k.fill_events(events[:at], (0, 1, 11, 12, None), name_codes(name_keys[0]), tracks, None, code("kernel"))
+    k.release()
     if runtime:
-        tracks = _threads("thread", r.keys(1))
-        at = _fill(events, at, *_times(r), r.take(2), name_keys[1], r.take(3), tracks, "cuda_runtime")
+        tracks = np.array([code(("thread", *pid_tid(g))) for g in r.keys(1)[:, 0].tolist()], np.int32)
+        rows = events[at : at + r.rows]
+        r.fill_events(rows, (0, 1, 2, 3, None), name_codes(name_keys[1]), tracks, None, code("cuda_runtime"))
+        r.release()
+        at += len(rows)
     if nvtx:
-        by_text = np.array([texts.code(t.decode("utf-8", "replace")) for t in n.texts()] + [-1], np.int64)
-        tracks = _threads("nvtx", n.keys(1))
-        _fill(events, at, *_times(n), n.take(3), name_keys[-1], n.take(4), tracks, "nvtx", by_text[n.take(2)])
-    thread_names = {pid_tid(gtid): strings.get(name_id, f"string#{name_id}") for name_id, gtid in thread_rows}
+        tracks = np.array([code(("nvtx", *pid_tid(g))) for g in n.keys(1)[:, 0].tolist()], np.int32)
+        own = np.array([code(t.decode("utf-8", "replace")) for t in n.texts()], np.int32)
+        rows = events[at : at + n.rows]
+        n.fill_events(rows, (0, 1, 3, 4, 2), name_codes(name_keys[-1]), tracks, own, code("nvtx"))
+        n.release()
     kernels["name"] = events["name"][: len(kernels)]
+    thread_names = {pid_tid(gtid): strings.get(name_id, f"string#{name_id}") for name_id, gtid in thread_rows}
     return assemble(
         path, "nsys", events, kernels, texts.values, texts.values, texts.values, thread_names, offset_ns=offset
     )
@@ -456,20 +465,6 @@ def _strings(db, ids: list) -> dict:
     if len(strings) != len(rows):
         raise nsys_columns.ReadStopped  # an id twice: which one the Python reading keeps is its query's order
     return strings
-
-
-def _tracks_of(kind: str, pairs: np.ndarray) -> list:
-    return [(kind, a, b) for a, b in pairs.tolist()]
-
-
-def _threads(kind: str, gtids: np.ndarray) -> list:
-    return [(kind, *pid_tid(g)) for g in gtids[:, 0].tolist()]
-
-
-def _times(job) -> tuple[np.ndarray, np.ndarray]:
-    """A job's start and duration columns (its first two)."""
-    start = job.take(0)
-    return start, job.take(1) - start
 
 
 def _fill_rows(

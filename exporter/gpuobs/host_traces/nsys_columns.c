@@ -177,9 +177,16 @@ static int bind(reader* r) {
     return 1;
 }
 
+static void job_release(job* j) {
+    for (int o = 0; o < MAX_COLUMNS; o++) {
+        free(j->columns[o]);
+        j->columns[o] = NULL;
+    }
+}
+
 static void job_free(job* j) {
     free(j->sql);
-    for (int i = 0; i < MAX_COLUMNS; i++) free(j->columns[i]);
+    job_release(j);
     for (int k = 0; k < MAX_KEYS; k++) {
         free(j->keys[k].keys);
         free(j->keys[k].slots);
@@ -410,13 +417,57 @@ int nsys_run(reader* r, int threads) {
 
 int64_t nsys_rows(reader* r, int i) { return r->jobs[i].rows; }
 
-/* Output column `o` of job i into dest (nsys_rows values), then let go of it. */
-void nsys_take(reader* r, int i, int o, int64_t* dest) {
+static void put64(char* at, int64_t v) { memcpy(at, &v, sizeof v); }
+static void put32(char* at, int32_t v) { memcpy(at, &v, sizeof v); }
+
+/* Job i's rows as events, row r at dest + r * itemsize: at offsets[0..4] start and
+ * duration (int64), track, name and category (int32), from its columns cols[0..4]
+ * (start, end, name key, track key, text or -1): the name key's code in names[], or
+ * the text's in texts[] where the row has a text; the track key's in tracks[]. 0
+ * where a column or a code is out of range. */
+int nsys_fill_events(reader* r, int i, char* dest, int64_t itemsize, const int64_t* offsets, const int64_t* cols,
+                     const int32_t* names, int64_t n_names, const int32_t* tracks, int64_t n_tracks,
+                     const int32_t* texts, int64_t n_texts, int32_t category) {
     job* j = &r->jobs[i];
-    if (j->rows) memcpy(dest, j->columns[o], (size_t)j->rows * sizeof(int64_t));
-    free(j->columns[o]);
-    j->columns[o] = NULL;
+    for (int c = 0; c < 5; c++)
+        if (cols[c] >= j->n_out || (cols[c] < 0 && c != 4) || (j->rows && cols[c] >= 0 && !j->columns[cols[c]]))
+            return 0;
+    const int64_t *start = j->columns[cols[0]], *end = j->columns[cols[1]];
+    const int64_t *name = j->columns[cols[2]], *track = j->columns[cols[3]];
+    const int64_t* text = cols[4] >= 0 ? j->columns[cols[4]] : NULL;
+    for (int64_t row = 0; row < j->rows; row++) {
+        char* at = dest + row * itemsize;
+        int64_t n = name[row], t = track[row], x = text ? text[row] : -1;
+        if (n < 0 || n >= n_names || t < 0 || t >= n_tracks || x >= n_texts) return 0;
+        put64(at + offsets[0], start[row]);
+        put64(at + offsets[1], end[row] - start[row]);
+        put32(at + offsets[2], tracks[t]);
+        put32(at + offsets[3], x >= 0 ? texts[x] : names[n]);
+        put32(at + offsets[4], category);
+    }
+    return 1;
 }
+
+/* Job i's columns cols[0..n) into int64 fields of rows, row r at dest + r * itemsize,
+ * field f at offsets[f], less column minus[f] where that is >= 0. 0 where a column is
+ * out of range. */
+int nsys_fill_rows(reader* r, int i, char* dest, int64_t itemsize, int n, const int64_t* offsets, const int64_t* cols,
+                   const int64_t* minus) {
+    job* j = &r->jobs[i];
+    for (int f = 0; f < n; f++) {
+        if (cols[f] < 0 || cols[f] >= j->n_out || minus[f] >= j->n_out) return 0;
+        if (j->rows && (!j->columns[cols[f]] || (minus[f] >= 0 && !j->columns[minus[f]]))) return 0;
+    }
+    for (int f = 0; f < n; f++) {
+        const int64_t *v = j->columns[cols[f]], *less = minus[f] >= 0 ? j->columns[minus[f]] : NULL;
+        char* at = dest + offsets[f];
+        for (int64_t row = 0; row < j->rows; row++, at += itemsize) put64(at, less ? v[row] - less[row] : v[row]);
+    }
+    return 1;
+}
+
+/* Lets go of job i's columns (its keys, texts and bounds stay). */
+void nsys_release(reader* r, int i) { job_release(&r->jobs[i]); }
 
 /* The least and the greatest integer read in each column of job i (INT64_MAX and
  * INT64_MIN where none was). */

@@ -36,7 +36,12 @@ int nsys_add(reader* r, const char* sql, int n_columns, const int64_t* columns, 
              const int64_t* keys);
 int nsys_run(reader* r, int threads);
 int64_t nsys_rows(reader* r, int i);
-void nsys_take(reader* r, int i, int o, int64_t* dest);
+int nsys_fill_events(reader* r, int i, char* dest, int64_t itemsize, const int64_t* offsets, const int64_t* cols,
+                     const int32_t* names, int64_t n_names, const int32_t* tracks, int64_t n_tracks,
+                     const int32_t* texts, int64_t n_texts, int32_t category);
+int nsys_fill_rows(reader* r, int i, char* dest, int64_t itemsize, int n, const int64_t* offsets,
+                   const int64_t* cols, const int64_t* minus);
+void nsys_release(reader* r, int i);
 void nsys_bounds(reader* r, int i, int64_t* min, int64_t* max);
 int64_t nsys_key_count(reader* r, int i, int k);
 const int64_t* nsys_keys(reader* r, int i, int k);
@@ -97,7 +102,8 @@ class Key:
 
 class Job:
     """One query's results, once the read is done: its kept columns (in order, then one
-    per Key), the least and greatest integer read in each column, keys and texts."""
+    per Key), written into numpy rows by fill_events and fill_rows; the least and
+    greatest integer read in each column, keys and texts."""
 
     def __init__(self, reader: Reader, index: int, width: int, n_keys: int):
         self.reader, self.index, self.width, self.n_keys = reader, index, width, n_keys
@@ -106,11 +112,70 @@ class Job:
     def rows(self) -> int:
         return int(self.reader.lib.nsys_rows(self.reader.handle, self.index))
 
-    def take(self, column: int) -> np.ndarray:
-        """Kept column `column` (its copy in C let go: take each once)."""
-        out = np.empty(self.rows, np.int64)
-        self.reader.lib.nsys_take(self.reader.handle, self.index, column, _FFI.cast("int64_t*", out.ctypes.data))
-        return out
+    def fill_events(
+        self, events: np.ndarray, columns: tuple, names: np.ndarray, tracks: np.ndarray, texts, category: int
+    ) -> None:
+        """The rows into `events` (EVENT rows, as many as the job's): start and duration
+        from `columns` (start, end, name key, track key, text or None), name the name
+        key's code in `names` (or the text's in `texts` where a row has one), track the
+        track key's code in `tracks`, and `category`."""
+        fields = events.dtype.fields
+        if len(events) != self.rows or not events.flags.c_contiguous:
+            raise ReadStopped
+        kinds = (("start_ns", "<i8"), ("dur_ns", "<i8"), ("track", "<i4"), ("name", "<i4"), ("category", "<i4"))
+        if any(fields[field][0] != np.dtype(kind) for field, kind in kinds):
+            raise TypeError(f"event rows of another layout: {events.dtype}")  # C writes these bytes
+        offsets = np.array([fields[f][1] for f in ("start_ns", "dur_ns", "track", "name", "category")], np.int64)
+        cols = np.array([*columns[:4], -1 if columns[4] is None else columns[4]], np.int64)
+        names, tracks = np.ascontiguousarray(names, np.int32), np.ascontiguousarray(tracks, np.int32)
+        texts = np.ascontiguousarray(np.zeros(0) if texts is None else texts, np.int32)
+        ok = self.reader.lib.nsys_fill_events(
+            self.reader.handle,
+            self.index,
+            _FFI.cast("char*", events.ctypes.data),
+            events.itemsize,
+            *(_FFI.cast("int64_t*", a.ctypes.data) for a in (offsets, cols)),
+            *(x for a in (names, tracks, texts) for x in (_FFI.cast("int32_t*", a.ctypes.data), len(a))),
+            category,
+        )
+        if not ok:
+            raise ReadStopped
+
+    def fill_rows(self, rows: np.ndarray, fields: dict) -> None:
+        """int64 fields of `rows` (as many as the job's) from columns: {field: column, or
+        (column, less column), or (field, i): ... for item i of an array field}."""
+        if len(rows) != self.rows or not rows.flags.c_contiguous:
+            raise ReadStopped
+        offsets, cols, minus = [], [], []
+        for field, column in fields.items():
+            name, item = field if isinstance(field, tuple) else (field, None)
+            kind, offset = rows.dtype.fields[name][:2]
+            base = kind.base if item is not None else kind
+            if (
+                base != np.dtype("<i8")
+                or (item is None) != (kind.shape == ())
+                or not 0 <= (item or 0) < kind.itemsize // 8
+            ):
+                raise TypeError(f"{field}: not an int64 field of {rows.dtype}")  # C writes these bytes
+            offsets.append(offset + (0 if item is None else item * 8))
+            column, less = column if isinstance(column, tuple) else (column, -1)
+            cols.append(column)
+            minus.append(less)
+        arrays = [np.array(a, np.int64) for a in (offsets, cols, minus)]
+        ok = self.reader.lib.nsys_fill_rows(
+            self.reader.handle,
+            self.index,
+            _FFI.cast("char*", rows.ctypes.data),
+            rows.itemsize,
+            len(cols),
+            *(_FFI.cast("int64_t*", a.ctypes.data) for a in arrays),
+        )
+        if not ok:
+            raise ReadStopped
+
+    def release(self) -> None:
+        """Lets go of the columns (keys, texts and bounds stay)."""
+        self.reader.lib.nsys_release(self.reader.handle, self.index)
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         lo, hi = np.empty(self.width, np.int64), np.empty(self.width, np.int64)
