@@ -177,21 +177,25 @@ static int bind(reader* r) {
     return 1;
 }
 
+/* Lets go of what a job read (its bounds stay). */
 static void job_release(job* j) {
     for (int o = 0; o < MAX_COLUMNS; o++) {
         free(j->columns[o]);
         j->columns[o] = NULL;
     }
+    j->rows = j->cap = 0;
+    for (int k = 0; k < MAX_KEYS; k++) {
+        free(j->keys[k].keys);
+        free(j->keys[k].slots);
+        memset(&j->keys[k], 0, sizeof(key_set));
+    }
+    text_pool_free(&j->texts);
+    memset(&j->texts, 0, sizeof(text_pool));
 }
 
 static void job_free(job* j) {
     free(j->sql);
     job_release(j);
-    for (int k = 0; k < MAX_KEYS; k++) {
-        free(j->keys[k].keys);
-        free(j->keys[k].slots);
-    }
-    text_pool_free(&j->texts);
 }
 
 void nsys_close(reader* r) {
@@ -466,7 +470,7 @@ int nsys_fill_rows(reader* r, int i, char* dest, int64_t itemsize, int n, const 
     return 1;
 }
 
-/* Lets go of job i's columns (its keys, texts and bounds stay). */
+/* Lets go of job i's columns, keys and texts (its bounds stay). */
 void nsys_release(reader* r, int i) { job_release(&r->jobs[i]); }
 
 /* The least and the greatest integer read in each column of job i (INT64_MAX and

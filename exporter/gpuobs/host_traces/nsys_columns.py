@@ -174,7 +174,7 @@ class Job:
             raise ReadStopped
 
     def release(self) -> None:
-        """Lets go of the columns (keys, texts and bounds stay)."""
+        """Lets go of the columns, keys and texts (read them first); the bounds stay."""
         self.reader.lib.nsys_release(self.reader.handle, self.index)
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
