@@ -173,6 +173,7 @@ def main():
     )
     ap.add_argument("--max-sqlite-ratio", type=float, default=8.0, help="the same for an SQLite input")
     ap.add_argument("--max-seconds", type=float, default=120)
+    ap.add_argument("--only", choices=["json", "sqlite"], help="make and measure only this input")
     args = ap.parse_args()
     env = dict(os.environ, PYTHONPATH=str(ROOT / "exporter"))
     failed = []
@@ -182,31 +183,36 @@ def main():
         export = [sys.executable, "-m", "gpuobs", "export", str(rec), "-f"]
         baseline = measure(export + ["-o", str(tmp / "base.pftrace")], env)
         assert baseline.returncode == 0, baseline.output
+        imported = measure([sys.executable, "-c", "import gpuobs.host_traces.nsys"], env)
         print(
-            f"baseline (export of a small recording, no --host): {baseline.seconds:.1f} s, "
-            f"{baseline.peak_mb:.0f} MB peak\n"
+            f"baseline (export of a small recording, no --host): {baseline.seconds:.2f} s, "
+            f"{baseline.peak_mb:.0f} MB peak; Python importing the reader: {imported.seconds:.2f} s\n"
         )
-        print("| input | MB | events | step | s | peak MB | (peak - baseline) / input |")
-        print("|---|---|---|---|---|---|---|")
-        for kind, make, mb, limit in (
+        print("| input | MB | events | step | s | s per GB raw / beyond start | peak MB | (peak - baseline) / input |")
+        print("|---|---|---|---|---|---|---|---|")
+        inputs = (
             ("Kineto JSON", kineto_json, args.json_mb, args.max_json_ratio),
             ("nsys SQLite", nsys_sqlite, args.sqlite_mb, args.max_sqlite_ratio),
-        ):
+        )
+        for kind, make, mb, limit in inputs:
+            if args.only and args.only not in kind.lower():
+                continue
             host = tmp / ("prof.json" if "JSON" in kind else "run.sqlite")
             events = make(host, mb)
             size = host.stat().st_size / 2**20
-            for step, cmd in (
-                ("load", [sys.executable, "-c", LOAD, str(host)]),
-                ("export", export + ["--host", str(host), "-o", str(tmp / "t.pftrace")]),
+            for step, cmd, start in (
+                ("load", [sys.executable, "-c", LOAD, str(host)], imported.seconds),
+                ("export", export + ["--host", str(host), "-o", str(tmp / "t.pftrace")], baseline.seconds),
             ):
                 run = measure(cmd, env)
                 if run.returncode != 0:
                     failed.append(f"{kind} {step} failed: {run.output[-2000:]}")
                     continue
                 ratio = (run.peak_mb - baseline.peak_mb) / size
+                gb = host.stat().st_size / 1e9
                 print(
-                    f"| {kind} | {size:.0f} | {events:,} | {step} | {run.seconds:.1f} | {run.peak_mb:.0f} | "
-                    f"{ratio:.2f} |",
+                    f"| {kind} | {size:.0f} | {events:,} | {step} | {run.seconds:.2f} | {run.seconds / gb:.1f} / "
+                    f"{(run.seconds - start) / gb:.1f} | {run.peak_mb:.0f} | {ratio:.2f} |",
                     flush=True,
                 )
                 if ratio > limit:

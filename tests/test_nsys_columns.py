@@ -21,8 +21,9 @@ if nsys_columns.Reader.open("file::memory:", 1.0) is None:
 KERNELS, RUNTIME, NVTX = nsys.KERNELS, nsys.RUNTIME, nsys.NVTX
 
 
-def load(path, monkeypatch, in_c: bool):
-    """(the trace or the error's text, whether the C read gave it)."""
+def load(path, monkeypatch, in_c: bool, threads: int | None = None):
+    """(the trace or the error's text, whether the C read gave it); `threads`: the C
+    read's threads (default: one per core here)."""
     taken = []
     read_in_c = nsys._read_in_c
 
@@ -33,6 +34,8 @@ def load(path, monkeypatch, in_c: bool):
 
     with monkeypatch.context() as m:
         m.setattr(nsys, "_read_in_c", spy)
+        if threads is not None:
+            m.setattr(nsys_columns, "threads", lambda: threads)
         if not in_c:
             m.setenv("GPUOBS_SQLITE_LIB", "libsqlite3-not-here.so.0")
         try:
@@ -51,14 +54,19 @@ def same_trace(a, b) -> None:
 
 
 def both(path, monkeypatch):
-    """The C reading and the Python one of `path`, checked equal; whether C took it."""
-    c, in_c = load(path, monkeypatch, in_c=True)
+    """The C reading (its tables on one thread, on three, and one per core here) and
+    the Python one of `path`, checked equal; whether C took it (the same each way)."""
     python, python_in_c = load(path, monkeypatch, in_c=False)
     assert not python_in_c
-    if isinstance(python, str):
-        assert c == python
-    else:
-        same_trace(c, python)
+    taken = set()
+    for threads in (None, 1, 3):
+        c, in_c = load(path, monkeypatch, in_c=True, threads=threads)
+        taken.add(in_c)
+        if isinstance(python, str):
+            assert c == python
+        else:
+            same_trace(c, python)
+    assert len(taken) == 1
     return c, in_c
 
 
@@ -91,6 +99,29 @@ TAKEN_IN_C = {
         f"update {NVTX} set text = 'caf' || char(233) where rowid % 5 = 0",
     ),
     "no runtime, NVTX or thread names": (f"drop table {RUNTIME}", f"drop table {NVTX}", "drop table ThreadNames"),
+    "NVTX rows not read, with odd values": (
+        # neither a range nor a mark, or no thread: their times and texts are never read
+        f"insert into {NVTX} (start, end, eventType, textId, globalTid) values (NULL, 'x', 75, 'y', 1)",
+        f"insert into {NVTX} (start, end, eventType, text, globalTid) values (-5, 1e300, 59, X'00ff', NULL)",
+        f"insert into {NVTX} (start, end, eventType, globalTid) values (NULL, NULL, NULL, 7)",
+    ),
+    "an NVTX mark with an end, a range never closed": (
+        f"update {NVTX} set eventType = 34, end = start + 5 where rowid = 2",
+        f"update {NVTX} set end = NULL where rowid = 3",
+    ),
+    "names missing from StringIds": (
+        f"update {KERNELS} set demangledName = 999999 where rowid = 1",
+        f"update {RUNTIME} set nameId = -7 where rowid = 2",
+        f"update {NVTX} set textId = 123456, text = NULL where rowid = 4",
+        "update ThreadNames set nameId = 888888",
+    ),
+    "REAL StringIds ids": (  # a column without affinity keeps 2.0 a REAL: Python's dict finds it by 2
+        "create table s2 (id, value)",
+        "insert into s2 select case when id % 2 = 0 then id + 0.0 else id end, value from StringIds",
+        "drop table StringIds",
+        "alter table s2 rename to StringIds",
+    ),
+    "no textId column": (f"alter table {NVTX} drop column textId",),
 }
 
 
@@ -106,6 +137,28 @@ LEFT_TO_PYTHON = dict(
         "text correlationId": (f"update {KERNELS} set correlationId = 'x' where rowid = 3", "correlationId is text"),
         "runtime end before start": (f"update {RUNTIME} set end = start - 1 where rowid = 2", "row 2: end"),
         "a column missing": (f"alter table {KERNELS} drop column gridZ", "no such column: gridZ"),
+        "text eventType in an NVTX row not read": (
+            f"insert into {NVTX} (start, eventType, globalTid) values (1, 'range', 5)",
+            "eventType is text 'range'",
+        ),
+        "negative globalTid in an NVTX row not read": (
+            f"insert into {NVTX} (start, eventType, globalTid) values (1, 75, -1)",
+            "globalTid is int -1",
+        ),
+        "text textId in an NVTX range": (f"update {NVTX} set textId = 'x' where rowid = 3", "textId is text 'x'"),
+        "NVTX end before start": (f"update {NVTX} set end = start - 1 where rowid = 5", "row 5: end"),
+        "NVTX mark end past 2^62 on REALTIME": (
+            f"update {NVTX} set eventType = 34, end = 4611686018427387903 where rowid = 6",
+            "row 6: end is int 4611686018427387903",
+        ),
+        "runtime end past 2^62 on REALTIME": (
+            f"update {RUNTIME} set end = 4611686018427387903 where rowid = 7",
+            "row 7: end is int 4611686018427387903",
+        ),
+        "REAL runtime correlationId": (
+            f"update {RUNTIME} set correlationId = 2.5 where rowid = 8",
+            "correlationId is float 2.5",
+        ),
     },
 )
 
@@ -155,3 +208,94 @@ def test_no_helper_falls_back_to_python(tmp_path, monkeypatch):
     monkeypatch.setattr(nsys_columns, "library", lambda: None)
     trace, in_c = load(nsys_db(tmp_path), monkeypatch, in_c=True)
     assert not in_c and len(trace.kernels) > 0
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        f"create index by_type on {NVTX} (eventType, globalTid)",
+        f"create index by_start on {KERNELS} (start desc, end, deviceId, streamId, correlationId, demangledName, "
+        "gridX, gridY, gridZ, blockX, blockY, blockZ)",
+        f"create index by_thread on {RUNTIME} (globalTid desc, start, end, nameId)",
+    ],
+    ids=["NVTX by type", "kernels covered", "runtime covered"],
+)
+def test_an_index_leaves_the_file_to_python(tmp_path, monkeypatch, sql):
+    """The Python reading's rows come in the index's order where its query uses one:
+    the C read, which scans each table whole, leaves such a file to it."""
+    path = edited(tmp_path, sql)
+    with sqlite3.connect(path) as db:
+        plans = [
+            row[3]
+            for query in (nsys._kernel_query("demangledName"), nsys.RUNTIME_QUERY, nsys._nvtx_query("textId"))
+            for row in db.execute(f"explain query plan {query}")
+        ]
+    assert any("INDEX" in p for p in plans)
+    trace, in_c = both(path, monkeypatch)
+    assert not in_c and not isinstance(trace, str)
+
+
+def test_a_string_id_twice_leaves_the_file_to_python(tmp_path, monkeypatch):
+    """Which of two StringIds rows of one id the Python reading keeps is its query's
+    order: the C read leaves such a file to it."""
+    path = edited(
+        tmp_path,
+        "create table s2 as select * from StringIds",
+        "drop table StringIds",
+        "alter table s2 rename to StringIds",
+        f"insert into StringIds select demangledName, 'another name' from {KERNELS} where rowid = 1",
+    )
+    trace, in_c = both(path, monkeypatch)
+    assert not in_c and not isinstance(trace, str)
+
+
+def test_the_threads_read_every_table_alike(tmp_path):
+    """The same jobs on one thread and on several: the same columns, keys, texts and bounds."""
+    path = nsys_db(tmp_path)
+    results = []
+    for threads in (1, 2, 4):
+        reader = nsys_columns.Reader.open(nsys._uri(path), 60.0)
+        C, Key = nsys_columns.Column, nsys_columns.Key
+        whole, nullable = C(*nsys.I64), C(*nsys.I64, nullable=True, null_value=-9)
+        jobs = [
+            reader.add(
+                f"select start, end, streamId, demangledName from {KERNELS}",
+                [whole] * 3 + [nullable],
+                keys=(Key(3), Key(2, 0)),
+            ),
+            reader.add(f"select start, end, globalTid from {RUNTIME}", [whole] * 3, keys=(Key(2),)),
+            reader.add(
+                f"select eventType, globalTid, start, end, textId, cast(text as text) from {NVTX}",
+                [nullable, nullable, whole, nullable, nullable, nsys_columns.TEXT],
+                keys=(Key(4),),
+                mode=nsys_columns.NVTX,
+                ordered=(2, 3),
+            ),
+        ]
+        reader.run(threads)
+        out = []
+        for job in jobs:
+            rows = np.empty(job.rows, [("a", "<i8"), ("b", "<i8")])
+            job.fill_rows(rows, {"a": 0, "b": (1, 0)})
+            out.append(
+                (
+                    job.rows,
+                    rows.tobytes(),
+                    [job.keys(k).tobytes() for k in range(job.n_keys)],
+                    job.texts(),
+                    [b.tobytes() for b in job.bounds()],
+                )
+            )
+        results.append(out)
+    assert results[0] == results[1] == results[2]
+    assert all(rows > 0 for rows, *_ in results[0])
+
+
+def test_a_check_failing_on_one_thread_stops_the_others(tmp_path):
+    path = edited(tmp_path, f"update {RUNTIME} set start = 'x' where rowid = 1")
+    reader = nsys_columns.Reader.open(nsys._uri(path), 60.0)
+    whole = nsys_columns.Column(*nsys.I64)
+    reader.add(f"select start from {KERNELS}", [whole])
+    reader.add(f"select start from {RUNTIME}", [whole])
+    with pytest.raises(nsys_columns.ReadStopped):
+        reader.run(2)

@@ -13,13 +13,14 @@ globalTid packs the process id in bits 24..47 and the thread id in bits 0..23.
 
 Every column read is checked (its type, and its range), so a NULL, text, BLOB or
 out-of-range value is an error naming the table, the row and the column. The
-kernel, runtime and NVTX tables are read in C (nsys_columns.c), which checks the
-kernel and runtime columns as it reads them; where it cannot run, or meets anything
-it is not sure of, the file is read through Python's sqlite3, every column checked
-in SQL before a row is read, for the error's words."""
+kernel, runtime and NVTX tables are read in C (nsys_columns.c), each on its own
+connection and thread, every column checked as it is read; where it cannot run, or
+meets anything it is not sure of, the file is read through Python's sqlite3, every
+column checked in SQL before a row is read, for the error's words."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from pathlib import Path
@@ -114,7 +115,7 @@ def load_nsys(path) -> HostTrace:
                 f"{path}: no {KERNELS} or StringIds table: not an Nsight Systems export with "
                 "CUDA trace (was it recorded with --trace=cuda?)"
             )
-        return _read_in_c(db, path, tables, deadline) or _read(db, path, tables, _PythonColumns(db))
+        return _read_in_c(db, path, tables, deadline) or _read(db, path, tables)
     except nsys_columns.ReadInterrupted:
         raise _took_too_long(path, budget) from None
     except sqlite3.OperationalError as exc:
@@ -142,7 +143,7 @@ def _read_in_c(db, path: Path, tables: set, deadline: float) -> HostTrace | None
     if reader is None:
         return None
     try:
-        return _read(db, path, tables, _CColumns(reader))
+        return _read_c(db, path, tables, reader)
     except (nsys_columns.ReadStopped, HostTraceError, sqlite3.Error) as exc:
         if isinstance(exc, sqlite3.OperationalError) and str(exc) == "interrupted":
             raise
@@ -216,62 +217,85 @@ class _Checks:
                     check()
 
 
-def _read(db, path: Path, tables: set, columns) -> HostTrace:
-    """The trace, its big tables read through `columns`: _PythonColumns, after every
-    check in SQL, or _CColumns, which checks the kernel and runtime columns as it reads
-    them (and raises ReadStopped on a failure, for the Python reading's words)."""
-    check = _Checks(db, path)
-    in_sql = not columns.checks_while_reading
-    start_epoch = 0
-    if "TARGET_INFO_SESSION_START_TIME" in tables:
-        check.whole("TARGET_INFO_SESSION_START_TIME", "utcEpochNs", *TIME, nullable=True)
-        check.flush()
-        row = db.execute("select utcEpochNs from TARGET_INFO_SESSION_START_TIME").fetchone()
-        start_epoch = int(row[0]) if row and row[0] is not None else 0
-    kcols = _columns(db, KERNELS)
-    name_col = "demangledName" if "demangledName" in kcols else "shortName"
-    if in_sql:
-        check.whole(KERNELS, "start", *TIME)
-        check.flush()
-    first = db.execute(f"select min(start) from {KERNELS}").fetchone()[0]
-    if not isinstance(first, (int, type(None))):
-        raise nsys_columns.ReadStopped  # the SQL check above stops the Python reading first
+def _session_start(db, tables: set, check: _Checks) -> int:
+    """The session's start on the UTC epoch (ns), 0 where the file does not say."""
+    if "TARGET_INFO_SESSION_START_TIME" not in tables:
+        return 0
+    check.whole("TARGET_INFO_SESSION_START_TIME", "utcEpochNs", *TIME, nullable=True)
+    check.flush()
+    row = db.execute("select utcEpochNs from TARGET_INFO_SESSION_START_TIME").fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def _offset(path: Path, first, start_epoch: int) -> int:
+    """What to add to the file's times for REALTIME, from the first kernel's start."""
     if first is None or first >= EPOCH_THRESHOLD_NS:
-        offset = 0  # --ts-normalize: already UTC epoch
-    elif start_epoch:
-        offset = start_epoch
-    else:
-        raise HostTraceError(
-            f"{path}: session-relative times and no TARGET_INFO_SESSION_START_TIME: cannot place them on REALTIME"
-        )
-    at = (0, TIME[1] - offset)
+        return 0  # --ts-normalize: already UTC epoch
+    if start_epoch:
+        return start_epoch
+    raise HostTraceError(
+        f"{path}: session-relative times and no TARGET_INFO_SESSION_START_TIME: cannot place them on REALTIME"
+    )
+
+
+def _kernel_name(db) -> str:
+    return "demangledName" if "demangledName" in _columns(db, KERNELS) else "shortName"
+
+
+def _nvtx_text_id(db) -> str:
+    return "textId" if "textId" in _columns(db, NVTX) else "NULL"
+
+
+# The queries of the Python reading (the C reading's scan the same tables in the same order).
+def _kernel_query(name_col: str) -> str:
+    return (
+        f"select start, end, deviceId, streamId, coalesce(correlationId, -1), {name_col} is null, "
+        f"coalesce({name_col}, 0), gridX, gridY, gridZ, blockX, blockY, blockZ from {KERNELS}"
+    )
+
+
+RUNTIME_QUERY = f"select start, end, globalTid, nameId is null, coalesce(nameId, 0) from {RUNTIME}"
+
+
+def _nvtx_query(text_id: str) -> str:
+    # marks, and ranges never closed, last 0 ns; a range's own text stands before its textId
+    return (
+        f"select start, case when end is null or eventType = {NVTX_MARK} then start else end end, globalTid, "
+        f"{text_id} is null, coalesce({text_id}, 0), cast(text as text) from {NVTX} where {NVTX_USED}"
+    )
+
+
+def _read(db, path: Path, tables: set) -> HostTrace:
+    """The trace read through Python's sqlite3, every column checked in SQL first."""
+    check = _Checks(db, path)
+    start_epoch = _session_start(db, tables, check)
+    name_col = _kernel_name(db)
+    check.whole(KERNELS, "start", *TIME)
+    check.flush()
+    offset = _offset(path, db.execute(f"select min(start) from {KERNELS}").fetchone()[0], start_epoch)
     count = (0, (1 << 32) - 1)
-    kernel_ranges = [at, at, (0, (1 << 31) - 1), (0, I64[1]), I64, I64, I64] + [count] * 6
-    if in_sql:
-        check.times(KERNELS, offset)
-        for column, (lo, hi) in zip(
-            ("deviceId", "streamId", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"),
-            kernel_ranges[2:4] + kernel_ranges[7:],
-        ):
-            check.whole(KERNELS, column, lo, hi)
-        check.whole(KERNELS, "correlationId", *I64, nullable=True)
-        check.whole(KERNELS, name_col, *I64, nullable=True)
+    check.times(KERNELS, offset)
+    for column, (lo, hi) in zip(
+        ("deviceId", "streamId", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"),
+        [(0, (1 << 31) - 1), (0, I64[1])] + [count] * 6,
+    ):
+        check.whole(KERNELS, column, lo, hi)
+    check.whole(KERNELS, "correlationId", *I64, nullable=True)
+    check.whole(KERNELS, name_col, *I64, nullable=True)
     name_refs = [f"select {name_col} from {KERNELS}"]
     runtime = RUNTIME in tables
     if runtime:
-        if in_sql:
-            check.times(RUNTIME, offset)
-            check.whole(RUNTIME, "globalTid", 0, I64[1])
-        check.whole(RUNTIME, "correlationId", *I64, nullable=True)  # not read: checked in SQL either way
-        if in_sql:
-            check.whole(RUNTIME, "nameId", *I64, nullable=True)
+        check.times(RUNTIME, offset)
+        check.whole(RUNTIME, "globalTid", 0, I64[1])
+        check.whole(RUNTIME, "correlationId", *I64, nullable=True)  # not read: checked all the same
+        check.whole(RUNTIME, "nameId", *I64, nullable=True)
         name_refs.append(f"select nameId from {RUNTIME}")
     nvtx = NVTX in tables
     if nvtx:
         check.whole(NVTX, "eventType", *I64, nullable=True)
         check.whole(NVTX, "globalTid", 0, I64[1], nullable=True)
         check.times(NVTX, offset, NVTX_USED, end_nullable=True)
-        text_id = "textId" if "textId" in _columns(db, NVTX) else "NULL"
+        text_id = _nvtx_text_id(db)
         if text_id != "NULL":
             check.whole(NVTX, "textId", *I64, nullable=True, where=NVTX_USED)
             name_refs.append(f"select textId from {NVTX}")
@@ -286,31 +310,16 @@ def _read(db, path: Path, tables: set, columns) -> HostTrace:
     strings = dict(
         db.execute(f"select id, cast(value as text) from StringIds where id in ({' union '.join(name_refs)})")
     )
-    k = columns.fetch(
-        f"select start, end, deviceId, streamId, coalesce(correlationId, -1), {name_col} is null, "
-        f"coalesce({name_col}, 0), gridX, gridY, gridZ, blockX, blockY, blockZ from {KERNELS}",
-        kernel_ranges,
-    )
-    columns.ordered(k[0], k[1])
+    k = _fetch(db, _kernel_query(name_col))
     kernels = _kernel_rows(k)  # names come with the events'
-    parts = [_Part(k[0], k[1], ("stream", k[2], k[3]), k[5], k[6], "kernel")]
+    parts = [_Part(k[0], k[1], *_tracks("stream", k[2], k[3]), *_name_keys(k[5], k[6]), "kernel")]
     del k  # the columns not in parts[0] let go
     if runtime:
-        start, end, gtid, no_name, name = columns.fetch(
-            f"select start, end, globalTid, nameId is null, coalesce(nameId, 0) from {RUNTIME}",
-            [at, at, (0, I64[1]), I64, I64],
-        )
-        columns.ordered(start, end)
-        parts.append(_Part(start, end, ("thread", *_pid_tid(gtid)), no_name, name, "cuda_runtime"))
+        start, end, gtid, no_name, name = _fetch(db, RUNTIME_QUERY)
+        parts.append(_Part(start, end, *_tracks("thread", *_pid_tid(gtid)), *_name_keys(no_name, name), "cuda_runtime"))
     if nvtx:
-        # marks, and ranges never closed, last 0 ns; a range's own text stands before its textId
-        start, end, gtid, no_name, name, text = columns.fetch(
-            f"select start, case when end is null or eventType = {NVTX_MARK} then start else end end, globalTid, "
-            f"{text_id} is null, coalesce({text_id}, 0), cast(text as text) from {NVTX} where {NVTX_USED}",
-            [I64, I64, I64, I64, I64, nsys_columns.TEXT],
-            code=texts.code,
-        )
-        parts.append(_Part(start, end, ("nvtx", *_pid_tid(gtid)), no_name, name, "nvtx", text))
+        start, end, gtid, no_name, name, text = _fetch(db, _nvtx_query(text_id), code=texts.code)
+        parts.append(_Part(start, end, *_tracks("nvtx", *_pid_tid(gtid)), *_name_keys(no_name, name), "nvtx", text))
     thread_names = {}
     if names:
         for name_id, gtid in db.execute("select nameId, globalTid from ThreadNames"):
@@ -318,53 +327,164 @@ def _read(db, path: Path, tables: set, columns) -> HostTrace:
     return _assemble_parts(path, parts, kernels, strings, thread_names, offset, texts)
 
 
-class _PythonColumns:
+def _fetch(db, query: str, code=None) -> list:
     """A query's columns through Python's sqlite3, a batch of rows at a time rather than
     a Python row at a time, as int64 arrays: whole numbers (checked in SQL before, never
     NULL), and a text column (the last) as code(text) of each (-1 for NULL), so that
     only one copy of each text is held."""
-
-    checks_while_reading = False
-
-    def __init__(self, db):
-        self.db = db
-
-    def fetch(self, query: str, ranges: list, code=None) -> list:
-        cursor = self.db.execute(query)
-        width = len(cursor.description)
-        texts = 1 if code is not None else 0
-        batches: list = [[] for _ in range(width)]
-        while rows := cursor.fetchmany(FETCH_ROWS):
-            for i, column in enumerate(zip(*rows)):
-                if i >= width - texts:
-                    column = [-1 if text is None else code(text) for text in column]
-                batches[i].append(np.array(column, np.int64))
-        return [np.concatenate(b) if b else np.zeros(0, np.int64) for b in batches]
-
-    def ordered(self, start: np.ndarray, end: np.ndarray) -> None:
-        pass  # checked in SQL before
+    cursor = db.execute(query)
+    width = len(cursor.description)
+    texts = 1 if code is not None else 0
+    batches: list = [[] for _ in range(width)]
+    while rows := cursor.fetchmany(FETCH_ROWS):
+        for i, column in enumerate(zip(*rows)):
+            if i >= width - texts:
+                column = [-1 if text is None else code(text) for text in column]
+            batches[i].append(np.array(column, np.int64))
+    return [np.concatenate(b) if b else np.zeros(0, np.int64) for b in batches]
 
 
-class _CColumns:
-    """The same columns read by nsys_columns.c, each checked against its range as it is
-    read (ReadStopped where one fails, or where end comes before start)."""
+def _scans_in_order(db, queries: list) -> bool:
+    """Whether each (query, table) reads the whole table, no index: the rows in the
+    table's own order, whatever the query reads of them."""
+    for query, table in queries:
+        plan = [row[3] for row in db.execute(f"explain query plan {query}")]
+        if plan not in ([f"SCAN {table}"], [f"SCAN TABLE {table}"]):
+            return False
+    return True
 
-    checks_while_reading = True
 
-    def __init__(self, reader):
-        self.reader = reader
+def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
+    """The trace, its big tables read by nsys_columns.c, every column checked there as it
+    is read (ReadStopped where one fails, for the Python reading's words)."""
+    C, Key, TEXT = nsys_columns.Column, nsys_columns.Key, nsys_columns.TEXT
+    check = _Checks(db, path)
+    start_epoch = _session_start(db, tables, check)
+    name_col = _kernel_name(db)
+    runtime, nvtx, names = RUNTIME in tables, NVTX in tables, "ThreadNames" in tables
+    when, count, nullable = C(*TIME), C(0, (1 << 32) - 1), C(*I64, nullable=True, out=False)
+    # times are checked on [0, 2^62) here, against the offset once the kernels' first start is known
+    queries = []
+    kernel_query = (
+        f"select start, end, deviceId, streamId, correlationId, {name_col}, "
+        f"gridX, gridY, gridZ, blockX, blockY, blockZ from {KERNELS}"
+    )
+    queries += [(kernel_query, KERNELS), (_kernel_query(name_col), KERNELS)]
+    k = reader.add(
+        kernel_query,
+        [when, when, C(0, (1 << 31) - 1), C(0, I64[1]), C(*I64, nullable=True, null_value=-1), nullable] + [count] * 6,
+        keys=(Key(5), Key(2, 3)),  # name (id, NULL), track (device, stream)
+        ordered=(0, 1),
+    )
+    if runtime:
+        runtime_query = f"select start, end, globalTid, nameId, correlationId from {RUNTIME}"
+        queries += [(runtime_query, RUNTIME), (RUNTIME_QUERY, RUNTIME)]
+        r = reader.add(
+            runtime_query,
+            [when, when, C(0, I64[1], out=False), nullable, nullable],
+            keys=(Key(3), Key(2)),  # name (id, NULL), thread
+            ordered=(0, 1),
+        )
+    if nvtx:
+        text_id = _nvtx_text_id(db)
+        nvtx_query = f"select eventType, globalTid, start, end, {text_id}, cast(text as text) from {NVTX}"
+        queries += [(nvtx_query, NVTX), (_nvtx_query(text_id), NVTX)]
+        n = reader.add(
+            nvtx_query,
+            [nullable, C(0, I64[1], nullable=True, out=False), when, C(*TIME, nullable=True), nullable, TEXT],
+            keys=(Key(4), Key(1)),  # name (textId, NULL), thread
+            mode=nsys_columns.NVTX,
+            ordered=(2, 3),
+        )
+    if not _scans_in_order(db, queries):
+        raise nsys_columns.ReadStopped  # an index or a virtual table: rows could come in another order
+    reader.run()
+    low, high = k.bounds()
+    offset = _offset(path, int(low[0]) if k.rows else None, start_epoch)
+    for job, times in ((k, (0, 1)), (r if runtime else None, (0, 1)), (n if nvtx else None, (2, 3))):
+        if job is not None and max(job.bounds()[1][list(times)]) > TIME[1] - offset:
+            raise nsys_columns.ReadStopped  # past 2^62 once on REALTIME: the Python reading's error
+    thread_rows = []
+    if names:
+        check.whole("ThreadNames", "nameId", *I64)
+        check.whole("ThreadNames", "globalTid", 0, I64[1])
+        check.flush()
+        thread_rows = db.execute("select nameId, globalTid from ThreadNames").fetchall()
+    name_keys = [k.keys(0)] + ([r.keys(0)] if runtime else []) + ([n.keys(0)] if nvtx else [])
+    strings = _strings(
+        db, [i for keys in name_keys for i, null in keys.tolist() if not null] + [i for i, _ in thread_rows]
+    )
+    texts = _Texts()
+    code = texts.code
 
-    def fetch(self, query: str, ranges: list, code=None) -> list:
-        columns, texts = self.reader.columns(query, ranges)
-        if code is not None:
-            # coded in first-seen order, as the Python reading codes them row by row
-            by_text = np.array([code(t.decode("utf-8", "replace")) for t in texts] + [-1], np.int64)
-            columns[-1] = by_text[columns[-1]]
-        return columns
+    def name_codes(keys: np.ndarray) -> np.ndarray:
+        return np.array(
+            [code("") if null else code(strings.get(i, f"string#{i}")) for i, null in keys.tolist()], np.int32
+        )
 
-    def ordered(self, start: np.ndarray, end: np.ndarray) -> None:
-        if (end < start).any():
-            raise nsys_columns.ReadStopped
+    jobs = [k] + ([r] if runtime else []) + ([n] if nvtx else [])
+    events = np.empty(sum(job.rows for job in jobs), EVENT)  # every field written below
+    kernels = np.empty(k.rows, KERNEL)
+    k.fill_rows(
+        kernels,
+        {"start_ns": 0, "dur_ns": (1, 0), "device": 2, "stream": 3, "correlation": 4}
+        | {("grid", i): 5 + i for i in range(3)}
+        | {("block", i): 8 + i for i in range(3)},
+    )
+    tracks = np.array([code(("stream", a, b)) for a, b in k.keys(1).tolist()], np.int32)
+    at = len(kernels)
+    k.fill_events(events[:at], (0, 1, 11, 12, None), name_codes(name_keys[0]), tracks, None, code("kernel"))
+    k.release()
+    if runtime:
+        tracks = np.array([code(("thread", *pid_tid(g))) for g in r.keys(1)[:, 0].tolist()], np.int32)
+        rows = events[at : at + r.rows]
+        r.fill_events(rows, (0, 1, 2, 3, None), name_codes(name_keys[1]), tracks, None, code("cuda_runtime"))
+        r.release()
+        at += len(rows)
+    if nvtx:
+        tracks = np.array([code(("nvtx", *pid_tid(g))) for g in n.keys(1)[:, 0].tolist()], np.int32)
+        own = np.array([code(t.decode("utf-8", "replace")) for t in n.texts()], np.int32)
+        rows = events[at : at + n.rows]
+        n.fill_events(rows, (0, 1, 3, 4, 2), name_codes(name_keys[-1]), tracks, own, code("nvtx"))
+        n.release()
+    kernels["name"] = events["name"][: len(kernels)]
+    thread_names = {pid_tid(gtid): strings.get(name_id, f"string#{name_id}") for name_id, gtid in thread_rows}
+    return assemble(
+        path, "nsys", events, kernels, texts.values, texts.values, texts.values, thread_names, offset_ns=offset
+    )
+
+
+def _strings(db, ids: list) -> dict:
+    """StringIds' texts of these ids (the others are never looked up)."""
+    ids = sorted(set(ids))
+    rows = db.execute(
+        "select id, cast(value as text) from StringIds where id in (select value from json_each(?))",
+        (json.dumps(ids),),
+    ).fetchall()
+    strings = dict(rows)
+    if len(strings) != len(rows):
+        raise nsys_columns.ReadStopped  # an id twice: which one the Python reading keeps is its query's order
+    return strings
+
+
+def _fill_rows(
+    events, at, start, dur, name_index, name_keys, track_index, track_keys, category, own=None, *, strings, texts
+):
+    """One table's rows into events[at:]; where the next table's begin."""
+    code = texts.code
+    rows = slice(at, at + len(start))
+    events["start_ns"][rows] = start
+    events["dur_ns"][rows] = dur
+    by_name = np.array(
+        [code("") if null else code(strings.get(i, f"string#{i}")) for i, null in name_keys.tolist()] + [0], np.int64
+    )
+    name = by_name[name_index]
+    if own is not None:
+        name = np.where(own >= 0, own, name)
+    events["name"][rows] = name
+    events["track"][rows] = np.array([code(t) for t in track_keys] + [0], np.int64)[track_index]
+    events["category"][rows] = code(category)
+    return rows.stop
 
 
 class _Texts:
@@ -396,14 +516,31 @@ def _pairs(a: np.ndarray, b: np.ndarray) -> tuple[list, np.ndarray]:
     return pairs, pair.reshape(-1)
 
 
-class _Part:
-    """One table's events as columns: start and end, track (kind, owner and lane
-    columns), name (a NULL flag and a StringIds id, or the row's own text where it
-    has one) and category."""
+def _tracks(kind: str, owner: np.ndarray, lane: np.ndarray) -> tuple[list, np.ndarray]:
+    """The distinct tracks (kind, owner, lane) of these rows, and each row's track's index."""
+    pairs, pair = _pairs(owner, lane)
+    return [(kind, a, b) for a, b in pairs], pair
 
-    def __init__(self, start, end, track: tuple, no_name, name_id, category: str, own_text: np.ndarray | None = None):
-        self.start, self.end, self.track, self.category = start, end, track, category
-        self.no_name, self.name_id, self.own_text = no_name, name_id, own_text
+
+def _name_keys(no_name: np.ndarray, name_id: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's name's index, and the names as (StringIds id, whether NULL) pairs."""
+    ids, inverse = np.unique(name_id, return_inverse=True)
+    index = inverse.reshape(-1)
+    index[no_name == 1] = len(ids)
+    keys = np.zeros((len(ids) + 1, 2), np.int64)
+    keys[:-1, 0], keys[-1, 1] = ids, 1
+    return index, keys
+
+
+class _Part:
+    """One table's events as columns: start and end, track (the distinct tracks and each
+    row's index among them), name (the distinct (StringIds id, NULL) pairs and each row's
+    index, or the row's own text where it has one) and category."""
+
+    def __init__(self, start, end, track_keys, track_index, name_index, name_keys, category, own_text=None):
+        self.start, self.end, self.category = start, end, category
+        self.track_keys, self.track_index = track_keys, track_index
+        self.name_index, self.name_keys, self.own_text = name_index, name_keys, own_text
 
 
 def _kernel_rows(k: list) -> np.ndarray:
@@ -420,26 +557,23 @@ def _assemble_parts(
 ) -> HostTrace:
     """The parts' rows, in order, as one HostTrace (kernels first, as they were read),
     `offset` ns after their times (the session's start, unless already on the epoch)."""
-    code = texts.code
     events = np.zeros(sum(len(p.start) for p in parts), EVENT)
     at = 0
     for p in parts:
-        rows = slice(at, at + len(p.start))
-        events["start_ns"][rows] = p.start
-        events["dur_ns"][rows] = p.end - p.start
-        ids, inverse = np.unique(p.name_id, return_inverse=True)
-        by_id = np.array([code(strings.get(i, f"string#{i}")) for i in ids.tolist()] + [0], np.int64)
-        name = by_id[inverse.reshape(-1)]
-        name[p.no_name == 1] = code("")
-        if p.own_text is not None:
-            name = np.where(p.own_text >= 0, p.own_text, name)
-        events["name"][rows] = name
-        kind, owner, lane = p.track
-        pairs, pair = _pairs(owner, lane)
-        by_pair = np.array([code((kind, a, b)) for a, b in pairs] + [0], np.int64)
-        events["track"][rows] = by_pair[pair]
-        events["category"][rows] = code(p.category)
-        at += len(p.start)
+        at = _fill_rows(
+            events,
+            at,
+            p.start,
+            p.end - p.start,
+            p.name_index,
+            p.name_keys,
+            p.track_index,
+            p.track_keys,
+            p.category,
+            p.own_text,
+            strings=strings,
+            texts=texts,
+        )
     kernels["name"] = events["name"][: len(kernels)]
     return assemble(
         path, "nsys", events, kernels, texts.values, texts.values, texts.values, thread_names, offset_ns=offset
