@@ -3,6 +3,7 @@
  * (protowire.Rows), field for field, only without the intermediate arrays.
  * Loaded through cffi (ABI mode). Field numbers carry the names protowire.py
  * gives them (tests/test_protowire.py checks both against the Perfetto protos). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "native_encoder.h"
@@ -218,4 +219,212 @@ long gpuobs_assign_lanes(size_t n, const int64_t* group, const uint64_t* start, 
         if (used > width) width = used;
     }
     return width;
+}
+
+/* Merges the sorted runs [0, mid) and [mid, n) of key/item in place, through scratch
+ * for the shorter run (tk/ti): the left run copied out and merged forwards, or the
+ * right one and merged backwards. Ties take the left run's first: stable. */
+static void merge_runs(uint64_t* key, int64_t* item, size_t mid, size_t n, uint64_t* tk, int64_t* ti) {
+    if (mid == 0 || mid == n || key[mid - 1] <= key[mid]) return; /* already in order */
+    if (mid <= n - mid) {
+        memcpy(tk, key, mid * sizeof *tk);
+        memcpy(ti, item, mid * sizeof *ti);
+        size_t i = 0, j = mid, k = 0;
+        while (i < mid && j < n) {
+            if (key[j] < tk[i]) {
+                key[k] = key[j];
+                item[k++] = item[j++];
+            } else {
+                key[k] = tk[i];
+                item[k++] = ti[i++];
+            }
+        }
+        while (i < mid) {
+            key[k] = tk[i];
+            item[k++] = ti[i++];
+        }
+    } else {
+        size_t right = n - mid;
+        memcpy(tk, key + mid, right * sizeof *tk);
+        memcpy(ti, item + mid, right * sizeof *ti);
+        size_t i = mid, j = right, k = n; /* one past the next to take from left / scratch / to write */
+        while (i > 0 && j > 0) {
+            if (tk[j - 1] < key[i - 1]) {
+                key[--k] = key[--i];
+                item[k] = item[i];
+            } else {
+                key[--k] = tk[--j];
+                item[k] = ti[j];
+            }
+        }
+        while (j > 0) {
+            key[--k] = tk[--j];
+            item[k] = ti[j];
+        }
+    }
+}
+
+enum { MIN_RUN = 32 };
+
+int gpuobs_sort_keyed(size_t n, uint64_t* key, int64_t* item) {
+    if (n < 2) return 1;
+    /* Runs: maximal non-decreasing stretches, short ones extended to MIN_RUN keys by
+     * insertion (after equal keys: stable). */
+    size_t cap = 64, count = 0;
+    size_t* bounds = malloc(cap * sizeof *bounds); /* run starts, then n */
+    if (!bounds) return 0;
+    for (size_t lo = 0; lo < n;) {
+        size_t hi = lo + 1;
+        while (hi < n && key[hi - 1] <= key[hi]) ++hi;
+        if (hi - lo < MIN_RUN && hi < n) {
+            size_t stop = lo + MIN_RUN < n ? lo + MIN_RUN : n;
+            for (; hi < stop; ++hi) {
+                uint64_t k = key[hi];
+                int64_t it = item[hi];
+                size_t a = lo, b = hi; /* first position whose key is above k */
+                while (a < b) {
+                    size_t m = a + (b - a) / 2;
+                    if (key[m] <= k)
+                        a = m + 1;
+                    else
+                        b = m;
+                }
+                memmove(key + a + 1, key + a, (hi - a) * sizeof *key);
+                memmove(item + a + 1, item + a, (hi - a) * sizeof *item);
+                key[a] = k;
+                item[a] = it;
+            }
+            while (hi < n && key[hi - 1] <= key[hi]) ++hi;
+        }
+        if (count + 2 > cap) {
+            size_t* more = realloc(bounds, 2 * cap * sizeof *bounds);
+            if (!more) {
+                free(bounds);
+                return 0; /* keys of runs so far are sorted within runs: still a permutation */
+            }
+            bounds = more;
+            cap *= 2;
+        }
+        bounds[count++] = lo;
+        lo = hi;
+    }
+    bounds[count] = n;
+    if (count == 1) {
+        free(bounds);
+        return 1;
+    }
+    size_t half = n / 2 + 1;
+    uint64_t* tk = malloc(half * sizeof *tk);
+    int64_t* ti = malloc(half * sizeof *ti);
+    if (!tk || !ti) {
+        free(tk);
+        free(ti);
+        free(bounds);
+        return 0;
+    }
+    /* Neighbouring runs merged pairwise, pass after pass: the shorter of two runs is at
+     * most half of n. */
+    while (count > 1) {
+        size_t out = 0;
+        for (size_t r = 0; r < count; r += 2) {
+            if (r + 1 < count) {
+                size_t a = bounds[r], m = bounds[r + 1], b = bounds[r + 2];
+                merge_runs(key + a, item + a, m - a, b - a, tk, ti);
+            }
+            bounds[out++] = bounds[r];
+        }
+        bounds[out] = n;
+        count = out;
+    }
+    free(tk);
+    free(ti);
+    free(bounds);
+    return 1;
+}
+
+static int bit_length(uint64_t v) {
+    int bits = 0;
+    while (v) {
+        ++bits;
+        v >>= 1;
+    }
+    return bits;
+}
+
+long gpuobs_lanes(size_t n, const int64_t* group, const uint64_t* start, const uint64_t* end, int64_t* lane_out,
+                  int64_t* lanes_per_group, size_t n_groups, long max_lanes) {
+    if (n == 0) return 0;
+    uint64_t base = start[0], high = 0, top = 0;
+    for (size_t i = 1; i < n; ++i)
+        if (start[i] < base) base = start[i];
+    for (size_t i = 0; i < n; ++i) {
+        uint64_t zero = start[i] == end[i];
+        uint64_t e = ((end[i] - base) << 1) + 1 + zero;
+        if (e > high) high = e;
+        if ((uint64_t)group[i] > top) top = (uint64_t)group[i];
+        if (group[i] < 0 || (size_t)group[i] >= n_groups) return GPUOBS_KEYS_DO_NOT_FIT;
+    }
+    int bits = bit_length(high);
+    if (bits >= 64 || top >= ((uint64_t)1 << (64 - bits))) return GPUOBS_KEYS_DO_NOT_FIT;
+    uint64_t* key = malloc(n * sizeof *key);
+    int64_t* item = malloc(n * sizeof *item);
+    uint64_t* free_at = malloc((size_t)max_lanes * sizeof *free_at);
+    long width = GPUOBS_KEYS_DO_NOT_FIT;
+    if (!key || !item || !free_at) goto done;
+    for (size_t i = 0; i < n; ++i) {
+        uint64_t s = ((start[i] - base) << 1) + 1 - (uint64_t)(start[i] == end[i]);
+        key[i] = ((uint64_t)group[i] << bits) | s;
+        item[i] = (int64_t)i;
+    }
+    if (!gpuobs_sort_keyed(n, key, item)) goto done;
+    width = 0;
+    long used = 0;
+    uint64_t mask = ((uint64_t)1 << bits) - 1;
+    for (size_t j = 0; j < n; ++j) {
+        size_t i = (size_t)item[j];
+        if (j == 0 || (key[j] >> bits) != (key[j - 1] >> bits)) used = 0; /* a new group: no lane taken yet */
+        uint64_t s = key[j] & mask, e = ((end[i] - base) << 1) + 1 + (uint64_t)(start[i] == end[i]);
+        long k = 0;
+        while (k < used && free_at[k] > s) ++k;
+        if (k == used) {
+            if (used == max_lanes) {
+                width = GPUOBS_LANES_TOO_MANY;
+                goto done;
+            }
+            ++used;
+            if (lanes_per_group[group[i]] < used) lanes_per_group[group[i]] = used;
+        }
+        free_at[k] = e;
+        lane_out[i] = k;
+        if (used > width) width = used;
+    }
+done:
+    free(key);
+    free(item);
+    free(free_at);
+    return width;
+}
+
+int gpuobs_packet_order(size_t n, const uint64_t* start, const uint64_t* end, const uint64_t* group, uint64_t base,
+                        int bits, int64_t* slice_out, uint8_t* begin_out, uint64_t* time_out, int64_t* group_out) {
+    /* the keys sorted in time_out, their packets in slice_out */
+    uint64_t* key = time_out;
+    for (size_t i = 0; i < n; ++i) {
+        uint64_t g = group ? group[i] << bits : 0;
+        key[i] = g | ((start[i] - base) << 2) | 1;
+        key[n + i] = g | ((end[i] - base) << 2) | ((uint64_t)(start[i] == end[i]) << 1);
+        slice_out[i] = (int64_t)i;
+        slice_out[n + i] = (int64_t)(n + i);
+    }
+    if (!gpuobs_sort_keyed(2 * n, key, slice_out)) return 0;
+    uint64_t mask = bits >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << bits) - 1;
+    for (size_t p = 0; p < 2 * n; ++p) {
+        int64_t s = slice_out[p];
+        int begin = s < (int64_t)n;
+        begin_out[p] = (uint8_t)begin;
+        slice_out[p] = begin ? s : s - (int64_t)n;
+        if (group_out) group_out[p] = (int64_t)(key[p] >> bits);
+        time_out[p] = ((key[p] & mask) >> 2) + base;
+    }
+    return 1;
 }

@@ -172,8 +172,21 @@ def packet_order(start: np.ndarray, end: np.ndarray, group: np.ndarray | None = 
     """Packets sorted by (group, time, rank), ties in packet index (stable)."""
     n = len(start)
     start, end = np.asarray(start, np.uint64), np.asarray(end, np.uint64)
-    g = np.zeros(n, np.uint64) if group is None else np.asarray(group, np.uint64)
     base = np.uint64(int(start.min()) if n else 0)
+    bits = (int(end.max()) - int(base)).bit_length() + 2 if n else 2
+    if n and native_encoder.encoder() is not None:
+        # native_encoder.c: the same sort of the same keys in one pass (runs found, not
+        # re-sorted), written straight into the packets' columns
+        g = None if group is None else np.ascontiguousarray(group, np.uint64)
+        if bits < 64 and (g is None or int(g.max()) < 1 << (64 - bits)):
+            fast = native_encoder.packet_order(
+                np.ascontiguousarray(start), np.ascontiguousarray(end), g, int(base), bits
+            )
+            if fast is not None:
+                slice_, is_begin, time, groups = fast
+                # no group: every packet's is 0 (np.zeros: pages the kernel zeroes only if read)
+                return PacketOrder(slice_, is_begin, time, np.zeros(2 * n, np.int64) if groups is None else groups)
+    g = np.zeros(n, np.uint64) if group is None else np.asarray(group, np.uint64)
     zero = start == end
     # Rank and time of each BEGIN (row 0) and END (row 1) in one value...
     value = np.empty((2, n), np.uint64)
@@ -184,7 +197,6 @@ def packet_order(start: np.ndarray, end: np.ndarray, group: np.ndarray | None = 
     value[1] |= zero.view(np.uint8) << np.uint8(1)
     # ...and the group above it: one sort key per packet, from which the sorted
     # keys give back group and time without gathering them again.
-    bits = (int(end.max()) - int(base)).bit_length() + 2 if n else 2
     key = group_sort_keys(g, value, bits)
     if key is not None:
         key = key.ravel()
