@@ -254,3 +254,35 @@ def test_c_lanes_and_packet_order_are_the_numpy_paths(n):
                 assert a.dtype == b.dtype and np.array_equal(a, b), (name, field)
         # int64 times as they come from host traces: the same lanes as their uint64
         assert np.array_equal(assign_lanes(group, start.view(np.int64), end.view(np.int64)), want_lanes), name
+
+
+@pytest.mark.parametrize("name", PATHS)
+def test_a_choice_read_in_place_writes_what_per_slice_strings_write(tmp_path, name):
+    """choice_arg reads its choice per slice in place (a strided int32 field, a bool
+    mask) and writes the bytes string_arg writes with each slice's own string; a
+    choice out of range is taken as numpy indexing takes it (-1: the last)."""
+    n = 300
+    rows = np.zeros(n, [("pad", np.uint8), ("which", np.int32)])
+    rows["which"] = np.arange(n) % 3
+    choices = [b"kernel", b"", b"cuda_runtime"]
+    odd = np.arange(n) % 2 == 1
+    negative = np.where(odd, -1, 0)
+
+    def trace(use_choice: bool) -> bytes:
+        w = TraceWriter()
+        seq = w.new_sequence()
+        start = np.arange(n, dtype=np.uint64) * 10 + BASE
+        s = Slices(np.full(n, w.track("t"), np.uint64), start, start + 5, np.ones(n, np.uint64))
+        if use_choice:
+            s.choice_arg(1, choices, rows["which"]).choice_arg(2, [b"even", b"odd"], odd)
+            s.choice_arg(3, choices, negative, present=odd)
+        else:
+            s.string_arg(1, [choices[v] for v in rows["which"]]).string_arg(2, [[b"even", b"odd"][int(v)] for v in odd])
+            s.string_arg(3, [choices[v] for v in negative], present=odd)
+        write_slices(w, s, seq)
+        out = tmp_path / f"{name}-{use_choice}.pftrace"
+        w.save(out)
+        return out.read_bytes()
+
+    with path(name):
+        assert trace(True) == trace(False)

@@ -89,6 +89,10 @@ struct arg_info {
     size_t head_size;
 };
 
+/* A string argument's value for slice e: its own (starts[e], lengths[e]), or with ints
+ * a choice, (starts[v], lengths[v]) for v the integer at e. */
+static inline int64_t string_index(const struct gpuobs_arg* a, int64_t e) { return a->ints ? int_value(a, e) : e; }
+
 static void prepare_arg(struct arg_info* info, const struct gpuobs_arg* a) {
     info->a = *a;
     uint8_t* p = put_varint_field(info->head, ANNOTATION_NAME_IID, a->name_iid);
@@ -127,7 +131,8 @@ static void plan_packet(const struct gpuobs_slice_packets* s, const struct arg_i
                     if (v >= a->at_least)
                         body = args[k].head_size + varint_field_size(ANNOTATION_INT_VALUE, (uint64_t)v);
                 } else if (a->kind == GPUOBS_ARG_STRING) {
-                    body = args[k].head_size + len_field_size(ANNOTATION_STRING_VALUE, (size_t)a->lengths[e]);
+                    body = args[k].head_size +
+                           len_field_size(ANNOTATION_STRING_VALUE, (size_t)a->lengths[string_index(a, e)]);
                 } else {
                     body = args[k].head_size;
                 }
@@ -167,9 +172,10 @@ static uint8_t* put_packet(uint8_t* p, const struct gpuobs_slice_packets* s, con
             if (a->kind == GPUOBS_ARG_INT) {
                 p = put_varint_field(p, ANNOTATION_INT_VALUE, pl->value[k]);
             } else if (a->kind == GPUOBS_ARG_STRING) {
-                const size_t n = (size_t)a->lengths[e];
+                const int64_t v = string_index(a, e);
+                const size_t n = (size_t)a->lengths[v];
                 p = put_len_header(p, ANNOTATION_STRING_VALUE, n);
-                memcpy(p, a->chars + a->starts[e], n);
+                memcpy(p, a->chars + a->starts[v], n);
                 p += n;
             }
         }

@@ -28,7 +28,8 @@ struct gpuobs_arg {
     int32_t int_size; /* 1, 2, 4 or 8 */
     int32_t int_signed;
     int64_t at_least;     /* left out where the value is below this */
-    const uint8_t* chars; /* GPUOBS_ARG_STRING: slice e's value is chars[starts[e] : starts[e] + lengths[e]] */
+    const uint8_t* chars; /* GPUOBS_ARG_STRING: slice e's value is chars[starts[e] : starts[e] + lengths[e]], */
+                          /* or with ints (a choice) starts[v] and lengths[v] for v, the integer at e */
     const int64_t* starts;
     const int64_t* lengths;
 };

@@ -65,7 +65,8 @@ class Arg:
     name_iid: int
     kind: int  # INT, BOOL (always true) or STRING
     present: Optional[np.ndarray] = None  # bool per slice; None: on every slice
-    ints: Optional[np.ndarray] = None  # INT: per slice, any integer type, as given (no copy)
+    ints: Optional[np.ndarray] = None  # INT: per slice, any integer type, as given (no copy); STRING: a choice
+    # (starts and lengths per choice, ints[e] slice e's), or None (per slice)
     at_least: Optional[int] = None  # INT: left out where the value is below this
     chars: Optional[np.ndarray] = None  # STRING: uint8, slice e's value is chars[starts[e] : starts[e] + lengths[e]]
     starts: Optional[np.ndarray] = None
@@ -124,15 +125,23 @@ class Slices:
         """Slice e's string is choices[which[e]] (few distinct values: no per-slice Python)."""
         lengths = np.array([len(c) for c in choices], np.int64)
         starts = np.cumsum(lengths) - lengths
+        which = np.asarray(which)
+        if which.dtype == bool:
+            which = which.view(np.uint8)
+        if which.dtype.kind in "iu" and which.ndim == 1 and len(which) == self.n:
+            if not self.n or (int(which.min()) >= 0 and int(which.max()) < len(choices)):
+                # read in place at each slice (no per-slice starts and lengths: two int64 per slice)
+                return self._string(name_iid, b"".join(choices), starts, lengths, present, which)
         which = np.asarray(which, np.int64)
         return self._string(name_iid, b"".join(choices), starts[which], lengths[which], present)
 
-    def _string(self, name_iid, chars: bytes, starts, lengths, present) -> "Slices":
+    def _string(self, name_iid, chars: bytes, starts, lengths, present, which=None) -> "Slices":
         return self._add(
             Arg(
                 name_iid,
                 STRING,
                 self._mask(present),
+                ints=which,
                 chars=np.frombuffer(chars, np.uint8),
                 starts=starts,
                 lengths=lengths,
@@ -276,7 +285,8 @@ def _rows(e, begin, slices: Slices, seq, ts, track, clock_id) -> Rows:
         elif arg.kind == BOOL:
             ann.varint_field(ANNOTATION_BOOL_VALUE, 1)
         else:
-            ann.bytes_field(ANNOTATION_STRING_VALUE, arg.chars, arg.starts[e], arg.lengths[e])
+            v = e if arg.ints is None else arg.ints[e]
+            ann.bytes_field(ANNOTATION_STRING_VALUE, arg.chars, arg.starts[v], arg.lengths[v])
         present = begin if arg.present is None else begin & arg.present[e]
         if arg.at_least is not None:
             present = present & (arg.ints[e] >= arg.at_least)
