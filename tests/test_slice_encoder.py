@@ -1,6 +1,7 @@
 """The one slice encoder: its C and numpy paths write the same bytes, and every
 slice decodes back as written, however slices touch, nest or have no length."""
 
+import itertools
 import json
 import os
 import subprocess
@@ -193,19 +194,21 @@ def test_zero_length_host_event_inside_another_on_both_paths(tmp_path, block_rec
 
 
 def _shapes(rng, n):
-    """Slices of the shapes the C sort meets: random, in order, runs in order (tables
-    one after another), reversed, and few distinct times (ties everywhere)."""
-    groups = rng.integers(0, 5, n)
-    shapes = {
+    """Slices of the shapes the C sort and merge meet: times random, in order, in runs in
+    order (tables one after another), reversed, or few (ties everywhere); lengths of
+    each kind (zero among them) or all one length (ends in the starts' order); groups
+    at random, one, or in blocks (the order a table of one thread per block gives)."""
+    starts = {
         "random": rng.integers(0, 10**6, n),
         "ties": rng.integers(0, 4, n),
         "sorted": np.sort(rng.integers(0, 10**6, n)),
         "runs": np.concatenate([np.sort(rng.integers(0, 10**6, k)) for k in (n // 3, n // 3, n - 2 * (n // 3))]),
         "reversed": np.sort(rng.integers(0, 10**6, n))[::-1].copy(),
     }
-    for name, start in shapes.items():
-        length = rng.choice([0, 0, 1, 3, 50, 10**4], n)
-        yield name, groups, (start + BASE).astype(np.uint64), (start + BASE + length).astype(np.uint64)
+    groups = {"random": rng.integers(0, 5, n), "one": np.zeros(n, np.int64), "blocks": np.sort(rng.integers(0, 5, n))}
+    for (name, start), (kind, group) in itertools.product(starts.items(), groups.items()):
+        for length in (rng.choice([0, 0, 1, 3, 50, 10**4], n), np.full(n, 7)):
+            yield f"{name}/{kind}", group, (start + BASE).astype(np.uint64), (start + BASE + length).astype(np.uint64)
 
 
 @pytest.mark.skipif(not HAVE_C, reason="no C compiler")

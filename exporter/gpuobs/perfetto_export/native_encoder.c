@@ -357,6 +357,90 @@ static int bit_length(uint64_t v) {
     return bits;
 }
 
+/* A walk of items 0 .. n-1 in the order of their keys, ties in item order: where the
+ * keys lie in at most MAX_MERGE_RUNS non-decreasing runs (tables one after another,
+ * each in time order), a merge of the runs where they lie, nothing copied; else the
+ * keys and items sorted first (gpuobs_sort_keyed). */
+enum { MAX_MERGE_RUNS = 16 };
+typedef uint64_t (*key_of)(const void* ctx, size_t i);
+typedef struct {
+    key_of key_fn;
+    const void* ctx;
+    size_t n, runs, at;
+    size_t bound[MAX_MERGE_RUNS + 1], head[MAX_MERGE_RUNS];
+    uint64_t head_key[MAX_MERGE_RUNS];
+    uint64_t* key; /* sorted: the keys and items in order */
+    int64_t* item;
+} walk;
+
+/* 0 where scratch cannot be had. */
+static int walk_start(walk* w, size_t n, key_of key_fn, const void* ctx) {
+    memset(w, 0, sizeof *w);
+    w->key_fn = key_fn, w->ctx = ctx, w->n = n;
+    uint64_t previous = 0;
+    for (size_t i = 0; i < n; ++i) {
+        uint64_t k = key_fn(ctx, i);
+        if (i == 0 || k < previous) {
+            if (w->runs == MAX_MERGE_RUNS) {
+                w->runs = 0;
+                break;
+            }
+            w->bound[w->runs] = i;
+            w->head[w->runs] = i;
+            w->head_key[w->runs++] = k;
+        }
+        previous = k;
+    }
+    if (w->runs || n == 0) {
+        w->bound[w->runs] = n;
+        return 1;
+    }
+    w->key = malloc(n * sizeof *w->key);
+    w->item = malloc(n * sizeof *w->item);
+    if (!w->key || !w->item) return 0;
+    for (size_t i = 0; i < n; ++i) {
+        w->key[i] = key_fn(ctx, i);
+        w->item[i] = (int64_t)i;
+    }
+    return gpuobs_sort_keyed(n, w->key, w->item);
+}
+
+/* The next item and its key; 0 past the last. */
+static inline int walk_next(walk* w, size_t* item, uint64_t* key) {
+    if (w->key) {
+        if (w->at == w->n) return 0;
+        *key = w->key[w->at];
+        *item = (size_t)w->item[w->at++];
+        return 1;
+    }
+    size_t best = MAX_MERGE_RUNS;
+    for (size_t r = 0; r < w->runs; ++r)
+        if (w->head[r] < w->bound[r + 1] && (best == MAX_MERGE_RUNS || w->head_key[r] < w->head_key[best])) best = r;
+    if (best == MAX_MERGE_RUNS) return 0;
+    *key = w->head_key[best];
+    *item = w->head[best]++;
+    if (w->head[best] < w->bound[best + 1]) w->head_key[best] = w->key_fn(w->ctx, w->head[best]);
+    return 1;
+}
+
+static void walk_end(walk* w) {
+    free(w->key);
+    free(w->item);
+}
+
+typedef struct {
+    const int64_t* group;
+    const uint64_t *start, *end;
+    uint64_t base;
+    int bits;
+} lane_keys;
+
+static uint64_t lane_key(const void* ctx, size_t i) {
+    const lane_keys* c = ctx;
+    uint64_t s = ((c->start[i] - c->base) << 1) + 1 - (uint64_t)(c->start[i] == c->end[i]);
+    return ((uint64_t)c->group[i] << c->bits) | s;
+}
+
 long gpuobs_lanes(size_t n, const int64_t* group, const uint64_t* start, const uint64_t* end, int64_t* lane_out,
                   int64_t* lanes_per_group, size_t n_groups, long max_lanes) {
     if (n == 0) return 0;
@@ -372,24 +456,18 @@ long gpuobs_lanes(size_t n, const int64_t* group, const uint64_t* start, const u
     }
     int bits = bit_length(high);
     if (bits >= 64 || top >= ((uint64_t)1 << (64 - bits))) return GPUOBS_KEYS_DO_NOT_FIT;
-    uint64_t* key = malloc(n * sizeof *key);
-    int64_t* item = malloc(n * sizeof *item);
+    lane_keys keys = {group, start, end, base, bits};
+    walk w = {0};
     uint64_t* free_at = malloc((size_t)max_lanes * sizeof *free_at);
     long width = GPUOBS_KEYS_DO_NOT_FIT;
-    if (!key || !item || !free_at) goto done;
-    for (size_t i = 0; i < n; ++i) {
-        uint64_t s = ((start[i] - base) << 1) + 1 - (uint64_t)(start[i] == end[i]);
-        key[i] = ((uint64_t)group[i] << bits) | s;
-        item[i] = (int64_t)i;
-    }
-    if (!gpuobs_sort_keyed(n, key, item)) goto done;
+    if (!free_at || !walk_start(&w, n, lane_key, &keys)) goto done;
     width = 0;
     long used = 0;
-    uint64_t mask = ((uint64_t)1 << bits) - 1;
-    for (size_t j = 0; j < n; ++j) {
-        size_t i = (size_t)item[j];
-        if (j == 0 || (key[j] >> bits) != (key[j - 1] >> bits)) used = 0; /* a new group: no lane taken yet */
-        uint64_t s = key[j] & mask, e = ((end[i] - base) << 1) + 1 + (uint64_t)(start[i] == end[i]);
+    uint64_t mask = ((uint64_t)1 << bits) - 1, key, previous = 0;
+    size_t i;
+    for (size_t j = 0; walk_next(&w, &i, &key); ++j, previous = key) {
+        if (j == 0 || (key >> bits) != (previous >> bits)) used = 0; /* a new group: no lane taken yet */
+        uint64_t s = key & mask, e = ((end[i] - base) << 1) + 1 + (uint64_t)(start[i] == end[i]);
         long k = 0;
         while (k < used && free_at[k] > s) ++k;
         if (k == used) {
@@ -405,32 +483,42 @@ long gpuobs_lanes(size_t n, const int64_t* group, const uint64_t* start, const u
         if (used > width) width = used;
     }
 done:
-    free(key);
-    free(item);
+    walk_end(&w);
     free(free_at);
     return width;
 }
 
+typedef struct {
+    size_t n;
+    const uint64_t *start, *end, *group;
+    uint64_t base;
+    int bits;
+} packet_keys;
+
+static uint64_t packet_key(const void* ctx, size_t p) {
+    const packet_keys* c = ctx;
+    size_t i = p < c->n ? p : p - c->n;
+    uint64_t g = c->group ? c->group[i] << c->bits : 0;
+    if (p < c->n) return g | ((c->start[i] - c->base) << 2) | 1;
+    return g | ((c->end[i] - c->base) << 2) | ((uint64_t)(c->start[i] == c->end[i]) << 1);
+}
+
 int gpuobs_packet_order(size_t n, const uint64_t* start, const uint64_t* end, const uint64_t* group, uint64_t base,
                         int bits, int64_t* slice_out, uint8_t* begin_out, uint64_t* time_out, int64_t* group_out) {
-    /* the keys sorted in time_out, their packets in slice_out */
-    uint64_t* key = time_out;
-    for (size_t i = 0; i < n; ++i) {
-        uint64_t g = group ? group[i] << bits : 0;
-        key[i] = g | ((start[i] - base) << 2) | 1;
-        key[n + i] = g | ((end[i] - base) << 2) | ((uint64_t)(start[i] == end[i]) << 1);
-        slice_out[i] = (int64_t)i;
-        slice_out[n + i] = (int64_t)(n + i);
+    packet_keys keys = {n, start, end, group, base, bits};
+    walk w = {0};
+    int ok = walk_start(&w, 2 * n, packet_key, &keys);
+    if (ok) {
+        uint64_t mask = bits >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << bits) - 1, key;
+        size_t s;
+        for (size_t p = 0; walk_next(&w, &s, &key); ++p) {
+            int begin = s < n;
+            begin_out[p] = (uint8_t)begin;
+            slice_out[p] = (int64_t)(begin ? s : s - n);
+            if (group_out) group_out[p] = (int64_t)(key >> bits);
+            time_out[p] = ((key & mask) >> 2) + base;
+        }
     }
-    if (!gpuobs_sort_keyed(2 * n, key, slice_out)) return 0;
-    uint64_t mask = bits >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << bits) - 1;
-    for (size_t p = 0; p < 2 * n; ++p) {
-        int64_t s = slice_out[p];
-        int begin = s < (int64_t)n;
-        begin_out[p] = (uint8_t)begin;
-        slice_out[p] = begin ? s : s - (int64_t)n;
-        if (group_out) group_out[p] = (int64_t)(key[p] >> bits);
-        time_out[p] = ((key[p] & mask) >> 2) + base;
-    }
-    return 1;
+    walk_end(&w);
+    return ok;
 }

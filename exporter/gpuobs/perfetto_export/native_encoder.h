@@ -74,9 +74,10 @@ int gpuobs_sort_keyed(size_t n, uint64_t* key, int64_t* item);
  * as half-open intervals from the least start, [2s+1, 2e+1) or [2t, 2t+2) for a
  * zero-length one, sorted by (group, start) (ties in slice order), lanes first-fit.
  * lanes_per_group[g] (n_groups of them, zeroed by the caller) is raised to group g's
- * lane count. Returns the most lanes a group needed; GPUOBS_LANES_TOO_MANY past
- * max_lanes, GPUOBS_KEYS_DO_NOT_FIT where a group does not fit above the times in
- * a 64-bit key or scratch cannot be had (the caller's numpy path then). */
+ * lane count. Slices whose keys lie in a few runs in order (tables one after another,
+ * each in time order) are merged where they lie, others sorted. Returns the most lanes a group needed;
+ * GPUOBS_LANES_TOO_MANY past max_lanes, GPUOBS_KEYS_DO_NOT_FIT where a group does not fit above the times in a 64-bit
+ * key or scratch cannot be had (the caller's numpy path then). */
 long gpuobs_lanes(size_t n, const int64_t* group, const uint64_t* start, const uint64_t* end, int64_t* lane_out,
                   int64_t* lanes_per_group, size_t n_groups, long max_lanes);
 
@@ -84,8 +85,9 @@ long gpuobs_lanes(size_t n, const int64_t* group, const uint64_t* start, const u
  * n + i) of n slices sorted by (group, time - base, rank: 0 END with a length, 1
  * BEGIN, 2 END of a zero-length slice), ties in packet order; bits: the low bits
  * that hold (time - base) << 2 | rank; group NULL: all 0. Writes per sorted packet
- * its slice, whether a BEGIN, its time and (where group_out) its group. Returns 0
- * where scratch cannot be had. */
+ * its slice, whether a BEGIN, its time and (where group_out) its group; keys in a few
+ * runs in order merged where they lie, others sorted. Returns 0 where scratch cannot
+ * be had. */
 int gpuobs_packet_order(size_t n, const uint64_t* start, const uint64_t* end, const uint64_t* group, uint64_t base,
                         int bits, int64_t* slice_out, uint8_t* begin_out, uint64_t* time_out, int64_t* group_out);
 /* gpuobs:cdef-end */
