@@ -289,3 +289,33 @@ def test_a_choice_read_in_place_writes_what_per_slice_strings_write(tmp_path, na
 
     with path(name):
         assert trace(True) == trace(False)
+
+
+@pytest.mark.skipif(not HAVE_C, reason="no C compiler")
+@pytest.mark.parametrize("batch", [5, 1 << 17])
+def test_write_slices_in_batches_writes_what_the_whole_packet_order_writes(tmp_path, monkeypatch, batch):
+    """write_slices walks the packet order a batch at a time in C (merged runs or
+    sorted keys): the bytes of write_packets over the whole packet_order, on both
+    paths, whatever the batch."""
+    from gpuobs.perfetto_export import slice_encoder
+
+    rng = np.random.default_rng(batch)
+
+    def trace(how: str, group, start, end) -> bytes:
+        w = TraceWriter()
+        seq = w.new_sequence()
+        s = Slices(group.astype(np.uint64) + 1, start, end, np.arange(len(start), dtype=np.uint64) + 1)
+        s.choice_arg(1, [b"a", b"bc"], group % 2)
+        if how == "whole":
+            slice_encoder.write_packets(w, packet_order(start, end), s, seq)
+        else:
+            write_slices(w, s, seq)
+        out = tmp_path / f"{how}.pftrace"
+        w.save(out)
+        return out.read_bytes()
+
+    for name, group, start, end in _shapes(rng, 500):
+        with path("numpy"):
+            want = trace("batches", group, start, end)
+        monkeypatch.setattr(slice_encoder, "PACKETS_PER_BATCH", batch)
+        assert trace("batches", group, start, end) == want == trace("whole", group, start, end), name

@@ -503,22 +503,49 @@ static uint64_t packet_key(const void* ctx, size_t p) {
     return g | ((c->end[i] - c->base) << 2) | ((uint64_t)(c->start[i] == c->end[i]) << 1);
 }
 
+struct gpuobs_packet_walk {
+    packet_keys keys;
+    walk w;
+};
+
+struct gpuobs_packet_walk* gpuobs_packet_walk_start(size_t n, const uint64_t* start, const uint64_t* end,
+                                                    const uint64_t* group, uint64_t base, int bits) {
+    struct gpuobs_packet_walk* h = calloc(1, sizeof *h);
+    if (!h) return NULL;
+    h->keys = (packet_keys){n, start, end, group, base, bits};
+    if (!walk_start(&h->w, 2 * n, packet_key, &h->keys)) {
+        gpuobs_packet_walk_end(h);
+        return NULL;
+    }
+    return h;
+}
+
+size_t gpuobs_packet_walk_next(struct gpuobs_packet_walk* h, size_t most, int64_t* slice_out, uint8_t* begin_out,
+                               uint64_t* time_out, int64_t* group_out) {
+    size_t n = h->keys.n, s, p = 0;
+    int bits = h->keys.bits;
+    uint64_t mask = bits >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << bits) - 1, key;
+    for (; p < most && walk_next(&h->w, &s, &key); ++p) {
+        int begin = s < n;
+        begin_out[p] = (uint8_t)begin;
+        slice_out[p] = (int64_t)(begin ? s : s - n);
+        if (group_out) group_out[p] = (int64_t)(key >> bits);
+        time_out[p] = ((key & mask) >> 2) + h->keys.base;
+    }
+    return p;
+}
+
+void gpuobs_packet_walk_end(struct gpuobs_packet_walk* h) {
+    if (!h) return;
+    walk_end(&h->w);
+    free(h);
+}
+
 int gpuobs_packet_order(size_t n, const uint64_t* start, const uint64_t* end, const uint64_t* group, uint64_t base,
                         int bits, int64_t* slice_out, uint8_t* begin_out, uint64_t* time_out, int64_t* group_out) {
-    packet_keys keys = {n, start, end, group, base, bits};
-    walk w = {0};
-    int ok = walk_start(&w, 2 * n, packet_key, &keys);
-    if (ok) {
-        uint64_t mask = bits >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << bits) - 1, key;
-        size_t s;
-        for (size_t p = 0; walk_next(&w, &s, &key); ++p) {
-            int begin = s < n;
-            begin_out[p] = (uint8_t)begin;
-            slice_out[p] = (int64_t)(begin ? s : s - n);
-            if (group_out) group_out[p] = (int64_t)(key >> bits);
-            time_out[p] = ((key & mask) >> 2) + base;
-        }
-    }
-    walk_end(&w);
-    return ok;
+    struct gpuobs_packet_walk* h = gpuobs_packet_walk_start(n, start, end, group, base, bits);
+    if (!h) return 0;
+    gpuobs_packet_walk_next(h, 2 * n, slice_out, begin_out, time_out, group_out);
+    gpuobs_packet_walk_end(h);
+    return 1;
 }

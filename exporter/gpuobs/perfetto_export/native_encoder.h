@@ -90,6 +90,16 @@ long gpuobs_lanes(size_t n, const int64_t* group, const uint64_t* start, const u
  * be had. */
 int gpuobs_packet_order(size_t n, const uint64_t* start, const uint64_t* end, const uint64_t* group, uint64_t base,
                         int bits, int64_t* slice_out, uint8_t* begin_out, uint64_t* time_out, int64_t* group_out);
+
+/* The same order a batch at a time (write_slices: no column of every packet): a walk
+ * (NULL without scratch); each call writes the next packets, at most `most`, and
+ * returns how many (0 past the last); the columns read must outlive the walk. */
+struct gpuobs_packet_walk;
+struct gpuobs_packet_walk* gpuobs_packet_walk_start(size_t n, const uint64_t* start, const uint64_t* end,
+                                                    const uint64_t* group, uint64_t base, int bits);
+size_t gpuobs_packet_walk_next(struct gpuobs_packet_walk* walk, size_t most, int64_t* slice_out, uint8_t* begin_out,
+                               uint64_t* time_out, int64_t* group_out);
+void gpuobs_packet_walk_end(struct gpuobs_packet_walk* walk);
 /* gpuobs:cdef-end */
 
 #endif /* GPUOBS_NATIVE_ENCODER_H */

@@ -124,6 +124,28 @@ def packet_order(start: np.ndarray, end: np.ndarray, group, base: int, bits: int
     return (slice_, begin, time, groups) if ok else None
 
 
+def packet_batches(start: np.ndarray, end: np.ndarray, base: int, bits: int, most: int):
+    """packet_order's packets (no groups), `most` at a time, as (slice, is_begin, time)
+    views of buffers reused for the next batch; None without scratch."""
+    lib = encoder()
+    n = len(start)
+    walk = lib.gpuobs_packet_walk_start(n, _ptr("uint64_t*", start), _ptr("uint64_t*", end), _FFI.NULL, base, bits)
+    if walk == _FFI.NULL:
+        return None
+    walk = _FFI.gc(walk, lib.gpuobs_packet_walk_end)
+    most = max(1, min(most, 2 * n))
+    slice_, begin, time = np.empty(most, np.int64), np.empty(most, np.bool_), np.empty(most, np.uint64)
+
+    def batches():
+        keep = (start, end, walk)  # noqa: F841 (read by the walk until it ends)
+        while count := lib.gpuobs_packet_walk_next(
+            walk, most, _ptr("int64_t*", slice_), _ptr("uint8_t*", begin), _ptr("uint64_t*", time), _FFI.NULL
+        ):
+            yield slice_[:count], begin[:count], time[:count]
+
+    return batches()
+
+
 def encode_slices(
     slice,
     begin,

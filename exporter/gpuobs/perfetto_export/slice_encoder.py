@@ -239,34 +239,57 @@ def write_packets(
         part = slice(lo, lo + PACKETS_PER_BATCH)
         e, begin = order.slice[part], order.is_begin[part]
         track = slices.track[e] if tracks is None else np.asarray(tracks[part], np.uint64)
-        seq_part = seq if seq.ndim == 0 else seq[part]
-        if native_encoder.encoder() is not None:
-            w.raw(
-                native_encoder.encode_slices(
-                    e,
-                    begin,
-                    ts[part],
-                    track,
-                    np.broadcast_to(seq_part, (len(e),)),
-                    slices.name_iid,
-                    slices.args,
-                    clock_id or 0,
-                    SEQ_NEEDS,
-                    slices.flow_field,
-                    slices.flows,
-                    slices.flow_counts,
-                )
+        _write_batch(w, slices, e, begin, ts[part], track, seq if seq.ndim == 0 else seq[part], clock_id)
+
+
+def _write_batch(w: TraceWriter, slices: Slices, e, begin, ts, track, seq, clock_id) -> None:
+    if native_encoder.encoder() is not None:
+        w.raw(
+            native_encoder.encode_slices(
+                e,
+                begin,
+                ts,
+                track,
+                np.broadcast_to(seq, (len(e),)),
+                slices.name_iid,
+                slices.args,
+                clock_id or 0,
+                SEQ_NEEDS,
+                slices.flow_field,
+                slices.flows,
+                slices.flow_counts,
             )
-        else:
-            w.rows(_rows(e, begin, slices, seq_part, ts[part], track, clock_id))
+        )
+    else:
+        w.rows(_rows(e, begin, slices, seq, ts, track, clock_id))
 
 
 def write_slices(w: TraceWriter, slices: Slices, seq: int, clock_id: int | None = None) -> int:
     """All slices on one packet sequence, absolute timestamps; returns the packet count."""
     if slices.n == 0:
         return 0
-    write_packets(w, packet_order(slices.start, slices.end), slices, seq, clock_id=clock_id)
+    batches = _packet_batches(slices.start, slices.end)
+    if batches is None:
+        write_packets(w, packet_order(slices.start, slices.end), slices, seq, clock_id=clock_id)
+    else:  # packet_order's packets a batch at a time: no column of every packet
+        seq = np.asarray(seq, np.uint64)
+        for e, begin, ts in batches:
+            _write_batch(w, slices, e, begin, ts, slices.track[e], seq, clock_id)
     return 2 * slices.n
+
+
+def _packet_batches(start: np.ndarray, end: np.ndarray):
+    """packet_order(start, end)'s packets from native_encoder.c a batch at a time, or
+    None where packet_order itself must make them (no C, keys past 64 bits)."""
+    if native_encoder.encoder() is None:
+        return None
+    base = int(start.min())
+    bits = (int(end.max()) - base).bit_length() + 2
+    if bits >= 64:
+        return None
+    return native_encoder.packet_batches(
+        np.ascontiguousarray(start, np.uint64), np.ascontiguousarray(end, np.uint64), base, bits, PACKETS_PER_BATCH
+    )
 
 
 def _rows(e, begin, slices: Slices, seq, ts, track, clock_id) -> Rows:
