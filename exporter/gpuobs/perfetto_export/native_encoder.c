@@ -270,7 +270,7 @@ static void merge_runs(uint64_t* key, int64_t* item, size_t mid, size_t n, uint6
     }
 }
 
-enum { MIN_RUN = 32 };
+#define MIN_RUN 32 /* shorter runs are extended by insertion */
 
 int gpuobs_sort_keyed(size_t n, uint64_t* key, int64_t* item) {
     if (n < 2) return 1;
@@ -361,7 +361,7 @@ static int bit_length(uint64_t v) {
  * keys lie in at most MAX_MERGE_RUNS non-decreasing runs (tables one after another,
  * each in time order), a merge of the runs where they lie, nothing copied; else the
  * keys and items sorted first (gpuobs_sort_keyed). */
-enum { MAX_MERGE_RUNS = 16 };
+#define MAX_MERGE_RUNS 16
 typedef uint64_t (*key_of)(const void* ctx, size_t i);
 typedef struct {
     key_of key_fn;
