@@ -4,6 +4,7 @@ is made in the documented format from the synthetic recording's own launches."""
 
 import json
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -112,3 +113,31 @@ def test_cli_prints_the_per_kernel_cost(tmp_path, block_recording):
     )
     assert r.exit_code == 0, r.output
     assert "12 of 12 kernels matched" in r.output and "(4.00x)" in r.output
+
+
+def _first_use_order_by_sorting(codes, values):
+    """trace.first_use_order as it was: first rows found by np.unique's sort."""
+    rank = np.full(len(values), -1, np.int64)
+    if not len(codes):
+        return rank, []
+    used, first = np.unique(codes, return_index=True)
+    number: dict = {}
+    for code in used[np.argsort(first, kind="stable")].tolist():
+        rank[code] = number.setdefault(values[code], len(number))
+    return rank, list(number)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_first_use_order_is_the_sorting_one(seed):
+    """first_use_order's one-pass first rows give the renumbering np.unique's did: unused
+    codes, equal values (merged), one code, int32 and int64 codes."""
+    from gpuobs.host_traces.trace import first_use_order
+
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(1, 60))
+    values = [f"v{int(x)}" for x in rng.integers(0, max(1, size // 2), size)]
+    codes = rng.integers(0, int(rng.integers(1, size + 1)), int(rng.integers(0, 3000))).astype(
+        [np.int32, np.int64][seed % 2]
+    )
+    got, want = first_use_order(codes, values), _first_use_order_by_sorting(codes, values)
+    assert np.array_equal(got[0], want[0]) and got[1] == want[1]

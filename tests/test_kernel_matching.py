@@ -69,3 +69,51 @@ def test_numpy_pairing_is_the_plain_one(seed):
     assert got.launch_index.tolist() == [a for a, _ in want]
     assert [k.row for k in got.host_kernel] == [kernels[b].tobytes() for _, b in want]
     assert got.unmatched_host == m - len(want)
+
+
+def renumbered_every_column(rec, table, timed, host):
+    """_key_codes as it was: each column folded in and the pairs renumbered densely at once."""
+    names: dict = {}
+    my_names = np.array([names.setdefault(table.name[i], len(names)) for i in timed.tolist()], np.int64)
+    their = np.array([names.setdefault(n, len(names)) for n in host.names] + [0], np.int64)
+    k, launches = host.kernels, rec.launches
+    columns = [
+        (launches["device_index"][timed], k["device"]),
+        (my_names, their[k["name"]]),
+        *((launches["grid"][timed, i], k["grid"][:, i]) for i in range(3)),
+        *((launches["block"][timed, i], k["block"][:, i]) for i in range(3)),
+    ]
+    code = np.zeros(len(timed) + len(k), np.int64)
+    for mine, theirs in columns:
+        values, column = np.unique(
+            np.concatenate([np.asarray(mine, np.int64), np.asarray(theirs, np.int64)]), return_inverse=True
+        )
+        code = np.unique(code * len(values) + column.reshape(-1), return_inverse=True)[1].reshape(-1)
+    return code[: len(timed)], code[len(timed) :]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_key_codes_are_those_renumbered_after_every_column(seed):
+    """The codes folded as digits (renumbered where they would pass 2^62 and at the end)
+    are those of renumbering after every column: constant columns, few and many values."""
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.integers(0, 400)), int(rng.integers(0, 3000))
+    spread = [1, 2, 300, 2**40][seed % 4]  # thousands of values in 6 columns: past 2^62, renumbered midway
+    launches = np.zeros(n, [("device_index", "<u4"), ("grid", "<u4", (3,)), ("block", "<u4", (3,))])
+    kernels = np.zeros(m, KERNEL)
+    launches["device_index"], kernels["device"] = rng.integers(0, 2, n), rng.integers(0, 2, m)
+    for field in ("grid", "block"):
+        for i in range(3):
+            top = spread if i != 1 or spread > 300 else 1  # y: one value, but where values are many
+            launches[field][:, i] = rng.integers(0, min(top, 2**32), n)
+            kernels[field][:, i] = rng.integers(0, top, m)
+    names = [f"k{i}" for i in range(int(rng.integers(1, 400)))]
+    kernels["name"] = rng.integers(0, len(names), m)
+    table = types.SimpleNamespace(name=[f"k{int(x)}" for x in rng.integers(0, 500, n)])
+    rec, host, timed = (
+        types.SimpleNamespace(launches=launches),
+        types.SimpleNamespace(kernels=kernels, names=names),
+        rng.permutation(n),
+    )
+    got, want = matching._key_codes(rec, table, timed, host), renumbered_every_column(rec, table, timed, host)
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))

@@ -1,6 +1,7 @@
 """The one slice encoder: its C and numpy paths write the same bytes, and every
 slice decodes back as written, however slices touch, nest or have no length."""
 
+import itertools
 import json
 import os
 import subprocess
@@ -10,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
@@ -18,7 +20,7 @@ import gpuobs
 from gpuobs.perfetto_export import native_encoder
 from gpuobs.perfetto_export.export import ExportOptions, export
 from gpuobs.perfetto_export.lanes import assign_lanes, lane_tracks
-from gpuobs.perfetto_export.slice_encoder import Slices, write_slices
+from gpuobs.perfetto_export.slice_encoder import Slices, packet_order, write_slices
 from gpuobs.perfetto_export.trace_writer import SEQ_CLEARED, TraceWriter
 from gpuobs.recording_file import synthetic
 
@@ -189,3 +191,131 @@ def test_zero_length_host_event_inside_another_on_both_paths(tmp_path, block_rec
         assert d.problems == []
         host = {name: (s - base, e - base) for _, name, s, e, _ in d.slices if name in ("outer", "mark")}
         assert host == {"outer": (1000, 1100), "mark": (1050, 1050)}
+
+
+def _shapes(rng, n):
+    """Slices of the shapes the C sort and merge meet: times random, in order, in runs in
+    order (tables one after another), reversed, or few (ties everywhere); lengths of
+    each kind (zero among them) or all one length (ends in the starts' order); groups
+    at random, one, or in blocks (the order a table of one thread per block gives)."""
+    starts = {
+        "random": rng.integers(0, 10**6, n),
+        "ties": rng.integers(0, 4, n),
+        "sorted": np.sort(rng.integers(0, 10**6, n)),
+        "runs": np.concatenate([np.sort(rng.integers(0, 10**6, k)) for k in (n // 3, n // 3, n - 2 * (n // 3))]),
+        "reversed": np.sort(rng.integers(0, 10**6, n))[::-1].copy(),
+    }
+    groups = {"random": rng.integers(0, 5, n), "one": np.zeros(n, np.int64), "blocks": np.sort(rng.integers(0, 5, n))}
+    for (name, start), (kind, group) in itertools.product(starts.items(), groups.items()):
+        for length in (rng.choice([0, 0, 1, 3, 50, 10**4], n), np.full(n, 7)):
+            yield f"{name}/{kind}", group, (start + BASE).astype(np.uint64), (start + BASE + length).astype(np.uint64)
+
+
+@pytest.mark.skipif(not HAVE_C, reason="no C compiler")
+@pytest.mark.parametrize("n", [1, 2, 31, 33, 100, 5000])
+def test_c_sort_is_numpys_stable_argsort(n):
+    """gpuobs_sort_keyed against np.argsort(kind="stable"): the same order, ties included."""
+    rng = np.random.default_rng(n)
+    lib, ffi = native_encoder.encoder(), native_encoder._FFI
+    for keys in (
+        rng.integers(0, 3, n),
+        rng.integers(0, 2**63, n),
+        np.sort(rng.integers(0, 50, n)),
+        np.sort(rng.integers(0, 50, n))[::-1],
+        np.r_[np.sort(rng.integers(0, 9, n // 2)), np.sort(rng.integers(0, 9, n - n // 2))],
+    ):
+        key = np.ascontiguousarray(keys, np.uint64)
+        item = np.arange(n, dtype=np.int64)
+        want = np.argsort(key, kind="stable")
+        assert lib.gpuobs_sort_keyed(n, ffi.cast("uint64_t*", key.ctypes.data), ffi.cast("int64_t*", item.ctypes.data))
+        assert np.array_equal(item, want) and np.array_equal(key, np.sort(keys.astype(np.uint64)))
+
+
+@pytest.mark.skipif(not HAVE_C, reason="no C compiler")
+@pytest.mark.parametrize("n", [1, 40, 3000])
+def test_c_lanes_and_packet_order_are_the_numpy_paths(n):
+    """The one-pass C lanes (gpuobs_lanes) and packet order (gpuobs_packet_order) give
+    what the numpy paths give, on random, sorted, run-wise sorted, reversed and
+    all-tied slices with zero lengths and equal times."""
+    rng = np.random.default_rng(7 + n)
+    for name, group, start, end in _shapes(rng, n):
+        with path("numpy"):
+            want_lanes = assign_lanes(group, start, end)
+            ids = iter(range(1, 10**6))
+            want_tracks = lane_tracks(group, start, end, lambda g, ids=ids: next(ids))
+            want_order = [packet_order(start, end, g) for g in (None, group)]
+        got_lanes = assign_lanes(group, start, end)
+        ids = iter(range(1, 10**6))
+        got_tracks = lane_tracks(group, start, end, lambda g, ids=ids: next(ids))
+        got_order = [packet_order(start, end, g) for g in (None, group)]
+        assert np.array_equal(got_lanes, want_lanes), name
+        assert np.array_equal(got_tracks.of_slice, want_tracks.of_slice), name
+        assert got_tracks.first == want_tracks.first and np.array_equal(got_tracks.lanes, want_tracks.lanes), name
+        for got, want in zip(got_order, want_order):
+            for field in ("slice", "is_begin", "time", "group"):
+                a, b = getattr(got, field), getattr(want, field)
+                assert a.dtype == b.dtype and np.array_equal(a, b), (name, field)
+        # int64 times as they come from host traces: the same lanes as their uint64
+        assert np.array_equal(assign_lanes(group, start.view(np.int64), end.view(np.int64)), want_lanes), name
+
+
+@pytest.mark.parametrize("name", PATHS)
+def test_a_choice_read_in_place_writes_what_per_slice_strings_write(tmp_path, name):
+    """choice_arg reads its choice per slice in place (a strided int32 field, a bool
+    mask) and writes the bytes string_arg writes with each slice's own string; a
+    choice out of range is taken as numpy indexing takes it (-1: the last)."""
+    n = 300
+    rows = np.zeros(n, [("pad", np.uint8), ("which", np.int32)])
+    rows["which"] = np.arange(n) % 3
+    choices = [b"kernel", b"", b"cuda_runtime"]
+    odd = np.arange(n) % 2 == 1
+    negative = np.where(odd, -1, 0)
+
+    def trace(use_choice: bool) -> bytes:
+        w = TraceWriter()
+        seq = w.new_sequence()
+        start = np.arange(n, dtype=np.uint64) * 10 + BASE
+        s = Slices(np.full(n, w.track("t"), np.uint64), start, start + 5, np.ones(n, np.uint64))
+        if use_choice:
+            s.choice_arg(1, choices, rows["which"]).choice_arg(2, [b"even", b"odd"], odd)
+            s.choice_arg(3, choices, negative, present=odd)
+        else:
+            s.string_arg(1, [choices[v] for v in rows["which"]]).string_arg(2, [[b"even", b"odd"][int(v)] for v in odd])
+            s.string_arg(3, [choices[v] for v in negative], present=odd)
+        write_slices(w, s, seq)
+        out = tmp_path / f"{name}-{use_choice}.pftrace"
+        w.save(out)
+        return out.read_bytes()
+
+    with path(name):
+        assert trace(True) == trace(False)
+
+
+@pytest.mark.skipif(not HAVE_C, reason="no C compiler")
+@pytest.mark.parametrize("batch", [5, 1 << 17])
+def test_write_slices_in_batches_writes_what_the_whole_packet_order_writes(tmp_path, monkeypatch, batch):
+    """write_slices walks the packet order a batch at a time in C (merged runs or
+    sorted keys): the bytes of write_packets over the whole packet_order, on both
+    paths, whatever the batch."""
+    from gpuobs.perfetto_export import slice_encoder
+
+    rng = np.random.default_rng(batch)
+
+    def trace(how: str, group, start, end) -> bytes:
+        w = TraceWriter()
+        seq = w.new_sequence()
+        s = Slices(group.astype(np.uint64) + 1, start, end, np.arange(len(start), dtype=np.uint64) + 1)
+        s.choice_arg(1, [b"a", b"bc"], group % 2)
+        if how == "whole":
+            slice_encoder.write_packets(w, packet_order(start, end), s, seq)
+        else:
+            write_slices(w, s, seq)
+        out = tmp_path / f"{how}.pftrace"
+        w.save(out)
+        return out.read_bytes()
+
+    for name, group, start, end in _shapes(rng, 500):
+        with path("numpy"):
+            want = trace("batches", group, start, end)
+        monkeypatch.setattr(slice_encoder, "PACKETS_PER_BATCH", batch)
+        assert trace("batches", group, start, end) == want == trace("whole", group, start, end), name

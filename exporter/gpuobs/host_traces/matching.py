@@ -72,13 +72,24 @@ def _key_codes(rec: Recording, table: LaunchTable, timed: np.ndarray, host) -> t
         *((launches["grid"][timed, i], k["grid"][:, i]) for i in range(3)),
         *((launches["block"][timed, i], k["block"][:, i]) for i in range(3)),
     ]
-    # folded in a column at a time, each pair renumbered densely: a few int64 per row held, not a key matrix
+    # folded in a column at a time as digits of one number (each column's values
+    # ranked), renumbered densely only where the next digit would not fit and at the
+    # end: a few int64 per row held, not a key matrix. Ranks of ranks keep the order
+    # of the keys, so the codes are those of renumbering after every column.
     code = np.zeros(len(timed) + len(k), np.int64)
+    span = 1  # code < span
     for mine, theirs in columns:
-        values, column = np.unique(
-            np.concatenate([np.asarray(mine, np.int64), np.asarray(theirs, np.int64)]), return_inverse=True
-        )
-        code = np.unique(code * len(values) + column.reshape(-1), return_inverse=True)[1].reshape(-1)
+        both = np.concatenate([np.asarray(mine, np.int64), np.asarray(theirs, np.int64)])
+        if not len(both) or both.min() == both.max():
+            continue  # one value (a device, a grid's y and z): no digit
+        values, column = np.unique(both, return_inverse=True)
+        if span * len(values) >= 1 << 62:
+            code = np.unique(code, return_inverse=True)[1].reshape(-1)
+            span = int(code.max()) + 1
+        code *= len(values)
+        code += column.reshape(-1)
+        span *= len(values)
+    code = np.unique(code, return_inverse=True)[1].reshape(-1)
     return code[: len(timed)], code[len(timed) :]
 
 

@@ -199,7 +199,14 @@ def first_use_order(codes: np.ndarray, values: list) -> tuple[np.ndarray, list]:
     rank = np.full(len(values), -1, np.int64)
     if not len(codes):
         return rank, []
-    used, first = np.unique(codes, return_index=True)
+    if codes.dtype.kind in "iu" and int(codes.min()) >= 0 and int(codes.max()) < len(values):
+        # each code's first row in one pass (np.unique sorted every row; the same codes, the same rows)
+        first = np.full(len(values), len(codes), np.int64)
+        np.minimum.at(first, codes, np.arange(len(codes)))
+        used = np.flatnonzero(first < len(codes))
+        first = first[used]
+    else:
+        used, first = np.unique(codes, return_index=True)
     number: dict = {}
     for code in used[np.argsort(first, kind="stable")].tolist():
         rank[code] = number.setdefault(values[code], len(number))

@@ -81,7 +81,8 @@ def write_host_trace(
     rank_of_track[order_of] = np.arange(len(order_of))
     grp = rank_of_track[ev["track"]]
     start = ev["start_ns"] + shift_ns
-    end = start + np.maximum(ev["dur_ns"], 0)
+    end = np.maximum(ev["dur_ns"], 0)
+    end += start
     processes = {}
 
     def new_track(key_index: int) -> int:
@@ -91,7 +92,10 @@ def write_host_trace(
         return w.track(label, parent=processes[process], merge_key=f"{group}-{key_index}", rank=key_index)
 
     base = int(start.min())
-    tracks = lane_tracks(grp, (start - base).astype(np.uint64), (end - base).astype(np.uint64), new_track)
+    if base < 0:  # lanes take times from 0 (shifted before 1970)
+        tracks = lane_tracks(grp, (start - base).astype(np.uint64), (end - base).astype(np.uint64), new_track)
+    else:  # the same lanes: they are placed from the least start whatever it is
+        tracks = lane_tracks(grp, start.view(np.uint64), end.view(np.uint64), new_track)
     seq = w.new_sequence()
     first = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_CLEARED)
     for i, name in enumerate(host.names):
@@ -100,7 +104,8 @@ def write_host_trace(
     w.packet(first)
     del grp
     # Views, not copies (the same bits as astype): a 4x nsys export held two more columns of every event.
-    names = ev["name"].astype(np.uint64) + np.uint64(1)
+    names = ev["name"].astype(np.uint64)
+    names += np.uint64(1)
     slices = Slices(tracks.of_slice, start.view(np.uint64), end.view(np.uint64), names)
     slices.choice_arg(CATEGORY_IID, [c.encode() for c in host.categories], ev["category"])
     write_slices(w, slices, seq, clock_id=REALTIME if related else None)

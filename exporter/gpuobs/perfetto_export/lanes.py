@@ -74,6 +74,16 @@ def _max_open(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> int:
     return int((rank + 1 - (ends_before - groups_before)).max())
 
 
+def _native(group: np.ndarray, start, end, n_groups: int):
+    """(lanes, lanes per group) from native_encoder.c's one pass (sort and first fit),
+    or None: no C, or a case it leaves to the numpy path below (the same lanes)."""
+    from . import native_encoder
+
+    if not len(group) or native_encoder.encoder() is None:
+        return None
+    return native_encoder.lanes(group, np.asarray(start), np.asarray(end), n_groups)
+
+
 def assign_lanes(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """A lane index per slice (end >= start); slices of one group on one lane never
     overlap, under the rule above."""
@@ -81,6 +91,16 @@ def assign_lanes(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.nd
     lanes = np.zeros(n, np.int64)
     if n == 0:
         return lanes
+    group = np.asarray(group)
+    if group.dtype.kind in "iu" and int(group.min()) >= 0:
+        fast = _native(group, start, end, int(group.max()) + 1)
+        if fast is not None:
+            return fast[0]
+    return _assign_lanes(group, start, end, lanes)
+
+
+def _assign_lanes(group, start, end, lanes) -> np.ndarray:
+    """assign_lanes' numpy path (with the C first fit over sorted slices where it can)."""
     start, end = _half_open(start, end)
     order, _ = _sort(group, start, int(end.max()).bit_length())
     g, s, e = group[order], start[order], end[order]
@@ -123,9 +143,13 @@ def lane_tracks(group: np.ndarray, start: np.ndarray, end: np.ndarray, new_track
     track of group g (>= 0) and returns its uuid; it is called once per lane, group
     by group in ascending order."""
     group = np.asarray(group, np.int64)
-    lane = assign_lanes(group, start, end)
-    lanes = np.zeros(int(group.max()) + 1 if len(group) else 0, np.int64)
-    np.maximum.at(lanes, group, lane + 1)
+    fast = _native(group, start, end, int(group.max()) + 1) if len(group) and int(group.min()) >= 0 else None
+    if fast is not None:
+        lane, lanes = fast
+    else:
+        lane = assign_lanes(group, start, end)
+        lanes = np.zeros(int(group.max()) + 1 if len(group) else 0, np.int64)
+        np.maximum.at(lanes, group, lane + 1)
     table = np.zeros((len(lanes), int(lanes.max()) if len(lanes) else 0), np.uint64)
     for g in np.flatnonzero(lanes).tolist():
         table[g, : lanes[g]] = [new_track(g) for _ in range(int(lanes[g]))]

@@ -3,6 +3,7 @@
  * (protowire.Rows), field for field, only without the intermediate arrays.
  * Loaded through cffi (ABI mode). Field numbers carry the names protowire.py
  * gives them (tests/test_protowire.py checks both against the Perfetto protos). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "native_encoder.h"
@@ -88,6 +89,10 @@ struct arg_info {
     size_t head_size;
 };
 
+/* A string argument's value for slice e: its own (starts[e], lengths[e]), or with ints
+ * a choice, (starts[v], lengths[v]) for v the integer at e. */
+static inline int64_t string_index(const struct gpuobs_arg* a, int64_t e) { return a->ints ? int_value(a, e) : e; }
+
 static void prepare_arg(struct arg_info* info, const struct gpuobs_arg* a) {
     info->a = *a;
     uint8_t* p = put_varint_field(info->head, ANNOTATION_NAME_IID, a->name_iid);
@@ -126,7 +131,8 @@ static void plan_packet(const struct gpuobs_slice_packets* s, const struct arg_i
                     if (v >= a->at_least)
                         body = args[k].head_size + varint_field_size(ANNOTATION_INT_VALUE, (uint64_t)v);
                 } else if (a->kind == GPUOBS_ARG_STRING) {
-                    body = args[k].head_size + len_field_size(ANNOTATION_STRING_VALUE, (size_t)a->lengths[e]);
+                    body = args[k].head_size +
+                           len_field_size(ANNOTATION_STRING_VALUE, (size_t)a->lengths[string_index(a, e)]);
                 } else {
                     body = args[k].head_size;
                 }
@@ -166,9 +172,10 @@ static uint8_t* put_packet(uint8_t* p, const struct gpuobs_slice_packets* s, con
             if (a->kind == GPUOBS_ARG_INT) {
                 p = put_varint_field(p, ANNOTATION_INT_VALUE, pl->value[k]);
             } else if (a->kind == GPUOBS_ARG_STRING) {
-                const size_t n = (size_t)a->lengths[e];
+                const int64_t v = string_index(a, e);
+                const size_t n = (size_t)a->lengths[v];
                 p = put_len_header(p, ANNOTATION_STRING_VALUE, n);
-                memcpy(p, a->chars + a->starts[e], n);
+                memcpy(p, a->chars + a->starts[v], n);
                 p += n;
             }
         }
@@ -218,4 +225,327 @@ long gpuobs_assign_lanes(size_t n, const int64_t* group, const uint64_t* start, 
         if (used > width) width = used;
     }
     return width;
+}
+
+/* Merges the sorted runs [0, mid) and [mid, n) of key/item in place, through scratch
+ * for the shorter run (tk/ti): the left run copied out and merged forwards, or the
+ * right one and merged backwards. Ties take the left run's first: stable. */
+static void merge_runs(uint64_t* key, int64_t* item, size_t mid, size_t n, uint64_t* tk, int64_t* ti) {
+    if (mid == 0 || mid == n || key[mid - 1] <= key[mid]) return; /* already in order */
+    if (mid <= n - mid) {
+        memcpy(tk, key, mid * sizeof *tk);
+        memcpy(ti, item, mid * sizeof *ti);
+        size_t i = 0, j = mid, k = 0;
+        while (i < mid && j < n) {
+            if (key[j] < tk[i]) {
+                key[k] = key[j];
+                item[k++] = item[j++];
+            } else {
+                key[k] = tk[i];
+                item[k++] = ti[i++];
+            }
+        }
+        while (i < mid) {
+            key[k] = tk[i];
+            item[k++] = ti[i++];
+        }
+    } else {
+        size_t right = n - mid;
+        memcpy(tk, key + mid, right * sizeof *tk);
+        memcpy(ti, item + mid, right * sizeof *ti);
+        size_t i = mid, j = right, k = n; /* one past the next to take from left / scratch / to write */
+        while (i > 0 && j > 0) {
+            if (tk[j - 1] < key[i - 1]) {
+                key[--k] = key[--i];
+                item[k] = item[i];
+            } else {
+                key[--k] = tk[--j];
+                item[k] = ti[j];
+            }
+        }
+        while (j > 0) {
+            key[--k] = tk[--j];
+            item[k] = ti[j];
+        }
+    }
+}
+
+#define MIN_RUN 32 /* shorter runs are extended by insertion */
+
+int gpuobs_sort_keyed(size_t n, uint64_t* key, int64_t* item) {
+    if (n < 2) return 1;
+    /* Runs: maximal non-decreasing stretches, short ones extended to MIN_RUN keys by
+     * insertion (after equal keys: stable). */
+    size_t cap = 64, count = 0;
+    size_t* bounds = malloc(cap * sizeof *bounds); /* run starts, then n */
+    if (!bounds) return 0;
+    for (size_t lo = 0; lo < n;) {
+        size_t hi = lo + 1;
+        while (hi < n && key[hi - 1] <= key[hi]) ++hi;
+        if (hi - lo < MIN_RUN && hi < n) {
+            size_t stop = lo + MIN_RUN < n ? lo + MIN_RUN : n;
+            for (; hi < stop; ++hi) {
+                uint64_t k = key[hi];
+                int64_t it = item[hi];
+                size_t a = lo, b = hi; /* first position whose key is above k */
+                while (a < b) {
+                    size_t m = a + (b - a) / 2;
+                    if (key[m] <= k)
+                        a = m + 1;
+                    else
+                        b = m;
+                }
+                memmove(key + a + 1, key + a, (hi - a) * sizeof *key);
+                memmove(item + a + 1, item + a, (hi - a) * sizeof *item);
+                key[a] = k;
+                item[a] = it;
+            }
+            while (hi < n && key[hi - 1] <= key[hi]) ++hi;
+        }
+        if (count + 2 > cap) {
+            size_t* more = realloc(bounds, 2 * cap * sizeof *bounds);
+            if (!more) {
+                free(bounds);
+                return 0; /* keys of runs so far are sorted within runs: still a permutation */
+            }
+            bounds = more;
+            cap *= 2;
+        }
+        bounds[count++] = lo;
+        lo = hi;
+    }
+    bounds[count] = n;
+    if (count == 1) {
+        free(bounds);
+        return 1;
+    }
+    size_t half = n / 2 + 1;
+    uint64_t* tk = malloc(half * sizeof *tk);
+    int64_t* ti = malloc(half * sizeof *ti);
+    if (!tk || !ti) {
+        free(tk);
+        free(ti);
+        free(bounds);
+        return 0;
+    }
+    /* Neighbouring runs merged pairwise, pass after pass: the shorter of two runs is at
+     * most half of n. */
+    while (count > 1) {
+        size_t out = 0;
+        for (size_t r = 0; r < count; r += 2) {
+            if (r + 1 < count) {
+                size_t a = bounds[r], m = bounds[r + 1], b = bounds[r + 2];
+                merge_runs(key + a, item + a, m - a, b - a, tk, ti);
+            }
+            bounds[out++] = bounds[r];
+        }
+        bounds[out] = n;
+        count = out;
+    }
+    free(tk);
+    free(ti);
+    free(bounds);
+    return 1;
+}
+
+static int bit_length(uint64_t v) {
+    int bits = 0;
+    while (v) {
+        ++bits;
+        v >>= 1;
+    }
+    return bits;
+}
+
+/* A walk of items 0 .. n-1 in the order of their keys, ties in item order: where the
+ * keys lie in at most MAX_MERGE_RUNS non-decreasing runs (tables one after another,
+ * each in time order), a merge of the runs where they lie, nothing copied; else the
+ * keys and items sorted first (gpuobs_sort_keyed). */
+#define MAX_MERGE_RUNS 16
+typedef uint64_t (*key_of)(const void* ctx, size_t i);
+typedef struct {
+    key_of key_fn;
+    const void* ctx;
+    size_t n, runs, at;
+    size_t bound[MAX_MERGE_RUNS + 1], head[MAX_MERGE_RUNS];
+    uint64_t head_key[MAX_MERGE_RUNS];
+    uint64_t* key; /* sorted: the keys and items in order */
+    int64_t* item;
+} walk;
+
+/* 0 where scratch cannot be had. */
+static int walk_start(walk* w, size_t n, key_of key_fn, const void* ctx) {
+    memset(w, 0, sizeof *w);
+    w->key_fn = key_fn, w->ctx = ctx, w->n = n;
+    uint64_t previous = 0;
+    for (size_t i = 0; i < n; ++i) {
+        uint64_t k = key_fn(ctx, i);
+        if (i == 0 || k < previous) {
+            if (w->runs == MAX_MERGE_RUNS) {
+                w->runs = 0;
+                break;
+            }
+            w->bound[w->runs] = i;
+            w->head[w->runs] = i;
+            w->head_key[w->runs++] = k;
+        }
+        previous = k;
+    }
+    if (w->runs || n == 0) {
+        w->bound[w->runs] = n;
+        return 1;
+    }
+    w->key = malloc(n * sizeof *w->key);
+    w->item = malloc(n * sizeof *w->item);
+    if (!w->key || !w->item) return 0;
+    for (size_t i = 0; i < n; ++i) {
+        w->key[i] = key_fn(ctx, i);
+        w->item[i] = (int64_t)i;
+    }
+    return gpuobs_sort_keyed(n, w->key, w->item);
+}
+
+/* The next item and its key; 0 past the last. */
+static inline int walk_next(walk* w, size_t* item, uint64_t* key) {
+    if (w->key) {
+        if (w->at == w->n) return 0;
+        *key = w->key[w->at];
+        *item = (size_t)w->item[w->at++];
+        return 1;
+    }
+    size_t best = MAX_MERGE_RUNS;
+    for (size_t r = 0; r < w->runs; ++r)
+        if (w->head[r] < w->bound[r + 1] && (best == MAX_MERGE_RUNS || w->head_key[r] < w->head_key[best])) best = r;
+    if (best == MAX_MERGE_RUNS) return 0;
+    *key = w->head_key[best];
+    *item = w->head[best]++;
+    if (w->head[best] < w->bound[best + 1]) w->head_key[best] = w->key_fn(w->ctx, w->head[best]);
+    return 1;
+}
+
+static void walk_end(walk* w) {
+    free(w->key);
+    free(w->item);
+}
+
+typedef struct {
+    const int64_t* group;
+    const uint64_t *start, *end;
+    uint64_t base;
+    int bits;
+} lane_keys;
+
+static uint64_t lane_key(const void* ctx, size_t i) {
+    const lane_keys* c = ctx;
+    uint64_t s = ((c->start[i] - c->base) << 1) + 1 - (uint64_t)(c->start[i] == c->end[i]);
+    return ((uint64_t)c->group[i] << c->bits) | s;
+}
+
+long gpuobs_lanes(size_t n, const int64_t* group, const uint64_t* start, const uint64_t* end, int64_t* lane_out,
+                  int64_t* lanes_per_group, size_t n_groups, long max_lanes) {
+    if (n == 0) return 0;
+    uint64_t base = start[0], high = 0, top = 0;
+    for (size_t i = 1; i < n; ++i)
+        if (start[i] < base) base = start[i];
+    for (size_t i = 0; i < n; ++i) {
+        uint64_t zero = start[i] == end[i];
+        uint64_t e = ((end[i] - base) << 1) + 1 + zero;
+        if (e > high) high = e;
+        if ((uint64_t)group[i] > top) top = (uint64_t)group[i];
+        if (group[i] < 0 || (size_t)group[i] >= n_groups) return GPUOBS_KEYS_DO_NOT_FIT;
+    }
+    int bits = bit_length(high);
+    if (bits >= 64 || top >= ((uint64_t)1 << (64 - bits))) return GPUOBS_KEYS_DO_NOT_FIT;
+    lane_keys keys = {group, start, end, base, bits};
+    walk w = {0};
+    uint64_t* free_at = malloc((size_t)max_lanes * sizeof *free_at);
+    long width = GPUOBS_KEYS_DO_NOT_FIT;
+    if (!free_at || !walk_start(&w, n, lane_key, &keys)) goto done;
+    width = 0;
+    long used = 0;
+    uint64_t mask = ((uint64_t)1 << bits) - 1, key, previous = 0;
+    size_t i;
+    for (size_t j = 0; walk_next(&w, &i, &key); ++j, previous = key) {
+        if (j == 0 || (key >> bits) != (previous >> bits)) used = 0; /* a new group: no lane taken yet */
+        uint64_t s = key & mask, e = ((end[i] - base) << 1) + 1 + (uint64_t)(start[i] == end[i]);
+        long k = 0;
+        while (k < used && free_at[k] > s) ++k;
+        if (k == used) {
+            if (used == max_lanes) {
+                width = GPUOBS_LANES_TOO_MANY;
+                goto done;
+            }
+            ++used;
+            if (lanes_per_group[group[i]] < used) lanes_per_group[group[i]] = used;
+        }
+        free_at[k] = e;
+        lane_out[i] = k;
+        if (used > width) width = used;
+    }
+done:
+    walk_end(&w);
+    free(free_at);
+    return width;
+}
+
+typedef struct {
+    size_t n;
+    const uint64_t *start, *end, *group;
+    uint64_t base;
+    int bits;
+} packet_keys;
+
+static uint64_t packet_key(const void* ctx, size_t p) {
+    const packet_keys* c = ctx;
+    size_t i = p < c->n ? p : p - c->n;
+    uint64_t g = c->group ? c->group[i] << c->bits : 0;
+    if (p < c->n) return g | ((c->start[i] - c->base) << 2) | 1;
+    return g | ((c->end[i] - c->base) << 2) | ((uint64_t)(c->start[i] == c->end[i]) << 1);
+}
+
+struct gpuobs_packet_walk {
+    packet_keys keys;
+    walk w;
+};
+
+struct gpuobs_packet_walk* gpuobs_packet_walk_start(size_t n, const uint64_t* start, const uint64_t* end,
+                                                    const uint64_t* group, uint64_t base, int bits) {
+    struct gpuobs_packet_walk* h = calloc(1, sizeof *h);
+    if (!h) return NULL;
+    h->keys = (packet_keys){n, start, end, group, base, bits};
+    if (!walk_start(&h->w, 2 * n, packet_key, &h->keys)) {
+        gpuobs_packet_walk_end(h);
+        return NULL;
+    }
+    return h;
+}
+
+size_t gpuobs_packet_walk_next(struct gpuobs_packet_walk* h, size_t most, int64_t* slice_out, uint8_t* begin_out,
+                               uint64_t* time_out, int64_t* group_out) {
+    size_t n = h->keys.n, s, p = 0;
+    int bits = h->keys.bits;
+    uint64_t mask = bits >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << bits) - 1, key;
+    for (; p < most && walk_next(&h->w, &s, &key); ++p) {
+        int begin = s < n;
+        begin_out[p] = (uint8_t)begin;
+        slice_out[p] = (int64_t)(begin ? s : s - n);
+        if (group_out) group_out[p] = (int64_t)(key >> bits);
+        time_out[p] = ((key & mask) >> 2) + h->keys.base;
+    }
+    return p;
+}
+
+void gpuobs_packet_walk_end(struct gpuobs_packet_walk* h) {
+    if (!h) return;
+    walk_end(&h->w);
+    free(h);
+}
+
+int gpuobs_packet_order(size_t n, const uint64_t* start, const uint64_t* end, const uint64_t* group, uint64_t base,
+                        int bits, int64_t* slice_out, uint8_t* begin_out, uint64_t* time_out, int64_t* group_out) {
+    struct gpuobs_packet_walk* h = gpuobs_packet_walk_start(n, start, end, group, base, bits);
+    if (!h) return 0;
+    gpuobs_packet_walk_next(h, 2 * n, slice_out, begin_out, time_out, group_out);
+    gpuobs_packet_walk_end(h);
+    return 1;
 }

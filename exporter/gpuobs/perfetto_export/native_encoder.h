@@ -11,7 +11,8 @@
 enum gpuobs_arg_kind { GPUOBS_ARG_INT = 0, GPUOBS_ARG_BOOL = 1, GPUOBS_ARG_STRING = 2 };
 enum gpuobs_encoder_limits {
     GPUOBS_ENCODER_MAX_ARGS = 32, /* arguments per slice: each packet's are planned in a fixed array */
-    GPUOBS_LANES_TOO_MANY = -1    /* gpuobs_assign_lanes: a group needed more than max_lanes */
+    GPUOBS_LANES_TOO_MANY = -1,   /* gpuobs_assign_lanes: a group needed more than max_lanes */
+    GPUOBS_KEYS_DO_NOT_FIT = -2   /* gpuobs_lanes: groups and times need more than 64 bits */
 };
 
 /* One debug annotation on the BEGIN of every slice where present[slice] (every
@@ -27,7 +28,8 @@ struct gpuobs_arg {
     int32_t int_size; /* 1, 2, 4 or 8 */
     int32_t int_signed;
     int64_t at_least;     /* left out where the value is below this */
-    const uint8_t* chars; /* GPUOBS_ARG_STRING: slice e's value is chars[starts[e] : starts[e] + lengths[e]] */
+    const uint8_t* chars; /* GPUOBS_ARG_STRING: slice e's value is chars[starts[e] : starts[e] + lengths[e]], */
+                          /* or with ints (a choice) starts[v] and lengths[v] for v, the integer at e */
     const int64_t* starts;
     const int64_t* lengths;
 };
@@ -61,6 +63,43 @@ size_t gpuobs_encode_slices(uint8_t* out, const struct gpuobs_slice_packets* s);
  * most lanes any group needed, or GPUOBS_LANES_TOO_MANY past max_lanes. */
 long gpuobs_assign_lanes(size_t n, const int64_t* group, const uint64_t* start, const uint64_t* end, int64_t* lane_out,
                          uint64_t* lane_free_at, long max_lanes);
+
+/* Stable sort of n keys, carried with their items: afterwards key[] is in order and
+ * item[i] is the item of the key now at i (keys that tie keep their order). Sorted
+ * runs cost one pass: a natural merge sort, scratch for half the keys. Returns 0
+ * where scratch cannot be had (the keys and items are then of no use). */
+int gpuobs_sort_keyed(size_t n, uint64_t* key, int64_t* item);
+
+/* lanes.py's assign_lanes in one call: slices (group >= 0, start <= end, unsorted)
+ * as half-open intervals from the least start, [2s+1, 2e+1) or [2t, 2t+2) for a
+ * zero-length one, sorted by (group, start) (ties in slice order), lanes first-fit.
+ * lanes_per_group[g] (n_groups of them, zeroed by the caller) is raised to group g's
+ * lane count. Slices whose keys lie in a few runs in order (tables one after another,
+ * each in time order) are merged where they lie, others sorted. Returns the most lanes a group needed;
+ * GPUOBS_LANES_TOO_MANY past max_lanes, GPUOBS_KEYS_DO_NOT_FIT where a group does not fit above the times in a 64-bit
+ * key or scratch cannot be had (the caller's numpy path then). */
+long gpuobs_lanes(size_t n, const int64_t* group, const uint64_t* start, const uint64_t* end, int64_t* lane_out,
+                  int64_t* lanes_per_group, size_t n_groups, long max_lanes);
+
+/* slice_encoder.py's packet_order: the BEGIN (packet i < n, slice i) and END (packet
+ * n + i) of n slices sorted by (group, time - base, rank: 0 END with a length, 1
+ * BEGIN, 2 END of a zero-length slice), ties in packet order; bits: the low bits
+ * that hold (time - base) << 2 | rank; group NULL: all 0. Writes per sorted packet
+ * its slice, whether a BEGIN, its time and (where group_out) its group; keys in a few
+ * runs in order merged where they lie, others sorted. Returns 0 where scratch cannot
+ * be had. */
+int gpuobs_packet_order(size_t n, const uint64_t* start, const uint64_t* end, const uint64_t* group, uint64_t base,
+                        int bits, int64_t* slice_out, uint8_t* begin_out, uint64_t* time_out, int64_t* group_out);
+
+/* The same order a batch at a time (write_slices: no column of every packet): a walk
+ * (NULL without scratch); each call writes the next packets, at most `most`, and
+ * returns how many (0 past the last); the columns read must outlive the walk. */
+struct gpuobs_packet_walk;
+struct gpuobs_packet_walk* gpuobs_packet_walk_start(size_t n, const uint64_t* start, const uint64_t* end,
+                                                    const uint64_t* group, uint64_t base, int bits);
+size_t gpuobs_packet_walk_next(struct gpuobs_packet_walk* walk, size_t most, int64_t* slice_out, uint8_t* begin_out,
+                               uint64_t* time_out, int64_t* group_out);
+void gpuobs_packet_walk_end(struct gpuobs_packet_walk* walk);
 /* gpuobs:cdef-end */
 
 #endif /* GPUOBS_NATIVE_ENCODER_H */

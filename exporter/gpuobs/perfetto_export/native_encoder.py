@@ -22,6 +22,7 @@ _CONSTANTS = {**_FFI.typeof("enum gpuobs_arg_kind").relements, **_FFI.typeof("en
 ARG_INT, ARG_BOOL, ARG_STRING = (_CONSTANTS[f"GPUOBS_ARG_{k}"] for k in ("INT", "BOOL", "STRING"))
 MAX_ARGS = _CONSTANTS["GPUOBS_ENCODER_MAX_ARGS"]
 LANES_TOO_MANY = _CONSTANTS["GPUOBS_LANES_TOO_MANY"]
+KEYS_DO_NOT_FIT = _CONSTANTS["GPUOBS_KEYS_DO_NOT_FIT"]
 MAX_LANES = 4096
 
 
@@ -61,6 +62,88 @@ def assign_lanes_sorted(group: np.ndarray, start: np.ndarray, end: np.ndarray):
         MAX_LANES,
     )
     return None if width == LANES_TOO_MANY else lanes
+
+
+def _times(values: np.ndarray):
+    """A time column as the uint64 the numpy path makes of it (np.asarray(values,
+    np.uint64)), without a copy where it is int64 already: the same bits; None where
+    the numpy path should decide (negative starts, other types)."""
+    values = np.asarray(values)
+    if values.dtype == np.uint64:
+        return np.ascontiguousarray(values)
+    if values.dtype == np.int64:
+        return np.ascontiguousarray(values).view(np.uint64)
+    return None
+
+
+def lanes(group: np.ndarray, start: np.ndarray, end: np.ndarray, n_groups: int):
+    """lanes.assign_lanes of unsorted slices in one C call: (lane per slice, lanes per
+    group (n_groups of them)), or None where the numpy path must decide (a group past
+    MAX_LANES lanes, groups and times past 64 bits, negative starts)."""
+    lib = encoder()
+    s, e = _times(start), _times(end)
+    if s is None or e is None or (start.dtype == np.int64 and len(start) and int(start.min()) < 0):
+        return None
+    group = np.ascontiguousarray(group, np.int64)
+    out = np.empty(len(group), np.int64)
+    per_group = np.zeros(n_groups, np.int64)
+    width = lib.gpuobs_lanes(
+        len(group),
+        _ptr("int64_t*", group),
+        _ptr("uint64_t*", s),
+        _ptr("uint64_t*", e),
+        _ptr("int64_t*", out),
+        _ptr("int64_t*", per_group),
+        n_groups,
+        MAX_LANES,
+    )
+    return None if width < 0 else (out, per_group)
+
+
+def packet_order(start: np.ndarray, end: np.ndarray, group, base: int, bits: int):
+    """slice_encoder.packet_order's sort in one C call (uint64 columns, keys known to
+    fit): (slice, is_begin, time, group or None) per packet; None without scratch."""
+    lib = encoder()
+    n = len(start)
+    slice_ = np.empty(2 * n, np.int64)
+    begin = np.empty(2 * n, np.bool_)
+    time = np.empty(2 * n, np.uint64)
+    groups = None if group is None else np.empty(2 * n, np.int64)
+    ok = lib.gpuobs_packet_order(
+        n,
+        _ptr("uint64_t*", start),
+        _ptr("uint64_t*", end),
+        _FFI.NULL if group is None else _ptr("uint64_t*", group),
+        base,
+        bits,
+        _ptr("int64_t*", slice_),
+        _ptr("uint8_t*", begin),
+        _ptr("uint64_t*", time),
+        _FFI.NULL if groups is None else _ptr("int64_t*", groups),
+    )
+    return (slice_, begin, time, groups) if ok else None
+
+
+def packet_batches(start: np.ndarray, end: np.ndarray, base: int, bits: int, most: int):
+    """packet_order's packets (no groups), `most` at a time, as (slice, is_begin, time)
+    views of buffers reused for the next batch; None without scratch."""
+    lib = encoder()
+    n = len(start)
+    walk = lib.gpuobs_packet_walk_start(n, _ptr("uint64_t*", start), _ptr("uint64_t*", end), _FFI.NULL, base, bits)
+    if walk == _FFI.NULL:
+        return None
+    walk = _FFI.gc(walk, lib.gpuobs_packet_walk_end)
+    most = max(1, min(most, 2 * n))
+    slice_, begin, time = np.empty(most, np.int64), np.empty(most, np.bool_), np.empty(most, np.uint64)
+
+    def batches():
+        keep = (start, end, walk)  # noqa: F841 (read by the walk until it ends)
+        while count := lib.gpuobs_packet_walk_next(
+            walk, most, _ptr("int64_t*", slice_), _ptr("uint8_t*", begin), _ptr("uint64_t*", time), _FFI.NULL
+        ):
+            yield slice_[:count], begin[:count], time[:count]
+
+    return batches()
 
 
 def encode_slices(

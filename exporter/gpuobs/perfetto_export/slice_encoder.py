@@ -65,7 +65,8 @@ class Arg:
     name_iid: int
     kind: int  # INT, BOOL (always true) or STRING
     present: Optional[np.ndarray] = None  # bool per slice; None: on every slice
-    ints: Optional[np.ndarray] = None  # INT: per slice, any integer type, as given (no copy)
+    ints: Optional[np.ndarray] = None  # INT: per slice, any integer type, as given (no copy); STRING: a choice
+    # (starts and lengths per choice, ints[e] slice e's), or None (per slice)
     at_least: Optional[int] = None  # INT: left out where the value is below this
     chars: Optional[np.ndarray] = None  # STRING: uint8, slice e's value is chars[starts[e] : starts[e] + lengths[e]]
     starts: Optional[np.ndarray] = None
@@ -124,15 +125,23 @@ class Slices:
         """Slice e's string is choices[which[e]] (few distinct values: no per-slice Python)."""
         lengths = np.array([len(c) for c in choices], np.int64)
         starts = np.cumsum(lengths) - lengths
+        which = np.asarray(which)
+        if which.dtype == bool:
+            which = which.view(np.uint8)
+        if which.dtype.kind in "iu" and which.ndim == 1 and len(which) == self.n:
+            if not self.n or (int(which.min()) >= 0 and int(which.max()) < len(choices)):
+                # read in place at each slice (no per-slice starts and lengths: two int64 per slice)
+                return self._string(name_iid, b"".join(choices), starts, lengths, present, which)
         which = np.asarray(which, np.int64)
         return self._string(name_iid, b"".join(choices), starts[which], lengths[which], present)
 
-    def _string(self, name_iid, chars: bytes, starts, lengths, present) -> "Slices":
+    def _string(self, name_iid, chars: bytes, starts, lengths, present, which=None) -> "Slices":
         return self._add(
             Arg(
                 name_iid,
                 STRING,
                 self._mask(present),
+                ints=which,
                 chars=np.frombuffer(chars, np.uint8),
                 starts=starts,
                 lengths=lengths,
@@ -172,8 +181,21 @@ def packet_order(start: np.ndarray, end: np.ndarray, group: np.ndarray | None = 
     """Packets sorted by (group, time, rank), ties in packet index (stable)."""
     n = len(start)
     start, end = np.asarray(start, np.uint64), np.asarray(end, np.uint64)
-    g = np.zeros(n, np.uint64) if group is None else np.asarray(group, np.uint64)
     base = np.uint64(int(start.min()) if n else 0)
+    bits = (int(end.max()) - int(base)).bit_length() + 2 if n else 2
+    if n and native_encoder.encoder() is not None:
+        # native_encoder.c: the same sort of the same keys in one pass (runs found, not
+        # re-sorted), written straight into the packets' columns
+        g = None if group is None else np.ascontiguousarray(group, np.uint64)
+        if bits < 64 and (g is None or int(g.max()) < 1 << (64 - bits)):
+            fast = native_encoder.packet_order(
+                np.ascontiguousarray(start), np.ascontiguousarray(end), g, int(base), bits
+            )
+            if fast is not None:
+                slice_, is_begin, time, groups = fast
+                # no group: every packet's is 0 (np.zeros: pages the kernel zeroes only if read)
+                return PacketOrder(slice_, is_begin, time, np.zeros(2 * n, np.int64) if groups is None else groups)
+    g = np.zeros(n, np.uint64) if group is None else np.asarray(group, np.uint64)
     zero = start == end
     # Rank and time of each BEGIN (row 0) and END (row 1) in one value...
     value = np.empty((2, n), np.uint64)
@@ -184,7 +206,6 @@ def packet_order(start: np.ndarray, end: np.ndarray, group: np.ndarray | None = 
     value[1] |= zero.view(np.uint8) << np.uint8(1)
     # ...and the group above it: one sort key per packet, from which the sorted
     # keys give back group and time without gathering them again.
-    bits = (int(end.max()) - int(base)).bit_length() + 2 if n else 2
     key = group_sort_keys(g, value, bits)
     if key is not None:
         key = key.ravel()
@@ -218,34 +239,57 @@ def write_packets(
         part = slice(lo, lo + PACKETS_PER_BATCH)
         e, begin = order.slice[part], order.is_begin[part]
         track = slices.track[e] if tracks is None else np.asarray(tracks[part], np.uint64)
-        seq_part = seq if seq.ndim == 0 else seq[part]
-        if native_encoder.encoder() is not None:
-            w.raw(
-                native_encoder.encode_slices(
-                    e,
-                    begin,
-                    ts[part],
-                    track,
-                    np.broadcast_to(seq_part, (len(e),)),
-                    slices.name_iid,
-                    slices.args,
-                    clock_id or 0,
-                    SEQ_NEEDS,
-                    slices.flow_field,
-                    slices.flows,
-                    slices.flow_counts,
-                )
+        _write_batch(w, slices, e, begin, ts[part], track, seq if seq.ndim == 0 else seq[part], clock_id)
+
+
+def _write_batch(w: TraceWriter, slices: Slices, e, begin, ts, track, seq, clock_id) -> None:
+    if native_encoder.encoder() is not None:
+        w.raw(
+            native_encoder.encode_slices(
+                e,
+                begin,
+                ts,
+                track,
+                np.broadcast_to(seq, (len(e),)),
+                slices.name_iid,
+                slices.args,
+                clock_id or 0,
+                SEQ_NEEDS,
+                slices.flow_field,
+                slices.flows,
+                slices.flow_counts,
             )
-        else:
-            w.rows(_rows(e, begin, slices, seq_part, ts[part], track, clock_id))
+        )
+    else:
+        w.rows(_rows(e, begin, slices, seq, ts, track, clock_id))
 
 
 def write_slices(w: TraceWriter, slices: Slices, seq: int, clock_id: int | None = None) -> int:
     """All slices on one packet sequence, absolute timestamps; returns the packet count."""
     if slices.n == 0:
         return 0
-    write_packets(w, packet_order(slices.start, slices.end), slices, seq, clock_id=clock_id)
+    batches = _packet_batches(slices.start, slices.end)
+    if batches is None:
+        write_packets(w, packet_order(slices.start, slices.end), slices, seq, clock_id=clock_id)
+    else:  # packet_order's packets a batch at a time: no column of every packet
+        seq = np.asarray(seq, np.uint64)
+        for e, begin, ts in batches:
+            _write_batch(w, slices, e, begin, ts, slices.track[e], seq, clock_id)
     return 2 * slices.n
+
+
+def _packet_batches(start: np.ndarray, end: np.ndarray):
+    """packet_order(start, end)'s packets from native_encoder.c a batch at a time, or
+    None where packet_order itself must make them (no C, keys past 64 bits)."""
+    if native_encoder.encoder() is None:
+        return None
+    base = int(start.min())
+    bits = (int(end.max()) - base).bit_length() + 2
+    if bits >= 64:
+        return None
+    return native_encoder.packet_batches(
+        np.ascontiguousarray(start, np.uint64), np.ascontiguousarray(end, np.uint64), base, bits, PACKETS_PER_BATCH
+    )
 
 
 def _rows(e, begin, slices: Slices, seq, ts, track, clock_id) -> Rows:
@@ -264,7 +308,8 @@ def _rows(e, begin, slices: Slices, seq, ts, track, clock_id) -> Rows:
         elif arg.kind == BOOL:
             ann.varint_field(ANNOTATION_BOOL_VALUE, 1)
         else:
-            ann.bytes_field(ANNOTATION_STRING_VALUE, arg.chars, arg.starts[e], arg.lengths[e])
+            v = e if arg.ints is None else arg.ints[e]
+            ann.bytes_field(ANNOTATION_STRING_VALUE, arg.chars, arg.starts[v], arg.lengths[v])
         present = begin if arg.present is None else begin & arg.present[e]
         if arg.at_least is not None:
             present = present & (arg.ints[e] >= arg.at_least)
