@@ -10,7 +10,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from .clock import REALTIME
 from .lanes import lane_tracks
 from .slice_encoder import Slices, write_slices
-from .trace_writer import SEQ_CLEARED, TraceWriter
+from .trace_writer import SEQ_CLEARED, Texts, TraceWriter, numbered
 
 KIND_TITLES = {"pytorch-profiler": "PyTorch profiler", "nsys": "Nsight Systems"}
 CATEGORY_IID = 1  # the interned name of the one debug annotation, "category"
@@ -34,6 +34,12 @@ def _process_name(host, pid) -> str:
     return f"{name} (pid {pid})" if name else f"pid {pid}"
 
 
+def track_names_process(host, key: tuple) -> str:
+    """track_names(host, key)[0]."""
+    kind, owner, _ = key
+    return f"GPU {owner}" if kind == "stream" else _process_name(host, owner)
+
+
 def track_names(host, key: tuple) -> tuple[str, str]:
     """(process group, track) names of a host-trace track key, as the PyTorch profiler's
     trace names them in Perfetto: `python3 (pid 803)` / `thread 803 (python3)`, and
@@ -46,6 +52,141 @@ def track_names(host, key: tuple) -> tuple[str, str]:
     if kind == "nvtx":
         return _process_name(host, owner), f"NVTX ({thread})"
     return _process_name(host, owner), thread
+
+
+def _int_column(values) -> np.ndarray | None:
+    """Python ints (no bools, none past int64) as int64; None otherwise."""
+    if not set(map(type, values)) <= {int}:
+        return None
+    try:
+        column = np.array(values, np.int64)
+    except OverflowError:
+        return None
+    return column
+
+
+class _Keys:
+    """Track keys (kind, owner, lane) as columns where owners and lanes are all ints."""
+
+    def __init__(self, keys: list):
+        self.keys = keys
+        kinds, owners, lanes = zip(*keys) if keys else ((), (), ())
+        self.owner, self.lane = _int_column(owners), _int_column(lanes)
+        kind = np.array(kinds if keys else [""])[: len(keys)]
+        self.stream, self.nvtx = kind == "stream", kind == "nvtx"
+
+    @property
+    def ints(self) -> bool:
+        return self.owner is not None and self.lane is not None
+
+    def order(self, used: np.ndarray) -> list:
+        """`used` sorted by _track_order of their keys (stably)."""
+        if not self.ints:
+            return sorted(used.tolist(), key=lambda t: _track_order(self.keys[t]))
+        # number_first of an int is (False, v, str(v)): equal ints tie whatever str() says
+        by = np.lexsort((self.nvtx[used], self.lane[used], self.owner[used], self.stream[used]))
+        return used[by].tolist()
+
+
+def _whole(value) -> int | None:
+    """The int a thread_names key's part equals (equal numbers hash alike), or None."""
+    if isinstance(value, (bool, int, np.integer)):
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _named(thread_names: dict, owner: np.ndarray, lane: np.ndarray, keys: list) -> np.ndarray:
+    """Whether (owner, lane) of each row is a key of thread_names."""
+    pairs = []
+    for key in thread_names:
+        parts = [_whole(v) for v in key] if isinstance(key, tuple) and len(key) == 2 else [None]
+        if None in parts:
+            if isinstance(key, tuple) and len(key) == 2 and not isinstance(key[0], str) and not isinstance(key[1], str):
+                return np.array([(o, t) in thread_names for _, o, t in keys], bool)  # an odd key: as written
+            continue
+        if all(-(1 << 63) <= v < 1 << 63 for v in parts):
+            pairs.append(parts)
+    if not pairs:
+        return np.zeros(len(owner), bool)
+    named = np.array(pairs, np.int64).reshape(-1, 2)
+    both_owner, oi = np.unique(np.concatenate([owner, named[:, 0]]), return_inverse=True)
+    both_lane, li = np.unique(np.concatenate([lane, named[:, 1]]), return_inverse=True)
+    code = oi.reshape(-1) * len(both_lane) + li.reshape(-1)
+    return np.isin(code[: len(owner)], code[len(owner) :])
+
+
+def _labels(host, keys: list, columns: _Keys, order_of) -> Texts:
+    """track_names(host, key)[1] of each key, pooled: those of a numbered thread or stream
+    with no thread name without a Python string each."""
+    n = len(order_of)
+    plain = np.zeros(n, bool)
+    if columns.ints:
+        lane = columns.lane[order_of]
+        plain = lane >= 0
+        if host.thread_names:
+            plain &= ~_named(host.thread_names, columns.owner[order_of], lane, keys)
+    special = np.flatnonzero(~plain)
+    parts = [(special, Texts.of([track_names(host, keys[i])[1] for i in special.tolist()]))]
+    if plain.any():
+        stream, nvtx = columns.stream[order_of], columns.nvtx[order_of]
+        for mask, prefix, suffix in (
+            (stream, "stream ", ""),
+            (nvtx, "NVTX (thread ", ")"),
+            (~stream & ~nvtx, "thread ", ""),
+        ):
+            rows = np.flatnonzero(plain & mask)
+            parts.append((rows, numbered(prefix, lane[rows], suffix)))
+    return Texts.merged(parts, n)
+
+
+def _processes(host, keys: list, columns: _Keys, order_of, live: np.ndarray) -> tuple[dict, np.ndarray]:
+    """Each live group's process (track_names(...)[0]) numbered by first use, and the names."""
+    process_of: dict = {}  # process name -> its number, in order of first use
+    if not columns.ints:
+        numbers = [process_of.setdefault(track_names_process(host, keys[g]), len(process_of)) for g in live.tolist()]
+        return process_of, np.array(numbers, np.int64).reshape(-1)
+    sorted_order = np.asarray(order_of, np.int64)[live]
+    code = columns.owner[sorted_order]
+    distinct, first, inverse = np.unique(
+        np.stack([columns.stream[sorted_order].astype(np.int64), code]), axis=1, return_index=True, return_inverse=True
+    )
+    number = np.zeros(len(first), np.int64)
+    for d in np.argsort(first, kind="stable").tolist():
+        number[d] = process_of.setdefault(track_names_process(host, keys[int(live[first[d]])]), len(process_of))
+    return process_of, number[inverse.reshape(-1)]
+
+
+def _write_tracks(
+    w: TraceWriter, host, group: int, keys: list, columns: _Keys, order_of, labels: Texts, lanes: np.ndarray
+) -> np.ndarray:
+    """The tracks new_track would make, lane by lane in group order (each process's
+    track before its first thread's), all at once: the lane tracks' uuids, in order."""
+    live = np.flatnonzero(lanes)
+    process_of, proc = _processes(host, keys, columns, order_of, live)
+    first_g = np.full(len(process_of), len(live), np.int64)
+    np.minimum.at(first_g, proc, np.arange(len(live)))
+    new = np.zeros(len(live), np.int64)
+    new[first_g] = 1
+    count = new + lanes[live]
+    at = np.zeros(len(live), np.int64)
+    np.cumsum(count[:-1], out=at[1:])
+    total = int(count.sum())
+    is_lane = np.ones(total, bool)
+    is_lane[at[new == 1]] = False
+    owner = np.repeat(np.arange(len(live)), count)  # each row's index in live
+    base = w._next_uuid
+    process_uuid = base + at[first_g]
+    g = live[owner]
+    names = Texts.merged([(np.arange(len(process_of)), Texts.of(list(process_of))), (None, labels)], None)
+    name_index = np.where(is_lane, len(process_of) + g, proc[owner])
+    parents = np.where(is_lane, process_uuid[proc[owner]], group)
+    ranks = np.where(is_lane, g, proc[owner])
+    uuids = w.track_batch(
+        names.take(name_index), parents, ranks, numbered(f"{group}-", g), merged=is_lane
+    )
+    return uuids[is_lane]
 
 
 def write_host_trace(
@@ -75,7 +216,8 @@ def write_host_trace(
     if not len(ev):
         return 0
     used = np.unique(ev["track"])
-    order_of = sorted(used.tolist(), key=lambda t: _track_order(host.tracks[t]))
+    columns = _Keys(host.tracks)
+    order_of = columns.order(used)
     keys = [host.tracks[t] for t in order_of]
     rank_of_track = np.zeros(len(host.tracks), np.int64)
     rank_of_track[order_of] = np.arange(len(order_of))
@@ -83,19 +225,16 @@ def write_host_trace(
     start = ev["start_ns"] + shift_ns
     end = np.maximum(ev["dur_ns"], 0)
     end += start
-    processes = {}
+    labels = _labels(host, keys, columns, order_of)
 
-    def new_track(key_index: int) -> int:
-        process, label = track_names(host, keys[key_index])
-        if process not in processes:
-            processes[process] = w.track(process, parent=group, rank=len(processes))
-        return w.track(label, parent=processes[process], merge_key=f"{group}-{key_index}", rank=key_index)
+    def new_tracks(lanes: np.ndarray) -> np.ndarray:
+        return _write_tracks(w, host, group, keys, columns, order_of, labels, lanes)
 
     base = int(start.min())
     if base < 0:  # lanes take times from 0 (shifted before 1970)
-        tracks = lane_tracks(grp, (start - base).astype(np.uint64), (end - base).astype(np.uint64), new_track)
+        tracks = lane_tracks(grp, (start - base).astype(np.uint64), (end - base).astype(np.uint64), new_tracks=new_tracks)
     else:  # the same lanes: they are placed from the least start whatever it is
-        tracks = lane_tracks(grp, start.view(np.uint64), end.view(np.uint64), new_track)
+        tracks = lane_tracks(grp, start.view(np.uint64), end.view(np.uint64), new_tracks=new_tracks)
     seq = w.new_sequence()
     first = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_CLEARED)
     for i, name in enumerate(host.names):
