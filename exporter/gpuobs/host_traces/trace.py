@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 
 from ..errors import GpuobsError
 from ..recording_file.recording_checks import TIME_LIMIT_NS
-from ..safe_text import readable
+from ..safe_text import _SURROGATE, readable
 
 EVENT = np.dtype([("start_ns", "<i8"), ("dur_ns", "<i8"), ("track", "<i4"), ("name", "<i4"), ("category", "<i4")])
 KERNEL = np.dtype(
@@ -241,8 +242,7 @@ def assemble(
     if np.any(kernels["start_ns"][1:] < kernels["start_ns"][:-1]):  # else already in order: no copy
         kernels = kernels[np.argsort(kernels["start_ns"], kind="stable")]
     # Text from the file, encodable however it is written (a JSON "\\ud800" is valid JSON)
-    names, categories = [_readable_key(n) for n in names], [_readable_key(c) for c in categories]
-    tracks = [_readable_key(t) for t in tracks]
+    names, categories, tracks = _readable_keys(names), _readable_keys(categories), _readable_keys(tracks)
     thread_names = {_readable_key(k): _readable_key(v) for k, v in (thread_names or {}).items()}
     process_names = {_readable_key(k): _readable_key(v) for k, v in (process_names or {}).items()}
 
@@ -275,6 +275,16 @@ def assemble(
         base_ns=base_ns,
         process_names=process_names,
     )
+
+
+def _readable_keys(keys: list) -> list:
+    """[_readable_key(k) for k in keys]: the same list where no text in it holds a
+    surrogate (one search over them all, no call per key), else key by key."""
+    flat = list(chain.from_iterable(k if isinstance(k, tuple) else (k,) for k in keys))
+    if not any(isinstance(v, tuple) for v in flat):  # nested: key by key
+        if not _SURROGATE.search("".join([v for v in flat if isinstance(v, str)])):
+            return list(keys)
+    return [_readable_key(k) for k in keys]
 
 
 def _readable_key(key):

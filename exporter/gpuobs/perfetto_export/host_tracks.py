@@ -4,6 +4,8 @@ device tracks: its pids label tracks, they never become process tracks."""
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
@@ -70,10 +72,11 @@ class _Keys:
 
     def __init__(self, keys: list):
         self.keys = keys
-        kinds, owners, lanes = zip(*keys) if keys else ((), (), ())
-        self.owner, self.lane = _int_column(owners), _int_column(lanes)
-        kind = np.array(kinds if keys else [""])[: len(keys)]
-        self.stream, self.nvtx = kind == "stream", kind == "nvtx"
+        n = len(keys)
+        kinds = list(map(itemgetter(0), keys))
+        self.owner, self.lane = _int_column(list(map(itemgetter(1), keys))), _int_column(list(map(itemgetter(2), keys)))
+        self.stream = np.fromiter(map("stream".__eq__, kinds), bool, n)
+        self.nvtx = np.fromiter(map("nvtx".__eq__, kinds), bool, n)
 
     @property
     def ints(self) -> bool:
@@ -148,10 +151,9 @@ def _processes(host, keys: list, columns: _Keys, order_of, live: np.ndarray) -> 
         numbers = [process_of.setdefault(track_names_process(host, keys[g]), len(process_of)) for g in live.tolist()]
         return process_of, np.array(numbers, np.int64).reshape(-1)
     sorted_order = np.asarray(order_of, np.int64)[live]
-    code = columns.owner[sorted_order]
-    distinct, first, inverse = np.unique(
-        np.stack([columns.stream[sorted_order].astype(np.int64), code]), axis=1, return_index=True, return_inverse=True
-    )
+    _, owner = np.unique(columns.owner[sorted_order], return_inverse=True)
+    code = owner.reshape(-1) * 2 + columns.stream[sorted_order]
+    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
     number = np.zeros(len(first), np.int64)
     for d in np.argsort(first, kind="stable").tolist():
         number[d] = process_of.setdefault(track_names_process(host, keys[int(live[first[d]])]), len(process_of))
@@ -215,7 +217,10 @@ def write_host_trace(
     ev = host.events
     if not len(ev):
         return 0
-    used = np.unique(ev["track"])
+    if int(ev["track"].min()) >= 0 and int(ev["track"].max()) < len(host.tracks):
+        used = np.flatnonzero(np.bincount(ev["track"], minlength=len(host.tracks)))  # np.unique's, without a sort
+    else:
+        used = np.unique(ev["track"])
     columns = _Keys(host.tracks)
     order_of = columns.order(used)
     keys = [host.tracks[t] for t in order_of]
