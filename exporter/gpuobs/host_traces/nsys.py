@@ -31,7 +31,7 @@ from ..input_files import describe, open_regular
 from ..recording_file.recording_checks import TIME_LIMIT_NS
 from . import nsys_columns
 from .kineto import load_kineto
-from .trace import EVENT, KERNEL, HostTrace, HostTraceError, assemble
+from .trace import EVENT, KERNEL, HostTrace, HostTraceError, TrackKeys, assemble
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 EPOCH_THRESHOLD_NS = 10**17  # a time above this is on the UTC epoch (after 1973), not session-relative
@@ -431,18 +431,26 @@ def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
         | {("grid", i): 5 + i for i in range(3)}
         | {("block", i): 8 + i for i in range(3)},
     )
-    tracks = np.array([code(("stream", a, b)) for a, b in k.keys(1).tolist()], np.int32)
+    # every track key once, as columns (no tuple per key): streams, then threads, then NVTX
+    keys = [k.keys(1)]
+    gtids = [job.keys(1)[:, 0] for job in ([r] if runtime else []) + ([n] if nvtx else [])]
+    kind = np.concatenate([np.full(len(keys[0]), 0)] + [np.full(len(g), 1 + i + (not runtime)) for i, g in enumerate(gtids)])
+    owner = np.concatenate([keys[0][:, 0]] + [_pid_tid(g)[0] for g in gtids])
+    lane = np.concatenate([keys[0][:, 1]] + [_pid_tid(g)[1] for g in gtids])
+    track_keys, track_of = TrackKeys.distinct(("stream", "thread", "nvtx"), kind, owner, lane)
+    track_of = track_of.astype(np.int32)
+    tracks, at_key = track_of[: len(keys[0])], len(keys[0])
     at = len(kernels)
     k.fill_events(events[:at], (0, 1, 11, 12, None), name_codes(name_keys[0]), tracks, None, code("kernel"))
     k.release()
     if runtime:
-        tracks = np.array([code(("thread", *pid_tid(g))) for g in r.keys(1)[:, 0].tolist()], np.int32)
+        tracks, at_key = track_of[at_key : at_key + len(gtids[0])], at_key + len(gtids[0])
         rows = events[at : at + r.rows]
         r.fill_events(rows, (0, 1, 2, 3, None), name_codes(name_keys[1]), tracks, None, code("cuda_runtime"))
         r.release()
         at += len(rows)
     if nvtx:
-        tracks = np.array([code(("nvtx", *pid_tid(g))) for g in n.keys(1)[:, 0].tolist()], np.int32)
+        tracks = track_of[at_key:]
         own = np.array([code(t.decode("utf-8", "replace")) for t in n.texts()], np.int32)
         rows = events[at : at + n.rows]
         n.fill_events(rows, (0, 1, 3, 4, 2), name_codes(name_keys[-1]), tracks, own, code("nvtx"))
@@ -450,7 +458,7 @@ def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
     kernels["name"] = events["name"][: len(kernels)]
     thread_names = {pid_tid(gtid): strings.get(name_id, f"string#{name_id}") for name_id, gtid in thread_rows}
     return assemble(
-        path, "nsys", events, kernels, texts.values, texts.values, texts.values, thread_names, offset_ns=offset
+        path, "nsys", events, kernels, texts.values, track_keys, texts.values, thread_names, offset_ns=offset
     )
 
 

@@ -84,6 +84,44 @@ class Rows:
         return Rows(rows, self._record)
 
 
+class TrackKeys:
+    """Distinct track keys (kinds[kind[i]], owner[i], lane[i]) with int owners and lanes,
+    as columns: a list of tuples to read (`keys[i]`, `for k in keys`, `==` a list) with
+    no tuple held per key (an nsys file can hold a thread per row)."""
+
+    def __init__(self, kinds: tuple, kind: np.ndarray, owner: np.ndarray, lane: np.ndarray):
+        self.kinds, self.kind = tuple(kinds), np.asarray(kind, np.int64)
+        self.owner, self.lane = np.asarray(owner, np.int64), np.asarray(lane, np.int64)
+
+    @classmethod
+    def distinct(cls, kinds: tuple, kind, owner, lane) -> tuple["TrackKeys", np.ndarray]:
+        """The distinct keys of these rows and each row's key's index among them."""
+        kind, owner, lane = (np.asarray(c, np.int64) for c in (kind, owner, lane))
+        order = np.lexsort((lane, owner, kind))
+        k, o, la = kind[order], owner[order], lane[order]
+        new = np.ones(len(order), bool)
+        new[1:] = (k[1:] != k[:-1]) | (o[1:] != o[:-1]) | (la[1:] != la[:-1])
+        index = np.empty(len(order), np.int64)
+        index[order] = np.cumsum(new) - 1
+        return cls(kinds, k[new], o[new], la[new]), index
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    def __getitem__(self, i) -> tuple:
+        return self.kinds[self.kind[i]], int(self.owner[i]), int(self.lane[i])
+
+    def __iter__(self):
+        kinds = self.kinds
+        return zip(map(kinds.__getitem__, self.kind.tolist()), self.owner.tolist(), self.lane.tolist())
+
+    def __eq__(self, other) -> bool:
+        return list(self) == list(other)
+
+    def take(self, index) -> "TrackKeys":
+        return TrackKeys(self.kinds, self.kind[index], self.owner[index], self.lane[index])
+
+
 @dataclass
 class HostTrace:
     path: str
@@ -199,7 +237,7 @@ def first_use_order(codes: np.ndarray, values: list) -> tuple[np.ndarray, list]:
     row by row would have given."""
     rank = np.full(len(values), -1, np.int64)
     if not len(codes):
-        return rank, []
+        return rank, values.take(np.zeros(0, np.int64)) if isinstance(values, TrackKeys) else []
     if codes.dtype.kind in "iu" and int(codes.min()) >= 0 and int(codes.max()) < len(values):
         # each code's first row in one pass (np.unique sorted every row; the same codes, the same rows)
         first = np.full(len(values), len(codes), np.int64)
@@ -208,6 +246,10 @@ def first_use_order(codes: np.ndarray, values: list) -> tuple[np.ndarray, list]:
         first = first[used]
     else:
         used, first = np.unique(codes, return_index=True)
+    if isinstance(values, TrackKeys):  # distinct keys: first use alone orders them
+        used = used[np.argsort(first, kind="stable")]
+        rank[used] = np.arange(len(used))
+        return rank, values.take(used)
     number: dict = {}
     for code in used[np.argsort(first, kind="stable")].tolist():
         rank[code] = number.setdefault(values[code], len(number))
@@ -280,6 +322,8 @@ def assemble(
 def _readable_keys(keys: list) -> list:
     """[_readable_key(k) for k in keys]: the same list where no text in it holds a
     surrogate (one search over them all, no call per key), else key by key."""
+    if isinstance(keys, TrackKeys):  # ints, and the reader's own kinds
+        return keys if not _SURROGATE.search("".join(keys.kinds)) else [_readable_key(k) for k in keys]
     flat = list(chain.from_iterable(k if isinstance(k, tuple) else (k,) for k in keys))
     if not any(isinstance(v, tuple) for v in flat):  # nested: key by key
         if not _SURROGATE.search("".join([v for v in flat if isinstance(v, str)])):

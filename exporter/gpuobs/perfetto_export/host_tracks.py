@@ -9,6 +9,7 @@ from operator import itemgetter
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from ..host_traces.trace import TrackKeys
 from .clock import REALTIME
 from .lanes import lane_tracks
 from .slice_encoder import Slices, write_slices
@@ -70,9 +71,14 @@ def _int_column(values) -> np.ndarray | None:
 class _Keys:
     """Track keys (kind, owner, lane) as columns where owners and lanes are all ints."""
 
-    def __init__(self, keys: list):
+    def __init__(self, keys):
         self.keys = keys
         n = len(keys)
+        if isinstance(keys, TrackKeys):
+            self.owner, self.lane = keys.owner, keys.lane
+            self.stream = np.array([k == "stream" for k in keys.kinds] + [False])[keys.kind]
+            self.nvtx = np.array([k == "nvtx" for k in keys.kinds] + [False])[keys.kind]
+            return
         kinds = list(map(itemgetter(0), keys))
         self.owner, self.lane = _int_column(list(map(itemgetter(1), keys))), _int_column(list(map(itemgetter(2), keys)))
         self.stream = np.fromiter(map("stream".__eq__, kinds), bool, n)
@@ -223,7 +229,7 @@ def write_host_trace(
         used = np.unique(ev["track"])
     columns = _Keys(host.tracks)
     order_of = columns.order(used)
-    keys = [host.tracks[t] for t in order_of]
+    keys = host.tracks.take(order_of) if isinstance(host.tracks, TrackKeys) else [host.tracks[t] for t in order_of]
     rank_of_track = np.zeros(len(host.tracks), np.int64)
     rank_of_track[order_of] = np.arange(len(order_of))
     grp = rank_of_track[ev["track"]]
