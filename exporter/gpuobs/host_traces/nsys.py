@@ -434,7 +434,9 @@ def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
     # every track key once, as columns (no tuple per key): streams, then threads, then NVTX
     keys = [k.keys(1)]
     gtids = [job.keys(1)[:, 0] for job in ([r] if runtime else []) + ([n] if nvtx else [])]
-    kind = np.concatenate([np.full(len(keys[0]), 0)] + [np.full(len(g), 1 + i + (not runtime)) for i, g in enumerate(gtids)])
+    kind = np.concatenate(
+        [np.full(len(keys[0]), 0)] + [np.full(len(g), 1 + i + (not runtime)) for i, g in enumerate(gtids)]
+    )
     owner = np.concatenate([keys[0][:, 0]] + [_pid_tid(g)[0] for g in gtids])
     lane = np.concatenate([keys[0][:, 1]] + [_pid_tid(g)[1] for g in gtids])
     track_keys, track_of = TrackKeys.distinct(("stream", "thread", "nvtx"), kind, owner, lane)

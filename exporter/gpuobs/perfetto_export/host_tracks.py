@@ -191,9 +191,7 @@ def _write_tracks(
     name_index = np.where(is_lane, len(process_of) + g, proc[owner])
     parents = np.where(is_lane, process_uuid[proc[owner]], group)
     ranks = np.where(is_lane, g, proc[owner])
-    uuids = w.track_batch(
-        names.take(name_index), parents, ranks, numbered(f"{group}-", g), merged=is_lane
-    )
+    uuids = w.track_batch(names.take(name_index), parents, ranks, numbered(f"{group}-", g), merged=is_lane)
     return uuids[is_lane]
 
 
@@ -243,7 +241,9 @@ def write_host_trace(
 
     base = int(start.min())
     if base < 0:  # lanes take times from 0 (shifted before 1970)
-        tracks = lane_tracks(grp, (start - base).astype(np.uint64), (end - base).astype(np.uint64), new_tracks=new_tracks)
+        tracks = lane_tracks(
+            grp, (start - base).astype(np.uint64), (end - base).astype(np.uint64), new_tracks=new_tracks
+        )
     else:  # the same lanes: they are placed from the least start whatever it is
         tracks = lane_tracks(grp, start.view(np.uint64), end.view(np.uint64), new_tracks=new_tracks)
     seq = w.new_sequence()
