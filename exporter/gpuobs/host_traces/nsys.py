@@ -411,16 +411,21 @@ def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
         check.flush()
         thread_rows = db.execute("select nameId, globalTid from ThreadNames").fetchall()
     name_keys = [k.keys(0)] + ([r.keys(0)] if runtime else []) + ([n.keys(0)] if nvtx else [])
-    strings = _strings(
-        db, [i for keys in name_keys for i, null in keys.tolist() if not null] + [i for i, _ in thread_rows]
-    )
+    # each distinct id looked up and named once (a file can give every row its own name)
+    every_key = np.concatenate(name_keys)
+    named = every_key[:, 1] == 0
+    ids, id_of = np.unique(every_key[named, 0], return_inverse=True)
+    strings = _strings(db, ids.tolist() + [i for i, _ in thread_rows])
     texts = _Texts()
     code = texts.code
-
-    def name_codes(keys: np.ndarray) -> np.ndarray:
-        return np.array(
-            [code("") if null else code(strings.get(i, f"string#{i}")) for i, null in keys.tolist()], np.int32
-        )
+    key_codes = np.empty(len(every_key), np.int32)
+    key_codes[named] = np.array([code(strings.get(i, f"string#{i}")) for i in ids.tolist()], np.int32)[
+        id_of.reshape(-1)
+    ]
+    if not named.all():
+        key_codes[~named] = code("")
+    name_at = np.cumsum([0] + [len(keys) for keys in name_keys]).tolist()
+    name_codes = [key_codes[a:b] for a, b in zip(name_at, name_at[1:])]  # per job, as name_keys
 
     jobs = [k] + ([r] if runtime else []) + ([n] if nvtx else [])
     events = np.empty(sum(job.rows for job in jobs), EVENT)  # every field written below
@@ -443,19 +448,19 @@ def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
     track_of = track_of.astype(np.int32)
     tracks, at_key = track_of[: len(keys[0])], len(keys[0])
     at = len(kernels)
-    k.fill_events(events[:at], (0, 1, 11, 12, None), name_codes(name_keys[0]), tracks, None, code("kernel"))
+    k.fill_events(events[:at], (0, 1, 11, 12, None), name_codes[0], tracks, None, code("kernel"))
     k.release()
     if runtime:
         tracks, at_key = track_of[at_key : at_key + len(gtids[0])], at_key + len(gtids[0])
         rows = events[at : at + r.rows]
-        r.fill_events(rows, (0, 1, 2, 3, None), name_codes(name_keys[1]), tracks, None, code("cuda_runtime"))
+        r.fill_events(rows, (0, 1, 2, 3, None), name_codes[1], tracks, None, code("cuda_runtime"))
         r.release()
         at += len(rows)
     if nvtx:
         tracks = track_of[at_key:]
         own = np.array([code(t.decode("utf-8", "replace")) for t in n.texts()], np.int32)
         rows = events[at : at + n.rows]
-        n.fill_events(rows, (0, 1, 3, 4, 2), name_codes(name_keys[-1]), tracks, own, code("nvtx"))
+        n.fill_events(rows, (0, 1, 3, 4, 2), name_codes[-1], tracks, own, code("nvtx"))
         n.release()
     kernels["name"] = events["name"][: len(kernels)]
     thread_names = {pid_tid(gtid): strings.get(name_id, f"string#{name_id}") for name_id, gtid in thread_rows}
