@@ -13,7 +13,7 @@ from ..host_traces.trace import TrackKeys
 from .clock import REALTIME
 from .lanes import lane_tracks
 from .slice_encoder import Slices, write_slices
-from .trace_writer import SEQ_CLEARED, Texts, TraceWriter, numbered
+from .trace_writer import SEQ_CLEARED, TRACK_BATCH, Texts, TraceWriter, numbered
 
 KIND_TITLES = {"pytorch-profiler": "PyTorch profiler", "nsys": "Nsight Systems"}
 CATEGORY_IID = 1  # the interned name of the one debug annotation, "category"
@@ -180,19 +180,23 @@ def _write_tracks(
     count = new + lanes[live]
     at = np.zeros(len(live), np.int64)
     np.cumsum(count[:-1], out=at[1:])
-    total = int(count.sum())
-    is_lane = np.ones(total, bool)
-    is_lane[at[new == 1]] = False
-    owner = np.repeat(np.arange(len(live)), count)  # each row's index in live
-    base = w._next_uuid
-    process_uuid = base + at[first_g]
-    g = live[owner]
+    process_uuid = w._next_uuid + at[first_g]
     names = Texts.merged([(np.arange(len(process_of)), Texts.of(list(process_of))), (None, labels)], None)
-    name_index = np.where(is_lane, len(process_of) + g, proc[owner])
-    parents = np.where(is_lane, process_uuid[proc[owner]], group)
-    ranks = np.where(is_lane, g, proc[owner])
-    uuids = w.track_batch(names.take(name_index), parents, ranks, numbered(f"{group}-", g), merged=is_lane)
-    return uuids[is_lane]
+    made = np.empty(int(lanes.sum()), np.uint64)
+    done = 0
+    for a in range(0, len(live), TRACK_BATCH):  # a batch of groups at a time: no column of every track
+        b = min(len(live), a + TRACK_BATCH)
+        owner = a + np.repeat(np.arange(b - a), count[a:b])  # each row's index in live
+        is_lane = np.ones(len(owner), bool)
+        is_lane[(at[a:b] - at[a])[new[a:b] == 1]] = False
+        g, p = live[owner], proc[owner]
+        name_index = np.where(is_lane, len(process_of) + g, p)
+        parents = np.where(is_lane, process_uuid[p], group)
+        ranks = np.where(is_lane, g, p)
+        uuids = w.track_batch(names.take(name_index), parents, ranks, numbered(f"{group}-", g), merged=is_lane)
+        made[done : done + int(is_lane.sum())] = uuids[is_lane]
+        done += int(is_lane.sum())
+    return made
 
 
 def write_host_trace(
