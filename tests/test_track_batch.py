@@ -213,6 +213,19 @@ def _desc(host):
     ).encode()
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_host_tracks_in_small_batches_of_groups(seed, monkeypatch):
+    rng = np.random.default_rng(100 + seed)
+    keys = _keys(rng, True)
+    thread_names, process_names = _names_of(rng, keys, 0.3)
+    host = _host(np.random.default_rng(seed), keys, thread_names, process_names, True)
+    want, got = TraceWriter(), TraceWriter()
+    _one_at_a_time(want, host, False)
+    monkeypatch.setattr(host_tracks, "TRACK_BATCH", int(rng.integers(1, 5)))
+    host_tracks.write_host_trace(got, host, False)
+    assert b"".join(got._chunks) == b"".join(want._chunks)
+
+
 def test_track_keys_read_as_their_tuples():
     keys, index = TrackKeys.distinct(("stream", "thread"), [1, 0, 1, 1], [5, 2, 5, 3], [7, 9, 7, 1])
     assert list(keys) == [("stream", 2, 9), ("thread", 3, 1), ("thread", 5, 7)] == keys
