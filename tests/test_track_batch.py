@@ -100,7 +100,7 @@ def test_texts_numbered_and_merged():
 
 def _one_at_a_time(w, host, related):
     """write_host_trace as it was: tracks sorted and made one at a time in Python."""
-    group = w.track(_title(host).decode(), description=_desc(host).decode())
+    group = w.track(_title(host).decode(), description=_desc(host, related).decode())
     ev = host.events
     used = np.unique(ev["track"])
     order_of = sorted(used.tolist(), key=lambda t: host_tracks._track_order(host.tracks[t]))
@@ -206,9 +206,14 @@ def _title(host):
     return f"Nsight Systems run: {host.path.rsplit('/', 1)[-1]}".encode()
 
 
-def _desc(host):
+def _desc(host, related):
+    how = (
+        "on its own REALTIME clock"
+        if related
+        else "with no clock relation in this trace: trace time is its raw REALTIME ns"
+    )
     return (
-        f"{host.path}: a separate, uninstrumented run (Nsight Systems), on its own REALTIME clock. "
+        f"{host.path}: a separate, uninstrumented run (Nsight Systems), {how}. "
         f"0 of its 0 kernels matched gpuobs launches (name, grid, block, order)."
     ).encode()
 
