@@ -57,6 +57,22 @@ def track_names(host, key: tuple) -> tuple[str, str]:
     return _process_name(host, owner), thread
 
 
+class _Ordered:
+    """keys[order[i]] as item i, read when asked (no list of every key)."""
+
+    def __init__(self, keys, order: np.ndarray):
+        self.keys, self.order = keys, order
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __getitem__(self, i):
+        return self.keys[int(self.order[i])]
+
+    def __iter__(self):
+        return map(self.keys.__getitem__, self.order.tolist())
+
+
 def _int_column(values) -> np.ndarray | None:
     """Python ints (no bools, none past int64) as int64; None otherwise."""
     if not set(map(type, values)) <= {int}:
@@ -91,10 +107,10 @@ class _Keys:
     def order(self, used: np.ndarray) -> list:
         """`used` sorted by _track_order of their keys (stably)."""
         if not self.ints:
-            return sorted(used.tolist(), key=lambda t: _track_order(self.keys[t]))
+            return np.array(sorted(used.tolist(), key=lambda t: _track_order(self.keys[t])), np.int64)
         # number_first of an int is (False, v, str(v)): equal ints tie whatever str() says
         by = np.lexsort((self.nvtx[used], self.lane[used], self.owner[used], self.stream[used]))
-        return used[by].tolist()
+        return used[by]
 
 
 def _whole(value) -> int | None:
@@ -126,20 +142,26 @@ def _named(thread_names: dict, owner: np.ndarray, lane: np.ndarray, keys: list) 
     return np.isin(code[: len(owner)], code[len(owner) :])
 
 
-def _labels(host, keys: list, columns: _Keys, order_of) -> Texts:
-    """track_names(host, key)[1] of each key, pooled: those of a numbered thread or stream
-    with no thread name without a Python string each."""
-    n = len(order_of)
-    plain = np.zeros(n, bool)
-    if columns.ints:
-        lane = columns.lane[order_of]
-        plain = lane >= 0
-        if host.thread_names:
-            plain &= ~_named(host.thread_names, columns.owner[order_of], lane, keys)
-    special = np.flatnonzero(~plain)
-    parts = [(special, Texts.of([track_names(host, keys[i])[1] for i in special.tolist()]))]
+def _plain(host, keys, columns: _Keys, order_of: np.ndarray) -> np.ndarray:
+    """Whether each group's label is a number's (an int lane >= 0 with no thread name)."""
+    if not columns.ints:
+        return np.zeros(len(order_of), bool)
+    lane = columns.lane[order_of]
+    plain = lane >= 0
+    if host.thread_names:
+        plain &= ~_named(host.thread_names, columns.owner[order_of], lane, keys)
+    return plain
+
+
+def _labels(host, keys, columns: _Keys, order_of: np.ndarray, plain: np.ndarray, groups: np.ndarray) -> Texts:
+    """track_names(host, key)[1] of these groups' keys, pooled: those of a numbered thread
+    or stream with no thread name without a Python string each."""
+    plain = plain[groups]
+    special = groups[~plain]
+    parts = [(np.flatnonzero(~plain), Texts.of([track_names(host, keys[i])[1] for i in special.tolist()]))]
     if plain.any():
-        stream, nvtx = columns.stream[order_of], columns.nvtx[order_of]
+        at = order_of[groups]
+        lane, stream, nvtx = columns.lane[at], columns.stream[at], columns.nvtx[at]
         for mask, prefix, suffix in (
             (stream, "stream ", ""),
             (nvtx, "NVTX (thread ", ")"),
@@ -147,7 +169,7 @@ def _labels(host, keys: list, columns: _Keys, order_of) -> Texts:
         ):
             rows = np.flatnonzero(plain & mask)
             parts.append((rows, numbered(prefix, lane[rows], suffix)))
-    return Texts.merged(parts, n)
+    return Texts.merged(parts, len(groups))
 
 
 def _processes(host, keys: list, columns: _Keys, order_of, live: np.ndarray) -> tuple[dict, np.ndarray]:
@@ -167,7 +189,7 @@ def _processes(host, keys: list, columns: _Keys, order_of, live: np.ndarray) -> 
 
 
 def _write_tracks(
-    w: TraceWriter, host, group: int, keys: list, columns: _Keys, order_of, labels: Texts, lanes: np.ndarray
+    w: TraceWriter, host, group: int, keys, columns: _Keys, order_of: np.ndarray, plain: np.ndarray, lanes: np.ndarray
 ) -> np.ndarray:
     """The tracks new_track would make, lane by lane in group order (each process's
     track before its first thread's), all at once: the lane tracks' uuids, in order."""
@@ -181,7 +203,7 @@ def _write_tracks(
     at = np.zeros(len(live), np.int64)
     np.cumsum(count[:-1], out=at[1:])
     process_uuid = w._next_uuid + at[first_g]
-    names = Texts.merged([(np.arange(len(process_of)), Texts.of(list(process_of))), (None, labels)], None)
+    processes = Texts.of(list(process_of))
     made = np.empty(int(lanes.sum()), np.uint64)
     done = 0
     for a in range(0, len(live), TRACK_BATCH):  # a batch of groups at a time: no column of every track
@@ -190,10 +212,19 @@ def _write_tracks(
         is_lane = np.ones(len(owner), bool)
         is_lane[(at[a:b] - at[a])[new[a:b] == 1]] = False
         g, p = live[owner], proc[owner]
-        name_index = np.where(is_lane, len(process_of) + g, p)
+        names = Texts.merged(
+            [
+                (np.flatnonzero(~is_lane), processes.pick(p[~is_lane])),
+                (
+                    np.flatnonzero(is_lane),
+                    _labels(host, keys, columns, order_of, plain, live[a:b]).take(owner[is_lane] - a),
+                ),
+            ],
+            len(owner),
+        )
         parents = np.where(is_lane, process_uuid[p], group)
         ranks = np.where(is_lane, g, p)
-        uuids = w.track_batch(names.take(name_index), parents, ranks, numbered(f"{group}-", g), merged=is_lane)
+        uuids = w.track_batch(names, parents, ranks, numbered(f"{group}-", g), merged=is_lane)
         made[done : done + int(is_lane.sum())] = uuids[is_lane]
         done += int(is_lane.sum())
     return made
@@ -231,17 +262,17 @@ def write_host_trace(
         used = np.unique(ev["track"])
     columns = _Keys(host.tracks)
     order_of = columns.order(used)
-    keys = host.tracks.take(order_of) if isinstance(host.tracks, TrackKeys) else [host.tracks[t] for t in order_of]
+    keys = _Ordered(host.tracks, order_of)
     rank_of_track = np.zeros(len(host.tracks), np.int64)
     rank_of_track[order_of] = np.arange(len(order_of))
     grp = rank_of_track[ev["track"]]
     start = ev["start_ns"] + shift_ns
     end = np.maximum(ev["dur_ns"], 0)
     end += start
-    labels = _labels(host, keys, columns, order_of)
+    plain = _plain(host, keys, columns, order_of)
 
     def new_tracks(lanes: np.ndarray) -> np.ndarray:
-        return _write_tracks(w, host, group, keys, columns, order_of, labels, lanes)
+        return _write_tracks(w, host, group, keys, columns, order_of, plain, lanes)
 
     base = int(start.min())
     if base < 0:  # lanes take times from 0 (shifted before 1970)

@@ -55,6 +55,15 @@ class Texts:
         np.cumsum(lengths[:-1], out=starts[1:])
         return cls(np.frombuffer(data, np.uint8), starts, lengths)
 
+    def pick(self, index) -> "Texts":
+        """Texts index[0], index[1], ... in a pool of their own (only their bytes)."""
+        lengths = self.lengths[index]
+        starts = np.zeros(len(lengths), np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        total = int(lengths.sum())
+        at = np.repeat(self.starts[index] - starts, lengths) + np.arange(total)
+        return Texts(self.chars[at], starts, lengths)
+
     def take(self, index) -> "Texts":
         """Texts index[0], index[1], ... (the same pool)."""
         return Texts(self.chars, self.starts[index], self.lengths[index])
