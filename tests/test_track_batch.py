@@ -231,6 +231,16 @@ def test_host_tracks_in_small_batches_of_groups(seed, monkeypatch):
     assert b"".join(got._chunks) == b"".join(want._chunks)
 
 
+@pytest.mark.parametrize("big", [0, 1 << 28, 1 << 40])
+def test_track_keys_distinct_by_code_and_by_sort(big):
+    rng = np.random.default_rng(big % 97)
+    kind, owner, lane = rng.integers(0, 3, 5000), rng.integers(0, 40, 5000) + big, rng.integers(0, 60, 5000)
+    keys, index = TrackKeys.distinct(("stream", "thread", "nvtx"), kind, owner, lane)
+    rows = list(zip(kind.tolist(), owner.tolist(), lane.tolist()))
+    assert [(keys.kinds.index(k), o, t) for k, o, t in keys] == sorted(set(rows))
+    assert [keys[i] for i in index.tolist()] == [(keys.kinds[k], o, t) for k, o, t in rows]
+
+
 def test_track_keys_read_as_their_tuples():
     keys, index = TrackKeys.distinct(("stream", "thread"), [1, 0, 1, 1], [5, 2, 5, 3], [7, 9, 7, 1])
     assert list(keys) == [("stream", 2, 9), ("thread", 3, 1), ("thread", 5, 7)] == keys

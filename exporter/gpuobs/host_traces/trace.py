@@ -97,6 +97,19 @@ class TrackKeys:
     def distinct(cls, kinds: tuple, kind, owner, lane) -> tuple["TrackKeys", np.ndarray]:
         """The distinct keys of these rows and each row's key's index among them."""
         kind, owner, lane = (np.asarray(c, np.int64) for c in (kind, owner, lane))
+        if len(kind) and min(int(c.min()) for c in (kind, owner, lane)) >= 0:
+            if int(kind.max()) < 8 and max(int(owner.max()), int(lane.max())) < 1 << 28:  # one 64-bit code a key
+                code = (kind.astype(np.uint64) << np.uint64(56)) | (owner.astype(np.uint64) << np.uint64(28))
+                code |= lane.astype(np.uint64)
+                distinct, index = np.unique(code, return_inverse=True)
+                del code
+                keys = cls(
+                    kinds,
+                    (distinct >> np.uint64(56)).astype(np.int64),
+                    ((distinct >> np.uint64(28)) & np.uint64((1 << 28) - 1)).astype(np.int64),
+                    (distinct & np.uint64((1 << 28) - 1)).astype(np.int64),
+                )
+                return keys, index.reshape(-1)
         order = np.lexsort((lane, owner, kind))
         k, o, la = kind[order], owner[order], lane[order]
         new = np.ones(len(order), bool)
