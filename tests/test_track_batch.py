@@ -241,6 +241,19 @@ def test_track_keys_distinct_by_code_and_by_sort(big):
     assert [keys[i] for i in index.tolist()] == [(keys.kinds[k], o, t) for k, o, t in rows]
 
 
+@pytest.mark.parametrize("big", [0, 1 << 30])
+def test_track_keys_of_parts_as_distinct_of_them_all(big):
+    rng = np.random.default_rng(big % 89)
+    parts = [
+        (k, rng.integers(0, 30, m) + big * (k == 0), rng.integers(0, 30, m)) for k, m in ((0, 500), (1, 0), (2, 700))
+    ]
+    got, got_index = TrackKeys.of_parts(("stream", "thread", "nvtx"), parts)
+    kind = np.concatenate([np.full(len(p[1]), p[0]) for p in parts])
+    owner, lane = (np.concatenate([p[i] for p in parts]) for i in (1, 2))
+    want, want_index = TrackKeys.distinct(("stream", "thread", "nvtx"), kind, owner, lane)
+    assert got == list(want) and got_index.tolist() == want_index.tolist()
+
+
 def test_track_keys_read_as_their_tuples():
     keys, index = TrackKeys.distinct(("stream", "thread"), [1, 0, 1, 1], [5, 2, 5, 3], [7, 9, 7, 1])
     assert list(keys) == [("stream", 2, 9), ("thread", 3, 1), ("thread", 5, 7)] == keys

@@ -427,6 +427,13 @@ def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
     name_at = np.cumsum([0] + [len(keys) for keys in name_keys]).tolist()
     name_codes = [key_codes[a:b] for a, b in zip(name_at, name_at[1:])]  # per job, as name_keys
 
+    # every track key once, as columns (no tuple per key): streams, then threads, then NVTX
+    keys = [k.keys(1)]
+    gtids = [job.keys(1)[:, 0] for job in ([r] if runtime else []) + ([n] if nvtx else [])]
+    parts = [(0, keys[0][:, 0], keys[0][:, 1])] + [(1 + i + (not runtime), *_pid_tid(g)) for i, g in enumerate(gtids)]
+    track_keys, track_of = TrackKeys.of_parts(("stream", "thread", "nvtx"), parts)
+    track_of = track_of.astype(np.int32)
+    del parts
     jobs = [k] + ([r] if runtime else []) + ([n] if nvtx else [])
     events = np.empty(sum(job.rows for job in jobs), EVENT)  # every field written below
     kernels = np.empty(k.rows, KERNEL)
@@ -436,16 +443,6 @@ def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
         | {("grid", i): 5 + i for i in range(3)}
         | {("block", i): 8 + i for i in range(3)},
     )
-    # every track key once, as columns (no tuple per key): streams, then threads, then NVTX
-    keys = [k.keys(1)]
-    gtids = [job.keys(1)[:, 0] for job in ([r] if runtime else []) + ([n] if nvtx else [])]
-    kind = np.concatenate(
-        [np.full(len(keys[0]), 0)] + [np.full(len(g), 1 + i + (not runtime)) for i, g in enumerate(gtids)]
-    )
-    owner = np.concatenate([keys[0][:, 0]] + [_pid_tid(g)[0] for g in gtids])
-    lane = np.concatenate([keys[0][:, 1]] + [_pid_tid(g)[1] for g in gtids])
-    track_keys, track_of = TrackKeys.distinct(("stream", "thread", "nvtx"), kind, owner, lane)
-    track_of = track_of.astype(np.int32)
     tracks, at_key = track_of[: len(keys[0])], len(keys[0])
     at = len(kernels)
     k.fill_events(events[:at], (0, 1, 11, 12, None), name_codes[0], tracks, None, code("kernel"))

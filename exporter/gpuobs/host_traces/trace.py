@@ -99,17 +99,7 @@ class TrackKeys:
         kind, owner, lane = (np.asarray(c, np.int64) for c in (kind, owner, lane))
         if len(kind) and min(int(c.min()) for c in (kind, owner, lane)) >= 0:
             if int(kind.max()) < 8 and max(int(owner.max()), int(lane.max())) < 1 << 28:  # one 64-bit code a key
-                code = (kind.astype(np.uint64) << np.uint64(56)) | (owner.astype(np.uint64) << np.uint64(28))
-                code |= lane.astype(np.uint64)
-                distinct, index = np.unique(code, return_inverse=True)
-                del code
-                keys = cls(
-                    kinds,
-                    (distinct >> np.uint64(56)).astype(np.int64),
-                    ((distinct >> np.uint64(28)) & np.uint64((1 << 28) - 1)).astype(np.int64),
-                    (distinct & np.uint64((1 << 28) - 1)).astype(np.int64),
-                )
-                return keys, index.reshape(-1)
+                return cls._of_codes(kinds, _code(kind, owner, lane))
         order = np.lexsort((lane, owner, kind))
         k, o, la = kind[order], owner[order], lane[order]
         new = np.ones(len(order), bool)
@@ -117,6 +107,37 @@ class TrackKeys:
         index = np.empty(len(order), np.int64)
         index[order] = np.cumsum(new) - 1
         return cls(kinds, k[new], o[new], la[new]), index
+
+    @classmethod
+    def of_parts(cls, kinds: tuple, parts: list) -> tuple["TrackKeys", np.ndarray]:
+        """distinct() of parts' rows one after another, each part (kind number, owners, lanes)."""
+        small = all(
+            not len(o) or (min(int(o.min()), int(la.min())) >= 0 and max(int(o.max()), int(la.max())) < 1 << 28)
+            for _, o, la in parts
+        )
+        if not small or len(kinds) > 8:
+            columns = [np.concatenate([np.full(len(o), k) for k, o, _ in parts])]
+            columns += [np.concatenate([p[i] for p in parts]) for i in (1, 2)]
+            return cls.distinct(kinds, *columns)
+        code = np.empty(sum(len(o) for _, o, _ in parts), np.uint64)
+        at = 0
+        for k, o, la in parts:  # written in place: no column of every key's kind, owner and lane
+            code[at : at + len(o)] = _code(k, o, la)
+            at += len(o)
+        return cls._of_codes(kinds, code)
+
+    @classmethod
+    def _of_codes(cls, kinds: tuple, code: np.ndarray) -> tuple["TrackKeys", np.ndarray]:
+        distinct, index = np.unique(code, return_inverse=True)
+        del code
+        low = np.uint64((1 << 28) - 1)
+        keys = cls(
+            kinds,
+            (distinct >> np.uint64(56)).astype(np.int64),
+            ((distinct >> np.uint64(28)) & low).astype(np.int64),
+            (distinct & low).astype(np.int64),
+        )
+        return keys, index.reshape(-1)
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -133,6 +154,15 @@ class TrackKeys:
 
     def take(self, index) -> "TrackKeys":
         return TrackKeys(self.kinds, self.kind[index], self.owner[index], self.lane[index])
+
+
+def _code(kind, owner: np.ndarray, lane: np.ndarray) -> np.ndarray:
+    """(kind, owner, lane), each in [0, 2^28) (kind below 8), as one uint64 in their order."""
+    code = np.asarray(owner, np.int64).astype(np.uint64)
+    code <<= np.uint64(28)
+    code |= np.asarray(lane, np.int64).astype(np.uint64)
+    code |= np.asarray(kind, np.int64).astype(np.uint64) << np.uint64(56)
+    return code
 
 
 @dataclass
