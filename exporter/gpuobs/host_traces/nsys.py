@@ -419,9 +419,9 @@ def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
     texts = _Texts()
     code = texts.code
     key_codes = np.empty(len(every_key), np.int32)
-    key_codes[named] = np.array([code(strings.get(i, f"string#{i}")) for i in ids.tolist()], np.int32)[
-        id_of.reshape(-1)
-    ]
+    # a value per id, not looked up in texts' dict: equal ones merge in assemble's first-use order
+    key_codes[named] = (len(texts.values) + np.arange(len(ids), dtype=np.int32))[id_of.reshape(-1)]
+    texts.values.extend([strings.get(i, f"string#{i}") for i in ids.tolist()])
     if not named.all():
         key_codes[~named] = code("")
     name_at = np.cumsum([0] + [len(keys) for keys in name_keys]).tolist()
@@ -500,7 +500,8 @@ def _fill_rows(
 
 
 class _Texts:
-    """Every name, track and category, each held once and coded by position."""
+    """Every name, track and category coded by position, each coded value held once
+    (values appended to `values` directly may repeat one: assemble merges them)."""
 
     def __init__(self):
         self.values: list = []
