@@ -293,8 +293,13 @@ def first_use_order(codes: np.ndarray, values: list) -> tuple[np.ndarray, list]:
         used = used[np.argsort(first, kind="stable")]
         rank[used] = np.arange(len(used))
         return rank, values.take(used)
+    ordered = used[np.argsort(first, kind="stable")].tolist()
+    in_order = list(map(values.__getitem__, ordered)) if ordered else []
+    if len(set(in_order)) == len(in_order):  # no two equal: nothing merges (no dict of every value)
+        rank[ordered] = np.arange(len(ordered))
+        return rank, in_order
     number: dict = {}
-    for code in used[np.argsort(first, kind="stable")].tolist():
+    for code in ordered:
         rank[code] = number.setdefault(values[code], len(number))
     return rank, list(number)
 
@@ -367,6 +372,8 @@ def _readable_keys(keys: list) -> list:
     surrogate (one search over them all, no call per key), else key by key."""
     if isinstance(keys, TrackKeys):  # ints, and the reader's own kinds
         return keys if not _SURROGATE.search("".join(keys.kinds)) else [_readable_key(k) for k in keys]
+    if set(map(type, keys)) <= {str}:  # names, categories: one join
+        return list(keys) if not _SURROGATE.search("".join(keys)) else [_readable_key(k) for k in keys]
     flat = list(chain.from_iterable(k if isinstance(k, tuple) else (k,) for k in keys))
     if not any(isinstance(v, tuple) for v in flat):  # nested: key by key
         if not _SURROGATE.search("".join([v for v in flat if isinstance(v, str)])):
