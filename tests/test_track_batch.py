@@ -262,3 +262,28 @@ def test_track_keys_read_as_their_tuples():
     rank, ordered = first_use_order(codes, keys)
     want_rank, want = first_use_order(codes, list(keys))
     assert rank.tolist() == want_rank.tolist() and list(ordered) == want
+
+
+@pytest.mark.parametrize("count", [0, 1, 200])
+@pytest.mark.parametrize("batch", [7, 1 << 16])
+def test_interned_names_packet_is_the_messages(count, batch, monkeypatch):
+    monkeypatch.setattr(host_tracks, "TRACK_BATCH", batch)
+    names = _names(np.random.default_rng(count), count)
+    first = pb.TracePacket(trusted_packet_sequence_id=7, sequence_flags=SEQ_CLEARED)
+    for i, name in enumerate(names):
+        first.interned_data.event_names.add(iid=i + 1, name=name)
+    first.interned_data.debug_annotation_names.add(iid=host_tracks.CATEGORY_IID, name="category")
+    want = TraceWriter()
+    want.packet(first)
+    assert host_tracks._interned_packet(7, names) == b"".join(want._chunks)
+
+
+def test_field_numbers_are_the_protos():
+    track = pb.TrackDescriptor.DESCRIPTOR.fields_by_name
+    assert [track[f].number for f in ("uuid", "name", "parent_uuid", "sibling_order_rank")] == [1, 2, 5, 12]
+    assert [track[f].number for f in ("sibling_merge_behavior", "sibling_merge_key")] == [15, 16]
+    assert pb.TracePacket.DESCRIPTOR.fields_by_name["track_descriptor"].number == 60
+    assert pb.TracePacket.DESCRIPTOR.fields_by_name["interned_data"].number == host_tracks.PACKET_INTERNED_DATA
+    assert pb.InternedData.DESCRIPTOR.fields_by_name["event_names"].number == host_tracks.INTERNED_EVENT_NAMES
+    event_name = pb.EventName.DESCRIPTOR.fields_by_name
+    assert (event_name["iid"].number, event_name["name"].number) == (host_tracks.INTERN_IID, host_tracks.INTERN_NAME)

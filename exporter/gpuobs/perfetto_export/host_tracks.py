@@ -12,11 +12,15 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from ..host_traces.trace import TrackKeys
 from .clock import REALTIME
 from .lanes import lane_tracks
+from .protowire import LEN, PACKET_SEQUENCE_FLAGS, PACKET_SEQUENCE_ID, TRACE_PACKET, VARINT, Rows, tag, varint_bytes
 from .slice_encoder import Slices, write_slices
 from .trace_writer import SEQ_CLEARED, TRACK_BATCH, Texts, TraceWriter, numbered
 
 KIND_TITLES = {"pytorch-profiler": "PyTorch profiler", "nsys": "Nsight Systems"}
 CATEGORY_IID = 1  # the interned name of the one debug annotation, "category"
+PACKET_INTERNED_DATA = 12  # TracePacket.interned_data
+INTERNED_EVENT_NAMES = 2  # InternedData.event_names
+INTERN_IID, INTERN_NAME = 1, 2  # EventName.iid, EventName.name
 
 
 def _track_order(key: tuple):
@@ -230,6 +234,30 @@ def _write_tracks(
     return made
 
 
+def _interned_packet(seq: int, names: list) -> bytes:
+    """The sequence's first packet, as Trace.packet: the event names, iids from 1, and the
+    category annotation's name, interned; the bytes of the protobuf message's
+    SerializeToString (fields in number order), the names encoded by column."""
+    text = Texts.of(names)
+    entries = []
+    for a in range(0, len(text), TRACK_BATCH):  # a batch at a time: Rows gathers with an int64 a byte
+        b = min(len(text), a + TRACK_BATCH)
+        entry = Rows(b - a).varint_field(INTERN_IID, np.arange(a + 1, b + 1, dtype=np.uint64))
+        entry.bytes_field(INTERN_NAME, text.chars, text.starts[a:b], text.lengths[a:b])
+        entries.append(Rows(b - a).message_field(INTERNED_EVENT_NAMES, entry).tobytes())
+    category = pb.InternedData()
+    category.debug_annotation_names.add(iid=CATEGORY_IID, name="category")
+    interned = b"".join(entries) + category.SerializeToString()
+    packet = b"".join(
+        [
+            tag(PACKET_SEQUENCE_ID, VARINT) + varint_bytes(seq),
+            tag(PACKET_INTERNED_DATA, LEN) + varint_bytes(len(interned)) + interned,
+            tag(PACKET_SEQUENCE_FLAGS, VARINT) + varint_bytes(SEQ_CLEARED),
+        ]
+    )
+    return tag(TRACE_PACKET, LEN) + varint_bytes(len(packet)) + packet
+
+
 def write_host_trace(
     w: TraceWriter, host, related: bool, shift_ns: int = 0, residual_ns: int = 0, matched: int = 0
 ) -> int:
@@ -282,11 +310,7 @@ def write_host_trace(
     else:  # the same lanes: they are placed from the least start whatever it is
         tracks = lane_tracks(grp, start.view(np.uint64), end.view(np.uint64), new_tracks=new_tracks)
     seq = w.new_sequence()
-    first = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_CLEARED)
-    for i, name in enumerate(host.names):
-        first.interned_data.event_names.add(iid=i + 1, name=name)
-    first.interned_data.debug_annotation_names.add(iid=CATEGORY_IID, name="category")
-    w.packet(first)
+    w.raw(_interned_packet(seq, host.names))
     del grp
     # Views, not copies (the same bits as astype): a 4x nsys export held two more columns of every event.
     names = ev["name"].astype(np.uint64)
