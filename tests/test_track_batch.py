@@ -269,6 +269,8 @@ def test_track_keys_read_as_their_tuples():
 def test_interned_names_packet_is_the_messages(count, batch, monkeypatch):
     monkeypatch.setattr(host_tracks, "TRACK_BATCH", batch)
     names = _names(np.random.default_rng(count), count)
+    if count > 1:
+        names[::3] = [None] * len(names[::3])  # a NULL StringIds value: no name field
     first = pb.TracePacket(trusted_packet_sequence_id=7, sequence_flags=SEQ_CLEARED)
     for i, name in enumerate(names):
         first.interned_data.event_names.add(iid=i + 1, name=name)

@@ -172,7 +172,8 @@ class HostTrace:
     events: Rows  # EVENT rows (HostEvent records), kernels included; times on REALTIME
     kernels: Rows  # KERNEL rows (HostKernel records), in start order
     names: list  # the "name" columns index this
-    tracks: list  # events["track"] indexes this: ("thread"|"nvtx", pid, tid) or ("stream", device, stream)
+    tracks: list  # events["track"] indexes this: ("thread"|"nvtx", pid, tid) or ("stream", device, stream);
+    # a list, or TrackKeys (columns read as such a list) from the nsys C read
     categories: list  # events["category"] indexes this
     thread_names: dict = field(default_factory=dict)  # (pid, tid) -> name
     clock: str = "REALTIME"

@@ -4,7 +4,8 @@ device tracks: its pids label tracks, they never become process tracks."""
 
 from __future__ import annotations
 
-from operator import itemgetter
+from functools import partial
+from operator import eq, itemgetter
 
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
@@ -101,14 +102,14 @@ class _Keys:
             return
         kinds = list(map(itemgetter(0), keys))
         self.owner, self.lane = _int_column(list(map(itemgetter(1), keys))), _int_column(list(map(itemgetter(2), keys)))
-        self.stream = np.fromiter(map("stream".__eq__, kinds), bool, n)
-        self.nvtx = np.fromiter(map("nvtx".__eq__, kinds), bool, n)
+        self.stream = np.fromiter(map(partial(eq, "stream"), kinds), bool, n)
+        self.nvtx = np.fromiter(map(partial(eq, "nvtx"), kinds), bool, n)
 
     @property
     def ints(self) -> bool:
         return self.owner is not None and self.lane is not None
 
-    def order(self, used: np.ndarray) -> list:
+    def order(self, used: np.ndarray) -> np.ndarray:
         """`used` sorted by _track_order of their keys (stably)."""
         if not self.ints:
             return np.array(sorted(used.tolist(), key=lambda t: _track_order(self.keys[t])), np.int64)
@@ -238,12 +239,17 @@ def _interned_packet(seq: int, names: list) -> bytes:
     """The sequence's first packet, as Trace.packet: the event names, iids from 1, and the
     category annotation's name, interned; the bytes of the protobuf message's
     SerializeToString (fields in number order), the names encoded by column."""
+    unnamed = None
+    if None in names:  # a NULL StringIds value: the entry has no name field, as the message leaves it
+        unnamed = np.fromiter((n is None for n in names), bool, len(names))
+        names = ["" if n is None else n for n in names]
     text = Texts.of(names)
     entries = []
     for a in range(0, len(text), TRACK_BATCH):  # a batch at a time: Rows gathers with an int64 a byte
         b = min(len(text), a + TRACK_BATCH)
         entry = Rows(b - a).varint_field(INTERN_IID, np.arange(a + 1, b + 1, dtype=np.uint64))
-        entry.bytes_field(INTERN_NAME, text.chars, text.starts[a:b], text.lengths[a:b])
+        present = None if unnamed is None else ~unnamed[a:b]
+        entry.bytes_field(INTERN_NAME, text.chars, text.starts[a:b], text.lengths[a:b], present)
         entries.append(Rows(b - a).message_field(INTERNED_EVENT_NAMES, entry).tobytes())
     category = pb.InternedData()
     category.debug_annotation_names.add(iid=CATEGORY_IID, name="category")
