@@ -122,6 +122,15 @@ TAKEN_IN_C = {
         "alter table s2 rename to StringIds",
     ),
     "no textId column": (f"alter table {NVTX} drop column textId",),
+    "a name and thread per row, equal names of other ids": (
+        f"update {KERNELS} set demangledName = rowid + 1000000, streamId = rowid",
+        f"update {RUNTIME} set nameId = rowid + 1000000, globalTid = rowid % 5 + (rowid % 3) * (1 << 48)",
+        f"update {NVTX} set globalTid = rowid, text = 'string#' || (rowid + 1000000) where rowid % 2 = 0",
+        "insert into StringIds values (1000001, 'string#1000002')",  # a text equal to a missing id's name
+        "insert into StringIds values (1000003, 'kernel')",  # equal to a category
+        "insert into StringIds values (1000004, '')",  # equal to a NULL name's
+        "insert into StringIds values (1000005, 'string#1000002')",
+    ),
 }
 
 

@@ -31,7 +31,7 @@ from ..input_files import describe, open_regular
 from ..recording_file.recording_checks import TIME_LIMIT_NS
 from . import nsys_columns
 from .kineto import load_kineto
-from .trace import EVENT, KERNEL, HostTrace, HostTraceError, assemble
+from .trace import EVENT, KERNEL, HostTrace, HostTraceError, TrackKeys, assemble
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 EPOCH_THRESHOLD_NS = 10**17  # a time above this is on the UTC epoch (after 1973), not session-relative
@@ -411,17 +411,29 @@ def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
         check.flush()
         thread_rows = db.execute("select nameId, globalTid from ThreadNames").fetchall()
     name_keys = [k.keys(0)] + ([r.keys(0)] if runtime else []) + ([n.keys(0)] if nvtx else [])
-    strings = _strings(
-        db, [i for keys in name_keys for i, null in keys.tolist() if not null] + [i for i, _ in thread_rows]
-    )
+    # each distinct id looked up and named once (a file can give every row its own name)
+    every_key = np.concatenate(name_keys)
+    named = every_key[:, 1] == 0
+    ids, id_of = np.unique(every_key[named, 0], return_inverse=True)
+    strings = _strings(db, ids.tolist() + [i for i, _ in thread_rows])
     texts = _Texts()
     code = texts.code
+    key_codes = np.empty(len(every_key), np.int32)
+    # a value per id, not looked up in texts' dict: equal ones merge in assemble's first-use order
+    key_codes[named] = (len(texts.values) + np.arange(len(ids), dtype=np.int32))[id_of.reshape(-1)]
+    texts.values.extend([strings.get(i, f"string#{i}") for i in ids.tolist()])
+    if not named.all():
+        key_codes[~named] = code("")
+    name_at = np.cumsum([0] + [len(keys) for keys in name_keys]).tolist()
+    name_codes = [key_codes[a:b] for a, b in zip(name_at, name_at[1:])]  # per job, as name_keys
 
-    def name_codes(keys: np.ndarray) -> np.ndarray:
-        return np.array(
-            [code("") if null else code(strings.get(i, f"string#{i}")) for i, null in keys.tolist()], np.int32
-        )
-
+    # every track key once, as columns (no tuple per key): streams, then threads, then NVTX
+    keys = [k.keys(1)]
+    gtids = [job.keys(1)[:, 0] for job in ([r] if runtime else []) + ([n] if nvtx else [])]
+    parts = [(0, keys[0][:, 0], keys[0][:, 1])] + [(1 + i + (not runtime), *_pid_tid(g)) for i, g in enumerate(gtids)]
+    track_keys, track_of = TrackKeys.of_parts(("stream", "thread", "nvtx"), parts)
+    track_of = track_of.astype(np.int32)
+    del parts
     jobs = [k] + ([r] if runtime else []) + ([n] if nvtx else [])
     events = np.empty(sum(job.rows for job in jobs), EVENT)  # every field written below
     kernels = np.empty(k.rows, KERNEL)
@@ -431,26 +443,26 @@ def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
         | {("grid", i): 5 + i for i in range(3)}
         | {("block", i): 8 + i for i in range(3)},
     )
-    tracks = np.array([code(("stream", a, b)) for a, b in k.keys(1).tolist()], np.int32)
+    tracks, at_key = track_of[: len(keys[0])], len(keys[0])
     at = len(kernels)
-    k.fill_events(events[:at], (0, 1, 11, 12, None), name_codes(name_keys[0]), tracks, None, code("kernel"))
+    k.fill_events(events[:at], (0, 1, 11, 12, None), name_codes[0], tracks, None, code("kernel"))
     k.release()
     if runtime:
-        tracks = np.array([code(("thread", *pid_tid(g))) for g in r.keys(1)[:, 0].tolist()], np.int32)
+        tracks, at_key = track_of[at_key : at_key + len(gtids[0])], at_key + len(gtids[0])
         rows = events[at : at + r.rows]
-        r.fill_events(rows, (0, 1, 2, 3, None), name_codes(name_keys[1]), tracks, None, code("cuda_runtime"))
+        r.fill_events(rows, (0, 1, 2, 3, None), name_codes[1], tracks, None, code("cuda_runtime"))
         r.release()
         at += len(rows)
     if nvtx:
-        tracks = np.array([code(("nvtx", *pid_tid(g))) for g in n.keys(1)[:, 0].tolist()], np.int32)
+        tracks = track_of[at_key:]
         own = np.array([code(t.decode("utf-8", "replace")) for t in n.texts()], np.int32)
         rows = events[at : at + n.rows]
-        n.fill_events(rows, (0, 1, 3, 4, 2), name_codes(name_keys[-1]), tracks, own, code("nvtx"))
+        n.fill_events(rows, (0, 1, 3, 4, 2), name_codes[-1], tracks, own, code("nvtx"))
         n.release()
     kernels["name"] = events["name"][: len(kernels)]
     thread_names = {pid_tid(gtid): strings.get(name_id, f"string#{name_id}") for name_id, gtid in thread_rows}
     return assemble(
-        path, "nsys", events, kernels, texts.values, texts.values, texts.values, thread_names, offset_ns=offset
+        path, "nsys", events, kernels, texts.values, track_keys, texts.values, thread_names, offset_ns=offset
     )
 
 
@@ -488,7 +500,8 @@ def _fill_rows(
 
 
 class _Texts:
-    """Every name, track and category, each held once and coded by position."""
+    """Every name, track and category coded by position, each coded value held once
+    (values appended to `values` directly may repeat one: assemble merges them)."""
 
     def __init__(self):
         self.values: list = []

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 
 from ..errors import GpuobsError
 from ..recording_file.recording_checks import TIME_LIMIT_NS
-from ..safe_text import readable
+from ..safe_text import _SURROGATE, readable
 
 EVENT = np.dtype([("start_ns", "<i8"), ("dur_ns", "<i8"), ("track", "<i4"), ("name", "<i4"), ("category", "<i4")])
 KERNEL = np.dtype(
@@ -83,6 +84,87 @@ class Rows:
         return Rows(rows, self._record)
 
 
+class TrackKeys:
+    """Distinct track keys (kinds[kind[i]], owner[i], lane[i]) with int owners and lanes,
+    as columns: a list of tuples to read (`keys[i]`, `for k in keys`, `==` a list) with
+    no tuple held per key (an nsys file can hold a thread per row)."""
+
+    def __init__(self, kinds: tuple, kind: np.ndarray, owner: np.ndarray, lane: np.ndarray):
+        self.kinds, self.kind = tuple(kinds), np.asarray(kind, np.int64)
+        self.owner, self.lane = np.asarray(owner, np.int64), np.asarray(lane, np.int64)
+
+    @classmethod
+    def distinct(cls, kinds: tuple, kind, owner, lane) -> tuple["TrackKeys", np.ndarray]:
+        """The distinct keys of these rows and each row's key's index among them."""
+        kind, owner, lane = (np.asarray(c, np.int64) for c in (kind, owner, lane))
+        if len(kind) and min(int(c.min()) for c in (kind, owner, lane)) >= 0:
+            if int(kind.max()) < 8 and max(int(owner.max()), int(lane.max())) < 1 << 28:  # one 64-bit code a key
+                return cls._of_codes(kinds, _code(kind, owner, lane))
+        order = np.lexsort((lane, owner, kind))
+        k, o, la = kind[order], owner[order], lane[order]
+        new = np.ones(len(order), bool)
+        new[1:] = (k[1:] != k[:-1]) | (o[1:] != o[:-1]) | (la[1:] != la[:-1])
+        index = np.empty(len(order), np.int64)
+        index[order] = np.cumsum(new) - 1
+        return cls(kinds, k[new], o[new], la[new]), index
+
+    @classmethod
+    def of_parts(cls, kinds: tuple, parts: list) -> tuple["TrackKeys", np.ndarray]:
+        """distinct() of parts' rows one after another, each part (kind number, owners, lanes)."""
+        small = all(
+            not len(o) or (min(int(o.min()), int(la.min())) >= 0 and max(int(o.max()), int(la.max())) < 1 << 28)
+            for _, o, la in parts
+        )
+        if not small or len(kinds) > 8:
+            columns = [np.concatenate([np.full(len(o), k) for k, o, _ in parts])]
+            columns += [np.concatenate([p[i] for p in parts]) for i in (1, 2)]
+            return cls.distinct(kinds, *columns)
+        code = np.empty(sum(len(o) for _, o, _ in parts), np.uint64)
+        at = 0
+        for k, o, la in parts:  # written in place: no column of every key's kind, owner and lane
+            code[at : at + len(o)] = _code(k, o, la)
+            at += len(o)
+        return cls._of_codes(kinds, code)
+
+    @classmethod
+    def _of_codes(cls, kinds: tuple, code: np.ndarray) -> tuple["TrackKeys", np.ndarray]:
+        distinct, index = np.unique(code, return_inverse=True)
+        del code
+        low = np.uint64((1 << 28) - 1)
+        keys = cls(
+            kinds,
+            (distinct >> np.uint64(56)).astype(np.int64),
+            ((distinct >> np.uint64(28)) & low).astype(np.int64),
+            (distinct & low).astype(np.int64),
+        )
+        return keys, index.reshape(-1)
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    def __getitem__(self, i) -> tuple:
+        return self.kinds[self.kind[i]], int(self.owner[i]), int(self.lane[i])
+
+    def __iter__(self):
+        kinds = self.kinds
+        return zip(map(kinds.__getitem__, self.kind.tolist()), self.owner.tolist(), self.lane.tolist())
+
+    def __eq__(self, other) -> bool:
+        return list(self) == list(other)
+
+    def take(self, index) -> "TrackKeys":
+        return TrackKeys(self.kinds, self.kind[index], self.owner[index], self.lane[index])
+
+
+def _code(kind, owner: np.ndarray, lane: np.ndarray) -> np.ndarray:
+    """(kind, owner, lane), each in [0, 2^28) (kind below 8), as one uint64 in their order."""
+    code = np.asarray(owner, np.int64).astype(np.uint64)
+    code <<= np.uint64(28)
+    code |= np.asarray(lane, np.int64).astype(np.uint64)
+    code |= np.asarray(kind, np.int64).astype(np.uint64) << np.uint64(56)
+    return code
+
+
 @dataclass
 class HostTrace:
     path: str
@@ -90,7 +172,8 @@ class HostTrace:
     events: Rows  # EVENT rows (HostEvent records), kernels included; times on REALTIME
     kernels: Rows  # KERNEL rows (HostKernel records), in start order
     names: list  # the "name" columns index this
-    tracks: list  # events["track"] indexes this: ("thread"|"nvtx", pid, tid) or ("stream", device, stream)
+    tracks: list  # events["track"] indexes this: ("thread"|"nvtx", pid, tid) or ("stream", device, stream);
+    # a list, or TrackKeys (columns read as such a list) from the nsys C read
     categories: list  # events["category"] indexes this
     thread_names: dict = field(default_factory=dict)  # (pid, tid) -> name
     clock: str = "REALTIME"
@@ -198,7 +281,7 @@ def first_use_order(codes: np.ndarray, values: list) -> tuple[np.ndarray, list]:
     row by row would have given."""
     rank = np.full(len(values), -1, np.int64)
     if not len(codes):
-        return rank, []
+        return rank, values.take(np.zeros(0, np.int64)) if isinstance(values, TrackKeys) else []
     if codes.dtype.kind in "iu" and int(codes.min()) >= 0 and int(codes.max()) < len(values):
         # each code's first row in one pass (np.unique sorted every row; the same codes, the same rows)
         first = np.full(len(values), len(codes), np.int64)
@@ -207,8 +290,17 @@ def first_use_order(codes: np.ndarray, values: list) -> tuple[np.ndarray, list]:
         first = first[used]
     else:
         used, first = np.unique(codes, return_index=True)
+    if isinstance(values, TrackKeys):  # distinct keys: first use alone orders them
+        used = used[np.argsort(first, kind="stable")]
+        rank[used] = np.arange(len(used))
+        return rank, values.take(used)
+    ordered = used[np.argsort(first, kind="stable")].tolist()
+    in_order = list(map(values.__getitem__, ordered)) if ordered else []
+    if len(set(in_order)) == len(in_order):  # no two equal: nothing merges (no dict of every value)
+        rank[ordered] = np.arange(len(ordered))
+        return rank, in_order
     number: dict = {}
-    for code in used[np.argsort(first, kind="stable")].tolist():
+    for code in ordered:
         rank[code] = number.setdefault(values[code], len(number))
     return rank, list(number)
 
@@ -241,8 +333,7 @@ def assemble(
     if np.any(kernels["start_ns"][1:] < kernels["start_ns"][:-1]):  # else already in order: no copy
         kernels = kernels[np.argsort(kernels["start_ns"], kind="stable")]
     # Text from the file, encodable however it is written (a JSON "\\ud800" is valid JSON)
-    names, categories = [_readable_key(n) for n in names], [_readable_key(c) for c in categories]
-    tracks = [_readable_key(t) for t in tracks]
+    names, categories, tracks = _readable_keys(names), _readable_keys(categories), _readable_keys(tracks)
     thread_names = {_readable_key(k): _readable_key(v) for k, v in (thread_names or {}).items()}
     process_names = {_readable_key(k): _readable_key(v) for k, v in (process_names or {}).items()}
 
@@ -275,6 +366,20 @@ def assemble(
         base_ns=base_ns,
         process_names=process_names,
     )
+
+
+def _readable_keys(keys: list) -> list:
+    """[_readable_key(k) for k in keys]: the same list where no text in it holds a
+    surrogate (one search over them all, no call per key), else key by key."""
+    if isinstance(keys, TrackKeys):  # ints, and the reader's own kinds
+        return keys if not _SURROGATE.search("".join(keys.kinds)) else [_readable_key(k) for k in keys]
+    if set(map(type, keys)) <= {str}:  # names, categories: one join
+        return list(keys) if not _SURROGATE.search("".join(keys)) else [_readable_key(k) for k in keys]
+    flat = list(chain.from_iterable(k if isinstance(k, tuple) else (k,) for k in keys))
+    if not any(isinstance(v, tuple) for v in flat):  # nested: key by key
+        if not _SURROGATE.search("".join([v for v in flat if isinstance(v, str)])):
+            return list(keys)
+    return [_readable_key(k) for k in keys]
 
 
 def _readable_key(key):

@@ -4,16 +4,24 @@ device tracks: its pids label tracks, they never become process tracks."""
 
 from __future__ import annotations
 
+from functools import partial
+from operator import eq, itemgetter
+
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from ..host_traces.trace import TrackKeys
 from .clock import REALTIME
 from .lanes import lane_tracks
+from .protowire import LEN, PACKET_SEQUENCE_FLAGS, PACKET_SEQUENCE_ID, TRACE_PACKET, VARINT, Rows, tag, varint_bytes
 from .slice_encoder import Slices, write_slices
-from .trace_writer import SEQ_CLEARED, TraceWriter
+from .trace_writer import SEQ_CLEARED, TRACK_BATCH, Texts, TraceWriter, numbered
 
 KIND_TITLES = {"pytorch-profiler": "PyTorch profiler", "nsys": "Nsight Systems"}
 CATEGORY_IID = 1  # the interned name of the one debug annotation, "category"
+PACKET_INTERNED_DATA = 12  # TracePacket.interned_data
+INTERNED_EVENT_NAMES = 2  # InternedData.event_names
+INTERN_IID, INTERN_NAME = 1, 2  # EventName.iid, EventName.name
 
 
 def _track_order(key: tuple):
@@ -34,6 +42,12 @@ def _process_name(host, pid) -> str:
     return f"{name} (pid {pid})" if name else f"pid {pid}"
 
 
+def track_names_process(host, key: tuple) -> str:
+    """track_names(host, key)[0]."""
+    kind, owner, _ = key
+    return f"GPU {owner}" if kind == "stream" else _process_name(host, owner)
+
+
 def track_names(host, key: tuple) -> tuple[str, str]:
     """(process group, track) names of a host-trace track key, as the PyTorch profiler's
     trace names them in Perfetto: `python3 (pid 803)` / `thread 803 (python3)`, and
@@ -46,6 +60,208 @@ def track_names(host, key: tuple) -> tuple[str, str]:
     if kind == "nvtx":
         return _process_name(host, owner), f"NVTX ({thread})"
     return _process_name(host, owner), thread
+
+
+class _Ordered:
+    """keys[order[i]] as item i, read when asked (no list of every key)."""
+
+    def __init__(self, keys, order: np.ndarray):
+        self.keys, self.order = keys, order
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __getitem__(self, i):
+        return self.keys[int(self.order[i])]
+
+    def __iter__(self):
+        return map(self.keys.__getitem__, self.order.tolist())
+
+
+def _int_column(values) -> np.ndarray | None:
+    """Python ints (no bools, none past int64) as int64; None otherwise."""
+    if not set(map(type, values)) <= {int}:
+        return None
+    try:
+        column = np.array(values, np.int64)
+    except OverflowError:
+        return None
+    return column
+
+
+class _Keys:
+    """Track keys (kind, owner, lane) as columns where owners and lanes are all ints."""
+
+    def __init__(self, keys):
+        self.keys = keys
+        n = len(keys)
+        if isinstance(keys, TrackKeys):
+            self.owner, self.lane = keys.owner, keys.lane
+            self.stream = np.array([k == "stream" for k in keys.kinds] + [False])[keys.kind]
+            self.nvtx = np.array([k == "nvtx" for k in keys.kinds] + [False])[keys.kind]
+            return
+        kinds = list(map(itemgetter(0), keys))
+        self.owner, self.lane = _int_column(list(map(itemgetter(1), keys))), _int_column(list(map(itemgetter(2), keys)))
+        self.stream = np.fromiter(map(partial(eq, "stream"), kinds), bool, n)
+        self.nvtx = np.fromiter(map(partial(eq, "nvtx"), kinds), bool, n)
+
+    @property
+    def ints(self) -> bool:
+        return self.owner is not None and self.lane is not None
+
+    def order(self, used: np.ndarray) -> np.ndarray:
+        """`used` sorted by _track_order of their keys (stably)."""
+        if not self.ints:
+            return np.array(sorted(used.tolist(), key=lambda t: _track_order(self.keys[t])), np.int64)
+        # number_first of an int is (False, v, str(v)): equal ints tie whatever str() says
+        by = np.lexsort((self.nvtx[used], self.lane[used], self.owner[used], self.stream[used]))
+        return used[by]
+
+
+def _whole(value) -> int | None:
+    """The int a thread_names key's part equals (equal numbers hash alike), or None."""
+    if isinstance(value, (bool, int, np.integer)):
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _named(thread_names: dict, owner: np.ndarray, lane: np.ndarray, keys: list) -> np.ndarray:
+    """Whether (owner, lane) of each row is a key of thread_names."""
+    pairs = []
+    for key in thread_names:
+        parts = [_whole(v) for v in key] if isinstance(key, tuple) and len(key) == 2 else [None]
+        if None in parts:
+            if isinstance(key, tuple) and len(key) == 2 and not isinstance(key[0], str) and not isinstance(key[1], str):
+                return np.array([(o, t) in thread_names for _, o, t in keys], bool)  # an odd key: as written
+            continue
+        if all(-(1 << 63) <= v < 1 << 63 for v in parts):
+            pairs.append(parts)
+    if not pairs:
+        return np.zeros(len(owner), bool)
+    named = np.array(pairs, np.int64).reshape(-1, 2)
+    both_owner, oi = np.unique(np.concatenate([owner, named[:, 0]]), return_inverse=True)
+    both_lane, li = np.unique(np.concatenate([lane, named[:, 1]]), return_inverse=True)
+    code = oi.reshape(-1) * len(both_lane) + li.reshape(-1)
+    return np.isin(code[: len(owner)], code[len(owner) :])
+
+
+def _plain(host, keys, columns: _Keys, order_of: np.ndarray) -> np.ndarray:
+    """Whether each group's label is a number's (an int lane >= 0 with no thread name)."""
+    if not columns.ints:
+        return np.zeros(len(order_of), bool)
+    lane = columns.lane[order_of]
+    plain = lane >= 0
+    if host.thread_names:
+        plain &= ~_named(host.thread_names, columns.owner[order_of], lane, keys)
+    return plain
+
+
+def _labels(host, keys, columns: _Keys, order_of: np.ndarray, plain: np.ndarray, groups: np.ndarray) -> Texts:
+    """track_names(host, key)[1] of these groups' keys, pooled: those of a numbered thread
+    or stream with no thread name without a Python string each."""
+    plain = plain[groups]
+    special = groups[~plain]
+    parts = [(np.flatnonzero(~plain), Texts.of([track_names(host, keys[i])[1] for i in special.tolist()]))]
+    if plain.any():
+        at = order_of[groups]
+        lane, stream, nvtx = columns.lane[at], columns.stream[at], columns.nvtx[at]
+        for mask, prefix, suffix in (
+            (stream, "stream ", ""),
+            (nvtx, "NVTX (thread ", ")"),
+            (~stream & ~nvtx, "thread ", ""),
+        ):
+            rows = np.flatnonzero(plain & mask)
+            parts.append((rows, numbered(prefix, lane[rows], suffix)))
+    return Texts.merged(parts, len(groups))
+
+
+def _processes(host, keys: list, columns: _Keys, order_of, live: np.ndarray) -> tuple[dict, np.ndarray]:
+    """Each live group's process (track_names(...)[0]) numbered by first use, and the names."""
+    process_of: dict = {}  # process name -> its number, in order of first use
+    if not columns.ints:
+        numbers = [process_of.setdefault(track_names_process(host, keys[g]), len(process_of)) for g in live.tolist()]
+        return process_of, np.array(numbers, np.int64).reshape(-1)
+    sorted_order = np.asarray(order_of, np.int64)[live]
+    _, owner = np.unique(columns.owner[sorted_order], return_inverse=True)
+    code = owner.reshape(-1) * 2 + columns.stream[sorted_order]
+    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    number = np.zeros(len(first), np.int64)
+    for d in np.argsort(first, kind="stable").tolist():
+        number[d] = process_of.setdefault(track_names_process(host, keys[int(live[first[d]])]), len(process_of))
+    return process_of, number[inverse.reshape(-1)]
+
+
+def _write_tracks(
+    w: TraceWriter, host, group: int, keys, columns: _Keys, order_of: np.ndarray, plain: np.ndarray, lanes: np.ndarray
+) -> np.ndarray:
+    """The tracks new_track would make, lane by lane in group order (each process's
+    track before its first thread's), all at once: the lane tracks' uuids, in order."""
+    live = np.flatnonzero(lanes)
+    process_of, proc = _processes(host, keys, columns, order_of, live)
+    first_g = np.full(len(process_of), len(live), np.int64)
+    np.minimum.at(first_g, proc, np.arange(len(live)))
+    new = np.zeros(len(live), np.int64)
+    new[first_g] = 1
+    count = new + lanes[live]
+    at = np.zeros(len(live), np.int64)
+    np.cumsum(count[:-1], out=at[1:])
+    process_uuid = w._next_uuid + at[first_g]
+    processes = Texts.of(list(process_of))
+    made = np.empty(int(lanes.sum()), np.uint64)
+    done = 0
+    for a in range(0, len(live), TRACK_BATCH):  # a batch of groups at a time: no column of every track
+        b = min(len(live), a + TRACK_BATCH)
+        owner = a + np.repeat(np.arange(b - a), count[a:b])  # each row's index in live
+        is_lane = np.ones(len(owner), bool)
+        is_lane[(at[a:b] - at[a])[new[a:b] == 1]] = False
+        g, p = live[owner], proc[owner]
+        names = Texts.merged(
+            [
+                (np.flatnonzero(~is_lane), processes.pick(p[~is_lane])),
+                (
+                    np.flatnonzero(is_lane),
+                    _labels(host, keys, columns, order_of, plain, live[a:b]).take(owner[is_lane] - a),
+                ),
+            ],
+            len(owner),
+        )
+        parents = np.where(is_lane, process_uuid[p], group)
+        ranks = np.where(is_lane, g, p)
+        uuids = w.track_batch(names, parents, ranks, numbered(f"{group}-", g), merged=is_lane)
+        made[done : done + int(is_lane.sum())] = uuids[is_lane]
+        done += int(is_lane.sum())
+    return made
+
+
+def _interned_packet(seq: int, names: list) -> bytes:
+    """The sequence's first packet, as Trace.packet: the event names, iids from 1, and the
+    category annotation's name, interned; the bytes of the protobuf message's
+    SerializeToString (fields in number order), the names encoded by column."""
+    unnamed = None
+    if None in names:  # a NULL StringIds value: the entry has no name field, as the message leaves it
+        unnamed = np.fromiter((n is None for n in names), bool, len(names))
+        names = ["" if n is None else n for n in names]
+    text = Texts.of(names)
+    entries = []
+    for a in range(0, len(text), TRACK_BATCH):  # a batch at a time: Rows gathers with an int64 a byte
+        b = min(len(text), a + TRACK_BATCH)
+        entry = Rows(b - a).varint_field(INTERN_IID, np.arange(a + 1, b + 1, dtype=np.uint64))
+        present = None if unnamed is None else ~unnamed[a:b]
+        entry.bytes_field(INTERN_NAME, text.chars, text.starts[a:b], text.lengths[a:b], present)
+        entries.append(Rows(b - a).message_field(INTERNED_EVENT_NAMES, entry).tobytes())
+    category = pb.InternedData()
+    category.debug_annotation_names.add(iid=CATEGORY_IID, name="category")
+    interned = b"".join(entries) + category.SerializeToString()
+    packet = b"".join(
+        [
+            tag(PACKET_SEQUENCE_ID, VARINT) + varint_bytes(seq),
+            tag(PACKET_INTERNED_DATA, LEN) + varint_bytes(len(interned)) + interned,
+            tag(PACKET_SEQUENCE_FLAGS, VARINT) + varint_bytes(SEQ_CLEARED),
+        ]
+    )
+    return tag(TRACE_PACKET, LEN) + varint_bytes(len(packet)) + packet
 
 
 def write_host_trace(
@@ -74,34 +290,33 @@ def write_host_trace(
     ev = host.events
     if not len(ev):
         return 0
-    used = np.unique(ev["track"])
-    order_of = sorted(used.tolist(), key=lambda t: _track_order(host.tracks[t]))
-    keys = [host.tracks[t] for t in order_of]
+    if int(ev["track"].min()) >= 0 and int(ev["track"].max()) < len(host.tracks):
+        used = np.flatnonzero(np.bincount(ev["track"], minlength=len(host.tracks)))  # np.unique's, without a sort
+    else:
+        used = np.unique(ev["track"])
+    columns = _Keys(host.tracks)
+    order_of = columns.order(used)
+    keys = _Ordered(host.tracks, order_of)
     rank_of_track = np.zeros(len(host.tracks), np.int64)
     rank_of_track[order_of] = np.arange(len(order_of))
     grp = rank_of_track[ev["track"]]
     start = ev["start_ns"] + shift_ns
     end = np.maximum(ev["dur_ns"], 0)
     end += start
-    processes = {}
+    plain = _plain(host, keys, columns, order_of)
 
-    def new_track(key_index: int) -> int:
-        process, label = track_names(host, keys[key_index])
-        if process not in processes:
-            processes[process] = w.track(process, parent=group, rank=len(processes))
-        return w.track(label, parent=processes[process], merge_key=f"{group}-{key_index}", rank=key_index)
+    def new_tracks(lanes: np.ndarray) -> np.ndarray:
+        return _write_tracks(w, host, group, keys, columns, order_of, plain, lanes)
 
     base = int(start.min())
     if base < 0:  # lanes take times from 0 (shifted before 1970)
-        tracks = lane_tracks(grp, (start - base).astype(np.uint64), (end - base).astype(np.uint64), new_track)
+        tracks = lane_tracks(
+            grp, (start - base).astype(np.uint64), (end - base).astype(np.uint64), new_tracks=new_tracks
+        )
     else:  # the same lanes: they are placed from the least start whatever it is
-        tracks = lane_tracks(grp, start.view(np.uint64), end.view(np.uint64), new_track)
+        tracks = lane_tracks(grp, start.view(np.uint64), end.view(np.uint64), new_tracks=new_tracks)
     seq = w.new_sequence()
-    first = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_CLEARED)
-    for i, name in enumerate(host.names):
-        first.interned_data.event_names.add(iid=i + 1, name=name)
-    first.interned_data.debug_annotation_names.add(iid=CATEGORY_IID, name="category")
-    w.packet(first)
+    w.raw(_interned_packet(seq, host.names))
     del grp
     # Views, not copies (the same bits as astype): a 4x nsys export held two more columns of every event.
     names = ev["name"].astype(np.uint64)

@@ -13,7 +13,6 @@ zero-length slice alone, which is what slice_encoder's packet order needs."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -131,17 +130,30 @@ def _assign_lanes(group, start, end, lanes) -> np.ndarray:
     return lanes
 
 
-@dataclass
 class LaneTracks:
-    of_slice: np.ndarray  # uint64: each slice's lane track
-    first: dict  # group -> the track of its first lane
-    lanes: np.ndarray  # int64 per group (0..max group): how many lanes it has
+    """of_slice: uint64, each slice's lane track; lanes: int64 per group (0..max group),
+    how many lanes it has; first: group -> the track of its first lane (made when read)."""
+
+    def __init__(self, of_slice: np.ndarray, table: np.ndarray, lanes: np.ndarray):
+        self.of_slice, self.lanes, self._table = of_slice, lanes, table
+
+    @property
+    def first(self) -> dict:
+        groups = np.flatnonzero(self.lanes)
+        return dict(zip(groups.tolist(), self._table[groups, 0].tolist()))
 
 
-def lane_tracks(group: np.ndarray, start: np.ndarray, end: np.ndarray, new_track: Callable[[int], int]) -> LaneTracks:
+def lane_tracks(
+    group: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    new_track: Callable[[int], int] | None = None,
+    new_tracks: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> LaneTracks:
     """Lanes for slices (assign_lanes) and a track for each: new_track(g) makes one
     track of group g (>= 0) and returns its uuid; it is called once per lane, group
-    by group in ascending order."""
+    by group in ascending order. Or new_tracks(lanes), given how many lanes each group
+    has, makes them all at once and returns their uuids in that order."""
     group = np.asarray(group, np.int64)
     fast = _native(group, start, end, int(group.max()) + 1) if len(group) and int(group.min()) >= 0 else None
     if fast is not None:
@@ -151,6 +163,13 @@ def lane_tracks(group: np.ndarray, start: np.ndarray, end: np.ndarray, new_track
         lanes = np.zeros(int(group.max()) + 1 if len(group) else 0, np.int64)
         np.maximum.at(lanes, group, lane + 1)
     table = np.zeros((len(lanes), int(lanes.max()) if len(lanes) else 0), np.uint64)
-    for g in np.flatnonzero(lanes).tolist():
-        table[g, : lanes[g]] = [new_track(g) for _ in range(int(lanes[g]))]
-    return LaneTracks(table[group, lane], {g: int(table[g, 0]) for g in np.flatnonzero(lanes).tolist()}, lanes)
+    if new_tracks is not None:
+        made = np.asarray(new_tracks(lanes), np.uint64)
+        rows = np.repeat(np.arange(len(lanes)), lanes)
+        first = np.zeros(len(lanes), np.int64)
+        np.cumsum(lanes[:-1], out=first[1:])
+        table[rows, np.arange(len(rows)) - first[rows]] = made
+    else:
+        for g in np.flatnonzero(lanes).tolist():
+            table[g, : lanes[g]] = [new_track(g) for _ in range(int(lanes[g]))]
+    return LaneTracks(table[group, lane], table, lanes)

@@ -3,6 +3,7 @@ trace file; hands out track uuids and sequence ids."""
 
 from __future__ import annotations
 
+import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from .protowire import Rows, tag, varint_bytes
@@ -10,6 +11,114 @@ from .protowire import Rows, tag, varint_bytes
 TRACE_PACKET_FIELD = 1
 SEQ_CLEARED = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
 SEQ_NEEDS = pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
+PACKET_TRACK_DESCRIPTOR = 60  # TracePacket.track_descriptor
+# perfetto.protos.TrackDescriptor
+TRACK_UUID = 1
+TRACK_NAME = 2
+TRACK_PARENT_UUID = 5
+TRACK_SIBLING_ORDER_RANK = 12
+TRACK_SIBLING_MERGE_BEHAVIOR = 15
+TRACK_SIBLING_MERGE_KEY = 16
+MERGE_BY_KEY = pb.TrackDescriptor.SIBLING_MERGE_BEHAVIOR_BY_SIBLING_MERGE_KEY
+TRACK_BATCH = 1 << 16  # track descriptors encoded at once: a few MB of columns
+
+
+class Texts:
+    """Strings pooled as UTF-8: text i is chars[starts[i] : starts[i] + lengths[i]]
+    (no Python string per text once made)."""
+
+    def __init__(self, chars: np.ndarray, starts: np.ndarray, lengths: np.ndarray):
+        self.chars = np.asarray(chars, np.uint8)
+        self.starts = np.asarray(starts, np.int64)
+        self.lengths = np.asarray(lengths, np.int64)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    @classmethod
+    def of(cls, texts) -> "Texts":
+        """Strings pooled; one that UTF-8 cannot encode (a lone surrogate) raises as its
+        own .encode() does."""
+        texts = texts if isinstance(texts, list) else list(texts)
+        joined = "".join(texts)
+        try:
+            data = joined.encode()
+        except UnicodeEncodeError:
+            data = None
+        if data is not None and len(data) == len(joined):  # ASCII: a byte per character
+            lengths = np.fromiter(map(len, texts), np.int64, len(texts))
+        else:
+            encoded = [t.encode() for t in texts]
+            data = b"".join(encoded)
+            lengths = np.fromiter(map(len, encoded), np.int64, len(texts))
+        starts = np.zeros(len(texts), np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        return cls(np.frombuffer(data, np.uint8), starts, lengths)
+
+    def pick(self, index) -> "Texts":
+        """Texts index[0], index[1], ... in a pool of their own (only their bytes)."""
+        lengths = self.lengths[index]
+        starts = np.zeros(len(lengths), np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        total = int(lengths.sum())
+        at = np.repeat(self.starts[index] - starts, lengths) + np.arange(total)
+        return Texts(self.chars[at], starts, lengths)
+
+    def take(self, index) -> "Texts":
+        """Texts index[0], index[1], ... (the same pool)."""
+        return Texts(self.chars, self.starts[index], self.lengths[index])
+
+    @staticmethod
+    def merged(parts: list, n: int | None) -> "Texts":
+        """One pool of parts (rows, texts): texts[j] becomes text rows[j] of n (rows None:
+        the texts follow the earlier parts' rows, n None: the parts' rows together)."""
+        chars = np.concatenate([t.chars for _, t in parts]) if parts else np.zeros(0, np.uint8)
+        rows_of, at = [], 0
+        for rows, t in parts:
+            rows_of.append(np.arange(at, at + len(t)) if rows is None else np.asarray(rows, np.int64))
+            at = max(at + len(t), int(rows_of[-1].max()) + 1 if len(rows_of[-1]) else at)
+        n = at if n is None else n
+        starts, lengths = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        shift = 0
+        for rows, (_, t) in zip(rows_of, parts):
+            starts[rows], lengths[rows] = t.starts + shift, t.lengths
+            shift += len(t.chars)
+        return Texts(chars, starts, lengths)
+
+    def __getitem__(self, i: int) -> str:
+        a = int(self.starts[i])
+        return self.chars[a : a + int(self.lengths[i])].tobytes().decode()
+
+
+def _decimal(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each non-negative value's decimal digits as (n, width) ASCII right-aligned, and its digit count."""
+    v = np.asarray(values, np.uint64)
+    width = max(1, len(str(int(v.max())))) if len(v) else 1
+    digits = np.empty((len(v), width), np.uint8)
+    count = np.ones(len(v), np.int64)
+    rest = v.copy()
+    for k in range(width - 1, -1, -1):
+        digits[:, k] = (rest % np.uint64(10)).astype(np.uint8) + ord("0")
+        rest //= np.uint64(10)
+        count += (rest != 0) & (k > 0)
+    return digits, count
+
+
+def numbered(prefix: str, values, suffix: str = "") -> Texts:
+    """f"{prefix}{value}{suffix}" of every non-negative integer value, pooled."""
+    digits, count = _decimal(values)
+    head, tail = np.frombuffer(prefix.encode(), np.uint8), np.frombuffer(suffix.encode(), np.uint8)
+    n, width = digits.shape
+    row = np.zeros((n, len(head) + width + len(tail)), np.uint8)
+    row[:, : len(head)] = head
+    row[:, len(head) : len(head) + width] = digits
+    row[:, len(head) + width :] = tail
+    lengths = len(head) + count + len(tail)
+    keep = np.ones(row.shape, bool)
+    keep[:, len(head) : len(head) + width] = np.arange(width)[None, :] >= (width - count)[:, None]
+    starts = np.zeros(n, np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    return Texts(row[keep], starts, lengths)
 
 
 class TraceWriter:
@@ -65,6 +174,36 @@ class TraceWriter:
         self.packet(pb.TracePacket(track_descriptor=desc))
         self.tracks += 1
         return uuid
+
+    def track_batch(self, names: Texts, parents=None, ranks=None, merge_keys: Texts | None = None, merged=None):
+        """n tracks at once, the same bytes as n calls of track(names[i], parent=parents[i],
+        rank=ranks[i], merge_key=merge_keys[i] where merged[i]): their uuids, in order.
+        `parents` and `ranks` (non-negative) are arrays or None (none given); `merged`, a
+        bool mask of the tracks with a merge key (all where None)."""
+        n = len(names)
+        uuids = np.arange(self._next_uuid, self._next_uuid + n, dtype=np.uint64)
+        self._next_uuid += n
+        self.tracks += n
+        for a in range(0, n, TRACK_BATCH):
+            b = min(n, a + TRACK_BATCH)
+            desc = Rows(b - a).varint_field(TRACK_UUID, uuids[a:b])
+            desc.bytes_field(TRACK_NAME, names.chars, names.starts[a:b], names.lengths[a:b])
+            if parents is not None:
+                desc.varint_field(TRACK_PARENT_UUID, np.asarray(parents[a:b], np.uint64))
+            if ranks is not None:
+                desc.varint_field(TRACK_SIBLING_ORDER_RANK, np.asarray(ranks[a:b], np.uint64))
+            if merge_keys is not None:
+                present = None if merged is None else np.asarray(merged[a:b], bool)
+                desc.raw(
+                    tag(TRACK_SIBLING_MERGE_BEHAVIOR, 0) + varint_bytes(MERGE_BY_KEY),
+                    present,
+                )
+                desc.bytes_field(
+                    TRACK_SIBLING_MERGE_KEY, merge_keys.chars, merge_keys.starts[a:b], merge_keys.lengths[a:b], present
+                )
+            pkt = Rows(b - a).message_field(PACKET_TRACK_DESCRIPTOR, desc)
+            self.rows(pkt)
+        return uuids
 
     def size(self) -> int:
         return sum(len(c) for c in self._chunks)

@@ -1,0 +1,291 @@
+"""Tracks made in one batch (TraceWriter.track_batch, host tracks' columns) write the
+same bytes as tracks made one at a time (TraceWriter.track, the per-key Python of
+host_tracks): random track sets with duplicate, empty, non-ASCII and
+surrogate-escaped names; host traces of int and text pids and tids, thread and
+process names, as lists of tuples and as TrackKeys."""
+
+import numpy as np
+import pytest
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+from gpuobs.host_traces.trace import EVENT, KERNEL, TrackKeys, assemble, first_use_order
+from gpuobs.perfetto_export import host_tracks
+from gpuobs.perfetto_export.clock import REALTIME
+from gpuobs.perfetto_export.lanes import lane_tracks
+from gpuobs.perfetto_export.slice_encoder import Slices, write_slices
+from gpuobs.perfetto_export.trace_writer import SEQ_CLEARED, Texts, TraceWriter, numbered
+from gpuobs.safe_text import readable
+
+ODD = [
+    "",
+    " ",
+    "a",
+    "thread 7",
+    "é",
+    "漢字",
+    "\U0001f600",
+    readable("\udcff"),
+    readable("x\ud800y"),
+    "a\x00b",
+    "a" * 300,
+]
+
+
+def _names(rng, n):
+    pool = ODD + [f"n{int(i)}" for i in rng.integers(0, 50, 20)]
+    return [pool[int(i)] for i in rng.integers(0, len(pool), n)]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_track_batch_writes_what_track_writes(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 300))
+    names = _names(rng, n)
+    parents = rng.integers(0, 1 << int(rng.integers(1, 63)), n)
+    ranks = rng.integers(0, 1 << int(rng.integers(1, 31)), n)
+    keys = _names(rng, n)
+    merged = rng.random(n) < rng.random()
+    use_parents, use_ranks, use_keys = (bool(b) for b in rng.integers(0, 2, 3))
+    one, batch = TraceWriter(), TraceWriter()
+    for w in (one, batch):
+        w.track("before")
+    for i in range(n):
+        one.track(
+            names[i],
+            parent=int(parents[i]) if use_parents else None,
+            rank=int(ranks[i]) if use_ranks else None,
+            merge_key=keys[i] if use_keys and merged[i] else None,
+        )
+    uuids = batch.track_batch(
+        Texts.of(names),
+        parents if use_parents else None,
+        ranks if use_ranks else None,
+        Texts.of(keys) if use_keys else None,
+        merged if use_keys else None,
+    )
+    for w in (one, batch):
+        w.track("after")
+    assert b"".join(one._chunks) == b"".join(batch._chunks)
+    assert uuids.tolist() == list(range(2, 2 + n)) and one.tracks == batch.tracks == n + 2
+
+
+def test_track_batch_batches_of_descriptors_join(monkeypatch):
+    rng = np.random.default_rng(5)
+    names = _names(rng, 1000)
+    one, batch = TraceWriter(), TraceWriter()
+    for name in names:
+        one.track(name, rank=3)
+    monkeypatch.setattr("gpuobs.perfetto_export.trace_writer.TRACK_BATCH", 7)
+    batch.track_batch(Texts.of(names), ranks=np.full(len(names), 3))
+    assert b"".join(one._chunks) == b"".join(batch._chunks)
+
+
+def test_a_surrogate_fails_as_one_track_does():
+    with pytest.raises(UnicodeEncodeError):
+        TraceWriter().track("a\udcffb")
+    with pytest.raises(UnicodeEncodeError):
+        TraceWriter().track_batch(Texts.of(["ok", "a\udcffb"]))
+
+
+def test_texts_numbered_and_merged():
+    values = np.array([0, 7, 10, 99, 100, 123456789012, 1 << 62])
+    t = numbered("thread ", values, ")")
+    assert [t[i] for i in range(len(t))] == [f"thread {v})" for v in values.tolist()]
+    a, b = Texts.of(["x", "é", ""]), Texts.of(["漢", "yy"])
+    m = Texts.merged([(np.array([4, 0, 2]), a), (np.array([1, 3]), b)], 5)
+    assert [m[i] for i in range(5)] == ["é", "漢", "", "yy", "x"]
+    m = Texts.merged([(np.arange(3), a), (None, b)], None)
+    assert [m[i] for i in range(5)] == ["x", "é", "", "漢", "yy"]
+
+
+def _one_at_a_time(w, host, related):
+    """write_host_trace as it was: tracks sorted and made one at a time in Python."""
+    group = w.track(_title(host).decode(), description=_desc(host, related).decode())
+    ev = host.events
+    used = np.unique(ev["track"])
+    order_of = sorted(used.tolist(), key=lambda t: host_tracks._track_order(host.tracks[t]))
+    keys = [host.tracks[t] for t in order_of]
+    rank_of_track = np.zeros(len(host.tracks), np.int64)
+    rank_of_track[order_of] = np.arange(len(order_of))
+    grp = rank_of_track[ev["track"]]
+    start = ev["start_ns"].copy()
+    end = start + np.maximum(ev["dur_ns"], 0)
+    processes = {}
+
+    def new_track(key_index):
+        process, label = host_tracks.track_names(host, keys[key_index])
+        if process not in processes:
+            processes[process] = w.track(process, parent=group, rank=len(processes))
+        return w.track(label, parent=processes[process], merge_key=f"{group}-{key_index}", rank=key_index)
+
+    tracks = lane_tracks(grp, start.view(np.uint64), end.view(np.uint64), new_track)
+    seq = w.new_sequence()
+    first = pb.TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_CLEARED)
+    for i, name in enumerate(host.names):
+        first.interned_data.event_names.add(iid=i + 1, name=name)
+    first.interned_data.debug_annotation_names.add(iid=host_tracks.CATEGORY_IID, name="category")
+    w.packet(first)
+    names = ev["name"].astype(np.uint64) + np.uint64(1)
+    slices = Slices(tracks.of_slice, start.view(np.uint64), end.view(np.uint64), names)
+    slices.choice_arg(host_tracks.CATEGORY_IID, [c.encode() for c in host.categories], ev["category"])
+    write_slices(w, slices, seq, clock_id=REALTIME if related else None)
+
+
+def _host(rng, keys, thread_names, process_names, columns=False):
+    n = int(rng.integers(1, 400))
+    events = np.zeros(n, EVENT)
+    events["start_ns"] = rng.integers(0, 10**6, n)
+    events["dur_ns"] = rng.integers(0, 10**5, n)
+    events["track"] = rng.integers(0, len(keys), n)
+    names = _names(rng, 30)
+    events["name"] = rng.integers(0, len(names), n)
+    events["category"] = rng.integers(0, 3, n)
+    tracks = keys
+    if columns:
+        kinds = ("stream", "thread", "nvtx")
+        tracks = TrackKeys(
+            kinds, [kinds.index(k) for k, _, _ in keys], [o for _, o, _ in keys], [t for _, _, t in keys]
+        )
+    return assemble(
+        "/x/run.sqlite",
+        "nsys",
+        events,
+        np.zeros(0, KERNEL),
+        names,
+        tracks,
+        ["kernel", "cpu_op", "nvtx"],
+        thread_names,
+        process_names=process_names,
+    )
+
+
+def _keys(rng, ints: bool):
+    n = int(rng.integers(1, 120))
+    kinds = ["stream", "thread", "nvtx"] if ints else ["stream", "thread", "nvtx", "other"]
+    owners = [0, 1, 803, 804, 2**40] if ints else [0, 1, 803, "Spans", "GPU 0", "", 2**70, True, -3]
+    lanes = [0, 1, 7, 803, 9999, 2**33, -1] if ints else [0, 7, "main", "", -5, 2**70, True, 1.5]
+    keys = {
+        (kinds[int(a)], owners[int(b)], lanes[int(c)])
+        for a, b, c in zip(*(rng.integers(0, len(x), n) for x in (kinds, owners, lanes)))
+    }
+    keys = sorted(keys, key=repr)
+    rng.shuffle(keys)
+    return [tuple(k) for k in keys]
+
+
+def _names_of(rng, keys, share):
+    thread_names = {}
+    for _, o, t in keys:
+        if rng.random() < share:
+            thread_names[(o, t)] = _names(rng, 1)[0] + (" " if rng.random() < 0.2 else "")
+    if rng.random() < 0.3:
+        thread_names[(12345, 54321)] = "nobody"
+    process_names = {o: _names(rng, 1)[0] for _, o, _ in keys if rng.random() < share}
+    return thread_names, process_names
+
+
+@pytest.mark.parametrize("seed", range(24))
+@pytest.mark.parametrize("ints", [True, False])
+def test_host_tracks_write_what_one_at_a_time_wrote(seed, ints):
+    rng = np.random.default_rng(seed)
+    keys = _keys(rng, ints)
+    thread_names, process_names = _names_of(rng, keys, float(rng.choice([0.0, 0.3, 1.0])))
+    if ints and rng.random() < 0.3:  # keys equal to an int key: a float, a bool
+        thread_names[(float(keys[0][1]), keys[0][2])] = "as a float"
+        thread_names[(True, 1)] = "as a bool"
+    for columns in [False, True] if ints else [False]:
+        host = _host(np.random.default_rng(seed), keys, dict(thread_names), dict(process_names), columns)
+        want, got = TraceWriter(), TraceWriter()
+        _one_at_a_time(want, host, True)
+        host_tracks.write_host_trace(got, host, True)
+        want_bytes, got_bytes = b"".join(want._chunks), b"".join(got._chunks)
+        assert got_bytes == want_bytes
+
+
+def _title(host):
+    return f"Nsight Systems run: {host.path.rsplit('/', 1)[-1]}".encode()
+
+
+def _desc(host, related):
+    how = (
+        "on its own REALTIME clock"
+        if related
+        else "with no clock relation in this trace: trace time is its raw REALTIME ns"
+    )
+    return (
+        f"{host.path}: a separate, uninstrumented run (Nsight Systems), {how}. "
+        f"0 of its 0 kernels matched gpuobs launches (name, grid, block, order)."
+    ).encode()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_host_tracks_in_small_batches_of_groups(seed, monkeypatch):
+    rng = np.random.default_rng(100 + seed)
+    keys = _keys(rng, True)
+    thread_names, process_names = _names_of(rng, keys, 0.3)
+    host = _host(np.random.default_rng(seed), keys, thread_names, process_names, True)
+    want, got = TraceWriter(), TraceWriter()
+    _one_at_a_time(want, host, False)
+    monkeypatch.setattr(host_tracks, "TRACK_BATCH", int(rng.integers(1, 5)))
+    host_tracks.write_host_trace(got, host, False)
+    assert b"".join(got._chunks) == b"".join(want._chunks)
+
+
+@pytest.mark.parametrize("big", [0, 1 << 28, 1 << 40])
+def test_track_keys_distinct_by_code_and_by_sort(big):
+    rng = np.random.default_rng(big % 97)
+    kind, owner, lane = rng.integers(0, 3, 5000), rng.integers(0, 40, 5000) + big, rng.integers(0, 60, 5000)
+    keys, index = TrackKeys.distinct(("stream", "thread", "nvtx"), kind, owner, lane)
+    rows = list(zip(kind.tolist(), owner.tolist(), lane.tolist()))
+    assert [(keys.kinds.index(k), o, t) for k, o, t in keys] == sorted(set(rows))
+    assert [keys[i] for i in index.tolist()] == [(keys.kinds[k], o, t) for k, o, t in rows]
+
+
+@pytest.mark.parametrize("big", [0, 1 << 30])
+def test_track_keys_of_parts_as_distinct_of_them_all(big):
+    rng = np.random.default_rng(big % 89)
+    parts = [
+        (k, rng.integers(0, 30, m) + big * (k == 0), rng.integers(0, 30, m)) for k, m in ((0, 500), (1, 0), (2, 700))
+    ]
+    got, got_index = TrackKeys.of_parts(("stream", "thread", "nvtx"), parts)
+    kind = np.concatenate([np.full(len(p[1]), p[0]) for p in parts])
+    owner, lane = (np.concatenate([p[i] for p in parts]) for i in (1, 2))
+    want, want_index = TrackKeys.distinct(("stream", "thread", "nvtx"), kind, owner, lane)
+    assert got == list(want) and got_index.tolist() == want_index.tolist()
+
+
+def test_track_keys_read_as_their_tuples():
+    keys, index = TrackKeys.distinct(("stream", "thread"), [1, 0, 1, 1], [5, 2, 5, 3], [7, 9, 7, 1])
+    assert list(keys) == [("stream", 2, 9), ("thread", 3, 1), ("thread", 5, 7)] == keys
+    assert [keys[i] for i in index.tolist()] == [("thread", 5, 7), ("stream", 2, 9), ("thread", 5, 7), ("thread", 3, 1)]
+    codes = np.array([2, 2, 0, 1, 0])
+    rank, ordered = first_use_order(codes, keys)
+    want_rank, want = first_use_order(codes, list(keys))
+    assert rank.tolist() == want_rank.tolist() and list(ordered) == want
+
+
+@pytest.mark.parametrize("count", [0, 1, 200])
+@pytest.mark.parametrize("batch", [7, 1 << 16])
+def test_interned_names_packet_is_the_messages(count, batch, monkeypatch):
+    monkeypatch.setattr(host_tracks, "TRACK_BATCH", batch)
+    names = _names(np.random.default_rng(count), count)
+    if count > 1:
+        names[::3] = [None] * len(names[::3])  # a NULL StringIds value: no name field
+    first = pb.TracePacket(trusted_packet_sequence_id=7, sequence_flags=SEQ_CLEARED)
+    for i, name in enumerate(names):
+        first.interned_data.event_names.add(iid=i + 1, name=name)
+    first.interned_data.debug_annotation_names.add(iid=host_tracks.CATEGORY_IID, name="category")
+    want = TraceWriter()
+    want.packet(first)
+    assert host_tracks._interned_packet(7, names) == b"".join(want._chunks)
+
+
+def test_field_numbers_are_the_protos():
+    track = pb.TrackDescriptor.DESCRIPTOR.fields_by_name
+    assert [track[f].number for f in ("uuid", "name", "parent_uuid", "sibling_order_rank")] == [1, 2, 5, 12]
+    assert [track[f].number for f in ("sibling_merge_behavior", "sibling_merge_key")] == [15, 16]
+    assert pb.TracePacket.DESCRIPTOR.fields_by_name["track_descriptor"].number == 60
+    assert pb.TracePacket.DESCRIPTOR.fields_by_name["interned_data"].number == host_tracks.PACKET_INTERNED_DATA
+    assert pb.InternedData.DESCRIPTOR.fields_by_name["event_names"].number == host_tracks.INTERNED_EVENT_NAMES
+    event_name = pb.EventName.DESCRIPTOR.fields_by_name
+    assert (event_name["iid"].number, event_name["name"].number) == (host_tracks.INTERN_IID, host_tracks.INTERN_NAME)
