@@ -73,16 +73,7 @@ def test_numpy_pairing_is_the_plain_one(seed):
 
 def renumbered_every_column(rec, table, timed, host):
     """_key_codes as it was: each column folded in and the pairs renumbered densely at once."""
-    names: dict = {}
-    my_names = np.array([names.setdefault(table.name[i], len(names)) for i in timed.tolist()], np.int64)
-    their = np.array([names.setdefault(n, len(names)) for n in host.names] + [0], np.int64)
-    k, launches = host.kernels, rec.launches
-    columns = [
-        (launches["device_index"][timed], k["device"]),
-        (my_names, their[k["name"]]),
-        *((launches["grid"][timed, i], k["grid"][:, i]) for i in range(3)),
-        *((launches["block"][timed, i], k["block"][:, i]) for i in range(3)),
-    ]
+    k, columns = host.kernels, matching.key_columns(rec, table, timed, host)
     code = np.zeros(len(timed) + len(k), np.int64)
     for mine, theirs in columns:
         values, column = np.unique(

@@ -59,19 +59,26 @@ def match_kernels(rec: Recording, table: LaunchTable, host) -> KernelMatch:
     return result
 
 
-def _key_codes(rec: Recording, table: LaunchTable, timed: np.ndarray, host) -> tuple[np.ndarray, np.ndarray]:
-    """One code per key (device, kernel name, grid, block), of our timed launches and
-    of the other run's kernels: equal codes, equal keys."""
+def key_columns(rec: Recording, table: LaunchTable, timed: np.ndarray, host) -> list[tuple]:
+    """The key's columns (device, kernel name, grid, block), each as (ours of the timed
+    launches, the other run's kernels'), names numbered alike on both sides."""
     names: dict = {}
     my_names = np.array([names.setdefault(table.name[i], len(names)) for i in timed.tolist()], np.int64)
     their_name_codes = np.array([names.setdefault(n, len(names)) for n in host.names] + [0], np.int64)
     k, launches = host.kernels, rec.launches
-    columns = [
+    return [
         (launches["device_index"][timed], k["device"]),
         (my_names, their_name_codes[k["name"]]),
         *((launches["grid"][timed, i], k["grid"][:, i]) for i in range(3)),
         *((launches["block"][timed, i], k["block"][:, i]) for i in range(3)),
     ]
+
+
+def _key_codes(rec: Recording, table: LaunchTable, timed: np.ndarray, host) -> tuple[np.ndarray, np.ndarray]:
+    """One code per key (device, kernel name, grid, block), of our timed launches and
+    of the other run's kernels: equal codes, equal keys."""
+    k = host.kernels
+    columns = key_columns(rec, table, timed, host)
     # folded in a column at a time as digits of one number (each column's values
     # ranked), renumbered densely only where the next digit would not fit and at the
     # end: a few int64 per row held, not a key matrix. Ranks of ranks keep the order
