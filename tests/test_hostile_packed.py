@@ -87,17 +87,22 @@ def test_a_lying_packed_chunk_is_refused_in_one_line(tmp_path, case):
     assert salvaged.damage.offset == offset and salvaged.launches.tobytes() == LAUNCHES.tobytes()
 
 
+def _peak_of_refused_load(path, match: str) -> int:
+    """Python's peak allocation while gpuobs.load refuses `path` with a CorruptChunk matching `match`."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(CorruptChunk, match=match):
+            gpuobs.load(path)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def test_a_huge_raw_length_is_refused_before_it_is_allocated(tmp_path):
     path = tmp_path / "r.gpuobs"
     stream = zlib.compress(bytes(1 << 20), 9)  # 1 MB of zeros: about 1 KB of stream
     _recording(path, _header((1032 * len(stream) // 80 + 1) * 80) + stream)  # whole rows, just past the limit
-    tracemalloc.start()
-    try:
-        with pytest.raises(CorruptChunk, match="is more than deflate's 1032:1"):
-            gpuobs.load(path)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = _peak_of_refused_load(path, "is more than deflate's 1032:1")
     assert peak < 4 * path.stat().st_size + (16 << 20), peak
 
 
@@ -105,13 +110,7 @@ def test_a_stream_that_inflates_past_raw_length_is_stopped_there(tmp_path):
     """A bomb (64 MB of zeros in 64 KB) that declares 1 MB: inflating stops a byte past 1 MB."""
     path = tmp_path / "r.gpuobs"
     _recording(path, _header(80 * 13_107) + zlib.compress(bytes(64 << 20), 9))
-    tracemalloc.start()
-    try:
-        with pytest.raises(CorruptChunk, match="inflates past raw_length"):
-            gpuobs.load(path)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = _peak_of_refused_load(path, "inflates past raw_length")
     assert peak < 4 * path.stat().st_size + (8 << 20), peak
 
 

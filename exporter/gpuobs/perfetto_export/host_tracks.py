@@ -53,13 +53,12 @@ def track_names(host, key: tuple) -> tuple[str, str]:
     trace names them in Perfetto: `python3 (pid 803)` / `thread 803 (python3)`, and
     `GPU 0` / `stream 7`; names from the trace's process_name and thread_name metadata."""
     kind, owner, lane = key
+    process = track_names_process(host, key)
     thread = str(host.thread_names.get((owner, lane), "")).strip()
     if kind == "stream":
-        return f"GPU {owner}", thread or f"stream {lane}"
+        return process, thread or f"stream {lane}"
     thread = thread or (f"thread {lane}" if isinstance(lane, int) else str(lane))
-    if kind == "nvtx":
-        return _process_name(host, owner), f"NVTX ({thread})"
-    return _process_name(host, owner), thread
+    return process, f"NVTX ({thread})" if kind == "nvtx" else thread
 
 
 class _Ordered:

@@ -158,8 +158,8 @@ def lane_tracks(
     fast = _native(group, start, end, int(group.max()) + 1) if len(group) and int(group.min()) >= 0 else None
     if fast is not None:
         lane, lanes = fast
-    else:
-        lane = assign_lanes(group, start, end)
+    else:  # the numpy path (the one C pass above already declined these slices)
+        lane = _assign_lanes(group, start, end, np.zeros(len(group), np.int64)) if len(group) else group
         lanes = np.zeros(int(group.max()) + 1 if len(group) else 0, np.int64)
         np.maximum.at(lanes, group, lane + 1)
     table = np.zeros((len(lanes), int(lanes.max()) if len(lanes) else 0), np.uint64)

@@ -208,19 +208,28 @@ size_t gpuobs_encode_slices(uint8_t* out, const struct gpuobs_slice_packets* pac
     return total;
 }
 
+/* First fit, the one rule of both lane passes: the lowest of the group's *used lanes
+ * free at s (free_at[k] <= s), else a new one, busy from then until e; -1 where a new
+ * one would pass max_lanes. */
+static inline long first_fit(uint64_t* free_at, long* used, long max_lanes, uint64_t s, uint64_t e) {
+    long k = 0;
+    while (k < *used && free_at[k] > s) ++k;
+    if (k == *used) {
+        if (*used == max_lanes) return -1;
+        ++*used;
+    }
+    free_at[k] = e;
+    return k;
+}
+
 /* native_encoder.h says what it does. */
 long gpuobs_assign_lanes(size_t n, const int64_t* group, const uint64_t* start, const uint64_t* end, int64_t* lane_out,
                          uint64_t* lane_free_at, long max_lanes) {
     long width = 0, used = 0;
     for (size_t i = 0; i < n; ++i) {
         if (i == 0 || group[i] != group[i - 1]) used = 0; /* a new group: no lane taken yet */
-        long k = 0;
-        while (k < used && lane_free_at[k] > start[i]) ++k;
-        if (k == used) {
-            if (used == max_lanes) return GPUOBS_LANES_TOO_MANY;
-            ++used;
-        }
-        lane_free_at[k] = end[i];
+        const long k = first_fit(lane_free_at, &used, max_lanes, start[i], end[i]);
+        if (k < 0) return GPUOBS_LANES_TOO_MANY;
         lane_out[i] = k;
         if (used > width) width = used;
     }
@@ -468,17 +477,12 @@ long gpuobs_lanes(size_t n, const int64_t* group, const uint64_t* start, const u
     for (size_t j = 0; walk_next(&w, &i, &key); ++j, previous = key) {
         if (j == 0 || (key >> bits) != (previous >> bits)) used = 0; /* a new group: no lane taken yet */
         uint64_t s = key & mask, e = ((end[i] - base) << 1) + 1 + (uint64_t)(start[i] == end[i]);
-        long k = 0;
-        while (k < used && free_at[k] > s) ++k;
-        if (k == used) {
-            if (used == max_lanes) {
-                width = GPUOBS_LANES_TOO_MANY;
-                goto done;
-            }
-            ++used;
-            if (lanes_per_group[group[i]] < used) lanes_per_group[group[i]] = used;
+        const long k = first_fit(free_at, &used, max_lanes, s, e);
+        if (k < 0) {
+            width = GPUOBS_LANES_TOO_MANY;
+            goto done;
         }
-        free_at[k] = e;
+        if (lanes_per_group[group[i]] < used) lanes_per_group[group[i]] = used;
         lane_out[i] = k;
         if (used > width) width = used;
     }
