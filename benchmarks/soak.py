@@ -185,6 +185,12 @@ def accounting(path: Path) -> dict:
         if block_mode and int(f["attempted"]) + sampled.get(key, 0) != counted:
             uncounted.append(key)
     totals = rec.totals
+    # The budget is a rate over the recording, which runs from the device's first
+    # clock sample (its context's setup, when the sampler starts) to its last flush:
+    # longer than the soak's timed loop by the warm-up before it and the exit after.
+    span_s = 0.0
+    if len(flushes) and len(rec.clock_samples):
+        span_s = (int(flushes["host_time_ns"].max()) - int(rec.clock_samples["monotonic_before"].min())) / 1e9
     budget = int(rec.sampling["budget_bytes_per_s"][-1]) if len(rec.sampling) else 0
     burst = int(rec.sampling["burst_bytes"][-1]) if len(rec.sampling) else 0
     return {
@@ -199,6 +205,7 @@ def accounting(path: Path) -> dict:
         "dropped": totals["dropped"],
         "sampled_out": totals["sampled_out"],
         "events_in_file": events,
+        "recording_span_s": round(span_s, 2),
         "budget_bytes_per_s": budget,
         "burst_bytes": burst,
     }
@@ -230,7 +237,8 @@ def summarise(run: Run, args) -> dict:
     except Exception as exc:  # a recording that cannot be read is a result, not a crash of the soak
         out["accounting_error"] = str(exc)[:500]
     budget = out.get("budget_bytes_per_s", 0)
-    allowed_mb = (budget * duration + out.get("burst_bytes", 0)) / 2**20 if budget else None
+    span = out.get("recording_span_s") or duration
+    allowed_mb = (budget * span + out.get("burst_bytes", 0)) / 2**20 if budget else None
     out["file_allowed_mb"] = round(allowed_mb, 1) if allowed_mb else None
     out["checks"] = {
         "rss_flat": abs(out["rss_growth"]) <= RSS_FLAT,

@@ -186,19 +186,26 @@ void Drainer::classify_events(const std::vector<uint8_t>& selected, gpuobs_flush
 void Drainer::write_flush_chunks(const std::vector<gpuobs_launch>& launches,
                                  const std::vector<gpuobs_launch_count>& counts, gpuobs_flush_info& info,
                                  const gpuobs_sampling_info& sampling) {
+    uint64_t bytes = 0;
     if (!launches.empty())
-        file_.write_table_chunk(GPUOBS_CHUNK_LAUNCHES, {nullptr, 0},
-                                {launches.data(), launches.size() * sizeof(gpuobs_launch)}, sizeof(gpuobs_launch),
-                                &pack_buffers_);
+        bytes += file_.write_table_chunk(GPUOBS_CHUNK_LAUNCHES, {nullptr, 0},
+                                         {launches.data(), launches.size() * sizeof(gpuobs_launch)},
+                                         sizeof(gpuobs_launch), &pack_buffers_);
     info.launch_count_len = (uint32_t)counts.size();
-    file_.write_table_chunk(GPUOBS_CHUNK_FLUSH, {&info, sizeof info},
-                            {counts.data(), counts.size() * sizeof(gpuobs_launch_count)}, sizeof(gpuobs_launch_count),
-                            &pack_buffers_);
+    bytes += file_.write_table_chunk(GPUOBS_CHUNK_FLUSH, {&info, sizeof info},
+                                     {counts.data(), counts.size() * sizeof(gpuobs_launch_count)},
+                                     sizeof(gpuobs_launch_count), &pack_buffers_);
     if (gpuobs_mode_has(config_.mode, GPUOBS_TRAIT_WARP_ARRIVALS))
-        file_.write_chunk(GPUOBS_CHUNK_SLOTS, {{&slots_info_, sizeof slots_info_}});
-    if (writes_records(config_.mode)) file_.write_chunk(GPUOBS_CHUNK_SAMPLING, {{&sampling, sizeof sampling}});
-    if (!staging_.empty())
-        file_.write_events(device_index_, info.flush_seq, staging_.data(), (uint32_t)staging_.size());
+        bytes += file_.write_chunk(GPUOBS_CHUNK_SLOTS, {{&slots_info_, sizeof slots_info_}});
+    if (writes_records(config_.mode)) bytes += file_.write_chunk(GPUOBS_CHUNK_SAMPLING, {{&sampling, sizeof sampling}});
+    if (!staging_.empty()) {
+        // The records were charged when claimed; the chunk's header and padding were not.
+        const uint64_t written =
+            file_.write_events(device_index_, info.flush_seq, staging_.data(), (uint32_t)staging_.size());
+        const uint64_t records = (uint64_t)staging_.size() * sizeof(gpuobs_event);
+        bytes += written > records ? written - records : 0;
+    }
+    table_bytes_ += bytes;
 }
 
 // Cut: the launches since the last window, and where every stripe's claims stand.

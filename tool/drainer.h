@@ -127,6 +127,10 @@ public:
     uint64_t windows_released() const { return windows_released_.load(); }
     // The rings' drained positions as of the last drain: what fill measurements read against.
     void drained_views(std::vector<uint64_t>* events, std::vector<uint64_t>* arrivals);
+    // Bytes this context's flushes wrote besides the records themselves (launch
+    // tables, flush records, chunk headers): the data budget charges them too, so
+    // that the file, not only its records, keeps to it.
+    uint64_t table_bytes() const { return table_bytes_.load(); }
     // The next drain takes a clock sample (the context's last flush takes one).
     void sample_clock_next() { last_clock_sample_ns_ = 0; }
     // Holds off every drain for the caller's scope (the context's teardown).
@@ -209,6 +213,7 @@ private:
     // Windows whose ring positions are free again (limits raised), which comes
     // before their records are classified and written.
     std::atomic<uint64_t> windows_released_{0};
+    std::atomic<uint64_t> table_bytes_{0};  // see table_bytes()
 
     // The drained positions as of the last drain (a leaf lock).
     std::mutex drained_mu_;

@@ -94,6 +94,13 @@ bool PressureValve::plan_blocks(const uint32_t grid[3], const uint32_t block[3])
     // Memory modes write an unknown number of records per block: the plan only
     // paces their measurements, and what is measured decides.
     fill_.plan(share);
+    // Snapshots are spaced by the even share: the worst-case share above is 10x the
+    // even one for a 256-block grid, which spent the eight slots on the first 32
+    // of a 1,000-launch storm (H100, 2026-12-06) while the host was still queueing.
+    planned_even_ += std::max(even_share(blocks, stripe_count),
+                              gpuobs_mode_has(mode, GPUOBS_TRAIT_WARP_ARRIVALS)
+                                  ? even_share(warps, stripe_count) / GPUOBS_WARP_ARRIVALS_PER_EVENT
+                                  : 0);
     return fill_.needs_relief() || fill_.measure_due();  // past half: a measurement at every launch
 }
 
@@ -382,8 +389,8 @@ void PressureValve::maybe_snapshot(CUstream stream, uint64_t stream_key) {
     uint64_t planned;
     {
         std::lock_guard<std::mutex> lock(plan_mu_);
-        planned = fill_.planned;
-        if (planned - planned_at_snapshot_ < std::max<uint64_t>(arena_->stripe_capacity / 8, 1)) return;
+        planned = planned_even_;
+        if (planned - planned_at_snapshot_ < snapshot_spacing(arena_->stripe_capacity)) return;
     }
     uint64_t launches = 0;
     if (!launches_.snapshot_point(stream_key, &launches)) {

@@ -58,7 +58,8 @@ public:
     // After a launch API call returns (the driver holds none of its locks): asks for
     // a measurement when one is due, and when this stream is the only one with
     // launches in flight, all this thread's, queues an in-stream snapshot of the
-    // claim counters behind them every eighth of a stripe planned, so that the rings
+    // claim counters behind them every eighth of a stripe planned at the even share
+    // (snapshot_spacing: the slots then span a ring as the device fills it), so that the rings
     // drain while the program goes on; the program never waits. Lossless: past three
     // quarters of a stripe, waits for a drain in progress, and when none is left to
     // free room, waits (2 s at most) for that stream to go idle: a quiet point of the
@@ -142,7 +143,8 @@ private:
     uint32_t next_snapshot_ = 0, oldest_snapshot_ = 0;
     uint64_t snapshot_seq_ = 0;
     std::atomic<uint32_t> snapshots_queued_{0};
-    uint64_t planned_at_snapshot_ = 0;  // plan_mu_
+    // The even share of every launch planned (plan_mu_): what snapshots are spaced by.
+    uint64_t planned_even_ = 0, planned_at_snapshot_ = 0;
     // What the valve did: the first synchronisation is said, the rest are in
     // GPUOBS_DEBUG's line at the end.
     struct Counts {

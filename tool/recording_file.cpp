@@ -111,8 +111,8 @@ bool RecordingFile::open(const std::string& path, std::string* error) {
     return true;
 }
 
-void RecordingFile::write_locked(uint32_t type, const Part* parts, size_t n, uint32_t flags) {
-    if (file_ == nullptr) return;
+uint64_t RecordingFile::write_locked(uint32_t type, const Part* parts, size_t n, uint32_t flags) {
+    if (file_ == nullptr) return 0;
     gpuobs_chunk_header ch;
     std::memset(&ch, 0, sizeof ch);
     ch.type = type;
@@ -131,29 +131,31 @@ void RecordingFile::write_locked(uint32_t type, const Part* parts, size_t n, uin
                      std::strerror(errno));
         std::fclose(file_);
         file_ = nullptr;
+        return 0;
     }
+    return sizeof ch + ch.length;
 }
 
-void RecordingFile::write_chunk(uint32_t type, std::initializer_list<Part> parts) {
+uint64_t RecordingFile::write_chunk(uint32_t type, std::initializer_list<Part> parts) {
     std::lock_guard<std::mutex> lock(mu_);
-    write_locked(type, parts.begin(), parts.size());
+    return write_locked(type, parts.begin(), parts.size());
 }
 
-void RecordingFile::write_table_chunk(uint32_t type, Part head, Part rows, uint32_t row_size, PackBuffers* buffers) {
+uint64_t RecordingFile::write_table_chunk(uint32_t type, Part head, Part rows, uint32_t row_size,
+                                          PackBuffers* buffers) {
     // Packed before the lock: other threads' chunks (a launch's FUNCTION chunk) never wait for zlib.
     const bool packed =
         packer_ != nullptr && packer_->pack(head.data, head.size, rows.data, rows.size, row_size, buffers);
     std::lock_guard<std::mutex> lock(mu_);
     if (packed) {
         const Part part = {buffers->packed.data(), buffers->packed.size()};
-        write_locked(type, &part, 1, GPUOBS_CHUNK_SHUFFLED_ZLIB);
-    } else {
-        const Part parts[] = {head, rows};
-        write_locked(type, parts, 2);
+        return write_locked(type, &part, 1, GPUOBS_CHUNK_SHUFFLED_ZLIB);
     }
+    const Part parts[] = {head, rows};
+    return write_locked(type, parts, 2);
 }
 
-void RecordingFile::write_events(uint32_t device_index, uint32_t flush_seq, const void* events, uint32_t count) {
+uint64_t RecordingFile::write_events(uint32_t device_index, uint32_t flush_seq, const void* events, uint32_t count) {
     std::lock_guard<std::mutex> lock(mu_);
     gpuobs_events_header eh;
     std::memset(&eh, 0, sizeof eh);
@@ -164,7 +166,7 @@ void RecordingFile::write_events(uint32_t device_index, uint32_t flush_seq, cons
     eh.padding = (uint32_t)((64 - first % 64) % 64);
     static const uint8_t zeros[64] = {0};
     Part parts[] = {{&eh, sizeof eh}, {zeros, eh.padding}, {events, (size_t)count * sizeof(gpuobs_event)}};
-    write_locked(GPUOBS_CHUNK_EVENTS, parts, 3);
+    return write_locked(GPUOBS_CHUNK_EVENTS, parts, 3);
 }
 
 void RecordingFile::close() {

@@ -28,20 +28,22 @@ public:
     bool opened_here() const;
     const std::string& path() const { return path_; }
 
-    void write_chunk(uint32_t type, std::initializer_list<Part> parts);
+    // Each write returns the bytes it added to the file (0 when nothing was written),
+    // so a sampler can charge what the flushes write besides the records.
+    uint64_t write_chunk(uint32_t type, std::initializer_list<Part> parts);
     // Packs LAUNCHES, FLUSH and API_CALLS chunks from now on (chunk_compress.h), where
     // that makes them smaller; `packer` must outlive the file and be ready.
     void set_packer(const ChunkPacker* packer) { packer_ = packer; }
     bool packs() const { return packer_ != nullptr; }
     // A table chunk: `head` (may be empty), then whole rows of row_size bytes. Packed,
     // outside the file's lock, in `buffers` (the calling thread's) when packing is on.
-    void write_table_chunk(uint32_t type, Part head, Part rows, uint32_t row_size, PackBuffers* buffers);
+    uint64_t write_table_chunk(uint32_t type, Part head, Part rows, uint32_t row_size, PackBuffers* buffers);
     // EVENTS chunk: header, zero padding to a 64-byte aligned file offset, events.
-    void write_events(uint32_t device_index, uint32_t flush_seq, const void* events, uint32_t count);
+    uint64_t write_events(uint32_t device_index, uint32_t flush_seq, const void* events, uint32_t count);
     void close();
 
 private:
-    void write_locked(uint32_t type, const Part* parts, size_t n, uint32_t flags = 0);
+    uint64_t write_locked(uint32_t type, const Part* parts, size_t n, uint32_t flags = 0);
     const ChunkPacker* packer_ = nullptr;
     std::mutex mu_;
     FILE* file_ = nullptr;

@@ -20,6 +20,15 @@ inline uint64_t stripe_share(uint64_t blocks, uint32_t stripes) {
     return std::min(blocks, 2 * ((blocks + stripes - 1) / stripes) + 16);
 }
 
+// A launch's blocks spread evenly over the stripes: what the rings take on average.
+inline uint64_t even_share(uint64_t blocks, uint32_t stripes) {
+    return stripes == 0 ? blocks : (blocks + stripes - 1) / stripes;
+}
+
+// In-stream snapshots are queued every this many records of a stripe planned at
+// the even share: eight slots (DeviceArena::kSnapshots) then span one ring.
+inline uint64_t snapshot_spacing(uint64_t stripe_capacity) { return std::max<uint64_t>(stripe_capacity / 8, 1); }
+
 // A launch's blocks, and block_starts' warp arrivals: one per warp past each block's first.
 inline uint64_t grid_blocks(const uint32_t grid[3]) { return (uint64_t)grid[0] * grid[1] * grid[2]; }
 inline uint64_t later_warps(uint64_t blocks, const uint32_t block[3]) {
