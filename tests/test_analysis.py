@@ -1,5 +1,7 @@
 """Launch resolution: events to launches, graph replays, raced launches, per-launch tables."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -189,3 +191,67 @@ def test_flagged_ends_do_not_stretch_their_launch(tmp_path):
     d = decode(tmp_path / "f.pftrace")
     kernels = [s for s in d.slices if d.tracks[s[0]].name == "Kernels"]
     assert sorted(s[4].get("ends_unconfirmed", 0) for s in kernels) == [0, 1]
+
+
+WHILE_GRAPH = Path(__file__).resolve().parent / "data" / "while_graph_block_trace.gpuobs"
+
+
+def test_conditional_body_replays_split_by_the_replays_other_kernels():
+    # A real recording (H100, 2026-12-06, tests/gpu_programs/while_graph.cu: a kernel,
+    # then a WHILE node whose body runs loop_body (96 blocks) and loop_condition 5
+    # times; 4 replays, three in one flush window). Every run shares one grid id and
+    # each run's ends are stamped by the next run's early exits, so the gaps between
+    # runs cut as well as those between replays: the split by gaps gave loop_body
+    # 480, 1, 575, 864 blocks. The kernel before the loop anchors each replay.
+    rec = gpuobs.load(WHILE_GRAPH)
+    table = analysis.launch_table(rec)
+    for kernel, per_replay in (("before_loop", 48), ("loop_body", 96 * 5), ("loop_condition", 5)):
+        rows = [i for i, name in enumerate(table.name) if kernel in name]
+        assert table.blocks_recorded[rows].tolist() == [per_replay] * 4, kernel
+
+
+def _while_replays(anchor_first: bool):
+    """3 replays in one window of a graph with one anchor kernel (8 blocks) and a
+    body kernel (4 blocks) run 3 times: anchor before or after the loop. Every
+    body run's ends are stamped by the next run (unflagged), the way a real body's
+    are, and the device takes 40 us before the third run (a long condition): the
+    widest gap between a body's starts lies inside a replay, not between two."""
+    rows, t = [], 1_000_000
+    for replay in range(3):
+        parts = ["anchor", "body", "body", "body"] if anchor_first else ["body", "body", "body", "anchor"]
+        for step, part in enumerate(parts):
+            n = 8 if part == "anchor" else 4
+            rows += [(part, replay, t + i * 10) for i in range(n)]
+            t += 40_000 if (step == 2 and anchor_first) or (step == 1 and not anchor_first) else 10_000
+        t += 3_000
+    ev = np.zeros(len(rows), schema.EVENT_DTYPE)
+    ev["kind"] = schema.EventKind.BLOCK
+    ev["grid_id"] = [5 if part == "anchor" else 7 for part, _, _ in rows]
+    ev["time_start"] = [start for _, _, start in rows]
+    ev["time_end"] = ev["time_start"] + 12_000  # past the next run's start
+    ev["thread_index"] = ev["exit_count"] = 32
+    _, launches = synthetic.block_trace_events(6, 4, sm_count=4)
+    body_flag = schema.LaunchFlag.CONDITIONAL_BODY
+    for replay in range(3):
+        anchor, body = (
+            launches[2 * replay : 2 * replay + 2] if anchor_first else launches[2 * replay : 2 * replay + 2][::-1]
+        )
+        anchor["grid_id"], body["grid_id"] = 5, 7
+        anchor["grid"], body["grid"] = (8, 1, 1), (4, 1, 1)
+        anchor["flags"], body["flags"] = 1, 1 | body_flag
+        anchor["graph_launch_id"] = body["graph_launch_id"] = 100 + replay
+    launches["launch_id"] = np.arange(1, 7)
+    return ev, launches, [replay for _, replay, _ in rows]
+
+
+@pytest.mark.parametrize("anchor_first", [True, False], ids=["anchor-before-loop", "anchor-after-loop"])
+def test_conditional_body_runs_go_to_the_replay_their_anchor_says(tmp_path, anchor_first):
+    ev, launches, replay_of = _while_replays(anchor_first)
+    path = tmp_path / "w.gpuobs"
+    with RecordingWriter(path) as w:
+        w.launches(launches)
+        w.flush(attempted=len(ev), recorded=len(ev), dropped=0)
+        w.events(ev)
+    rec = gpuobs.load(path)
+    of = analysis.launch_index_of_events(rec)
+    assert (rec.launches["graph_launch_id"][of] - 100).tolist() == replay_of

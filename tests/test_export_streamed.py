@@ -5,6 +5,7 @@ batches; graph replays that share a grid id resolve as they do with every event 
 once; and damage is the error load() gives."""
 
 import io
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -196,3 +197,28 @@ def test_cli_streams_and_writes_the_sample_trace(tmp_path):
     buf = io.BytesIO()
     ex.export([load(DATA / "decode_block_trace.gpuobs")], buf, ex.ExportOptions())
     assert out.read_bytes() == buf.getvalue()
+
+
+@pytest.mark.parametrize("window", ["50us:70us", "785us:800us", "1215us:1230us", "37500us:37520us", "36ms:37ms"])
+def test_time_windows_over_conditional_bodies_are_the_same(monkeypatch, window):
+    """The real while-graph recording (tests/data): a window over a body's runs reads
+    the kernel its replays are split by (the one before the loop) as well, even
+    where none of that kernel's blocks start in the window."""
+    monkeypatch.setattr(windows_module, "ZONE_ROWS", 64)
+    path = Path(__file__).resolve().parent / "data" / "while_graph_block_trace.gpuobs"
+    whole, streamed_trace = _both(path, time_window=window)
+    assert streamed_trace == whole, window
+    # 36-37 ms: replay 3's last body run ends there (stamped late), yet no launch begins in it
+    assert isinstance(whole, bytes) == (window != "36ms:37ms"), whole
+
+
+def test_a_window_over_a_body_reads_its_replays_anchor_kernels():
+    # Zones are read by grid id: a body's grid id alone would leave out the kernels
+    # its replays are split by, and the split would fall back to the gaps.
+    launches = load(Path(__file__).resolve().parent / "data" / "while_graph_block_trace.gpuobs").launches
+    body = (launches["flags"] & schema.LaunchFlag.CONDITIONAL_BODY) != 0
+    body_grids = np.unique(launches["grid_id"][body])
+    anchors = np.unique(launches["grid_id"][~body])
+    read = streamed._with_replay_anchors(launches, body_grids[:1])
+    assert set(read.tolist()) == {int(body_grids[0])} | set(anchors.tolist())
+    assert streamed._with_replay_anchors(launches, anchors).tolist() == anchors.tolist()  # no body read: as it was

@@ -93,11 +93,10 @@ def launch_index_of_events(rec: Recording) -> np.ndarray:
     by_key = np.argsort(lk, kind="stable")
     lk_sorted, order = lk[by_key], index[by_key]
     sub_out = np.full(len(rest), UNRESOLVED, np.int64)
-    blocks = _grid_blocks(launches)
-    _match(sub, in_window, lk_sorted, order, sub_out, np.ones(len(rest), bool), blocks)
+    _match(sub, in_window, lk_sorted, order, sub_out, np.ones(len(rest), bool), launches)
     late = sub_out == UNRESOLVED
     if late.any():
-        _match(sub, next_window, lk_sorted, order, sub_out, late, blocks)
+        _match(sub, next_window, lk_sorted, order, sub_out, late, launches)
     out[rest] = sub_out
     return out
 
@@ -138,15 +137,96 @@ def _grid_blocks(launches) -> np.ndarray:
     return g[:, 0] * g[:, 1] * g[:, 2]
 
 
-def _match(ev, ek, lk_sorted, order, out, wanted, grid_blocks) -> None:
+def _match(ev, ek, lk_sorted, order, out, wanted, launches) -> None:
     left = np.searchsorted(lk_sorted, ek, side="left")
     right = np.searchsorted(lk_sorted, ek, side="right")
     found = wanted & (right > left)
     unique = found & (right - left == 1)
     out[unique] = order[left[unique]]
     shared = np.flatnonzero(found & (right - left > 1))
-    if len(shared):
-        _split_replays(ev, shared, left, right, order, out, grid_blocks)
+    if len(shared) == 0:
+        return
+    groups = {}
+    for i in shared:
+        groups.setdefault((int(left[i]), int(right[i])), []).append(i)
+    body = (launches["flags"] & schema.LaunchFlag.CONDITIONAL_BODY) != 0
+    grid_blocks = _grid_blocks(launches)
+    # Replays of kernels inside conditional bodies last after the others: theirs are
+    # the anchors those are split by.
+    later = []
+    for (lo, hi), members in groups.items():
+        candidates = np.sort(order[lo:hi])  # launch order
+        if body[candidates].all():
+            later.append((np.asarray(members), candidates))
+        else:
+            _split_replays(ev, np.asarray(members), candidates, out, grid_blocks)
+    if later:
+        anchors = _replay_anchors(ev, out, launches, body)
+        for members, candidates in later:
+            if not _split_by_anchors(ev, members, candidates, out, launches, anchors):
+                _split_replays(ev, members, candidates, out, grid_blocks)
+
+
+def _replay_anchors(ev, out, launches, body) -> dict:
+    """Per graph replay (its launch id): the first and last block start of its
+    resolved events outside conditional bodies, and the first and last listed of
+    the launches they belong to."""
+    mask = out >= 0
+    mask[mask] = ~body[out[mask]]
+    of = out[mask]
+    replay = launches["graph_launch_id"][of].astype(np.int64)
+    keep = replay != 0
+    if not keep.any():
+        return {}
+    replay, of, start = replay[keep], of[keep], ev["time_start"][mask][keep].astype(np.int64)
+    listed = launches["launch_id"][of].astype(np.int64)
+    keys, inverse = np.unique(replay, return_inverse=True)
+    first, last = np.full(len(keys), np.iinfo(np.int64).max), np.full(len(keys), np.iinfo(np.int64).min)
+    np.minimum.at(first, inverse, start)
+    np.maximum.at(last, inverse, start)
+    listed_first, listed_last = first.copy(), last.copy()
+    listed_first[:], listed_last[:] = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    np.minimum.at(listed_first, inverse, listed)
+    np.maximum.at(listed_last, inverse, listed)
+    return {
+        int(k): (int(a), int(b), int(p), int(q)) for k, a, b, p, q in zip(keys, first, last, listed_first, listed_last)
+    }
+
+
+def _split_by_anchors(ev, members, candidates, out, launches, anchors) -> bool:
+    """A kernel inside a conditional body runs as often as the device decides, and
+    every run of every replay shares one grid id, so neither a grid's size nor the
+    gaps between runs tell its replays apart (a run's ends may even be stamped by
+    the next run's early exits). The replay's other kernels do: replays of one exec
+    never overlap and starts are never late, so an event that starts at or after
+    replay r's first anchor start is of replay r or later, and one that starts before
+    replay r's last anchor start is of replay r or earlier. Events between the two
+    (after replay r's anchors, before replay r+1's) go the way the graph lists its
+    anchors: listed before the body, to r; after it, to r+1. False (the caller falls
+    back to the gaps) when a replay has no anchor or the anchors are out of order."""
+    found = [anchors.get(int(r)) for r in launches["graph_launch_id"][candidates]]
+    if any(a is None for a in found):
+        return False
+    first = np.array([a[0] for a in found], np.int64)
+    last = np.array([a[1] for a in found], np.int64)
+    if np.any(np.diff(first) < 0) or np.any(np.diff(last) < 0):
+        return False
+    start = ev["time_start"][members].astype(np.int64)
+    k = len(candidates)
+    lo = np.clip(np.searchsorted(first, start, side="right") - 1, 0, k - 1)
+    hi = np.clip(np.searchsorted(last, start, side="right"), 0, k - 1)
+    if np.any(lo > hi):
+        return False
+    listed = launches["launch_id"][candidates].astype(np.int64)
+    before = np.array([a[3] < n for a, n in zip(found, listed)])  # every anchor listed before the body
+    after = np.array([a[2] > n for a, n in zip(found, listed)])
+    pick = np.where(before[lo], lo, np.where(after[lo], hi, lo))
+    mixed = ~before[lo] & ~after[lo] & (lo < hi)
+    if mixed.any():  # anchors on both sides: the nearer one
+        near_hi = (first[hi[mixed]] - start[mixed]) < (start[mixed] - last[lo[mixed]])
+        pick[mixed] = np.where(near_hi, hi[mixed], lo[mixed])
+    out[members] = candidates[pick]
+    return True
 
 
 def _spans(ev: np.ndarray):
@@ -159,46 +239,38 @@ def _spans(ev: np.ndarray):
     return starts, ends, over
 
 
-def _split_replays(ev, shared, left, right, order, out, grid_blocks) -> None:
-    groups = {}
-    for i in shared:
-        groups.setdefault((int(left[i]), int(right[i])), []).append(i)
-    for (lo, hi), members in groups.items():
-        members = np.asarray(members)
-        candidates = np.sort(order[lo:hi])  # launch order
-        starts, ends, _ = _spans(ev[members])
-        starts, ends = starts.astype(np.int64), ends.astype(np.int64)
-        by_time = np.argsort(starts, kind="stable")
-        s, e = starts[by_time], ends[by_time]
-        running_end = np.maximum.accumulate(e)
+def _split_replays(ev, members, candidates, out, grid_blocks) -> None:
+    """The events of one grid id shared by several launches (graph replays), split
+    in time: at the gaps where every earlier block has ended, else by start order."""
+    starts, ends, _ = _spans(ev[members])
+    starts, ends = starts.astype(np.int64), ends.astype(np.int64)
+    by_time = np.argsort(starts, kind="stable")
+    s, e = starts[by_time], ends[by_time]
+    running_end = np.maximum.accumulate(e)
+    gaps = np.zeros(len(s), np.int64)
+    gaps[1:] = s[1:] - running_end[:-1]
+    cut_candidates = np.flatnonzero(gaps >= 0)
+    cut_candidates = cut_candidates[cut_candidates > 0]
+    k = len(candidates)
+    if len(cut_candidates) < k - 1:
+        # Too few clean cuts: some end was stamped late without a flag (a later
+        # replay's early exits filled in exactly as many threads as the block's
+        # own early exits left out). Starts are never late: cut at the largest
+        # gaps between consecutive starts.
         gaps = np.zeros(len(s), np.int64)
-        gaps[1:] = s[1:] - running_end[:-1]
-        cut_candidates = np.flatnonzero(gaps >= 0)
-        cut_candidates = cut_candidates[cut_candidates > 0]
-        k = len(candidates)
-        if len(cut_candidates) < k - 1:
-            # Too few clean cuts: some end was stamped late without a flag (a later
-            # replay's early exits filled in exactly as many threads as the block's
-            # own early exits left out). Starts are never late: cut at the largest
-            # gaps between consecutive starts.
-            gaps = np.zeros(len(s), np.int64)
-            gaps[1:] = s[1:] - s[:-1]
-            cut_candidates = np.arange(1, len(s))
-        cuts = np.sort(cut_candidates[np.argsort(-gaps[cut_candidates], kind="stable")[: k - 1]])
-        sizes = grid_blocks[candidates]
-        all_blocks = bool((ev["kind"][members] == schema.EventKind.BLOCK).all())
-        if (
-            all_blocks
-            and len(s) == int(sizes.sum())
-            and not np.array_equal(np.diff(cuts, prepend=0, append=len(s)), sizes)
-        ):
-            # Every block of every replay is here, yet the time cuts give some replay
-            # more or fewer blocks than its grid: ends stamped late by a later replay
-            # (early exits) hid the real gaps. Replays of one exec never overlap and
-            # starts are never late, so the blocks split in start order by grid size.
-            cuts = np.cumsum(sizes)[:-1]
-        group_of = np.searchsorted(cuts, np.arange(len(s)), side="right")
-        out[members[by_time]] = candidates[np.minimum(group_of, k - 1)]
+        gaps[1:] = s[1:] - s[:-1]
+        cut_candidates = np.arange(1, len(s))
+    cuts = np.sort(cut_candidates[np.argsort(-gaps[cut_candidates], kind="stable")[: k - 1]])
+    sizes = grid_blocks[candidates]
+    all_blocks = bool((ev["kind"][members] == schema.EventKind.BLOCK).all())
+    if all_blocks and len(s) == int(sizes.sum()) and not np.array_equal(np.diff(cuts, prepend=0, append=len(s)), sizes):
+        # Every block of every replay is here, yet the time cuts give some replay
+        # more or fewer blocks than its grid: ends stamped late by a later replay
+        # (early exits) hid the real gaps. Replays of one exec never overlap and
+        # starts are never late, so the blocks split in start order by grid size.
+        cuts = np.cumsum(sizes)[:-1]
+    group_of = np.searchsorted(cuts, np.arange(len(s)), side="right")
+    out[members[by_time]] = candidates[np.minimum(group_of, k - 1)]
 
 
 @dataclass

@@ -797,6 +797,8 @@ def _encode_block_batch(g: GpuExport, blocks: np.ndarray, sms_group: int):
 
 def _encode_block_columns(g: GpuExport, sms_group: int, sm, start, end, quality, launch_ids, slots, xyz):
     """Lane tracks and block slices of one batch of whole SMs, given its columns."""
+    if len(sm) == 0:  # a streamed batch whose SMs kept no block in the time window
+        return 0, 0
     w = g.w
     tracks = lane_tracks(
         sm, start, end, lambda s_id: w.track(f"SM {s_id}", parent=sms_group, rank=s_id, merge_key=f"sm-{s_id}")

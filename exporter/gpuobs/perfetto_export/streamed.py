@@ -261,7 +261,7 @@ def _zone_ranges(wr: WindowedRecording, needed: list, window: tuple) -> tuple:
             for _, ev in wr.segments(c, ranges=_row_runs(hit[i], c.count)):
                 start = ev["time_start"]
                 grids.append(np.unique(ev["grid_id"][(start >= w0) & (start < w1)]))
-    read = np.unique(np.concatenate(grids)) if grids else np.zeros(0, np.uint64)
+    read = _with_replay_anchors(wr.rec.launches, np.unique(np.concatenate(grids)) if grids else np.zeros(0, np.uint64))
     near = {(wr.chunks[i].device, wr.chunks[i].flush + k) for i, h in hit.items() if h.any() for k in range(-2, 3)}
     ranges = []
     for i, c in enumerate(wr.chunks):
@@ -274,6 +274,19 @@ def _zone_ranges(wr: WindowedRecording, needed: list, window: tuple) -> tuple:
             zones |= (read[at] >= c.zones[2]) & (read[at] <= c.zones[3])
         ranges.append(_row_runs(zones, c.count))
     return ranges, read
+
+
+def _with_replay_anchors(launches: np.ndarray, grids: np.ndarray) -> np.ndarray:
+    """`grids` and, for kernels inside conditional bodies among them, the grid ids of
+    their replays' other kernels: a body's replays are split by those (the slow
+    path's anchors), so they are read too."""
+    body = (launches["flags"] & schema.LaunchFlag.CONDITIONAL_BODY) != 0
+    in_body = body & np.isin(launches["grid_id"], grids)
+    if not in_body.any():
+        return grids
+    replays = np.unique(launches["graph_launch_id"][in_body])
+    same_replays = np.isin(launches["graph_launch_id"], replays) & ~body
+    return np.union1d(grids, launches["grid_id"][same_replays])
 
 
 def _row_runs(zones: np.ndarray, count: int) -> list:
