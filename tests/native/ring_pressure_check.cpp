@@ -137,6 +137,30 @@ int main() {
             }
         }
     }
+    // In-stream snapshots: a storm of 256-block grids on 132 stripes of 512 records
+    // (tests/test_gpu_programs.py's small ring). Spaced by the even share, the eight
+    // slots span about one ring of blocks; spaced by the worst-case share, as they
+    // were, they spanned 32 launches, an eighth of one (H100, 2026-12-06).
+    {
+        const uint64_t capacity = 512, blocks = 256;
+        const uint32_t stripes = 132;
+        uint64_t planned = 0, at_snapshot = 0, launches = 0;
+        int snapshots = 0;
+        while (snapshots < 8) {
+            ++launches;
+            planned += gpuobs::even_share(blocks, stripes);
+            if (planned - at_snapshot >= gpuobs::snapshot_spacing(capacity)) {
+                ++snapshots;
+                at_snapshot = planned;
+            }
+        }
+        const uint64_t ring_blocks = capacity * stripes, spanned = launches * blocks;
+        if (spanned * 10 < ring_blocks * 9 || spanned > ring_blocks * 2) {
+            std::printf("eight snapshots span %llu blocks of a ring of %llu\n", (unsigned long long)spanned,
+                        (unsigned long long)ring_blocks);
+            return 1;
+        }
+    }
     std::printf("ok\n");
     return 0;
 }
