@@ -11,6 +11,17 @@ from gpuobs.recording_file import schema, synthetic
 from gpuobs.recording_file.recording_writer import RecordingWriter
 
 
+def _one_window(path, launches, ev):
+    """A recording of these launches and events in one flush window, nothing dropped:
+    (the recording, launch_index_of_events of it)."""
+    with RecordingWriter(path) as w:
+        w.launches(launches)
+        w.flush(attempted=len(ev), recorded=len(ev), dropped=0)
+        w.events(ev)
+    rec = gpuobs.load(path)
+    return rec, analysis.launch_index_of_events(rec)
+
+
 def test_every_block_resolves_to_its_launch(block_recording):
     rec = gpuobs.load(block_recording)
     of = analysis.launch_index_of_events(rec)
@@ -34,13 +45,7 @@ def test_graph_replays_sharing_a_grid_id_are_split_in_time(tmp_path, grid_id):
     ev["grid_id"] = grid_id
     launches["grid_id"] = grid_id
     launches["flags"] = 1
-    path = tmp_path / "g.gpuobs"
-    with RecordingWriter(path) as w:
-        w.launches(launches)
-        w.flush(attempted=len(ev), recorded=len(ev), dropped=0)
-        w.events(ev)
-    rec = gpuobs.load(path)
-    of = analysis.launch_index_of_events(rec)
+    rec, of = _one_window(tmp_path / "g.gpuobs", launches, ev)
     assert (of >= 0).all()
     # each replay got exactly its own 500 blocks, in time order
     assert np.bincount(of).tolist() == [500, 500, 500]
@@ -247,11 +252,5 @@ def _while_replays(anchor_first: bool):
 @pytest.mark.parametrize("anchor_first", [True, False], ids=["anchor-before-loop", "anchor-after-loop"])
 def test_conditional_body_runs_go_to_the_replay_their_anchor_says(tmp_path, anchor_first):
     ev, launches, replay_of = _while_replays(anchor_first)
-    path = tmp_path / "w.gpuobs"
-    with RecordingWriter(path) as w:
-        w.launches(launches)
-        w.flush(attempted=len(ev), recorded=len(ev), dropped=0)
-        w.events(ev)
-    rec = gpuobs.load(path)
-    of = analysis.launch_index_of_events(rec)
+    rec, of = _one_window(tmp_path / "w.gpuobs", launches, ev)
     assert (rec.launches["graph_launch_id"][of] - 100).tolist() == replay_of
