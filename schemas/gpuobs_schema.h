@@ -86,10 +86,11 @@ enum gpuobs_event_kind {
 /* gpuobs_event.flags bits for block events; memory events carry the
  * sanitizer's SANITIZER_MEMORY_DEVICE_FLAG_* bits instead. */
 enum gpuobs_block_flags {
-    GPUOBS_BLOCK_END_UNCONFIRMED = 1, /* more exits stamped the event than the block has threads:
-                                         another block with the same grid id and index (a graph
-                                         replayed twice between two flushes) stamped it too, so
-                                         time_end may be late */
+    GPUOBS_BLOCK_END_UNCONFIRMED = 1, /* time_end may be late: another run of the same grid id and
+                                         block index (a graph replayed twice between two flushes, a
+                                         conditional body run again) stamped it too. Seen as more exits
+                                         than the block has threads, or as an end later than the start
+                                         of the same block's next run in the window (tool/late_ends.h) */
     GPUOBS_BLOCK_EARLY_EXITS = 2,     /* fewer exits were counted than the block has threads:
                                          threads that left before the leader published the start
                                          (their exits precede the leader's own, so time_end

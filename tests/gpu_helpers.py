@@ -109,3 +109,21 @@ def check_launch_counts(rec, table):
         table.name[i][:60] for i in np.flatnonzero(late & ~body & ~ran_again)[:10]
     ]
     return body, shared
+
+
+def ends_past_next_run(ev: np.ndarray, grids=None) -> np.ndarray:
+    """Per event of one flush window: a block end later than the start of the same
+    block's next run of its grid id (tool/late_ends.h's rule, in numpy); `grids`:
+    only these grid ids (all when None)."""
+    late = np.zeros(len(ev), bool)
+    rows = np.flatnonzero((ev["kind"] == schema.EventKind.BLOCK) & (ev["time_end"] != 0))
+    if grids is not None:
+        rows = rows[np.isin(ev["grid_id"][rows], np.asarray(sorted(grids), np.uint64))]
+    e = ev[rows]
+    order = np.lexsort((e["time_start"], e["block_z"], e["block_y"], e["block_x"], e["grid_id"]))
+    e, rows = e[order], rows[order]
+    same = e["grid_id"][1:] == e["grid_id"][:-1]
+    for axis in ("block_x", "block_y", "block_z"):
+        same &= e[axis][1:] == e[axis][:-1]
+    late[rows[:-1][same & (e["time_end"][:-1] > e["time_start"][1:])]] = True
+    return late

@@ -18,7 +18,7 @@ def compile_check(out: Path, check: str, *tool_sources: str) -> Path:
     if cxx is None:
         pytest.skip("no host C++ compiler")
     root = native_root()
-    flags = ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"]
+    flags = ["-std=c++17", "-O2", "-pthread", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"]
     includes = [f"-I{root / 'tool'}", f"-I{root / 'schemas'}"]
     sources = [str(HERE / "native" / check), *(str(root / "tool" / s) for s in tool_sources)]
     subprocess.run([cxx, *flags, *includes, *sources, "-o", str(out)], check=True)

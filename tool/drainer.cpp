@@ -19,6 +19,7 @@
 
 #include "clocks.h"
 #include "context_guard.h"
+#include "late_ends.h"
 #include "launch_counts.h"
 #include "launch_log.h"
 #include "log.h"
@@ -155,7 +156,8 @@ void Drainer::drained_views(std::vector<uint64_t>* events, std::vector<uint64_t>
 }
 
 // Classify: staging_'s events flagged, and filtered in place; info counts what was left out.
-void Drainer::classify_events(const std::vector<uint8_t>& selected, gpuobs_flush_info& info) {
+void Drainer::classify_events(const std::vector<uint8_t>& selected, const std::vector<gpuobs_launch>& launches,
+                              gpuobs_flush_info& info) {
     // Keep complete events that pass the kernel filter, in place. A block
     // event whose exits were not all counted is flagged, never dropped.
     size_t kept = 0;
@@ -180,6 +182,9 @@ void Drainer::classify_events(const std::vector<uint8_t>& selected, gpuobs_flush
         }
     }
     staging_.resize(kept);
+    // Ends that the same block's next run stamped without overshooting its exit count.
+    const unsigned threads = (unsigned)std::min<size_t>(kFoldThreads, 1 + staging_.size() / 262144);
+    info.unconfirmed_ends += flag_ends_past_next_run(staging_, rerun_grids(launches), threads);
 }
 
 // Write: the window's launches, its flush record with the launch counts, and its events.
@@ -364,7 +369,7 @@ void Drainer::drain_window(FlushWindow& w) {
         // Device-launched grids first: their records get their own function
         // slot there, which the kernel filter then judges them by.
         launches_.list_device_launches(staging_, &w.launches);
-        classify_events(w.selected, info);
+        classify_events(w.selected, w.launches, info);
         // Positions dropped under an older limit were never written: not incomplete.
         info.incomplete -= (uint32_t)std::min<uint64_t>(info.incomplete, events.dropped_inside);
         classify_ns = monotonic_ns() - classify_started_ns;

@@ -152,7 +152,8 @@ private:
     void drain_loop();
     void start_drain_thread();
     void sample_clock();
-    void classify_events(const std::vector<uint8_t>& selected, gpuobs_flush_info& info);
+    void classify_events(const std::vector<uint8_t>& selected, const std::vector<gpuobs_launch>& launches,
+                         gpuobs_flush_info& info);
 
     void write_flush_chunks(const std::vector<gpuobs_launch>& launches, const std::vector<gpuobs_launch_count>& counts,
                             gpuobs_flush_info& info, const gpuobs_sampling_info& sampling);
