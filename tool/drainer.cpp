@@ -474,24 +474,24 @@ Sanitizer_StreamHandle Drainer::cut_stream() {
     return cut_stream_ != nullptr ? cut_stream_ : arena_->stream;
 }
 
+// Made once, by the drain thread as it starts (warm_up) or by whichever thread
+// drains first; another that asks meanwhile waits for it.
 char* Drainer::pinned_host() {
-    if (!pinned_tried_) {
-        pinned_tried_ = true;
+    std::call_once(pinned_once_, [this] {
         void* p = nullptr;
         if (sanitizer().alloc_host != nullptr && sanitizer().alloc_host(ctx_, &p, kPinnedBytes) == SANITIZER_SUCCESS)
             pinned_ = static_cast<char*>(p);
         else
             GPUOBS_LOG("no pinned host memory for the drain; it copies into pageable memory, more slowly");
-    }
+    });
     return pinned_;
 }
 
 Sanitizer_StreamHandle Drainer::drain_stream() {
-    if (!drain_stream_tried_) {
-        drain_stream_tried_ = true;
+    std::call_once(drain_stream_once_, [this] {
         drain_stream_ = create_own_stream(ctx_);
         if (drain_stream_ == nullptr) GPUOBS_LOG("no stream of its own for the drain; it copies on the NULL stream");
-    }
+    });
     return drain_stream_ != nullptr ? drain_stream_ : arena_->stream;
 }
 
@@ -533,6 +533,13 @@ void Drainer::start_drain_thread() {
     try {
         std::thread([this] {
             become_tool_thread();
+            if (config_.patches_needed()) {  // what the first drain would otherwise stop to make
+                CurrentContext current(ctx_);
+                if (current.pushed) {
+                    drain_stream();
+                    pinned_host();
+                }
+            }
             for (;;) {
                 {
                     std::unique_lock<std::mutex> lock(queue_mu_);

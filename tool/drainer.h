@@ -124,6 +124,10 @@ public:
     // records are classified and written): what a relief waits for.
     bool wait_for_release(int timeout_ms) const;
     uint64_t windows_cut() const { return windows_cut_.load(); }
+    // Starts the drain thread, which makes its stream and pinned buffer before any
+    // window comes: made at the first drain, they held it up 37-50 ms (H100), longer
+    // than a storm of 1,000 launches took to fill a small ring. Once; any thread.
+    void warm_up() { start_drain_thread(); }
     uint64_t windows_released() const { return windows_released_.load(); }
     // The rings' drained positions as of the last drain: what fill measurements read against.
     void drained_views(std::vector<uint64_t>* events, std::vector<uint64_t>* arrivals);
@@ -181,12 +185,12 @@ private:
     // The drain's own non-blocking stream: its copies never wait for, or join, the
     // program's streams (a graph capture in progress among them).
     Sanitizer_StreamHandle drain_stream_ = nullptr;
-    bool drain_stream_tried_ = false;
-    // The drain's pinned host buffer, allocated at its first drain; the copies out of
-    // the rings pass through it, kPinnedBytes at most at a time.
+    std::once_flag drain_stream_once_;
+    // The drain's pinned host buffer, made as the drain thread starts (warm_up); the
+    // copies out of the rings pass through it, kPinnedBytes at most at a time.
     static constexpr size_t kPinnedBytes = 64u << 20;
     char* pinned_ = nullptr;
-    bool pinned_tried_ = false;
+    std::once_flag pinned_once_;
     // block_starts' warp arrivals are folded into their blocks stripe by stripe on this many threads.
     static constexpr unsigned kFoldThreads = 8;
     std::vector<gpuobs_event> staging_;

@@ -124,6 +124,7 @@ private:
     std::atomic<uint64_t> waits_noted_{0};        // the waits the last PROGRAM_WAITED notice counted
     std::atomic<bool> measuring_broken_{false};   // no thread or no stream to measure with: relief is off
     std::atomic<bool> measuring_stopped_{false};  // the context is going (stop)
+    std::atomic<bool> drain_warmed_{false};       // Drainer::warm_up asked for (at the first launch)
     // A wait for a drain's release that ran out: not waited for again until the
     // rings are released past this window count.
     std::atomic<uint64_t> stuck_release_{0};
