@@ -243,9 +243,8 @@ def encode_track_descriptors(first_uuid: int, names, parents, ranks, merge_keys,
         return None
     if not _pool_ok(names.chars, names.starts, names.lengths, None):
         return None
-    if merge_keys is not None and (
-        merge_keys.lengths.shape != (n,) or not _pool_ok(merge_keys.chars, merge_keys.starts, merge_keys.lengths, merged)
-    ):
+    keys = merge_keys
+    if keys is not None and (keys.lengths.shape != (n,) or not _pool_ok(keys.chars, keys.starts, keys.lengths, merged)):
         return None
     keep = []  # the arrays the C side reads, alive until it returns
 
