@@ -10,7 +10,7 @@ import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from gpuobs.host_traces.trace import EVENT, KERNEL, TrackKeys, assemble, first_use_order
-from gpuobs.perfetto_export import host_tracks, native_encoder
+from gpuobs.perfetto_export import host_tracks, native_encoder, trace_writer
 from gpuobs.perfetto_export.clock import REALTIME
 from gpuobs.perfetto_export.lanes import lane_tracks
 from gpuobs.perfetto_export.slice_encoder import Slices, write_slices
@@ -137,10 +137,24 @@ def test_a_surrogate_fails_as_one_track_does(path, monkeypatch):
         TraceWriter().track_batch(Texts.of(["ok", "a\udcffb"]))
 
 
-def test_texts_numbered_and_merged():
+@pytest.mark.parametrize("path", PATHS)
+def test_texts_numbered_and_merged(path, monkeypatch):
+    if path == "numpy":
+        monkeypatch.setattr(native_encoder, "encoder", lambda: None)
+    else:  # the C pool, with the numpy one made to fail
+        monkeypatch.setattr(trace_writer, "_numbered_numpy", None)
     values = np.array([0, 7, 10, 99, 100, 123456789012, 1 << 62])
     t = numbered("thread ", values, ")")
     assert [t[i] for i in range(len(t))] == [f"thread {v})" for v in values.tolist()]
+    rng = np.random.default_rng(3)
+    values = np.concatenate(
+        [rng.integers(0, 1 << rng.integers(1, 64, 200), dtype=np.uint64), np.array([2**64 - 1, 0], np.uint64)]
+    )
+    for prefix, suffix in (("", ""), ("é-", " 漢)"), ("a\x00", "")):
+        t = numbered(prefix, values, suffix)
+        assert [t[i] for i in range(len(t))] == [f"{prefix}{v}{suffix}" for v in values.tolist()]
+        assert t.starts.tolist() == np.concatenate([[0], np.cumsum(t.lengths)[:-1]]).tolist()  # back to back
+    assert len(numbered("x", np.zeros(0, np.int64))) == 0
     a, b = Texts.of(["x", "é", ""]), Texts.of(["漢", "yy"])
     m = Texts.merged([(np.array([4, 0, 2]), a), (np.array([1, 3]), b)], 5)
     assert [m[i] for i in range(5)] == ["é", "漢", "", "yy", "x"]

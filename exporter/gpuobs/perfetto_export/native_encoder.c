@@ -266,6 +266,43 @@ size_t gpuobs_encode_track_descriptors(uint8_t* out, const struct gpuobs_track_d
     return total;
 }
 
+/* The decimal digits of v. */
+static inline size_t decimal_size(uint64_t v) {
+    size_t digits = 1;
+    while (v >= 10) {
+        v /= 10;
+        ++digits;
+    }
+    return digits;
+}
+
+/* native_encoder.h says what it does. */
+size_t gpuobs_numbered(size_t n, const uint64_t* values, const uint8_t* prefix, size_t prefix_len,
+                       const uint8_t* suffix, size_t suffix_len, int64_t* starts, int64_t* lengths, uint8_t* chars) {
+    size_t total = 0;
+    for (size_t i = 0; i < n; ++i) {
+        if (chars == NULL) {
+            const size_t size = prefix_len + decimal_size(values[i]) + suffix_len;
+            starts[i] = (int64_t)total;
+            lengths[i] = (int64_t)size;
+            total += size;
+            continue;
+        }
+        uint8_t* p = chars + starts[i];
+        if (prefix_len) memcpy(p, prefix, prefix_len);
+        uint8_t* digits_end = p + lengths[i] - suffix_len;
+        uint64_t v = values[i];
+        uint8_t* q = digits_end;
+        do { /* the digits backwards from the last */
+            *--q = (uint8_t)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        if (suffix_len) memcpy(digits_end, suffix, suffix_len);
+        total += (size_t)lengths[i];
+    }
+    return total;
+}
+
 /* First fit, the one rule of both lane passes: the lowest of the group's *used lanes
  * free at s (free_at[k] <= s), else a new one, busy from then until e; -1 where a new
  * one would pass max_lanes. */

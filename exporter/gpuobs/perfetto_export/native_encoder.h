@@ -124,6 +124,11 @@ struct gpuobs_track_descriptors {
 /* Encodes the packets as Trace.packet entries into out (NULL: only measure);
  * returns the number of bytes. */
 size_t gpuobs_encode_track_descriptors(uint8_t* out, const struct gpuobs_track_descriptors* t);
+/* trace_writer.py's numbered: text i is prefix, values[i] in decimal, suffix. With
+ * chars NULL it writes each text's start (back to back from 0) and length and returns
+ * the bytes of all; with chars (that many bytes) it writes the texts there. */
+size_t gpuobs_numbered(size_t n, const uint64_t* values, const uint8_t* prefix, size_t prefix_len,
+                       const uint8_t* suffix, size_t suffix_len, int64_t* starts, int64_t* lengths, uint8_t* chars);
 /* gpuobs:cdef-end */
 
 #endif /* GPUOBS_NATIVE_ENCODER_H */

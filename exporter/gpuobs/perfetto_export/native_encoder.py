@@ -272,3 +272,19 @@ def encode_track_descriptors(first_uuid: int, names, parents, ranks, merge_keys,
     written = lib.gpuobs_encode_track_descriptors(_FFI.cast("uint8_t*", out.ctypes.data), t)
     assert written == size
     return out
+
+
+def numbered(prefix: bytes, values: np.ndarray, suffix: bytes):
+    """trace_writer.numbered's pool in two C calls: (chars, starts, lengths) of
+    prefix + decimal(values[i]) + suffix, values uint64."""
+    lib = encoder()
+    values = np.ascontiguousarray(values, np.uint64)
+    n = len(values)
+    starts, lengths = np.empty(n, np.int64), np.empty(n, np.int64)
+    args = (n, _ptr("uint64_t*", values), prefix, len(prefix), suffix, len(suffix))
+    out = (_ptr("int64_t*", starts), _ptr("int64_t*", lengths))
+    total = lib.gpuobs_numbered(*args, *out, _FFI.NULL)
+    chars = np.empty(total, np.uint8)
+    written = lib.gpuobs_numbered(*args, *out, _FFI.cast("uint8_t*", chars.ctypes.data))
+    assert written == total
+    return chars, starts, lengths

@@ -105,7 +105,17 @@ def _decimal(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def numbered(prefix: str, values, suffix: str = "") -> Texts:
-    """f"{prefix}{value}{suffix}" of every non-negative integer value, pooled."""
+    """f"{prefix}{value}{suffix}" of every non-negative integer value, pooled: in C
+    (native_encoder.c) where it is built, else by numpy columns (the same pool)."""
+    from . import native_encoder
+
+    if native_encoder.encoder() is not None:
+        return Texts(*native_encoder.numbered(prefix.encode(), values, suffix.encode()))
+    return _numbered_numpy(prefix, values, suffix)
+
+
+def _numbered_numpy(prefix: str, values, suffix: str = "") -> Texts:
+    """numbered by numpy columns: the digits as a right-aligned matrix, the padding dropped."""
     digits, count = _decimal(values)
     head, tail = np.frombuffer(prefix.encode(), np.uint8), np.frombuffer(suffix.encode(), np.uint8)
     n, width = digits.shape
