@@ -122,6 +122,9 @@ def test_the_c_encoder_declines_what_it_cannot_read_safely():
         assert native_encoder.encode_track_descriptors(1, names, None, None, bad, None) is None
     # a key outside its pool on a track without a key is never read: encoded
     assert native_encoder.encode_track_descriptors(1, names, None, None, past_end, np.array([True, False])) is not None
+    assert native_encoder.encode_interned_names(1, past_end, np.array([True, False])) is not None  # unread
+    assert native_encoder.encode_interned_names(1, past_end, None) is None
+    assert native_encoder.encode_interned_names(1, names, np.array([True])) is None
     short = np.array([5])
     for args in ((short, None, None, None), (None, short, None, None), (None, None, names, np.array([True]))):
         assert native_encoder.encode_track_descriptors(1, names, *args) is None
@@ -328,9 +331,14 @@ def test_track_keys_read_as_their_tuples():
     assert rank.tolist() == want_rank.tolist() and list(ordered) == want
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("count", [0, 1, 200])
 @pytest.mark.parametrize("batch", [7, 1 << 16])
-def test_interned_names_packet_is_the_messages(count, batch, monkeypatch):
+def test_interned_names_packet_is_the_messages(count, batch, path, monkeypatch):
+    if path == "numpy":
+        monkeypatch.setattr(native_encoder, "encoder", lambda: None)
+    else:  # the C entries, with the numpy columns made to fail
+        monkeypatch.setattr(host_tracks, "Rows", None)
     monkeypatch.setattr(host_tracks, "TRACK_BATCH", batch)
     names = _names(np.random.default_rng(count), count)
     if count > 1:

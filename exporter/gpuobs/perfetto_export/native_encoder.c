@@ -220,7 +220,10 @@ enum track_descriptor_fields {
     TRACK_RANK_FIELD = 12,              /* TrackDescriptor.sibling_order_rank */
     TRACK_MERGE_BEHAVIOR_FIELD = 15,    /* TrackDescriptor.sibling_merge_behavior */
     TRACK_MERGE_KEY_FIELD = 16,         /* TrackDescriptor.sibling_merge_key */
-    MERGE_BY_SIBLING_MERGE_KEY = 3      /* SIBLING_MERGE_BEHAVIOR_BY_SIBLING_MERGE_KEY */
+    MERGE_BY_SIBLING_MERGE_KEY = 3,     /* SIBLING_MERGE_BEHAVIOR_BY_SIBLING_MERGE_KEY */
+    INTERNED_EVENT_NAMES_FIELD = 2,     /* InternedData.event_names (host_tracks.py's interned packet) */
+    EVENT_NAME_IID_FIELD = 1,           /* EventName.iid */
+    EVENT_NAME_NAME_FIELD = 2           /* EventName.name */
 };
 
 /* The TrackDescriptor of track i, its size (the message's body). */
@@ -262,6 +265,28 @@ size_t gpuobs_encode_track_descriptors(uint8_t* out, const struct gpuobs_track_d
             if (k) memcpy(p, t.merge_chars + t.merge_starts[i], k);
             p += k;
         }
+    }
+    return total;
+}
+
+/* native_encoder.h says what it returns. */
+size_t gpuobs_encode_interned_names(uint8_t* out, size_t n, uint64_t first_iid, const uint8_t* chars,
+                                    const int64_t* starts, const int64_t* lengths, const uint8_t* present) {
+    size_t total = 0;
+    uint8_t* p = out;
+    for (size_t i = 0; i < n; ++i) {
+        const int named = present == NULL || present[i];
+        const size_t name = named ? (size_t)lengths[i] : 0;
+        const size_t entry = varint_field_size(EVENT_NAME_IID_FIELD, first_iid + i) +
+                             (named ? len_field_size(EVENT_NAME_NAME_FIELD, name) : 0);
+        total += len_field_size(INTERNED_EVENT_NAMES_FIELD, entry);
+        if (out == NULL) continue;
+        p = put_len_header(p, INTERNED_EVENT_NAMES_FIELD, entry);
+        p = put_varint_field(p, EVENT_NAME_IID_FIELD, first_iid + i);
+        if (!named) continue; /* a NULL StringIds value: no name field, as the message leaves it */
+        p = put_len_header(p, EVENT_NAME_NAME_FIELD, name);
+        if (name) memcpy(p, chars + starts[i], name);
+        p += name;
     }
     return total;
 }

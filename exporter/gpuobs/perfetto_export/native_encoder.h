@@ -129,6 +129,12 @@ size_t gpuobs_encode_track_descriptors(uint8_t* out, const struct gpuobs_track_d
  * the bytes of all; with chars (that many bytes) it writes the texts there. */
 size_t gpuobs_numbered(size_t n, const uint64_t* values, const uint8_t* prefix, size_t prefix_len,
                        const uint8_t* suffix, size_t suffix_len, int64_t* starts, int64_t* lengths, uint8_t* chars);
+/* host_tracks.py's interned event names: n InternedData.event_names entries, entry i
+ * an EventName with iid first_iid + i and, where present[i] (present NULL: every
+ * entry), the name chars[starts[i] : + lengths[i]]. Writes them into out (NULL: only
+ * measure) and returns the number of bytes. */
+size_t gpuobs_encode_interned_names(uint8_t* out, size_t n, uint64_t first_iid, const uint8_t* chars,
+                                    const int64_t* starts, const int64_t* lengths, const uint8_t* present);
 /* gpuobs:cdef-end */
 
 #endif /* GPUOBS_NATIVE_ENCODER_H */

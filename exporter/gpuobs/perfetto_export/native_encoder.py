@@ -288,3 +288,33 @@ def numbered(prefix: bytes, values: np.ndarray, suffix: bytes):
     written = lib.gpuobs_numbered(*args, *out, _FFI.cast("uint8_t*", chars.ctypes.data))
     assert written == total
     return chars, starts, lengths
+
+
+def encode_interned_names(first_iid: int, names, present) -> np.ndarray | None:
+    """host_tracks' InternedData.event_names entries (iids first_iid, first_iid + 1, ...)
+    in one C call: `names` pooled Texts, present a bool mask of the entries with a name
+    (None: all). None where present's length is not the names' or a named text lies
+    outside its pool (the numpy path then)."""
+    lib = encoder()
+    n = len(names)
+    present = None if present is None else np.ascontiguousarray(present, bool)
+    if len(names.lengths) != n or (present is not None and present.shape != (n,)):
+        return None
+    if not _pool_ok(names.chars, names.starts, names.lengths, present):
+        return None
+    chars = np.ascontiguousarray(names.chars, np.uint8)
+    starts = np.ascontiguousarray(names.starts, np.int64)
+    lengths = np.ascontiguousarray(names.lengths, np.int64)
+    args = (
+        n,
+        first_iid,
+        _ptr("uint8_t*", chars),
+        _ptr("int64_t*", starts),
+        _ptr("int64_t*", lengths),
+        _FFI.NULL if present is None else _ptr("uint8_t*", present.view(np.uint8)),
+    )
+    size = lib.gpuobs_encode_interned_names(_FFI.NULL, *args)
+    out = np.empty(size, np.uint8)
+    written = lib.gpuobs_encode_interned_names(_FFI.cast("uint8_t*", out.ctypes.data), *args)
+    assert written == size
+    return out
