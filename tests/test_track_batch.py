@@ -1,15 +1,16 @@
 """Tracks made in one batch (TraceWriter.track_batch, host tracks' columns) write the
 same bytes as tracks made one at a time (TraceWriter.track, the per-key Python of
 host_tracks): random track sets with duplicate, empty, non-ASCII and
-surrogate-escaped names; host traces of int and text pids and tids, thread and
-process names, as lists of tuples and as TrackKeys."""
+surrogate-escaped names, each through native_encoder.c and through the numpy
+fallback; host traces of int and text pids and tids, thread and process names, as
+lists of tuples and as TrackKeys."""
 
 import numpy as np
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from gpuobs.host_traces.trace import EVENT, KERNEL, TrackKeys, assemble, first_use_order
-from gpuobs.perfetto_export import host_tracks
+from gpuobs.perfetto_export import host_tracks, native_encoder, trace_writer
 from gpuobs.perfetto_export.clock import REALTIME
 from gpuobs.perfetto_export.lanes import lane_tracks
 from gpuobs.perfetto_export.slice_encoder import Slices, write_slices
@@ -36,16 +37,38 @@ def _names(rng, n):
     return [pool[int(i)] for i in rng.integers(0, len(pool), n)]
 
 
+HAVE_C = native_encoder.encoder() is not None
+PATHS = ["numpy", pytest.param("c", marks=pytest.mark.skipif(not HAVE_C, reason="native encoder not built here"))]
+
+
+def _use(path, monkeypatch):
+    """Makes track_batch take one path only: numpy as without the native build
+    (GPUOBS_PURE_PYTHON=1), or C with the numpy columns made to fail, so a C call
+    that declined (and fell back) cannot pass unnoticed."""
+    if path == "numpy":
+        monkeypatch.setattr(native_encoder, "encoder", lambda: None)
+    else:
+
+        def no_numpy(*args):
+            raise AssertionError("the C encoder fell back to numpy")
+
+        monkeypatch.setattr(TraceWriter, "_track_rows", staticmethod(no_numpy))
+
+
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("seed", range(12))
-def test_track_batch_writes_what_track_writes(seed):
+def test_track_batch_writes_what_track_writes(seed, path, monkeypatch):
+    _use(path, monkeypatch)
     rng = np.random.default_rng(seed)
     n = int(rng.integers(0, 300))
     names = _names(rng, n)
     parents = rng.integers(0, 1 << int(rng.integers(1, 63)), n)
-    ranks = rng.integers(0, 1 << int(rng.integers(1, 31)), n)
+    ranks = rng.integers(0, 1 << int(rng.integers(1, 32)), n)  # sibling_order_rank is an int32
     keys = _names(rng, n)
     merged = rng.random(n) < rng.random()
-    use_parents, use_ranks, use_keys = (bool(b) for b in rng.integers(0, 2, 3))
+    use_parents, use_ranks, use_keys, all_merged = (bool(b) for b in rng.integers(0, 2, 4))
+    if all_merged:  # merged None: every track has its key
+        merged[:] = True
     one, batch = TraceWriter(), TraceWriter()
     for w in (one, batch):
         w.track("before")
@@ -61,7 +84,7 @@ def test_track_batch_writes_what_track_writes(seed):
         parents if use_parents else None,
         ranks if use_ranks else None,
         Texts.of(keys) if use_keys else None,
-        merged if use_keys else None,
+        None if all_merged else merged if use_keys else None,
     )
     for w in (one, batch):
         w.track("after")
@@ -69,28 +92,72 @@ def test_track_batch_writes_what_track_writes(seed):
     assert uuids.tolist() == list(range(2, 2 + n)) and one.tracks == batch.tracks == n + 2
 
 
-def test_track_batch_batches_of_descriptors_join(monkeypatch):
+@pytest.mark.parametrize("path", PATHS)
+def test_track_batch_batches_of_descriptors_join(path, monkeypatch):
+    _use(path, monkeypatch)
     rng = np.random.default_rng(5)
     names = _names(rng, 1000)
+    keys = _names(rng, 1000)
+    merged = rng.random(1000) < 0.5
+    parents = [int(v) for v in rng.integers(0, 1 << 62, 1000)]  # a list of ints, as callers may pass
     one, batch = TraceWriter(), TraceWriter()
-    for name in names:
-        one.track(name, rank=3)
+    for i, name in enumerate(names):
+        one.track(name, parent=parents[i], rank=3, merge_key=keys[i] if merged[i] else None)
     monkeypatch.setattr("gpuobs.perfetto_export.trace_writer.TRACK_BATCH", 7)
-    batch.track_batch(Texts.of(names), ranks=np.full(len(names), 3))
+    batch.track_batch(Texts.of(names), parents, np.full(len(names), 3), Texts.of(keys), merged)
     assert b"".join(one._chunks) == b"".join(batch._chunks)
+    assert all(len(c) for c in batch._chunks)  # no empty chunk
 
 
-def test_a_surrogate_fails_as_one_track_does():
+@pytest.mark.skipif(not HAVE_C, reason="native encoder not built here")
+def test_the_c_encoder_declines_what_it_cannot_read_safely():
+    """The C side copies texts without bounds checks: texts outside their pool, and
+    columns shorter than the names, go back to the numpy path (None) instead."""
+    names = Texts.of(["ab", "cd"])
+    assert native_encoder.encode_track_descriptors(1, names, None, None, None, None) is not None
+    past_end = Texts(names.chars, np.array([0, 3]), np.array([2, 2]))
+    negative = Texts(names.chars, np.array([0, -1]), np.array([2, 1]))
+    for bad in (past_end, negative):
+        assert native_encoder.encode_track_descriptors(1, bad, None, None, None, None) is None
+        assert native_encoder.encode_track_descriptors(1, names, None, None, bad, None) is None
+    # a key outside its pool on a track without a key is never read: encoded
+    assert native_encoder.encode_track_descriptors(1, names, None, None, past_end, np.array([True, False])) is not None
+    assert native_encoder.encode_interned_names(1, past_end, np.array([True, False])) is not None  # unread
+    assert native_encoder.encode_interned_names(1, past_end, None) is None
+    assert native_encoder.encode_interned_names(1, names, np.array([True])) is None
+    short = np.array([5])
+    for args in ((short, None, None, None), (None, short, None, None), (None, None, names, np.array([True]))):
+        assert native_encoder.encode_track_descriptors(1, names, *args) is None
+    assert native_encoder.encode_track_descriptors(1, names, None, None, Texts.of(["k"]), None) is None
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_surrogate_fails_as_one_track_does(path, monkeypatch):
+    _use(path, monkeypatch)
     with pytest.raises(UnicodeEncodeError):
         TraceWriter().track("a\udcffb")
     with pytest.raises(UnicodeEncodeError):
         TraceWriter().track_batch(Texts.of(["ok", "a\udcffb"]))
 
 
-def test_texts_numbered_and_merged():
+@pytest.mark.parametrize("path", PATHS)
+def test_texts_numbered_and_merged(path, monkeypatch):
+    if path == "numpy":
+        monkeypatch.setattr(native_encoder, "encoder", lambda: None)
+    else:  # the C pool, with the numpy one made to fail
+        monkeypatch.setattr(trace_writer, "_numbered_numpy", None)
     values = np.array([0, 7, 10, 99, 100, 123456789012, 1 << 62])
     t = numbered("thread ", values, ")")
     assert [t[i] for i in range(len(t))] == [f"thread {v})" for v in values.tolist()]
+    rng = np.random.default_rng(3)
+    values = np.concatenate(
+        [rng.integers(0, 1 << rng.integers(1, 64, 200), dtype=np.uint64), np.array([2**64 - 1, 0], np.uint64)]
+    )
+    for prefix, suffix in (("", ""), ("é-", " 漢)"), ("a\x00", "")):
+        t = numbered(prefix, values, suffix)
+        assert [t[i] for i in range(len(t))] == [f"{prefix}{v}{suffix}" for v in values.tolist()]
+        assert t.starts.tolist() == np.concatenate([[0], np.cumsum(t.lengths)[:-1]]).tolist()  # back to back
+    assert len(numbered("x", np.zeros(0, np.int64))) == 0
     a, b = Texts.of(["x", "é", ""]), Texts.of(["漢", "yy"])
     m = Texts.merged([(np.array([4, 0, 2]), a), (np.array([1, 3]), b)], 5)
     assert [m[i] for i in range(5)] == ["é", "漢", "", "yy", "x"]
@@ -264,9 +331,14 @@ def test_track_keys_read_as_their_tuples():
     assert rank.tolist() == want_rank.tolist() and list(ordered) == want
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("count", [0, 1, 200])
 @pytest.mark.parametrize("batch", [7, 1 << 16])
-def test_interned_names_packet_is_the_messages(count, batch, monkeypatch):
+def test_interned_names_packet_is_the_messages(count, batch, path, monkeypatch):
+    if path == "numpy":
+        monkeypatch.setattr(native_encoder, "encoder", lambda: None)
+    else:  # the C entries, with the numpy columns made to fail
+        monkeypatch.setattr(host_tracks, "Rows", None)
     monkeypatch.setattr(host_tracks, "TRACK_BATCH", batch)
     names = _names(np.random.default_rng(count), count)
     if count > 1:

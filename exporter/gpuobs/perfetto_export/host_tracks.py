@@ -11,6 +11,7 @@ import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from ..host_traces.trace import TrackKeys
+from . import native_encoder
 from .clock import REALTIME
 from .lanes import lane_tracks
 from .protowire import LEN, PACKET_SEQUENCE_FLAGS, PACKET_SEQUENCE_ID, TRACE_PACKET, VARINT, Rows, tag, varint_bytes
@@ -244,12 +245,17 @@ def _interned_packet(seq: int, names: list) -> bytes:
         names = ["" if n is None else n for n in names]
     text = Texts.of(names)
     entries = []
+    native = native_encoder.encoder() is not None
     for a in range(0, len(text), TRACK_BATCH):  # a batch at a time: Rows gathers with an int64 a byte
         b = min(len(text), a + TRACK_BATCH)
-        entry = Rows(b - a).varint_field(INTERN_IID, np.arange(a + 1, b + 1, dtype=np.uint64))
         present = None if unnamed is None else ~unnamed[a:b]
-        entry.bytes_field(INTERN_NAME, text.chars, text.starts[a:b], text.lengths[a:b], present)
-        entries.append(Rows(b - a).message_field(INTERNED_EVENT_NAMES, entry).tobytes())
+        # native_encoder.c where it is built (the same bytes), else numpy columns
+        encoded = native_encoder.encode_interned_names(a + 1, text.take(slice(a, b)), present) if native else None
+        if encoded is None:
+            entry = Rows(b - a).varint_field(INTERN_IID, np.arange(a + 1, b + 1, dtype=np.uint64))
+            entry.bytes_field(INTERN_NAME, text.chars, text.starts[a:b], text.lengths[a:b], present)
+            encoded = Rows(b - a).message_field(INTERNED_EVENT_NAMES, entry)
+        entries.append(encoded.tobytes())
     category = pb.InternedData()
     category.debug_annotation_names.add(iid=CATEGORY_IID, name="category")
     interned = b"".join(entries) + category.SerializeToString()

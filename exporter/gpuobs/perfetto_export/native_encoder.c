@@ -208,6 +208,126 @@ size_t gpuobs_encode_slices(uint8_t* out, const struct gpuobs_slice_packets* pac
     return total;
 }
 
+/* TrackDescriptor packets (TraceWriter.track_batch). Field numbers in a named enum:
+ * test_protowire matches the anonymous enums' names to protowire.py, which does not
+ * name these (trace_writer.py does); test_track_batch checks these packets byte for
+ * byte against the protobuf messages that TraceWriter.track serializes. */
+enum track_descriptor_fields {
+    PACKET_TRACK_DESCRIPTOR_FIELD = 60, /* TracePacket.track_descriptor */
+    TRACK_UUID_FIELD = 1,               /* TrackDescriptor.uuid */
+    TRACK_NAME_FIELD = 2,               /* TrackDescriptor.name */
+    TRACK_PARENT_UUID_FIELD = 5,        /* TrackDescriptor.parent_uuid */
+    TRACK_RANK_FIELD = 12,              /* TrackDescriptor.sibling_order_rank */
+    TRACK_MERGE_BEHAVIOR_FIELD = 15,    /* TrackDescriptor.sibling_merge_behavior */
+    TRACK_MERGE_KEY_FIELD = 16,         /* TrackDescriptor.sibling_merge_key */
+    MERGE_BY_SIBLING_MERGE_KEY = 3,     /* SIBLING_MERGE_BEHAVIOR_BY_SIBLING_MERGE_KEY */
+    INTERNED_EVENT_NAMES_FIELD = 2,     /* InternedData.event_names (host_tracks.py's interned packet) */
+    EVENT_NAME_IID_FIELD = 1,           /* EventName.iid */
+    EVENT_NAME_NAME_FIELD = 2           /* EventName.name */
+};
+
+/* The TrackDescriptor of track i, its size (the message's body). */
+static inline size_t track_descriptor_size(const struct gpuobs_track_descriptors* t, size_t i, int merge) {
+    size_t size = varint_field_size(TRACK_UUID_FIELD, t->first_uuid + i) +
+                  len_field_size(TRACK_NAME_FIELD, (size_t)t->name_lengths[i]);
+    if (t->parents) size += varint_field_size(TRACK_PARENT_UUID_FIELD, t->parents[i]);
+    if (t->ranks) size += varint_field_size(TRACK_RANK_FIELD, t->ranks[i]);
+    if (merge)
+        size += varint_field_size(TRACK_MERGE_BEHAVIOR_FIELD, MERGE_BY_SIBLING_MERGE_KEY) +
+                len_field_size(TRACK_MERGE_KEY_FIELD, (size_t)t->merge_lengths[i]);
+    return size;
+}
+
+/* native_encoder.h says what it returns. */
+size_t gpuobs_encode_track_descriptors(uint8_t* out, const struct gpuobs_track_descriptors* descriptors) {
+    const struct gpuobs_track_descriptors t = *descriptors; /* a local copy, as in gpuobs_encode_slices */
+    size_t total = 0;
+    uint8_t* p = out;
+    for (size_t i = 0; i < t.n; ++i) {
+        const int merge = t.merge_keys && (t.merged == NULL || t.merged[i]);
+        const size_t desc = track_descriptor_size(&t, i, merge);
+        const size_t packet = len_field_size(PACKET_TRACK_DESCRIPTOR_FIELD, desc);
+        total += len_field_size(TRACE_PACKET, packet);
+        if (out == NULL) continue;
+        p = put_len_header(p, TRACE_PACKET, packet);
+        p = put_len_header(p, PACKET_TRACK_DESCRIPTOR_FIELD, desc);
+        p = put_varint_field(p, TRACK_UUID_FIELD, t.first_uuid + i);
+        const size_t name = (size_t)t.name_lengths[i];
+        p = put_len_header(p, TRACK_NAME_FIELD, name);
+        if (name) memcpy(p, t.name_chars + t.name_starts[i], name); /* an empty pool may have no address */
+        p += name;
+        if (t.parents) p = put_varint_field(p, TRACK_PARENT_UUID_FIELD, t.parents[i]);
+        if (t.ranks) p = put_varint_field(p, TRACK_RANK_FIELD, t.ranks[i]);
+        if (merge) {
+            const size_t k = (size_t)t.merge_lengths[i];
+            p = put_varint_field(p, TRACK_MERGE_BEHAVIOR_FIELD, MERGE_BY_SIBLING_MERGE_KEY);
+            p = put_len_header(p, TRACK_MERGE_KEY_FIELD, k);
+            if (k) memcpy(p, t.merge_chars + t.merge_starts[i], k);
+            p += k;
+        }
+    }
+    return total;
+}
+
+/* native_encoder.h says what it returns. */
+size_t gpuobs_encode_interned_names(uint8_t* out, size_t n, uint64_t first_iid, const uint8_t* chars,
+                                    const int64_t* starts, const int64_t* lengths, const uint8_t* present) {
+    size_t total = 0;
+    uint8_t* p = out;
+    for (size_t i = 0; i < n; ++i) {
+        const int named = present == NULL || present[i];
+        const size_t name = named ? (size_t)lengths[i] : 0;
+        const size_t entry = varint_field_size(EVENT_NAME_IID_FIELD, first_iid + i) +
+                             (named ? len_field_size(EVENT_NAME_NAME_FIELD, name) : 0);
+        total += len_field_size(INTERNED_EVENT_NAMES_FIELD, entry);
+        if (out == NULL) continue;
+        p = put_len_header(p, INTERNED_EVENT_NAMES_FIELD, entry);
+        p = put_varint_field(p, EVENT_NAME_IID_FIELD, first_iid + i);
+        if (!named) continue; /* a NULL StringIds value: no name field, as the message leaves it */
+        p = put_len_header(p, EVENT_NAME_NAME_FIELD, name);
+        if (name) memcpy(p, chars + starts[i], name);
+        p += name;
+    }
+    return total;
+}
+
+/* The decimal digits of v. */
+static inline size_t decimal_size(uint64_t v) {
+    size_t digits = 1;
+    while (v >= 10) {
+        v /= 10;
+        ++digits;
+    }
+    return digits;
+}
+
+/* native_encoder.h says what it does. */
+size_t gpuobs_numbered(size_t n, const uint64_t* values, const uint8_t* prefix, size_t prefix_len,
+                       const uint8_t* suffix, size_t suffix_len, int64_t* starts, int64_t* lengths, uint8_t* chars) {
+    size_t total = 0;
+    for (size_t i = 0; i < n; ++i) {
+        if (chars == NULL) {
+            const size_t size = prefix_len + decimal_size(values[i]) + suffix_len;
+            starts[i] = (int64_t)total;
+            lengths[i] = (int64_t)size;
+            total += size;
+            continue;
+        }
+        uint8_t* p = chars + starts[i];
+        if (prefix_len) memcpy(p, prefix, prefix_len);
+        uint8_t* digits_end = p + lengths[i] - suffix_len;
+        uint64_t v = values[i];
+        uint8_t* q = digits_end;
+        do { /* the digits backwards from the last */
+            *--q = (uint8_t)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        if (suffix_len) memcpy(digits_end, suffix, suffix_len);
+        total += (size_t)lengths[i];
+    }
+    return total;
+}
+
 /* First fit, the one rule of both lane passes: the lowest of the group's *used lanes
  * free at s (free_at[k] <= s), else a new one, busy from then until e; -1 where a new
  * one would pass max_lanes. */

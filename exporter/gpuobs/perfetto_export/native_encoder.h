@@ -100,6 +100,41 @@ struct gpuobs_packet_walk* gpuobs_packet_walk_start(size_t n, const uint64_t* st
 size_t gpuobs_packet_walk_next(struct gpuobs_packet_walk* walk, size_t most, int64_t* slice_out, uint8_t* begin_out,
                                uint64_t* time_out, int64_t* group_out);
 void gpuobs_packet_walk_end(struct gpuobs_packet_walk* walk);
+/* n TrackDescriptor packets (trace_writer.py's TraceWriter.track_batch): packet i
+ * describes track first_uuid + i, named name_chars[name_starts[i] : + name_lengths[i]],
+ * with parent_uuid parents[i] and sibling_order_rank ranks[i] where those columns are
+ * given (non-NULL), and where merge_keys is set and merged[i] (merged NULL: every
+ * track) sibling merge by key with the key merge_chars[merge_starts[i] : + merge_lengths[i]].
+ * The fields in track()'s protobuf order, as the numpy fallback writes them. */
+struct gpuobs_track_descriptors {
+    size_t n;
+    uint64_t first_uuid;
+    const uint8_t* name_chars;
+    const int64_t* name_starts;
+    const int64_t* name_lengths;
+    const uint64_t* parents; /* NULL: no parent_uuid */
+    const uint64_t* ranks;   /* NULL: no sibling_order_rank */
+    int32_t merge_keys;      /* 0: no merge key on any track */
+    const uint8_t* merged;   /* per track, where merge_keys; NULL: every track */
+    const uint8_t* merge_chars;
+    const int64_t* merge_starts;
+    const int64_t* merge_lengths;
+};
+
+/* Encodes the packets as Trace.packet entries into out (NULL: only measure);
+ * returns the number of bytes. */
+size_t gpuobs_encode_track_descriptors(uint8_t* out, const struct gpuobs_track_descriptors* t);
+/* trace_writer.py's numbered: text i is prefix, values[i] in decimal, suffix. With
+ * chars NULL it writes each text's start (back to back from 0) and length and returns
+ * the bytes of all; with chars (that many bytes) it writes the texts there. */
+size_t gpuobs_numbered(size_t n, const uint64_t* values, const uint8_t* prefix, size_t prefix_len,
+                       const uint8_t* suffix, size_t suffix_len, int64_t* starts, int64_t* lengths, uint8_t* chars);
+/* host_tracks.py's interned event names: n InternedData.event_names entries, entry i
+ * an EventName with iid first_iid + i and, where present[i] (present NULL: every
+ * entry), the name chars[starts[i] : + lengths[i]]. Writes them into out (NULL: only
+ * measure) and returns the number of bytes. */
+size_t gpuobs_encode_interned_names(uint8_t* out, size_t n, uint64_t first_iid, const uint8_t* chars,
+                                    const int64_t* starts, const int64_t* lengths, const uint8_t* present);
 /* gpuobs:cdef-end */
 
 #endif /* GPUOBS_NATIVE_ENCODER_H */

@@ -1,7 +1,8 @@
-"""The C slice encoder and lane assigner (native_encoder.c), compiled on first use
-with the host C compiler and loaded through cffi. Without a compiler, or with
-GPUOBS_PURE_PYTHON=1, slice_encoder.py and lanes.py use numpy instead, which
-writes the same bytes (tests/test_slice_encoder.py checks they are identical)."""
+"""The C slice encoder, track descriptor encoder and lane assigner (native_encoder.c),
+compiled on first use with the host C compiler and loaded through cffi. Without a
+compiler, or with GPUOBS_PURE_PYTHON=1, slice_encoder.py, trace_writer.py and lanes.py
+use numpy instead, which writes the same bytes (tests/test_slice_encoder.py and
+tests/test_track_batch.py check they are identical)."""
 
 from __future__ import annotations
 
@@ -211,5 +212,109 @@ def encode_slices(
     size = lib.gpuobs_encode_slices(_FFI.NULL, s)
     out = np.empty(size, np.uint8)
     written = lib.gpuobs_encode_slices(_FFI.cast("uint8_t*", out.ctypes.data), s)
+    assert written == size
+    return out
+
+
+def _pool_ok(chars: np.ndarray, starts: np.ndarray, lengths: np.ndarray, rows) -> bool:
+    """Whether every text of `rows` (a bool mask, or None: all) lies inside its pool:
+    the C side copies them without looking."""
+    if rows is not None:
+        starts, lengths = starts[rows], lengths[rows]
+    if not len(starts):
+        return True
+    return bool(starts.min() >= 0 and lengths.min() >= 0 and (starts + lengths).max() <= len(chars))
+
+
+def encode_track_descriptors(first_uuid: int, names, parents, ranks, merge_keys, merged) -> np.ndarray | None:
+    """TraceWriter.track_batch's packets (tracks first_uuid, first_uuid + 1, ...) in one
+    C call, as Trace.packet entries: `names` and `merge_keys` pooled Texts (merge_keys
+    None: none), parents and ranks (uint64 or what converts to it) or None, merged a
+    bool mask or None (all). None where a column's length is not the names' or a text
+    lies outside its pool: the C side reads them without looking (the numpy path then
+    raises or decides, as it did)."""
+    lib = encoder()
+    n = len(names)
+    parents = None if parents is None else np.ascontiguousarray(parents, np.uint64)
+    ranks = None if ranks is None else np.ascontiguousarray(ranks, np.uint64)
+    merged = None if merged is None or merge_keys is None else np.ascontiguousarray(merged, bool)
+    columns = (names.lengths, parents, ranks, merged, None if merge_keys is None else merge_keys.starts)
+    if any(c is not None and c.shape != (n,) for c in columns) or len(names.lengths) != n:
+        return None
+    if not _pool_ok(names.chars, names.starts, names.lengths, None):
+        return None
+    keys = merge_keys
+    if keys is not None and (keys.lengths.shape != (n,) or not _pool_ok(keys.chars, keys.starts, keys.lengths, merged)):
+        return None
+    keep = []  # the arrays the C side reads, alive until it returns
+
+    def ptr(kind, array, dtype):
+        array = np.ascontiguousarray(array, dtype)
+        keep.append(array)
+        return _ptr(kind, array)
+
+    t = _FFI.new("struct gpuobs_track_descriptors*")
+    t.n = n
+    t.first_uuid = first_uuid
+    t.name_chars = ptr("uint8_t*", names.chars, np.uint8)
+    t.name_starts = ptr("int64_t*", names.starts, np.int64)
+    t.name_lengths = ptr("int64_t*", names.lengths, np.int64)
+    t.parents = _FFI.NULL if parents is None else ptr("uint64_t*", parents, np.uint64)
+    t.ranks = _FFI.NULL if ranks is None else ptr("uint64_t*", ranks, np.uint64)
+    if merge_keys is not None:
+        t.merge_keys = 1
+        t.merged = _FFI.NULL if merged is None else ptr("uint8_t*", merged.view(np.uint8), np.uint8)
+        t.merge_chars = ptr("uint8_t*", merge_keys.chars, np.uint8)
+        t.merge_starts = ptr("int64_t*", merge_keys.starts, np.int64)
+        t.merge_lengths = ptr("int64_t*", merge_keys.lengths, np.int64)
+    size = lib.gpuobs_encode_track_descriptors(_FFI.NULL, t)
+    out = np.empty(size, np.uint8)
+    written = lib.gpuobs_encode_track_descriptors(_FFI.cast("uint8_t*", out.ctypes.data), t)
+    assert written == size
+    return out
+
+
+def numbered(prefix: bytes, values: np.ndarray, suffix: bytes):
+    """trace_writer.numbered's pool in two C calls: (chars, starts, lengths) of
+    prefix + decimal(values[i]) + suffix, values uint64."""
+    lib = encoder()
+    values = np.ascontiguousarray(values, np.uint64)
+    n = len(values)
+    starts, lengths = np.empty(n, np.int64), np.empty(n, np.int64)
+    args = (n, _ptr("uint64_t*", values), prefix, len(prefix), suffix, len(suffix))
+    out = (_ptr("int64_t*", starts), _ptr("int64_t*", lengths))
+    total = lib.gpuobs_numbered(*args, *out, _FFI.NULL)
+    chars = np.empty(total, np.uint8)
+    written = lib.gpuobs_numbered(*args, *out, _FFI.cast("uint8_t*", chars.ctypes.data))
+    assert written == total
+    return chars, starts, lengths
+
+
+def encode_interned_names(first_iid: int, names, present) -> np.ndarray | None:
+    """host_tracks' InternedData.event_names entries (iids first_iid, first_iid + 1, ...)
+    in one C call: `names` pooled Texts, present a bool mask of the entries with a name
+    (None: all). None where present's length is not the names' or a named text lies
+    outside its pool (the numpy path then)."""
+    lib = encoder()
+    n = len(names)
+    present = None if present is None else np.ascontiguousarray(present, bool)
+    if len(names.lengths) != n or (present is not None and present.shape != (n,)):
+        return None
+    if not _pool_ok(names.chars, names.starts, names.lengths, present):
+        return None
+    chars = np.ascontiguousarray(names.chars, np.uint8)
+    starts = np.ascontiguousarray(names.starts, np.int64)
+    lengths = np.ascontiguousarray(names.lengths, np.int64)
+    args = (
+        n,
+        first_iid,
+        _ptr("uint8_t*", chars),
+        _ptr("int64_t*", starts),
+        _ptr("int64_t*", lengths),
+        _FFI.NULL if present is None else _ptr("uint8_t*", present.view(np.uint8)),
+    )
+    size = lib.gpuobs_encode_interned_names(_FFI.NULL, *args)
+    out = np.empty(size, np.uint8)
+    written = lib.gpuobs_encode_interned_names(_FFI.cast("uint8_t*", out.ctypes.data), *args)
     assert written == size
     return out

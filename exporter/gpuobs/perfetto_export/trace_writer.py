@@ -105,7 +105,17 @@ def _decimal(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def numbered(prefix: str, values, suffix: str = "") -> Texts:
-    """f"{prefix}{value}{suffix}" of every non-negative integer value, pooled."""
+    """f"{prefix}{value}{suffix}" of every non-negative integer value, pooled: in C
+    (native_encoder.c) where it is built, else by numpy columns (the same pool)."""
+    from . import native_encoder
+
+    if native_encoder.encoder() is not None:
+        return Texts(*native_encoder.numbered(prefix.encode(), values, suffix.encode()))
+    return _numbered_numpy(prefix, values, suffix)
+
+
+def _numbered_numpy(prefix: str, values, suffix: str = "") -> Texts:
+    """numbered by numpy columns: the digits as a right-aligned matrix, the padding dropped."""
     digits, count = _decimal(values)
     head, tail = np.frombuffer(prefix.encode(), np.uint8), np.frombuffer(suffix.encode(), np.uint8)
     n, width = digits.shape
@@ -179,31 +189,47 @@ class TraceWriter:
         """n tracks at once, the same bytes as n calls of track(names[i], parent=parents[i],
         rank=ranks[i], merge_key=merge_keys[i] where merged[i]): their uuids, in order.
         `parents` and `ranks` (non-negative) are arrays or None (none given); `merged`, a
-        bool mask of the tracks with a merge key (all where None)."""
+        bool mask of the tracks with a merge key (all where None). Encoded in C
+        (native_encoder.c) where it is built, else by numpy columns: the same bytes."""
+        from . import native_encoder  # cffi loaded only where tracks are made in bulk
+
         n = len(names)
-        uuids = np.arange(self._next_uuid, self._next_uuid + n, dtype=np.uint64)
+        first = self._next_uuid
+        uuids = np.arange(first, first + n, dtype=np.uint64)
         self._next_uuid += n
         self.tracks += n
-        for a in range(0, n, TRACK_BATCH):
+        native = native_encoder.encoder() is not None
+        for a in range(0, n, TRACK_BATCH):  # a few MB of packets at a time, either way
             b = min(n, a + TRACK_BATCH)
-            desc = Rows(b - a).varint_field(TRACK_UUID, uuids[a:b])
-            desc.bytes_field(TRACK_NAME, names.chars, names.starts[a:b], names.lengths[a:b])
-            if parents is not None:
-                desc.varint_field(TRACK_PARENT_UUID, np.asarray(parents[a:b], np.uint64))
-            if ranks is not None:
-                desc.varint_field(TRACK_SIBLING_ORDER_RANK, np.asarray(ranks[a:b], np.uint64))
-            if merge_keys is not None:
-                present = None if merged is None else np.asarray(merged[a:b], bool)
-                desc.raw(
-                    tag(TRACK_SIBLING_MERGE_BEHAVIOR, 0) + varint_bytes(MERGE_BY_KEY),
-                    present,
-                )
-                desc.bytes_field(
-                    TRACK_SIBLING_MERGE_KEY, merge_keys.chars, merge_keys.starts[a:b], merge_keys.lengths[a:b], present
-                )
-            pkt = Rows(b - a).message_field(PACKET_TRACK_DESCRIPTOR, desc)
-            self.rows(pkt)
+            part = (
+                names.take(slice(a, b)),
+                None if parents is None else parents[a:b],
+                None if ranks is None else ranks[a:b],
+                None if merge_keys is None else merge_keys.take(slice(a, b)),
+                None if merged is None else merged[a:b],
+            )
+            packets = native_encoder.encode_track_descriptors(first + a, *part) if native else None
+            if packets is not None:
+                if len(packets):
+                    self._chunks.append(packets.tobytes())
+            else:
+                self.rows(self._track_rows(uuids[a:b], *part))
         return uuids
+
+    @staticmethod
+    def _track_rows(uuids, names: Texts, parents, ranks, merge_keys: Texts | None, merged) -> Rows:
+        """track_batch's packets as protowire columns (the numpy path)."""
+        desc = Rows(len(uuids)).varint_field(TRACK_UUID, uuids)
+        desc.bytes_field(TRACK_NAME, names.chars, names.starts, names.lengths)
+        if parents is not None:
+            desc.varint_field(TRACK_PARENT_UUID, np.asarray(parents, np.uint64))
+        if ranks is not None:
+            desc.varint_field(TRACK_SIBLING_ORDER_RANK, np.asarray(ranks, np.uint64))
+        if merge_keys is not None:
+            present = None if merged is None else np.asarray(merged, bool)
+            desc.raw(tag(TRACK_SIBLING_MERGE_BEHAVIOR, 0) + varint_bytes(MERGE_BY_KEY), present)
+            desc.bytes_field(TRACK_SIBLING_MERGE_KEY, merge_keys.chars, merge_keys.starts, merge_keys.lengths, present)
+        return Rows(len(uuids)).message_field(PACKET_TRACK_DESCRIPTOR, desc)
 
     def size(self) -> int:
         return sum(len(c) for c in self._chunks)
