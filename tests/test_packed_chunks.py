@@ -32,6 +32,9 @@ def _same_tables(a, b):
     assert a.events.tobytes() == b.events.tobytes()
 
 
+written = {}  # per kind: the bytes the tool writer's calls said they added (tool_files)
+
+
 @pytest.fixture(scope="module")
 def tool_files(writer, tmp_path_factory):
     """The same run written by the tool's writer packed, unpacked, and with a libz that
@@ -49,7 +52,16 @@ def tool_files(writer, tmp_path_factory):
         )
         assert proc.returncode == 0, proc.stderr
         files[kind] = (out, proc.stderr)
+        written[kind] = int(proc.stdout.split()[-1])
     return files
+
+
+def test_every_write_says_what_it_added_to_the_file(tool_files):
+    # The data budget charges what flushes write besides records by these returns
+    # (Drainer::table_bytes), packed or not: they must add up to the file.
+    for kind, (path, _) in tool_files.items():
+        assert path.stat().st_size == 56 + written[kind], kind  # the 56-byte file header, then the chunks
+    assert written["packed"] < written["unpacked"]
 
 
 def test_the_tool_packs_its_launch_tables_and_they_read_the_same(tool_files):

@@ -4,7 +4,8 @@
 //   write_recording --replays N --nodes M [--pack LIBZ] OUT: a graph-replay-shaped run
 //     (N replays of M kernel nodes, a flush every 8 replays, one block each), its
 //     tables written as the drain writes them, packed by the zlib LIBZ names (as
-//     GPUOBS_ZLIB names it to the tool) or, where that cannot be loaded, as they are.
+//     GPUOBS_ZLIB names it to the tool) or, where that cannot be loaded, as they are;
+//     prints the bytes its writes said they added.
 #include <unistd.h>
 
 #include <cstdio>
@@ -44,17 +45,18 @@ static int write_replays(const char* out, uint32_t replays, uint32_t nodes, cons
         return 1;
     }
     if (packer.ready()) file.set_packer(&packer);
+    uint64_t written = 0;  // what the writes say they added: the file's size less its header
     gpuobs_run_info run;
     std::memset(&run, 0, sizeof run);
     run.pid = 77;
     run.mode = GPUOBS_MODE_BLOCK_TRACE;
-    file.write_chunk(GPUOBS_CHUNK_RUN, {{&run, sizeof run}});
+    written += file.write_chunk(GPUOBS_CHUNK_RUN, {{&run, sizeof run}});
     gpuobs_device_info device;
     std::memset(&device, 0, sizeof device);
     device.sm_count = 132;
     device.cc_major = 9;
     std::strcpy(device.name, "NVIDIA H100 80GB HBM3");
-    file.write_chunk(GPUOBS_CHUNK_DEVICE, {{&device, sizeof device}});
+    written += file.write_chunk(GPUOBS_CHUNK_DEVICE, {{&device, sizeof device}});
     constexpr uint32_t kFunctions = 24;
     for (uint32_t slot = 0; slot < kFunctions; ++slot) {
         gpuobs_function_info fn;
@@ -62,7 +64,7 @@ static int write_replays(const char* out, uint32_t replays, uint32_t nodes, cons
         fn.function_slot = slot;
         const std::string name = "_Z8kernel" + std::to_string(slot) + "v";
         fn.mangled_len = name.size();
-        file.write_chunk(GPUOBS_CHUNK_FUNCTION, {{&fn, sizeof fn}, {name.data(), name.size()}});
+        written += file.write_chunk(GPUOBS_CHUNK_FUNCTION, {{&fn, sizeof fn}, {name.data(), name.size()}});
     }
     const uint64_t device_base = 1732000000000000000ull, host_base = 5000000000000ull;
     gpuobs_clock_sample clock;
@@ -73,7 +75,7 @@ static int write_replays(const char* out, uint32_t replays, uint32_t nodes, cons
     clock.monotonic_after = clock.boottime_after = host_base + 500;
     clock.realtime_before = 1700000000000000000ull - 500;
     clock.realtime_after = 1700000000000000000ull + 500;
-    file.write_chunk(GPUOBS_CHUNK_CLOCK, {{&clock, sizeof clock}});
+    written += file.write_chunk(GPUOBS_CHUNK_CLOCK, {{&clock, sizeof clock}});
     gpuobs::PackBuffers buffers;
     std::vector<gpuobs_launch> launches;
     std::vector<gpuobs_launch_count> counts;
@@ -112,17 +114,19 @@ static int write_replays(const char* out, uint32_t replays, uint32_t nodes, cons
         }
         if ((replay + 1) % 8 != 0 && replay + 1 != replays) continue;
         // A flush window, as Drainer::write_flush_chunks writes it.
-        file.write_table_chunk(GPUOBS_CHUNK_LAUNCHES, {nullptr, 0},
-                               {launches.data(), launches.size() * sizeof launches[0]}, sizeof launches[0], &buffers);
+        written += file.write_table_chunk(GPUOBS_CHUNK_LAUNCHES, {nullptr, 0},
+                                          {launches.data(), launches.size() * sizeof launches[0]}, sizeof launches[0],
+                                          &buffers);
         gpuobs_flush_info info;
         std::memset(&info, 0, sizeof info);
         info.flush_seq = flush_seq++;
         info.attempted = info.recorded = events.size();
         info.host_time_ns = host_base + replay_ns + 10000000ull;
         info.launch_count_len = (uint32_t)counts.size();
-        file.write_table_chunk(GPUOBS_CHUNK_FLUSH, {&info, sizeof info},
-                               {counts.data(), counts.size() * sizeof counts[0]}, sizeof counts[0], &buffers);
-        file.write_events(0, info.flush_seq, events.data(), (uint32_t)events.size());
+        written +=
+            file.write_table_chunk(GPUOBS_CHUNK_FLUSH, {&info, sizeof info},
+                                   {counts.data(), counts.size() * sizeof counts[0]}, sizeof counts[0], &buffers);
+        written += file.write_events(0, info.flush_seq, events.data(), (uint32_t)events.size());
         blocks += events.size();
         launches.clear();
         counts.clear();
@@ -133,8 +137,9 @@ static int write_replays(const char* out, uint32_t replays, uint32_t nodes, cons
     end.flushes = flush_seq;
     end.launches = (uint64_t)replays * nodes;
     end.events = blocks;
-    file.write_chunk(GPUOBS_CHUNK_END, {{&end, sizeof end}});
+    written += file.write_chunk(GPUOBS_CHUNK_END, {{&end, sizeof end}});
     file.close();
+    std::printf("written %llu\n", (unsigned long long)written);
     return 0;
 }
 
