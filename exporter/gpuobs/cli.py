@@ -483,7 +483,7 @@ def _print_record_summary(path: Path) -> None:
         + (f"; sampled out {rec.totals['sampled_out']:,} (see `gpuobs info`)" if rec.totals["sampled_out"] else "")
         + f"{dmg}{'' if s['complete'] else ', run did not close cleanly'}"
         + (
-            f"; {s['unconfirmed_ends']:,} block ends stamped by a later replay (flagged)"
+            f"; {s['unconfirmed_ends']:,} block ends stamped by a later run of their grid (flagged)"
             if s["unconfirmed_ends"]
             else ""
         )

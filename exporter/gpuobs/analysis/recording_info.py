@@ -263,8 +263,8 @@ def text(d: dict) -> list[str]:
     if d["unconfirmed_ends"]:
         line(
             "late ends",
-            f"{d['unconfirmed_ends']:,} block ends may have been stamped by a later graph replay "
-            "(flagged in the trace)",
+            f"{d['unconfirmed_ends']:,} block ends may have been stamped by a later run of their grid id "
+            "(a graph replayed, a conditional body run again); flagged in the trace",
         )
     bounds = d.get("block_ends")
     if bounds:
