@@ -185,9 +185,10 @@ def accounting(path: Path) -> dict:
         if block_mode and int(f["attempted"]) + sampled.get(key, 0) != counted:
             uncounted.append(key)
     totals = rec.totals
-    # The budget is a rate over the recording, which runs from the device's first
-    # clock sample (its context's setup, when the sampler starts) to its last flush:
-    # longer than the soak's timed loop by the warm-up before it and the exit after.
+    # The budget is a rate over the recording: from the device's first clock sample
+    # (taken at its first flush; the sampler started earlier, at the context's setup,
+    # so this span is the stricter) to its last flush. Longer than the soak's timed
+    # loop by the warm-up steps before it and the exit after.
     span_s = 0.0
     if len(flushes) and len(rec.clock_samples):
         span_s = (int(flushes["host_time_ns"].max()) - int(rec.clock_samples["monotonic_before"].min())) / 1e9

@@ -7,6 +7,7 @@ blocks add up to what it counted."""
 import json
 import os
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -106,6 +107,12 @@ def test_budget_samples_instead_of_waiting(tmp_path):
     # late lets in (the sampler reads the claims every millisecond; 64 MB is generous).
     taken = (t["attempted"] + t["warp_arrivals"] // 2) * 64
     assert taken <= burst + 1_000_000 * (ran["s"] + 2) + 64_000_000, (taken, ran)
+    # The file keeps to it too: the budget charges the launch tables and chunk headers
+    # the flushes write. Over the recording's span (its first clock sample, at its first
+    # flush, to its last: the sampler began before, so this is the stricter), with a
+    # second more and the same allowance for a late gate. Not yet GPU-run.
+    span = (int(rec.flushes["host_time_ns"].max()) - int(rec.clock_samples["monotonic_before"].min())) / 1e9
+    assert Path(rec.path).stat().st_size <= burst + 1_000_000 * (span + 1) + 64_000_000, span
     assert "waited" not in proc.stderr  # the budget never makes the program wait
 
 
