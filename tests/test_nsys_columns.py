@@ -308,3 +308,38 @@ def test_a_check_failing_on_one_thread_stops_the_others(tmp_path):
     reader.add(f"select start from {RUNTIME}", [whole])
     with pytest.raises(nsys_columns.ReadStopped):
         reader.run(2)
+
+
+BIG = (1 << 63) - 1
+KEY_ORDERS = {
+    "rising": [(i, i % 2) for i in range(3000)],
+    "rising, then old keys again": [(i, 0) for i in range(2000)] + [(i * 7 % 2000, 0) for i in range(1500)],
+    "rising, then a new key out of order": [(2 * i, 0) for i in range(2000)] + [(1, 0), (3, 0), (2, 0), (5000, 0)],
+    "rising, then more old keys than keys": [(i, 0) for i in range(50)] + [(i * 13 % 50, 0) for i in range(400)],
+    "rising in b under one a": [(5, i) for i in range(1500)] + [(5, 3), (4, 9), (5, 1499), (5, 1500)],
+    "extremes": [(-BIG - 1, 0), (-1, 1), (0, 0), (BIG, 0), (BIG, 1), (-BIG - 1, 0), (BIG, 1), (0, 1)],
+    "falling": [(3000 - i, 0) for i in range(3000)] + [(2999, 0), (1, 0)],
+    "random": [(int(x), int(y)) for x, y in np.random.default_rng(5).integers(-40, 40, (4000, 2))],
+}
+
+
+@pytest.mark.parametrize("order", list(KEY_ORDERS))
+def test_keys_are_numbered_in_first_seen_order(tmp_path, order):
+    """nsys_columns.c's key sets, sorted while keys rise and hashed after: each row's key's
+    number and the distinct keys in first-seen order, as a dict gives them."""
+    keys = KEY_ORDERS[order]
+    path = tmp_path / "keys.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("create table t (a, b)")
+        db.executemany("insert into t values (?, ?)", keys)
+    reader = nsys_columns.Reader.open(nsys._uri(path), 60.0)
+    whole = nsys_columns.Column(*nsys.I64)
+    job = reader.add("select a, b from t", [whole, whole], keys=(nsys_columns.Key(0, 1), nsys_columns.Key(0)))
+    reader.run(1)
+    rows = np.empty(job.rows, [("pair", "<i8"), ("a", "<i8")])
+    job.fill_rows(rows, {"pair": 2, "a": 3})
+    for k, (column, of) in enumerate((("pair", keys), ("a", [(a, 0) for a, _ in keys]))):
+        numbers: dict = {}
+        expected = [numbers.setdefault(key, len(numbers)) for key in of]
+        assert rows[column].tolist() == expected, (order, column)
+        assert [tuple(key) for key in job.keys(k).tolist()] == list(numbers), (order, column)

@@ -58,12 +58,17 @@ typedef struct {
     int (*threadsafe)(void);
 } sqlite_api;
 
-/* Keys (a, b) numbered in first-seen order. */
+/* Keys (a, b) numbered in first-seen order. While every key so far came in rising
+ * order (a, then b: a table's rowids, or ids given out in order) they are kept sorted
+ * in `keys` alone, a new greater key appended and an earlier one found by binary
+ * search; the hash table is built at the first new key out of order, or once the
+ * binary searches outnumber the keys (a table repeating old keys often). */
 typedef struct {
     int64_t* keys; /* 2 per key */
     int64_t count, cap;
-    int64_t* slots; /* key number + 1, 0 empty */
+    int64_t* slots; /* key number + 1, 0 empty; NULL while the keys are sorted */
     int64_t mask;
+    int64_t searches;             /* binary searches made while sorted */
     int64_t last_a, last_b, last; /* the previous row's key: rows often repeat it */
 } key_set;
 
@@ -88,9 +93,45 @@ static int key_rehash(key_set* k, int64_t slots) {
     return 1;
 }
 
+/* Whether key (a, b) comes before (c, d). */
+static int key_less(int64_t a, int64_t b, int64_t c, int64_t d) { return a < c || (a == c && b < d); }
+
+/* The keys leave sorted order: the hash table of them all, big enough for one more. */
+static int key_hash_all(key_set* k) {
+    int64_t slots = 1024;
+    while (slots < (k->count + 1) * 2) slots *= 2;
+    return key_rehash(k, slots);
+}
+
 /* The number of key (a, b), a new one when it is new; -1 when memory ran out. */
 static int64_t key_intern(key_set* k, int64_t a, int64_t b) {
     if (k->count && a == k->last_a && b == k->last_b) return k->last;
+    if (!k->slots) { /* sorted: a greater key is new, another one is found by binary search or not there */
+        int64_t id = -1;
+        if (k->count && !key_less(k->keys[2 * k->count - 2], k->keys[2 * k->count - 1], a, b)) {
+            int64_t lo = 0, hi = k->count; /* the first key not less than (a, b) */
+            while (lo < hi) {
+                int64_t mid = lo + (hi - lo) / 2;
+                if (key_less(k->keys[2 * mid], k->keys[2 * mid + 1], a, b))
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            if (k->keys[2 * lo] == a && k->keys[2 * lo + 1] == b) id = lo;
+            if (id < 0 || ++k->searches > k->count) {
+                if (!key_hash_all(k)) return -1;
+                if (id < 0) goto hashed; /* new and out of order: from here on by hash */
+            }
+        } else {
+            if (!grow((void**)&k->keys, &k->cap, 2 * (k->count + 1), sizeof(int64_t))) return -1;
+            id = k->count++;
+            k->keys[2 * id] = a;
+            k->keys[2 * id + 1] = b;
+        }
+        k->last_a = a, k->last_b = b, k->last = id;
+        return id;
+    }
+hashed:
     if ((k->count + 1) * 2 > k->mask + 1 && !key_rehash(k, k->mask ? (k->mask + 1) * 2 : 1024)) return -1;
     uint64_t at = mix(a, b) & (uint64_t)k->mask;
     int64_t id = -1;
