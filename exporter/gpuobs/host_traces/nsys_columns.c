@@ -31,6 +31,7 @@
 
 typedef struct sqlite3 sqlite3;
 typedef struct sqlite3_stmt sqlite3_stmt;
+typedef struct sqlite3_value sqlite3_value;
 enum { SQLITE_OK = 0, SQLITE_INTERRUPT = 9, SQLITE_ROW = 100, SQLITE_DONE = 101 };
 enum { SQLITE_INTEGER = 1, SQLITE_NULL = 5 };
 enum { SQLITE_OPEN_READONLY = 0x1, SQLITE_OPEN_URI = 0x40, SQLITE_OPEN_NOMUTEX = 0x8000 };
@@ -50,10 +51,11 @@ typedef struct {
     int (*step)(sqlite3_stmt*);
     int (*finalize)(sqlite3_stmt*);
     int (*column_count)(sqlite3_stmt*);
-    int (*column_type)(sqlite3_stmt*, int);
-    int64_t (*column_int64)(sqlite3_stmt*, int);
-    const unsigned char* (*column_text)(sqlite3_stmt*, int);
-    int (*column_bytes)(sqlite3_stmt*, int);
+    sqlite3_value* (*column_value)(sqlite3_stmt*, int);
+    int (*value_type)(sqlite3_value*);
+    int64_t (*value_int64)(sqlite3_value*);
+    const unsigned char* (*value_text)(sqlite3_value*);
+    int (*value_bytes)(sqlite3_value*);
     void (*progress_handler)(sqlite3*, int, int (*)(void*), void*);
     int (*threadsafe)(void);
 } sqlite_api;
@@ -208,10 +210,11 @@ static int bind(reader* r) {
     SYM(step, "sqlite3_step")
     SYM(finalize, "sqlite3_finalize")
     SYM(column_count, "sqlite3_column_count")
-    SYM(column_type, "sqlite3_column_type")
-    SYM(column_int64, "sqlite3_column_int64")
-    SYM(column_text, "sqlite3_column_text")
-    SYM(column_bytes, "sqlite3_column_bytes")
+    SYM(column_value, "sqlite3_column_value")
+    SYM(value_type, "sqlite3_value_type")
+    SYM(value_int64, "sqlite3_value_int64")
+    SYM(value_text, "sqlite3_value_text")
+    SYM(value_bytes, "sqlite3_value_bytes")
     SYM(progress_handler, "sqlite3_progress_handler")
     SYM(threadsafe, "sqlite3_threadsafe")
 #undef SYM
@@ -319,18 +322,25 @@ int nsys_add(reader* r, const char* sql, int n_columns, const int64_t* columns, 
     return r->n_jobs++;
 }
 
-/* Column i of the current row into v[i] (null[i]: it was NULL), checked; 0 where it fails. */
+/* Column i of the current row into v[i] (null[i]: it was NULL), checked; 0 where it fails.
+ * The cell is read through its sqlite3_value, one column_value call a cell rather than
+ * a column_type and a column_int64 or column_text (each entering the statement's API
+ * again): the value is "unprotected" (SQLite's word), which matters only where another
+ * thread may use the connection at the same time, and none does here (one thread a
+ * connection, SQLITE_OPEN_NOMUTEX). */
 static int read_column(job* j, sqlite3_stmt* s, int i, int64_t* v, uint8_t* null) {
     const sqlite_api* api = &j->r->api;
-    int type = api->column_type(s, i);
+    sqlite3_value* cell = api->column_value(s, i);
+    if (!cell) return 0;
+    int type = api->value_type(cell);
     null[i] = type == SQLITE_NULL;
     if (j->kind[i] == COLUMN_TEXT) {
         if (type == SQLITE_NULL) {
             v[i] = -1;
             return 1;
         }
-        const char* text = (const char*)api->column_text(s, i);
-        int64_t size = api->column_bytes(s, i);
+        const char* text = (const char*)api->value_text(cell);
+        int64_t size = api->value_bytes(cell);
         if (!text && size) return 0;
         v[i] = text_pool_intern(&j->texts, text ? text : "", size, INT64_MAX);
         return v[i] >= 0;
@@ -340,7 +350,7 @@ static int read_column(job* j, sqlite3_stmt* s, int i, int64_t* v, uint8_t* null
         return j->nullable[i];
     }
     if (type != SQLITE_INTEGER) return 0;
-    int64_t x = api->column_int64(s, i);
+    int64_t x = api->value_int64(cell);
     if (x < j->lo[i] || x > j->hi[i]) return 0;
     if (x < j->min[i]) j->min[i] = x;
     if (x > j->max[i]) j->max[i] = x;
