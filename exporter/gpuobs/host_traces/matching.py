@@ -64,8 +64,15 @@ def key_columns(rec: Recording, table: LaunchTable, timed: np.ndarray, host) -> 
     launches, the other run's kernels'), names numbered alike on both sides."""
     names: dict = {}
     my_names = np.array([names.setdefault(table.name[i], len(names)) for i in timed.tolist()], np.int64)
-    their_name_codes = np.array([names.setdefault(n, len(names)) for n in host.names] + [0], np.int64)
     k, launches = host.kernels, rec.launches
+    # Only the names the kernels use are coded (a host trace's names are mostly its other
+    # events'), in their order in host.names, with its first (code 0 where ours are none,
+    # the code of a name index of -1 as before): equal names equal codes, as when every name was.
+    their_name_codes = np.zeros(len(host.names) + 1, np.int64)
+    index = np.asarray(k["name"], np.int64)
+    used = np.unique(np.r_[np.int64(0), index] % len(their_name_codes))
+    used = used[used < len(host.names)].tolist()
+    their_name_codes[used] = [names.setdefault(host.names[i], len(names)) for i in used]
     return [
         (launches["device_index"][timed], k["device"]),
         (my_names, their_name_codes[k["name"]]),
