@@ -343,3 +343,50 @@ def test_keys_are_numbered_in_first_seen_order(tmp_path, order):
         expected = [numbers.setdefault(key, len(numbers)) for key in of]
         assert rows[column].tolist() == expected, (order, column)
         assert [tuple(key) for key in job.keys(k).tolist()] == list(numbers), (order, column)
+
+
+PER_ROW_NAMES = (
+    f"update {KERNELS} set demangledName = rowid + 1000000",
+    f"update {RUNTIME} set nameId = rowid + 2000000",
+    "insert into StringIds values (1000003, 'kernel three'), (2000005, 'runtime five'), (2000007, '')",
+)
+REBUILT_STRING_IDS = (
+    "create table s2 ({id}, value)",
+    "insert into s2 select {value}, value from StringIds",
+    "drop table StringIds",
+    "alter table s2 rename to StringIds",
+)
+WHOLE_STRING_IDS = {  # (edits, whether the ids are looked up in SQL, whether C keeps the file, names found)
+    "integer ids": ((), False, True, True),
+    "REAL ids": (tuple(s.format(id="id", value="id + 0.0") for s in REBUILT_STRING_IDS), True, True, True),
+    "text ids, TEXT affinity": (  # '1000003' is not 1000003 to either reading
+        tuple(s.format(id="id text", value="id") for s in REBUILT_STRING_IDS),
+        True,
+        True,
+        False,
+    ),
+    "an id twice": (
+        (*(s.format(id="id", value="id") for s in REBUILT_STRING_IDS), "insert into StringIds values (1000003, 'x')"),
+        False,
+        False,
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(WHOLE_STRING_IDS))
+def test_string_ids_read_whole_where_names_are_many(tmp_path, monkeypatch, case):
+    """A name per row: more ids than StringIds rows, so the table is read whole and kept
+    by id in Python where every id is an integer, else looked up in SQL as before;
+    the trace the Python reading's either way, an id twice left to it."""
+    edits, in_sql, kept, named = WHOLE_STRING_IDS[case]
+    path = edited(tmp_path, *PER_ROW_NAMES, *edits)
+    looked_up = []
+    dumps = nsys.json.dumps
+    monkeypatch.setattr(nsys.json, "dumps", lambda ids: looked_up.append(len(ids)) or dumps(ids))
+    trace, in_c = both(path, monkeypatch)
+    assert in_c == kept and not isinstance(trace, str)
+    assert bool(looked_up) == in_sql
+    names = {"kernel three", "runtime five", "string#1000001", "string#2000002"}
+    assert (names <= set(trace.names)) == named
+    assert not named or "string#1000003" not in trace.names

@@ -467,12 +467,22 @@ def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
 
 
 def _strings(db, ids: list) -> dict:
-    """StringIds' texts of these ids (the others are never looked up)."""
+    """StringIds' texts of these ids (the others are never looked up). Where the table
+    holds no more rows than there are ids (a file of a name per row), it is read whole
+    and kept where its id is one of them, if every id in it is an integer (what `in`
+    then finds is Python's and SQL's alike), rather than handing SQL a list of them all."""
     ids = sorted(set(ids))
-    rows = db.execute(
-        "select id, cast(value as text) from StringIds where id in (select value from json_each(?))",
-        (json.dumps(ids),),
-    ).fetchall()
+    rows = None
+    if db.execute("select count(*) from StringIds").fetchone()[0] <= len(ids):
+        every = db.execute("select id, cast(value as text) from StringIds").fetchall()
+        if all(type(i) is int for i, _ in every):
+            wanted = set(ids)
+            rows = [row for row in every if row[0] in wanted]
+    if rows is None:
+        rows = db.execute(
+            "select id, cast(value as text) from StringIds where id in (select value from json_each(?))",
+            (json.dumps(ids),),
+        ).fetchall()
     strings = dict(rows)
     if len(strings) != len(rows):
         raise nsys_columns.ReadStopped  # an id twice: which one the Python reading keeps is its query's order
