@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
+from itertools import repeat
 
 import numpy as np
 
@@ -61,18 +62,16 @@ def match_kernels(rec: Recording, table: LaunchTable, host) -> KernelMatch:
 
 def key_columns(rec: Recording, table: LaunchTable, timed: np.ndarray, host) -> list[tuple]:
     """The key's columns (device, kernel name, grid, block), each as (ours of the timed
-    launches, the other run's kernels'), names numbered alike on both sides."""
+    launches, the other run's kernels'). Names: ours numbered by first use, each of
+    theirs given the number of the same name of ours, and every name only theirs one
+    number past ours (a key only theirs pairs with nothing, whichever it is); a name
+    index of -1 reads as our first name, as it always has."""
     names: dict = {}
     my_names = np.array([names.setdefault(table.name[i], len(names)) for i in timed.tolist()], np.int64)
+    # looked up, not inserted: no dict entry per host name (a host trace may have a name per row)
+    theirs = list(map(names.get, host.names, repeat(len(names), len(host.names))))
+    their_name_codes = np.array(theirs + [0], np.int64)
     k, launches = host.kernels, rec.launches
-    # Only the names the kernels use are coded (a host trace's names are mostly its other
-    # events'), in their order in host.names, with its first (code 0 where ours are none,
-    # the code of a name index of -1 as before): equal names equal codes, as when every name was.
-    their_name_codes = np.zeros(len(host.names) + 1, np.int64)
-    index = np.asarray(k["name"], np.int64)
-    used = np.unique(np.r_[np.int64(0), index] % len(their_name_codes))
-    used = used[used < len(host.names)].tolist()
-    their_name_codes[used] = [names.setdefault(host.names[i], len(names)) for i in used]
     return [
         (launches["device_index"][timed], k["device"]),
         (my_names, their_name_codes[k["name"]]),
