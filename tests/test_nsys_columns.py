@@ -390,3 +390,64 @@ def test_string_ids_read_whole_where_names_are_many(tmp_path, monkeypatch, case)
     names = {"kernel three", "runtime five", "string#1000001", "string#2000002"}
     assert (names <= set(trace.names)) == named
     assert not named or "string#1000003" not in trace.names
+
+
+def _kernel_job(path):
+    reader = nsys_columns.Reader.open(nsys._uri(path), 60.0)
+    whole = nsys_columns.Column(*nsys.I64)
+    job = reader.add(
+        f"select start, end, streamId, demangledName from {KERNELS}", [whole] * 4, keys=(nsys_columns.Key(3),)
+    )
+    return reader, job
+
+
+def test_sunk_columns_are_the_kept_ones(tmp_path):
+    """Columns written by C straight into numpy rows (int64 and int32 fields, an array
+    field's item, a difference): what fill_rows gives from the kept columns."""
+    path = nsys_db(tmp_path)
+    reader, job = _kernel_job(path)
+    reader.run(1)
+    kept = np.empty(job.rows, [("a", "<i8"), ("b", "<i8"), ("c", "<i8"), ("k", "<i8")])
+    job.fill_rows(kept, {"a": 0, "b": (1, 0), "c": 2, "k": 4})
+    layout = [("pad", "<i4"), ("a", "<i8"), ("dur", "<i4"), ("pair", "<i8", (2,)), ("k", "<i4")]
+    reader, job = _kernel_job(path)
+    sunk = np.zeros(len(kept) + 3, layout)  # room to spare: the rows read are written, no more
+    job.sink(sunk, {"a": 0, "dur": (1, 0), ("pair", 1): 2, "k": 4})
+    reader.run(1)
+    assert job.rows == len(kept) > 0
+    assert sunk["a"][: job.rows].tolist() == kept["a"].tolist()
+    assert sunk["dur"][: job.rows].tolist() == kept["b"].tolist()
+    assert sunk["pair"][: job.rows, 1].tolist() == kept["c"].tolist()
+    assert sunk["k"][: job.rows].tolist() == kept["k"].tolist()
+    assert not sunk["pad"].any() and not sunk["pair"][:, 0].any() and not sunk[job.rows :]["a"].any()
+    with pytest.raises(nsys_columns.ReadStopped):  # a sunk column is not kept in C
+        job.fill_rows(np.empty(job.rows, [("a", "<i8")]), {"a": 0})
+    job.fill_rows(np.empty(job.rows, [("x", "<i8")]), {"x": 3})  # one not sunk is
+
+
+@pytest.mark.parametrize("case", ["more rows than room", "past an int32", "no room at all"])
+def test_a_sink_that_cannot_take_the_rows_stops_the_read(tmp_path, case):
+    path = edited(tmp_path, f"update {KERNELS} set streamId = 4294967296 where rowid = 7")
+    reader, job = _kernel_job(path)
+    with sqlite3.connect(path) as db:
+        count = db.execute(f"select count(*) from {KERNELS}").fetchone()[0]
+    rows = np.empty(
+        {"more rows than room": count - 1, "past an int32": count, "no room at all": 0}[case], [("v", "<i4")]
+    )
+    job.sink(rows, {"v": 2 if case == "past an int32" else 0})
+    with pytest.raises(nsys_columns.ReadStopped):
+        reader.run(1)
+
+
+def test_sinks_refuse_what_c_cannot_write(tmp_path):
+    reader, job = _kernel_job(nsys_db(tmp_path))
+    with pytest.raises(TypeError):
+        job.sink(np.empty(4, [("f", "<f8")]), {"f": 0})
+    with pytest.raises(TypeError):
+        job.sink(np.empty(4, [("g", "<i8", (2,))]), {("g", 2): 0})
+    with pytest.raises(nsys_columns.ReadStopped):  # a column the job does not keep
+        job.sink(np.empty(4, [("v", "<i8")]), {"v": 9})
+    rows = np.empty(4, [("v", "<i8")])
+    rows.flags.writeable = False
+    with pytest.raises(nsys_columns.ReadStopped):
+        job.sink(rows, {"v": 0})

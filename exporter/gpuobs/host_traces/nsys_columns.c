@@ -41,7 +41,7 @@ enum { COLUMN_INT = 0, COLUMN_TEXT = 1 };
 enum { MODE_ROWS = 0, MODE_NVTX = 1 };
 enum { MAX_COLUMNS = 32, MAX_KEYS = 2, MAX_JOBS = 8, MAX_THREADS = 8, PROGRESS_STEPS = 1000 };
 enum { NVTX_MARK = 34, NVTX_PUSH_POP = 59, NVTX_START_END = 60 };
-enum { COLUMN_SPEC = 6, JOB_SPEC = 4, KEY_SPEC = 3 };
+enum { COLUMN_SPEC = 6, JOB_SPEC = 4, KEY_SPEC = 3, MAX_SINKS = 24 };
 #define FIRST_ROWS 65536
 
 typedef struct {
@@ -157,6 +157,15 @@ hashed:
 
 struct reader;
 
+/* Where an output column goes instead of a C column: row r's value (less output
+ * `minus`'s where that is >= 0) at base + r * stride, `width` bytes (8, or 4 where
+ * it fits an int32), for at most `cap` rows (more stops the read). */
+typedef struct {
+    char* base;
+    int64_t stride, cap;
+    int32_t out, minus, width;
+} sink;
+
 typedef struct {
     struct reader* r;
     char* sql;
@@ -164,6 +173,9 @@ typedef struct {
     int32_t kind[MAX_COLUMNS], nullable[MAX_COLUMNS], out[MAX_COLUMNS];
     int64_t lo[MAX_COLUMNS], hi[MAX_COLUMNS], null_value[MAX_COLUMNS];
     int32_t key_a[MAX_KEYS], key_b[MAX_KEYS], key_out[MAX_KEYS];
+    int n_sinks;
+    sink sinks[MAX_SINKS];
+    uint8_t sunk[MAX_COLUMNS]; /* an output written to sinks alone: no C column */
     /* results */
     int64_t rows, cap;
     int64_t* columns[MAX_COLUMNS];
@@ -368,16 +380,32 @@ static int store_row(job* j, const int64_t* v, const uint8_t* null) {
     }
     for (int i = 0; i < j->n_columns; i++)
         if (j->out[i] >= 0) out[j->out[i]] = v[i];
+    for (int k = 0; k < j->n_sinks; k++) {
+        const sink* d = &j->sinks[k];
+        if (j->rows >= d->cap) return 0;
+        /* wrapping, not overflowing: the checks above bound what a sink is given */
+        int64_t x = (int64_t)((uint64_t)out[d->out] - (d->minus >= 0 ? (uint64_t)out[d->minus] : 0));
+        char* at = d->base + j->rows * d->stride;
+        if (d->width == 8) {
+            memcpy(at, &x, sizeof x);
+        } else {
+            if (x < INT32_MIN || x > INT32_MAX) return 0;
+            int32_t y = (int32_t)x;
+            memcpy(at, &y, sizeof y);
+        }
+    }
     if (j->rows == j->cap) {
         int64_t cap = j->cap ? j->cap * 2 : FIRST_ROWS;
         for (int o = 0; o < j->n_out; o++) {
+            if (j->sunk[o]) continue;
             int64_t* p = realloc(j->columns[o], (size_t)cap * sizeof(int64_t));
             if (!p) return 0;
             j->columns[o] = p;
         }
         j->cap = cap;
     }
-    for (int o = 0; o < j->n_out; o++) j->columns[o][j->rows] = out[o];
+    for (int o = 0; o < j->n_out; o++)
+        if (!j->sunk[o]) j->columns[o][j->rows] = out[o];
     j->rows++;
     return 1;
 }
@@ -451,6 +479,21 @@ static void* worker(void* arg) {
             __atomic_store_n(&r->stop, 1, __ATOMIC_SEQ_CST);
         }
     }
+}
+
+/* Job i's output `out` (less output `minus` where that is >= 0) written to row r at
+ * base + r * stride as `width` (8 or 4) bytes, for at most `cap` rows, and no longer
+ * kept in a C column (fill_rows and fill_events refuse it). Before nsys_run; 0 where
+ * it is not taken. */
+int nsys_sink(reader* r, int i, char* base, int64_t stride, int64_t cap, int out, int minus, int width) {
+    if (i < 0 || i >= r->n_jobs) return 0;
+    job* j = &r->jobs[i];
+    if (j->n_sinks >= MAX_SINKS || (!base && cap) || stride < width || cap < 0 || out < 0 || out >= j->n_out ||
+        minus >= j->n_out || (width != 8 && width != 4) || j->rows)
+        return 0;
+    j->sinks[j->n_sinks++] = (sink){base, stride, cap, out, minus, width};
+    j->sunk[out] = 1;
+    return 1;
 }
 
 /* Runs the jobs on up to `threads` threads (this one among them; one where this
