@@ -19,7 +19,11 @@
  * Anything else (another type, a value out of range, an SQLite error, no memory)
  * stops the read with BAIL and nsys.py reads the file in Python, for its words; a
  * query past its time budget stops with INTERRUPTED (a progress handler, as nsys.py
- * sets). The first job to stop sets the outcome and stops the others. */
+ * sets). The first job to stop sets the outcome and stops the others.
+ *
+ * A kept column either stays in C (int64, read back by fill_rows and fill_events) or
+ * is written as it is read straight into the caller's rows (nsys_sink: numpy rows
+ * sized beforehand; a row past their end stops the read). */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
