@@ -451,3 +451,35 @@ def test_sinks_refuse_what_c_cannot_write(tmp_path):
     rows.flags.writeable = False
     with pytest.raises(nsys_columns.ReadStopped):
         job.sink(rows, {"v": 0})
+
+
+class _Miscounted:
+    """A connection whose count(*) of one table is off by `by` (as if the file changed
+    between the count and the C read): everything else passed through."""
+
+    def __init__(self, db, table, by):
+        self._db, self._table, self._by = db, table, by
+
+    def __getattr__(self, name):
+        return getattr(self._db, name)
+
+    def execute(self, sql, *args):
+        if sql == f"select count(*) from {self._table}":
+            (count,) = self._db.execute(sql).fetchone()
+            return self._db.execute("select ?", (count + self._by,))
+        return self._db.execute(sql, *args)
+
+
+@pytest.mark.parametrize("table", [KERNELS, RUNTIME, NVTX])
+@pytest.mark.parametrize("by", [-1, 1])
+def test_rows_not_the_rows_counted_leave_the_file_to_python(tmp_path, monkeypatch, table, by):
+    """The C read writes into rows sized by count(*): a table with more rows than counted
+    stops it (no row past the end), one with fewer (kernels, runtime) too, NVTX's fewer
+    being its rows not read; the Python reading then gives the trace."""
+    path = nsys_db(tmp_path)
+    python, _ = load(path, monkeypatch, in_c=False)
+    opened = nsys.open_read_only
+    monkeypatch.setattr(nsys, "open_read_only", lambda p: _Miscounted(opened(p), table, by))
+    trace, in_c = load(path, monkeypatch, in_c=True)
+    assert in_c == (table == NVTX and by == 1)
+    same_trace(trace, python)
