@@ -108,3 +108,42 @@ def test_key_codes_are_those_renumbered_after_every_column(seed):
     )
     got, want = matching._key_codes(rec, table, timed, host), renumbered_every_column(rec, table, timed, host)
     assert all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
+def every_name_coded(rec, table, timed, host) -> tuple[np.ndarray, np.ndarray]:
+    """key_columns' name column as it was: every one of host.names coded, in order."""
+    names: dict = {}
+    mine = np.array([names.setdefault(table.name[i], len(names)) for i in timed.tolist()], np.int64)
+    theirs = np.array([names.setdefault(n, len(names)) for n in host.names] + [0], np.int64)
+    return mine, theirs[host.kernels["name"]]
+
+
+def partition(codes: np.ndarray) -> list:
+    """Which rows hold equal codes, whatever the codes are: each numbered by first use."""
+    first: dict = {}
+    return [first.setdefault(c, len(first)) for c in codes.tolist()]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_their_names_are_coded_by_ours(seed):
+    """Their names looked up among ours (no code per name of theirs): ours equal where
+    they were with every name coded, and each of theirs equal to each of ours where it
+    was; names given twice (an unused copy before a used one), a name index of -1, none
+    of ours, names only theirs."""
+    rng = np.random.default_rng(seed)
+    n, m = (
+        0 if seed % 4 == 1 else int(rng.integers(0, 40)),
+        int(rng.integers(0, 60)),
+    )  # none of ours: -1's is names[0]'s
+    pool = [f"k{i}" for i in range(int(rng.integers(1, 12)))]
+    names = [pool[int(i)] for i in rng.integers(0, len(pool), int(rng.integers(1, 80)))] + ["theirs", "theirs too"]
+    kernels = np.zeros(m, KERNEL)
+    kernels["name"] = rng.integers(-1 if seed % 2 else 0, len(names), m)
+    launches = np.zeros(n, [("device_index", "<u4"), ("grid", "<u4", (3,)), ("block", "<u4", (3,))])
+    table = types.SimpleNamespace(name=[pool[int(i)] for i in rng.integers(0, len(pool), n)] + ["other"])
+    rec, host = types.SimpleNamespace(launches=launches), types.SimpleNamespace(kernels=kernels, names=names)
+    timed = rng.permutation(n)
+    mine, theirs = matching.key_columns(rec, table, timed, host)[1]
+    want_mine, want_theirs = every_name_coded(rec, table, timed, host)
+    assert partition(mine) == partition(want_mine)
+    assert np.array_equal(mine[:, None] == theirs[None, :], want_mine[:, None] == want_theirs[None, :])

@@ -308,3 +308,178 @@ def test_a_check_failing_on_one_thread_stops_the_others(tmp_path):
     reader.add(f"select start from {RUNTIME}", [whole])
     with pytest.raises(nsys_columns.ReadStopped):
         reader.run(2)
+
+
+BIG = (1 << 63) - 1
+KEY_ORDERS = {
+    "rising": [(i, i % 2) for i in range(3000)],
+    "rising, then old keys again": [(i, 0) for i in range(2000)] + [(i * 7 % 2000, 0) for i in range(1500)],
+    "rising, then a new key out of order": [(2 * i, 0) for i in range(2000)] + [(1, 0), (3, 0), (2, 0), (5000, 0)],
+    "rising, then more old keys than keys": [(i, 0) for i in range(50)] + [(i * 13 % 50, 0) for i in range(400)],
+    "rising in b under one a": [(5, i) for i in range(1500)] + [(5, 3), (4, 9), (5, 1499), (5, 1500)],
+    "extremes": [(-BIG - 1, 0), (-1, 1), (0, 0), (BIG, 0), (BIG, 1), (-BIG - 1, 0), (BIG, 1), (0, 1)],
+    "falling": [(3000 - i, 0) for i in range(3000)] + [(2999, 0), (1, 0)],
+    "random": [(int(x), int(y)) for x, y in np.random.default_rng(5).integers(-40, 40, (4000, 2))],
+}
+
+
+@pytest.mark.parametrize("order", list(KEY_ORDERS))
+def test_keys_are_numbered_in_first_seen_order(tmp_path, order):
+    """nsys_columns.c's key sets, sorted while keys rise and hashed after: each row's key's
+    number and the distinct keys in first-seen order, as a dict gives them."""
+    keys = KEY_ORDERS[order]
+    path = tmp_path / "keys.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("create table t (a, b)")
+        db.executemany("insert into t values (?, ?)", keys)
+    reader = nsys_columns.Reader.open(nsys._uri(path), 60.0)
+    whole = nsys_columns.Column(*nsys.I64)
+    job = reader.add("select a, b from t", [whole, whole], keys=(nsys_columns.Key(0, 1), nsys_columns.Key(0)))
+    reader.run(1)
+    rows = np.empty(job.rows, [("pair", "<i8"), ("a", "<i8")])
+    job.fill_rows(rows, {"pair": 2, "a": 3})
+    for k, (column, of) in enumerate((("pair", keys), ("a", [(a, 0) for a, _ in keys]))):
+        numbers: dict = {}
+        expected = [numbers.setdefault(key, len(numbers)) for key in of]
+        assert rows[column].tolist() == expected, (order, column)
+        assert [tuple(key) for key in job.keys(k).tolist()] == list(numbers), (order, column)
+
+
+PER_ROW_NAMES = (
+    f"update {KERNELS} set demangledName = rowid + 1000000",
+    f"update {RUNTIME} set nameId = rowid + 2000000",
+    "insert into StringIds values (1000003, 'kernel three'), (2000005, 'runtime five'), (2000007, '')",
+)
+REBUILT_STRING_IDS = (
+    "create table s2 ({id}, value)",
+    "insert into s2 select {value}, value from StringIds",
+    "drop table StringIds",
+    "alter table s2 rename to StringIds",
+)
+WHOLE_STRING_IDS = {  # (edits, whether the ids are looked up in SQL, whether C keeps the file, names found)
+    "integer ids": ((), False, True, True),
+    "REAL ids": (tuple(s.format(id="id", value="id + 0.0") for s in REBUILT_STRING_IDS), True, True, True),
+    "text ids, TEXT affinity": (  # '1000003' is not 1000003 to either reading
+        tuple(s.format(id="id text", value="id") for s in REBUILT_STRING_IDS),
+        True,
+        True,
+        False,
+    ),
+    "an id twice": (
+        (*(s.format(id="id", value="id") for s in REBUILT_STRING_IDS), "insert into StringIds values (1000003, 'x')"),
+        False,
+        False,
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(WHOLE_STRING_IDS))
+def test_string_ids_read_whole_where_names_are_many(tmp_path, monkeypatch, case):
+    """A name per row: more ids than StringIds rows, so the table is read whole and kept
+    by id in Python where every id is an integer, else looked up in SQL as before;
+    the trace the Python reading's either way, an id twice left to it."""
+    edits, in_sql, kept, named = WHOLE_STRING_IDS[case]
+    path = edited(tmp_path, *PER_ROW_NAMES, *edits)
+    looked_up = []
+    dumps = nsys.json.dumps
+    monkeypatch.setattr(nsys.json, "dumps", lambda ids: looked_up.append(len(ids)) or dumps(ids))
+    trace, in_c = both(path, monkeypatch)
+    assert in_c == kept and not isinstance(trace, str)
+    assert bool(looked_up) == in_sql
+    names = {"kernel three", "runtime five", "string#1000001", "string#2000002"}
+    assert (names <= set(trace.names)) == named
+    assert not named or "string#1000003" not in trace.names
+
+
+def _kernel_job(path):
+    reader = nsys_columns.Reader.open(nsys._uri(path), 60.0)
+    whole = nsys_columns.Column(*nsys.I64)
+    job = reader.add(
+        f"select start, end, streamId, demangledName from {KERNELS}", [whole] * 4, keys=(nsys_columns.Key(3),)
+    )
+    return reader, job
+
+
+def test_sunk_columns_are_the_kept_ones(tmp_path):
+    """Columns written by C straight into numpy rows (int64 and int32 fields, an array
+    field's item, a difference): what fill_rows gives from the kept columns."""
+    path = nsys_db(tmp_path)
+    reader, job = _kernel_job(path)
+    reader.run(1)
+    kept = np.empty(job.rows, [("a", "<i8"), ("b", "<i8"), ("c", "<i8"), ("k", "<i8")])
+    job.fill_rows(kept, {"a": 0, "b": (1, 0), "c": 2, "k": 4})
+    layout = [("pad", "<i4"), ("a", "<i8"), ("dur", "<i4"), ("pair", "<i8", (2,)), ("k", "<i4")]
+    reader, job = _kernel_job(path)
+    sunk = np.zeros(len(kept) + 3, layout)  # room to spare: the rows read are written, no more
+    job.sink(sunk, {"a": 0, "dur": (1, 0), ("pair", 1): 2, "k": 4})
+    reader.run(1)
+    assert job.rows == len(kept) > 0
+    assert sunk["a"][: job.rows].tolist() == kept["a"].tolist()
+    assert sunk["dur"][: job.rows].tolist() == kept["b"].tolist()
+    assert sunk["pair"][: job.rows, 1].tolist() == kept["c"].tolist()
+    assert sunk["k"][: job.rows].tolist() == kept["k"].tolist()
+    assert not sunk["pad"].any() and not sunk["pair"][:, 0].any() and not sunk[job.rows :]["a"].any()
+    with pytest.raises(nsys_columns.ReadStopped):  # a sunk column is not kept in C
+        job.fill_rows(np.empty(job.rows, [("a", "<i8")]), {"a": 0})
+    job.fill_rows(np.empty(job.rows, [("x", "<i8")]), {"x": 3})  # one not sunk is
+
+
+@pytest.mark.parametrize("case", ["more rows than room", "past an int32", "no room at all"])
+def test_a_sink_that_cannot_take_the_rows_stops_the_read(tmp_path, case):
+    path = edited(tmp_path, f"update {KERNELS} set streamId = 4294967296 where rowid = 7")
+    reader, job = _kernel_job(path)
+    with sqlite3.connect(path) as db:
+        count = db.execute(f"select count(*) from {KERNELS}").fetchone()[0]
+    rows = np.empty(
+        {"more rows than room": count - 1, "past an int32": count, "no room at all": 0}[case], [("v", "<i4")]
+    )
+    job.sink(rows, {"v": 2 if case == "past an int32" else 0})
+    with pytest.raises(nsys_columns.ReadStopped):
+        reader.run(1)
+
+
+def test_sinks_refuse_what_c_cannot_write(tmp_path):
+    reader, job = _kernel_job(nsys_db(tmp_path))
+    with pytest.raises(TypeError):
+        job.sink(np.empty(4, [("f", "<f8")]), {"f": 0})
+    with pytest.raises(TypeError):
+        job.sink(np.empty(4, [("g", "<i8", (2,))]), {("g", 2): 0})
+    with pytest.raises(nsys_columns.ReadStopped):  # a column the job does not keep
+        job.sink(np.empty(4, [("v", "<i8")]), {"v": 9})
+    rows = np.empty(4, [("v", "<i8")])
+    rows.flags.writeable = False
+    with pytest.raises(nsys_columns.ReadStopped):
+        job.sink(rows, {"v": 0})
+
+
+class _Miscounted:
+    """A connection whose count(*) of one table is off by `by` (as if the file changed
+    between the count and the C read): everything else passed through."""
+
+    def __init__(self, db, table, by):
+        self._db, self._table, self._by = db, table, by
+
+    def __getattr__(self, name):
+        return getattr(self._db, name)
+
+    def execute(self, sql, *args):
+        if sql == f"select count(*) from {self._table}":
+            (count,) = self._db.execute(sql).fetchone()
+            return self._db.execute("select ?", (count + self._by,))
+        return self._db.execute(sql, *args)
+
+
+@pytest.mark.parametrize("table", [KERNELS, RUNTIME, NVTX])
+@pytest.mark.parametrize("by", [-1, 1])
+def test_rows_not_the_rows_counted_leave_the_file_to_python(tmp_path, monkeypatch, table, by):
+    """The C read writes into rows sized by count(*): a table with more rows than counted
+    stops it (no row past the end), one with fewer (kernels, runtime) too, NVTX's fewer
+    being its rows not read; the Python reading then gives the trace."""
+    path = nsys_db(tmp_path)
+    python, _ = load(path, monkeypatch, in_c=False)
+    opened = nsys.open_read_only
+    monkeypatch.setattr(nsys, "open_read_only", lambda p: _Miscounted(opened(p), table, by))
+    trace, in_c = load(path, monkeypatch, in_c=True)
+    assert in_c == (table == NVTX and by == 1)
+    same_trace(trace, python)

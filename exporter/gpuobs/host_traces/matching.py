@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
+from itertools import repeat
 
 import numpy as np
 
@@ -61,10 +62,15 @@ def match_kernels(rec: Recording, table: LaunchTable, host) -> KernelMatch:
 
 def key_columns(rec: Recording, table: LaunchTable, timed: np.ndarray, host) -> list[tuple]:
     """The key's columns (device, kernel name, grid, block), each as (ours of the timed
-    launches, the other run's kernels'), names numbered alike on both sides."""
+    launches, the other run's kernels'). Names: ours numbered by first use, each of
+    theirs given the number of the same name of ours, and every name only theirs one
+    number past ours (a key only theirs pairs with nothing, whichever it is); a name
+    index of -1 reads as our first name, as it always has."""
     names: dict = {}
     my_names = np.array([names.setdefault(table.name[i], len(names)) for i in timed.tolist()], np.int64)
-    their_name_codes = np.array([names.setdefault(n, len(names)) for n in host.names] + [0], np.int64)
+    # looked up, not inserted: no dict entry per host name (a host trace may have a name per row)
+    theirs = list(map(names.get, host.names, repeat(len(names), len(host.names))))
+    their_name_codes = np.array(theirs + [0], np.int64)
     k, launches = host.kernels, rec.launches
     return [
         (launches["device_index"][timed], k["device"]),

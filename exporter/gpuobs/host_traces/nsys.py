@@ -398,7 +398,28 @@ def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
         )
     if not _scans_in_order(db, queries):
         raise nsys_columns.ReadStopped  # an index or a virtual table: rows could come in another order
+    # C writes the rows straight into numpy's (no C column of them), as many as each table holds
+    tables_read = [KERNELS] + ([RUNTIME] if runtime else []) + ([NVTX] if nvtx else [])
+    counts = [db.execute(f"select count(*) from {table}").fetchone()[0] for table in tables_read]
+    at = np.cumsum([0] + counts).tolist()
+    events = np.empty(at[-1], EVENT)  # every field of every row read written below; NVTX's unread rows cut
+    kernels = np.empty(counts[0], KERNEL)
+    span = {"start_ns": 0, "dur_ns": (1, 0)}
+    k.sink(
+        kernels,
+        span
+        | {"device": 2, "stream": 3, "correlation": 4}
+        | {("grid", i): 5 + i for i in range(3)}
+        | {("block", i): 8 + i for i in range(3)},
+    )
+    k.sink(events[: at[1]], span | {"name": 11, "track": 12})  # key numbers, made codes below
+    if runtime:
+        r.sink(events[at[1] : at[2]], span | {"name": 2, "track": 3})
+    if nvtx:
+        n.sink(events[at[-2] : at[-1]], span | {"name": 3, "track": 4, "category": 2})  # category: the text's
     reader.run()
+    if k.rows != counts[0] or (runtime and r.rows != counts[1]):
+        raise nsys_columns.ReadStopped  # not the rows counted: the file changed under the read
     low, high = k.bounds()
     offset = _offset(path, int(low[0]) if k.rows else None, start_epoch)
     for job, times in ((k, (0, 1)), (r if runtime else None, (0, 1)), (n if nvtx else None, (2, 3))):
@@ -434,31 +455,32 @@ def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
     track_keys, track_of = TrackKeys.of_parts(("stream", "thread", "nvtx"), parts)
     track_of = track_of.astype(np.int32)
     del parts
-    jobs = [k] + ([r] if runtime else []) + ([n] if nvtx else [])
-    events = np.empty(sum(job.rows for job in jobs), EVENT)  # every field written below
-    kernels = np.empty(k.rows, KERNEL)
-    k.fill_rows(
-        kernels,
-        {"start_ns": 0, "dur_ns": (1, 0), "device": 2, "stream": 3, "correlation": 4}
-        | {("grid", i): 5 + i for i in range(3)}
-        | {("block", i): 8 + i for i in range(3)},
-    )
     tracks, at_key = track_of[: len(keys[0])], len(keys[0])
-    at = len(kernels)
-    k.fill_events(events[:at], (0, 1, 11, 12, None), name_codes[0], tracks, None, code("kernel"))
+    rows = events[: at[1]]
+    rows["name"] = name_codes[0][rows["name"]]
+    rows["track"] = tracks[rows["track"]]
+    rows["category"] = code("kernel")
     k.release()
     if runtime:
         tracks, at_key = track_of[at_key : at_key + len(gtids[0])], at_key + len(gtids[0])
-        rows = events[at : at + r.rows]
-        r.fill_events(rows, (0, 1, 2, 3, None), name_codes[1], tracks, None, code("cuda_runtime"))
+        rows = events[at[1] : at[2]]
+        rows["name"] = name_codes[1][rows["name"]]
+        rows["track"] = tracks[rows["track"]]
+        rows["category"] = code("cuda_runtime")
         r.release()
-        at += len(rows)
     if nvtx:
         tracks = track_of[at_key:]
         own = np.array([code(t.decode("utf-8", "replace")) for t in n.texts()], np.int32)
-        rows = events[at : at + n.rows]
-        n.fill_events(rows, (0, 1, 3, 4, 2), name_codes[-1], tracks, own, code("nvtx"))
-        n.release()
+        rows = events[at[-2] : at[-2] + n.rows]
+        name = name_codes[-1][rows["name"]]
+        text = rows["category"]
+        if len(own):  # else no row has a text
+            name = np.where(text >= 0, own[np.maximum(text, 0)], name)
+        rows["name"] = name
+        rows["track"] = tracks[rows["track"]]
+        rows["category"] = code("nvtx")
+        events = events[: at[-2] + n.rows]
+        n.release()  # after its rows are counted: release clears the count
     kernels["name"] = events["name"][: len(kernels)]
     thread_names = {pid_tid(gtid): strings.get(name_id, f"string#{name_id}") for name_id, gtid in thread_rows}
     return assemble(
@@ -467,12 +489,22 @@ def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
 
 
 def _strings(db, ids: list) -> dict:
-    """StringIds' texts of these ids (the others are never looked up)."""
+    """StringIds' texts of these ids (the others are never looked up). Where the table
+    holds no more rows than there are ids (a file of a name per row), it is read whole
+    and kept where its id is one of them, if every id in it is an integer (what `in`
+    then finds is Python's and SQL's alike), rather than handing SQL a list of them all."""
     ids = sorted(set(ids))
-    rows = db.execute(
-        "select id, cast(value as text) from StringIds where id in (select value from json_each(?))",
-        (json.dumps(ids),),
-    ).fetchall()
+    rows = None
+    if db.execute("select count(*) from StringIds").fetchone()[0] <= len(ids):
+        every = db.execute("select id, cast(value as text) from StringIds").fetchall()
+        if all(type(i) is int for i, _ in every):
+            wanted = set(ids)
+            rows = [row for row in every if row[0] in wanted]
+    if rows is None:
+        rows = db.execute(
+            "select id, cast(value as text) from StringIds where id in (select value from json_each(?))",
+            (json.dumps(ids),),
+        ).fetchall()
     strings = dict(rows)
     if len(strings) != len(rows):
         raise nsys_columns.ReadStopped  # an id twice: which one the Python reading keeps is its query's order

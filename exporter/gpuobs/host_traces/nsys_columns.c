@@ -19,7 +19,11 @@
  * Anything else (another type, a value out of range, an SQLite error, no memory)
  * stops the read with BAIL and nsys.py reads the file in Python, for its words; a
  * query past its time budget stops with INTERRUPTED (a progress handler, as nsys.py
- * sets). The first job to stop sets the outcome and stops the others. */
+ * sets). The first job to stop sets the outcome and stops the others.
+ *
+ * A kept column either stays in C (int64, read back by fill_rows and fill_events) or
+ * is written as it is read straight into the caller's rows (nsys_sink: numpy rows
+ * sized beforehand; a row past their end stops the read). */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -31,6 +35,7 @@
 
 typedef struct sqlite3 sqlite3;
 typedef struct sqlite3_stmt sqlite3_stmt;
+typedef struct sqlite3_value sqlite3_value;
 enum { SQLITE_OK = 0, SQLITE_INTERRUPT = 9, SQLITE_ROW = 100, SQLITE_DONE = 101 };
 enum { SQLITE_INTEGER = 1, SQLITE_NULL = 5 };
 enum { SQLITE_OPEN_READONLY = 0x1, SQLITE_OPEN_URI = 0x40, SQLITE_OPEN_NOMUTEX = 0x8000 };
@@ -40,7 +45,7 @@ enum { COLUMN_INT = 0, COLUMN_TEXT = 1 };
 enum { MODE_ROWS = 0, MODE_NVTX = 1 };
 enum { MAX_COLUMNS = 32, MAX_KEYS = 2, MAX_JOBS = 8, MAX_THREADS = 8, PROGRESS_STEPS = 1000 };
 enum { NVTX_MARK = 34, NVTX_PUSH_POP = 59, NVTX_START_END = 60 };
-enum { COLUMN_SPEC = 6, JOB_SPEC = 4, KEY_SPEC = 3 };
+enum { COLUMN_SPEC = 6, JOB_SPEC = 4, KEY_SPEC = 3, MAX_SINKS = 24 };
 #define FIRST_ROWS 65536
 
 typedef struct {
@@ -50,20 +55,26 @@ typedef struct {
     int (*step)(sqlite3_stmt*);
     int (*finalize)(sqlite3_stmt*);
     int (*column_count)(sqlite3_stmt*);
-    int (*column_type)(sqlite3_stmt*, int);
-    int64_t (*column_int64)(sqlite3_stmt*, int);
-    const unsigned char* (*column_text)(sqlite3_stmt*, int);
-    int (*column_bytes)(sqlite3_stmt*, int);
+    sqlite3_value* (*column_value)(sqlite3_stmt*, int);
+    int (*value_type)(sqlite3_value*);
+    int64_t (*value_int64)(sqlite3_value*);
+    const unsigned char* (*value_text)(sqlite3_value*);
+    int (*value_bytes)(sqlite3_value*);
     void (*progress_handler)(sqlite3*, int, int (*)(void*), void*);
     int (*threadsafe)(void);
 } sqlite_api;
 
-/* Keys (a, b) numbered in first-seen order. */
+/* Keys (a, b) numbered in first-seen order. While every key so far came in rising
+ * order (a, then b: a table's rowids, or ids given out in order) they are kept sorted
+ * in `keys` alone, a new greater key appended and an earlier one found by binary
+ * search; the hash table is built at the first new key out of order, or once the
+ * binary searches outnumber the keys (a table repeating old keys often). */
 typedef struct {
     int64_t* keys; /* 2 per key */
     int64_t count, cap;
-    int64_t* slots; /* key number + 1, 0 empty */
+    int64_t* slots; /* key number + 1, 0 empty; NULL while the keys are sorted */
     int64_t mask;
+    int64_t searches;             /* binary searches made while sorted */
     int64_t last_a, last_b, last; /* the previous row's key: rows often repeat it */
 } key_set;
 
@@ -88,9 +99,45 @@ static int key_rehash(key_set* k, int64_t slots) {
     return 1;
 }
 
+/* Whether key (a, b) comes before (c, d). */
+static int key_less(int64_t a, int64_t b, int64_t c, int64_t d) { return a < c || (a == c && b < d); }
+
+/* The keys leave sorted order: the hash table of them all, big enough for one more. */
+static int key_hash_all(key_set* k) {
+    int64_t slots = 1024;
+    while (slots < (k->count + 1) * 2) slots *= 2;
+    return key_rehash(k, slots);
+}
+
 /* The number of key (a, b), a new one when it is new; -1 when memory ran out. */
 static int64_t key_intern(key_set* k, int64_t a, int64_t b) {
     if (k->count && a == k->last_a && b == k->last_b) return k->last;
+    if (!k->slots) { /* sorted: a greater key is new, another one is found by binary search or not there */
+        int64_t id = -1;
+        if (k->count && !key_less(k->keys[2 * k->count - 2], k->keys[2 * k->count - 1], a, b)) {
+            int64_t lo = 0, hi = k->count; /* the first key not less than (a, b) */
+            while (lo < hi) {
+                int64_t mid = lo + (hi - lo) / 2;
+                if (key_less(k->keys[2 * mid], k->keys[2 * mid + 1], a, b))
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            if (k->keys[2 * lo] == a && k->keys[2 * lo + 1] == b) id = lo;
+            if (id < 0 || ++k->searches > k->count) {
+                if (!key_hash_all(k)) return -1;
+                if (id < 0) goto hashed; /* new and out of order: from here on by hash */
+            }
+        } else {
+            if (!grow((void**)&k->keys, &k->cap, 2 * (k->count + 1), sizeof(int64_t))) return -1;
+            id = k->count++;
+            k->keys[2 * id] = a;
+            k->keys[2 * id + 1] = b;
+        }
+        k->last_a = a, k->last_b = b, k->last = id;
+        return id;
+    }
+hashed:
     if ((k->count + 1) * 2 > k->mask + 1 && !key_rehash(k, k->mask ? (k->mask + 1) * 2 : 1024)) return -1;
     uint64_t at = mix(a, b) & (uint64_t)k->mask;
     int64_t id = -1;
@@ -114,6 +161,15 @@ static int64_t key_intern(key_set* k, int64_t a, int64_t b) {
 
 struct reader;
 
+/* Where an output column goes instead of a C column: row r's value (less output
+ * `minus`'s where that is >= 0) at base + r * stride, `width` bytes (8, or 4 where
+ * it fits an int32), for at most `cap` rows (more stops the read). */
+typedef struct {
+    char* base;
+    int64_t stride, cap;
+    int32_t out, minus, width;
+} sink;
+
 typedef struct {
     struct reader* r;
     char* sql;
@@ -121,6 +177,9 @@ typedef struct {
     int32_t kind[MAX_COLUMNS], nullable[MAX_COLUMNS], out[MAX_COLUMNS];
     int64_t lo[MAX_COLUMNS], hi[MAX_COLUMNS], null_value[MAX_COLUMNS];
     int32_t key_a[MAX_KEYS], key_b[MAX_KEYS], key_out[MAX_KEYS];
+    int n_sinks;
+    sink sinks[MAX_SINKS];
+    uint8_t sunk[MAX_COLUMNS]; /* an output written to sinks alone: no C column */
     /* results */
     int64_t rows, cap;
     int64_t* columns[MAX_COLUMNS];
@@ -167,10 +226,11 @@ static int bind(reader* r) {
     SYM(step, "sqlite3_step")
     SYM(finalize, "sqlite3_finalize")
     SYM(column_count, "sqlite3_column_count")
-    SYM(column_type, "sqlite3_column_type")
-    SYM(column_int64, "sqlite3_column_int64")
-    SYM(column_text, "sqlite3_column_text")
-    SYM(column_bytes, "sqlite3_column_bytes")
+    SYM(column_value, "sqlite3_column_value")
+    SYM(value_type, "sqlite3_value_type")
+    SYM(value_int64, "sqlite3_value_int64")
+    SYM(value_text, "sqlite3_value_text")
+    SYM(value_bytes, "sqlite3_value_bytes")
     SYM(progress_handler, "sqlite3_progress_handler")
     SYM(threadsafe, "sqlite3_threadsafe")
 #undef SYM
@@ -278,18 +338,25 @@ int nsys_add(reader* r, const char* sql, int n_columns, const int64_t* columns, 
     return r->n_jobs++;
 }
 
-/* Column i of the current row into v[i] (null[i]: it was NULL), checked; 0 where it fails. */
+/* Column i of the current row into v[i] (null[i]: it was NULL), checked; 0 where it fails.
+ * The cell is read through its sqlite3_value, one column_value call a cell rather than
+ * a column_type and a column_int64 or column_text (each entering the statement's API
+ * again): the value is "unprotected" (SQLite's word), which matters only where another
+ * thread may use the connection at the same time, and none does here (one thread a
+ * connection, SQLITE_OPEN_NOMUTEX). */
 static int read_column(job* j, sqlite3_stmt* s, int i, int64_t* v, uint8_t* null) {
     const sqlite_api* api = &j->r->api;
-    int type = api->column_type(s, i);
+    sqlite3_value* cell = api->column_value(s, i);
+    if (!cell) return 0;
+    int type = api->value_type(cell);
     null[i] = type == SQLITE_NULL;
     if (j->kind[i] == COLUMN_TEXT) {
         if (type == SQLITE_NULL) {
             v[i] = -1;
             return 1;
         }
-        const char* text = (const char*)api->column_text(s, i);
-        int64_t size = api->column_bytes(s, i);
+        const char* text = (const char*)api->value_text(cell);
+        int64_t size = api->value_bytes(cell);
         if (!text && size) return 0;
         v[i] = text_pool_intern(&j->texts, text ? text : "", size, INT64_MAX);
         return v[i] >= 0;
@@ -299,7 +366,7 @@ static int read_column(job* j, sqlite3_stmt* s, int i, int64_t* v, uint8_t* null
         return j->nullable[i];
     }
     if (type != SQLITE_INTEGER) return 0;
-    int64_t x = api->column_int64(s, i);
+    int64_t x = api->value_int64(cell);
     if (x < j->lo[i] || x > j->hi[i]) return 0;
     if (x < j->min[i]) j->min[i] = x;
     if (x > j->max[i]) j->max[i] = x;
@@ -317,16 +384,32 @@ static int store_row(job* j, const int64_t* v, const uint8_t* null) {
     }
     for (int i = 0; i < j->n_columns; i++)
         if (j->out[i] >= 0) out[j->out[i]] = v[i];
+    for (int k = 0; k < j->n_sinks; k++) {
+        const sink* d = &j->sinks[k];
+        if (j->rows >= d->cap) return 0;
+        /* wrapping, not overflowing: the checks above bound what a sink is given */
+        int64_t x = (int64_t)((uint64_t)out[d->out] - (d->minus >= 0 ? (uint64_t)out[d->minus] : 0));
+        char* at = d->base + j->rows * d->stride;
+        if (d->width == 8) {
+            memcpy(at, &x, sizeof x);
+        } else {
+            if (x < INT32_MIN || x > INT32_MAX) return 0;
+            int32_t y = (int32_t)x;
+            memcpy(at, &y, sizeof y);
+        }
+    }
     if (j->rows == j->cap) {
         int64_t cap = j->cap ? j->cap * 2 : FIRST_ROWS;
         for (int o = 0; o < j->n_out; o++) {
+            if (j->sunk[o]) continue;
             int64_t* p = realloc(j->columns[o], (size_t)cap * sizeof(int64_t));
             if (!p) return 0;
             j->columns[o] = p;
         }
         j->cap = cap;
     }
-    for (int o = 0; o < j->n_out; o++) j->columns[o][j->rows] = out[o];
+    for (int o = 0; o < j->n_out; o++)
+        if (!j->sunk[o]) j->columns[o][j->rows] = out[o];
     j->rows++;
     return 1;
 }
@@ -400,6 +483,21 @@ static void* worker(void* arg) {
             __atomic_store_n(&r->stop, 1, __ATOMIC_SEQ_CST);
         }
     }
+}
+
+/* Job i's output `out` (less output `minus` where that is >= 0) written to row r at
+ * base + r * stride as `width` (8 or 4) bytes, for at most `cap` rows, and no longer
+ * kept in a C column (fill_rows and fill_events refuse it). Before nsys_run; 0 where
+ * it is not taken. */
+int nsys_sink(reader* r, int i, char* base, int64_t stride, int64_t cap, int out, int minus, int width) {
+    if (i < 0 || i >= r->n_jobs) return 0;
+    job* j = &r->jobs[i];
+    if (j->n_sinks >= MAX_SINKS || (!base && cap) || stride < width || cap < 0 || out < 0 || out >= j->n_out ||
+        minus >= j->n_out || (width != 8 && width != 4) || j->rows)
+        return 0;
+    j->sinks[j->n_sinks++] = (sink){base, stride, cap, out, minus, width};
+    j->sunk[out] = 1;
+    return 1;
 }
 
 /* Runs the jobs on up to `threads` threads (this one among them; one where this

@@ -42,6 +42,7 @@ int nsys_fill_events(reader* r, int i, char* dest, int64_t itemsize, const int64
 int nsys_fill_rows(reader* r, int i, char* dest, int64_t itemsize, int n, const int64_t* offsets,
                    const int64_t* cols, const int64_t* minus);
 void nsys_release(reader* r, int i);
+int nsys_sink(reader* r, int i, char* base, int64_t stride, int64_t cap, int out, int minus, int width);
 void nsys_bounds(reader* r, int i, int64_t* min, int64_t* max);
 int64_t nsys_key_count(reader* r, int i, int k);
 const int64_t* nsys_keys(reader* r, int i, int k);
@@ -107,6 +108,41 @@ class Job:
 
     def __init__(self, reader: Reader, index: int, width: int, n_keys: int):
         self.reader, self.index, self.width, self.n_keys = reader, index, width, n_keys
+        self._sinks: list = []  # the arrays C writes into, held while it may
+
+    def sink(self, rows: np.ndarray, fields: dict) -> None:
+        """Before the run: kept columns written by C straight into fields of `rows` (at
+        most len(rows) of them, more stop the read), as fill_rows takes them ({field:
+        column, or (column, less column), or (field, i): ... for item i of an array
+        field}), int64 or int32 fields (a value past an int32 stops the read); those
+        columns are then not kept in C (fill_rows and fill_events refuse them)."""
+        if not rows.flags.c_contiguous or not rows.flags.writeable:
+            raise ReadStopped
+        for field, column in fields.items():
+            name, item = field if isinstance(field, tuple) else (field, None)
+            kind, offset = rows.dtype.fields[name][:2]
+            base = kind.base if item is not None else kind
+            if (
+                base not in (np.dtype("<i8"), np.dtype("<i4"))
+                or (item is None) != (kind.shape == ())
+                or not 0 <= (item or 0) < kind.itemsize // base.itemsize
+            ):
+                raise TypeError(f"{field}: not an int64 or int32 field of {rows.dtype}")  # C writes these bytes
+            column, less = column if isinstance(column, tuple) else (column, -1)
+            at = rows.ctypes.data + offset + (item or 0) * base.itemsize
+            ok = self.reader.lib.nsys_sink(
+                self.reader.handle,
+                self.index,
+                _FFI.cast("char*", at),
+                rows.itemsize,
+                len(rows),
+                column,
+                less,
+                base.itemsize,
+            )
+            if not ok:
+                raise ReadStopped
+        self._sinks.append(rows)
 
     @property
     def rows(self) -> int:
