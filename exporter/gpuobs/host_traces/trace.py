@@ -128,7 +128,7 @@ class TrackKeys:
 
     @classmethod
     def _of_codes(cls, kinds: tuple, code: np.ndarray) -> tuple["TrackKeys", np.ndarray]:
-        distinct, index = np.unique(code, return_inverse=True)
+        distinct, index = unique_inverse(code)
         del code
         low = np.uint64((1 << 28) - 1)
         keys = cls(
@@ -154,6 +154,22 @@ class TrackKeys:
 
     def take(self, index) -> "TrackKeys":
         return TrackKeys(self.kinds, self.kind[index], self.owner[index], self.lane[index])
+
+
+def unique_inverse(values: np.ndarray, return_index: bool = False) -> tuple:
+    """np.unique(values, return_inverse=True) of a 1-D array (with return_index, its first
+    rows too, between the two): the same arrays, without a sort where the values already
+    rise (keys numbered in order: an nsys file's rowids), else np.unique's."""
+    values = np.asarray(values)
+    if values.ndim != 1 or values.dtype.kind not in "iub" or not np.all(values[1:] >= values[:-1]):
+        return np.unique(values, return_index=return_index, return_inverse=True)
+    new = np.empty(len(values), bool)
+    new[:1] = True
+    np.not_equal(values[1:], values[:-1], out=new[1:])
+    index = np.cumsum(new, dtype=np.intp)
+    index -= 1
+    distinct = values[new]
+    return (distinct, np.flatnonzero(new), index) if return_index else (distinct, index)
 
 
 def _code(kind, owner: np.ndarray, lane: np.ndarray) -> np.ndarray:

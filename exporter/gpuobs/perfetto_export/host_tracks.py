@@ -10,7 +10,7 @@ from operator import eq, itemgetter
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from ..host_traces.trace import TrackKeys
+from ..host_traces.trace import TrackKeys, unique_inverse
 from . import native_encoder
 from .clock import REALTIME
 from .lanes import lane_tracks
@@ -141,10 +141,16 @@ def _named(thread_names: dict, owner: np.ndarray, lane: np.ndarray, keys: list) 
     if not pairs:
         return np.zeros(len(owner), bool)
     named = np.array(pairs, np.int64).reshape(-1, 2)
+    # a row is a key only where its owner is some key's owner and its lane some key's lane:
+    # the pairs coded among those rows alone (few where a file names few threads)
+    out = np.zeros(len(owner), bool)
+    maybe = np.flatnonzero(np.isin(owner, named[:, 0]) & np.isin(lane, named[:, 1]))
+    owner, lane = owner[maybe], lane[maybe]
     both_owner, oi = np.unique(np.concatenate([owner, named[:, 0]]), return_inverse=True)
     both_lane, li = np.unique(np.concatenate([lane, named[:, 1]]), return_inverse=True)
     code = oi.reshape(-1) * len(both_lane) + li.reshape(-1)
-    return np.isin(code[: len(owner)], code[len(owner) :])
+    out[maybe] = np.isin(code[: len(owner)], code[len(owner) :])
+    return out
 
 
 def _plain(host, keys, columns: _Keys, order_of: np.ndarray) -> np.ndarray:
@@ -184,9 +190,11 @@ def _processes(host, keys: list, columns: _Keys, order_of, live: np.ndarray) -> 
         numbers = [process_of.setdefault(track_names_process(host, keys[g]), len(process_of)) for g in live.tolist()]
         return process_of, np.array(numbers, np.int64).reshape(-1)
     sorted_order = np.asarray(order_of, np.int64)[live]
-    _, owner = np.unique(columns.owner[sorted_order], return_inverse=True)
+    owner = columns.owner[sorted_order]
+    if len(owner) and (int(owner.min()) < 0 or int(owner.max()) >= 1 << 62):
+        _, owner = np.unique(owner, return_inverse=True)  # numbered in their order: 2 * owner fits
     code = owner.reshape(-1) * 2 + columns.stream[sorted_order]
-    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    _, first, inverse = unique_inverse(code, return_index=True)
     number = np.zeros(len(first), np.int64)
     for d in np.argsort(first, kind="stable").tolist():
         number[d] = process_of.setdefault(track_names_process(host, keys[int(live[first[d]])]), len(process_of))
