@@ -31,7 +31,7 @@ from ..input_files import describe, open_regular
 from ..recording_file.recording_checks import TIME_LIMIT_NS
 from . import nsys_columns
 from .kineto import load_kineto
-from .trace import EVENT, KERNEL, HostTrace, HostTraceError, TrackKeys, assemble
+from .trace import EVENT, KERNEL, HostTrace, HostTraceError, TrackKeys, assemble, unique_inverse
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 EPOCH_THRESHOLD_NS = 10**17  # a time above this is on the UTC epoch (after 1973), not session-relative
@@ -435,7 +435,7 @@ def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
     # each distinct id looked up and named once (a file can give every row its own name)
     every_key = np.concatenate(name_keys)
     named = every_key[:, 1] == 0
-    ids, id_of = np.unique(every_key[named, 0], return_inverse=True)
+    ids, id_of = unique_inverse(every_key[named, 0])
     strings = _strings(db, ids.tolist() + [i for i, _ in thread_rows])
     texts = _Texts()
     code = texts.code

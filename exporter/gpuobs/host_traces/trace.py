@@ -29,6 +29,8 @@ KERNEL = np.dtype(
     ]
 )
 NO_DIMS = (-1, -1, -1)  # grid or block not given: matches no launch
+FEW_RUNS = 64  # unique_inverse sorts values rising in at most this many + 1 runs itself
+FEW_RUNS = 64  # unique_inverse sorts values rising in at most this many + 1 runs itself
 MAX_CATEGORY_CHARS = 64  # categories are short names ("kernel", "cpu_op"); each event carries its own copy
 
 
@@ -159,17 +161,27 @@ class TrackKeys:
 def unique_inverse(values: np.ndarray, return_index: bool = False) -> tuple:
     """np.unique(values, return_inverse=True) of a 1-D array (with return_index, its first
     rows too, between the two): the same arrays, without a sort where the values already
-    rise (keys numbered in order: an nsys file's rowids), else np.unique's."""
+    rise (keys numbered in order: an nsys file's rowids), by a stable sort where they rise
+    in a few runs (tables one after another: the sort merges runs), else np.unique's."""
     values = np.asarray(values)
-    if values.ndim != 1 or values.dtype.kind not in "iub" or not np.all(values[1:] >= values[:-1]):
+    if values.ndim != 1 or values.dtype.kind not in "iub":
         return np.unique(values, return_index=return_index, return_inverse=True)
+    descents = int(np.count_nonzero(values[1:] < values[:-1]))
+    if descents > FEW_RUNS:
+        return np.unique(values, return_index=return_index, return_inverse=True)
+    order = np.argsort(values, kind="stable") if descents else None  # equal values: the first row first
+    ordered = values[order] if descents else values
     new = np.empty(len(values), bool)
     new[:1] = True
-    np.not_equal(values[1:], values[:-1], out=new[1:])
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
     index = np.cumsum(new, dtype=np.intp)
     index -= 1
-    distinct = values[new]
-    return (distinct, np.flatnonzero(new), index) if return_index else (distinct, index)
+    distinct = ordered[new]
+    if descents:
+        index[order] = index.copy()
+    if not return_index:
+        return distinct, index
+    return distinct, order[new] if descents else np.flatnonzero(new), index
 
 
 def _code(kind, owner: np.ndarray, lane: np.ndarray) -> np.ndarray:
