@@ -318,12 +318,14 @@ def first_use_order(codes: np.ndarray, values: list) -> tuple[np.ndarray, list]:
         first = first[used]
     else:
         used, first = np.unique(codes, return_index=True)
-    if isinstance(values, TrackKeys):  # distinct keys: first use alone orders them
+    if not np.all(first[1:] > first[:-1]):  # else codes first used in their own order: no sort
         used = used[np.argsort(first, kind="stable")]
+    every = len(used) == len(values) and bool(np.all(used == np.arange(len(used))))  # each code, in order
+    if isinstance(values, TrackKeys):  # distinct keys: first use alone orders them
         rank[used] = np.arange(len(used))
-        return rank, values.take(used)
-    ordered = used[np.argsort(first, kind="stable")].tolist()
-    in_order = list(map(values.__getitem__, ordered)) if ordered else []
+        return rank, TrackKeys(values.kinds, values.kind, values.owner, values.lane) if every else values.take(used)
+    ordered = used.tolist()
+    in_order = list(values) if every else list(map(values.__getitem__, ordered)) if ordered else []
     if len(set(in_order)) == len(in_order):  # no two equal: nothing merges (no dict of every value)
         rank[ordered] = np.arange(len(ordered))
         return rank, in_order
