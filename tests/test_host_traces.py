@@ -141,3 +141,46 @@ def test_first_use_order_is_the_sorting_one(seed):
     )
     got, want = first_use_order(codes, values), _first_use_order_by_sorting(codes, values)
     assert np.array_equal(got[0], want[0]) and got[1] == want[1]
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_unique_inverse_is_np_unique(seed):
+    """trace.unique_inverse against np.unique(return_inverse, return_index): rising values (no
+    sort), a few rising runs (a stable sort), many (np.unique itself), empty, one value,
+    repeats across runs, int64's ends, unsigned, int32, bool; the same arrays and dtypes."""
+    from gpuobs.host_traces.trace import FEW_RUNS, unique_inverse
+
+    rng = np.random.default_rng(seed)
+    dtype = [np.int64, np.uint64, np.int32, np.bool_][seed % 4]
+    top = 2 if dtype is np.bool_ else 40
+    runs = [0, 1, 2, FEW_RUNS, FEW_RUNS + 1, FEW_RUNS + 2, 500][seed % 7]
+    size = int(rng.integers(0, 3000)) if seed % 5 else int(rng.integers(0, 2))
+    values = rng.integers(0, top, size).astype(dtype)
+    if dtype is np.int64 and size:
+        values[rng.integers(0, size, 3)] = [-(1 << 63), (1 << 63) - 1, -1]
+    values = np.concatenate([np.sort(part) for part in np.array_split(values, runs + 1)]) if size else values
+    for with_index in (False, True):
+        got = unique_inverse(values, return_index=with_index)
+        want = np.unique(values, return_index=with_index, return_inverse=True)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.shape == w.shape and np.array_equal(g, w)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_first_use_order_of_codes_used_in_order(seed):
+    """first_use_order where codes are first used in their own order (no sort), and where every
+    code is (names: the list itself; TrackKeys: their columns), against the sorting one."""
+    from gpuobs.host_traces.trace import TrackKeys, first_use_order
+
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(1, 50))
+    values = [f"v{int(x)}" for x in rng.integers(0, max(1, size // (1 + seed % 3)), size)]
+    used = size if seed % 2 else int(rng.integers(1, size + 1))
+    codes = np.concatenate([np.arange(used), rng.integers(0, used, int(rng.integers(0, 200)))])
+    got, want = first_use_order(codes, values), _first_use_order_by_sorting(codes, values)
+    assert np.array_equal(got[0], want[0]) and got[1] == want[1]
+    keys = TrackKeys(("thread", "nvtx"), rng.integers(0, 2, size), np.arange(size), rng.integers(0, 5, size))
+    rank, ordered = first_use_order(codes, keys)
+    want_rank, want_keys = _first_use_order_by_sorting(codes, list(keys))
+    assert rank.tolist() == want_rank.tolist() and list(ordered) == want_keys and ordered is not keys

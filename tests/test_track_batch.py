@@ -361,3 +361,81 @@ def test_field_numbers_are_the_protos():
     assert pb.InternedData.DESCRIPTOR.fields_by_name["event_names"].number == host_tracks.INTERNED_EVENT_NAMES
     event_name = pb.EventName.DESCRIPTOR.fields_by_name
     assert (event_name["iid"].number, event_name["name"].number) == (host_tracks.INTERN_IID, host_tracks.INTERN_NAME)
+
+
+def _named_as_it_was(thread_names, owner, lane, keys):
+    """host_tracks._named before it coded only the rows that could be keys."""
+    pairs = []
+    for key in thread_names:
+        parts = [host_tracks._whole(v) for v in key] if isinstance(key, tuple) and len(key) == 2 else [None]
+        if None in parts:
+            if isinstance(key, tuple) and len(key) == 2 and not isinstance(key[0], str) and not isinstance(key[1], str):
+                return np.array([(o, t) in thread_names for _, o, t in keys], bool)
+            continue
+        if all(-(1 << 63) <= v < 1 << 63 for v in parts):
+            pairs.append(parts)
+    if not pairs:
+        return np.zeros(len(owner), bool)
+    named = np.array(pairs, np.int64).reshape(-1, 2)
+    both_owner, oi = np.unique(np.concatenate([owner, named[:, 0]]), return_inverse=True)
+    both_lane, li = np.unique(np.concatenate([lane, named[:, 1]]), return_inverse=True)
+    code = oi.reshape(-1) * len(both_lane) + li.reshape(-1)
+    return np.isin(code[: len(owner)], code[len(owner) :])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_named_rows_as_every_row_coded(seed):
+    """_named among the rows whose owner and lane are each some key's: the rows every row's
+    code found (owners and lanes shared by keys crosswise, none, all, int64's ends)."""
+    rng = np.random.default_rng(seed)
+    values = np.array([0, 1, 2, 3, 803, -1, -(1 << 63), (1 << 63) - 1, 1 << 40], np.int64)
+    n = int(rng.integers(0, 300))
+    owner, lane = rng.choice(values, n), rng.choice(values, n)
+    thread_names = {
+        (int(o), int(t)): "t" for o, t in zip(rng.choice(values, int(rng.integers(0, 6))), rng.choice(values, 6))
+    }
+    if seed % 4 == 1:
+        thread_names[(float(owner[0]) if n else 1.0, True)] = "a float and a bool"
+    keys = [("thread", int(o), int(t)) for o, t in zip(owner, lane)]
+    got = host_tracks._named(thread_names, owner, lane, keys)
+    want = _named_as_it_was(thread_names, owner, lane, keys)
+    assert got.dtype == want.dtype and got.tolist() == want.tolist()
+
+
+def _processes_as_it_was(host, keys, columns, order_of, live):
+    process_of: dict = {}
+    sorted_order = np.asarray(order_of, np.int64)[live]
+    _, owner = np.unique(columns.owner[sorted_order], return_inverse=True)
+    code = owner.reshape(-1) * 2 + columns.stream[sorted_order]
+    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    number = np.zeros(len(first), np.int64)
+    for d in np.argsort(first, kind="stable").tolist():
+        number[d] = process_of.setdefault(
+            host_tracks.track_names_process(host, keys[int(live[first[d]])]), len(process_of)
+        )
+    return process_of, number[inverse.reshape(-1)]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_processes_numbered_as_by_owner_ranks(seed):
+    """_processes with owners as they are where 2 * owner fits (else ranked, as before):
+    owners from int64's least to its greatest, negative, 2^62, rising and shuffled keys."""
+    rng = np.random.default_rng(seed)
+    owners = [0, 1, 803, 2**40, 2**62 - 1] + ([-3, 2**62, 2**63 - 1, -(2**63)] if seed % 2 else [])
+    keys = sorted(
+        {
+            (str(rng.choice(["stream", "thread", "nvtx"])), int(rng.choice(owners)), int(rng.integers(0, 9)))
+            for _ in range(80)
+        }
+    )
+    if seed % 3:
+        rng.shuffle(keys)
+    kinds = ("stream", "thread", "nvtx")
+    tracks = TrackKeys(kinds, [kinds.index(k) for k, _, _ in keys], [o for _, o, _ in keys], [t for _, _, t in keys])
+    host = _host(rng, keys, {}, {o: f"p{o}" for _, o, _ in keys if o % 3 == 0}, columns=False)
+    columns = host_tracks._Keys(tracks)
+    order_of = columns.order(np.arange(len(keys)))
+    live = np.flatnonzero(rng.random(len(keys)) < 0.7)
+    got = host_tracks._processes(host, keys, columns, order_of, live)
+    want = _processes_as_it_was(host, keys, columns, order_of, live)
+    assert got[0] == want[0] and got[1].tolist() == want[1].tolist()
