@@ -364,19 +364,13 @@ def test_field_numbers_are_the_protos():
 
 
 def _named_as_it_was(thread_names, owner, lane, keys):
-    """host_tracks._named before it coded only the rows that could be keys."""
-    pairs = []
-    for key in thread_names:
-        parts = [host_tracks._whole(v) for v in key] if isinstance(key, tuple) and len(key) == 2 else [None]
-        if None in parts:
-            if isinstance(key, tuple) and len(key) == 2 and not isinstance(key[0], str) and not isinstance(key[1], str):
-                return np.array([(o, t) in thread_names for _, o, t in keys], bool)
-            continue
-        if all(-(1 << 63) <= v < 1 << 63 for v in parts):
-            pairs.append(parts)
-    if not pairs:
+    """host_tracks._named before it coded only the rows that could be keys (the keys'
+    pairs taken as it takes them: that part did not change)."""
+    named, answer = host_tracks.named_pairs(thread_names, keys)
+    if answer is not None:
+        return answer
+    if not len(named):
         return np.zeros(len(owner), bool)
-    named = np.array(pairs, np.int64).reshape(-1, 2)
     both_owner, oi = np.unique(np.concatenate([owner, named[:, 0]]), return_inverse=True)
     both_lane, li = np.unique(np.concatenate([lane, named[:, 1]]), return_inverse=True)
     code = oi.reshape(-1) * len(both_lane) + li.reshape(-1)

@@ -127,20 +127,29 @@ def _whole(value) -> int | None:
     return None
 
 
-def _named(thread_names: dict, owner: np.ndarray, lane: np.ndarray, keys: list) -> np.ndarray:
-    """Whether (owner, lane) of each row is a key of thread_names."""
+def named_pairs(thread_names: dict, keys: list):
+    """The (owner, lane) int64 pairs of thread_names' keys that can be a row's, as an
+    array of 2 columns; or, where a key is odd (not two whole numbers, nor text), the
+    answer itself: whether each row of `keys` is one, by lookup."""
     pairs = []
     for key in thread_names:
         parts = [_whole(v) for v in key] if isinstance(key, tuple) and len(key) == 2 else [None]
         if None in parts:
             if isinstance(key, tuple) and len(key) == 2 and not isinstance(key[0], str) and not isinstance(key[1], str):
-                return np.array([(o, t) in thread_names for _, o, t in keys], bool)  # an odd key: as written
+                return None, np.array([(o, t) in thread_names for _, o, t in keys], bool)  # an odd key: as written
             continue
         if all(-(1 << 63) <= v < 1 << 63 for v in parts):
             pairs.append(parts)
-    if not pairs:
+    return np.array(pairs, np.int64).reshape(-1, 2), None
+
+
+def _named(thread_names: dict, owner: np.ndarray, lane: np.ndarray, keys: list) -> np.ndarray:
+    """Whether (owner, lane) of each row is a key of thread_names."""
+    named, answer = named_pairs(thread_names, keys)
+    if answer is not None:
+        return answer
+    if not len(named):
         return np.zeros(len(owner), bool)
-    named = np.array(pairs, np.int64).reshape(-1, 2)
     # a row is a key only where its owner is some key's owner and its lane some key's lane:
     # the pairs coded among those rows alone (few where a file names few threads)
     out = np.zeros(len(owner), bool)
