@@ -85,22 +85,20 @@ bool PressureValve::plan_blocks(const uint32_t grid[3], const uint32_t block[3])
     if ((!records_blocks(mode) && !records_accesses(mode)) || stripe_capacity < 64) return false;
     std::lock_guard<std::mutex> lock(plan_mu_);
     blocks_since_cut_ += blocks;
-    uint64_t share = stripe_share(blocks, stripe_count);
+    // The worst-case share paces waits and measurements; snapshots are spaced by the
+    // even share (the worst case is 10x it for a 256-block grid, which spent the eight
+    // slots on the first 32 of a 1,000-launch storm on the H100, 2026-12-06).
+    uint64_t share = stripe_share(blocks, stripe_count), even = even_share(blocks, stripe_count);
     if (gpuobs_mode_has(mode, GPUOBS_TRAIT_WARP_ARRIVALS) && warps != 0) {
         // block_starts' arrivals ring, in records of the event ring's size.
         warps_since_cut_ += warps;
         share = std::max(share, stripe_share(warps, stripe_count) / GPUOBS_WARP_ARRIVALS_PER_EVENT);
+        even = std::max(even, even_share(warps, stripe_count) / GPUOBS_WARP_ARRIVALS_PER_EVENT);
     }
     // Memory modes write an unknown number of records per block: the plan only
     // paces their measurements, and what is measured decides.
     fill_.plan(share);
-    // Snapshots are spaced by the even share: the worst-case share above is 10x the
-    // even one for a 256-block grid, which spent the eight slots on the first 32
-    // of a 1,000-launch storm (H100, 2026-12-06) while the host was still queueing.
-    planned_even_ += std::max(even_share(blocks, stripe_count),
-                              gpuobs_mode_has(mode, GPUOBS_TRAIT_WARP_ARRIVALS)
-                                  ? even_share(warps, stripe_count) / GPUOBS_WARP_ARRIVALS_PER_EVENT
-                                  : 0);
+    planned_even_ += even;
     return fill_.needs_relief() || fill_.measure_due();  // past half: a measurement at every launch
 }
 

@@ -12,17 +12,17 @@
 
 namespace gpuobs {
 
+// A launch's blocks spread evenly over the stripes: what the rings take on average.
+inline uint64_t even_share(uint64_t blocks, uint32_t stripes) {
+    return stripes == 0 ? blocks : (blocks + stripes - 1) / stripes;
+}
+
 // How many of a launch's blocks one stripe (SM) may take, as planned from the
 // grid alone: a grid wider than the GPU spreads over every SM (twice the even
 // share, for SMs other kernels keep busy), a small one may land on a single SM.
 inline uint64_t stripe_share(uint64_t blocks, uint32_t stripes) {
     if (stripes == 0) return blocks;
-    return std::min(blocks, 2 * ((blocks + stripes - 1) / stripes) + 16);
-}
-
-// A launch's blocks spread evenly over the stripes: what the rings take on average.
-inline uint64_t even_share(uint64_t blocks, uint32_t stripes) {
-    return stripes == 0 ? blocks : (blocks + stripes - 1) / stripes;
+    return std::min(blocks, 2 * even_share(blocks, stripes) + 16);
 }
 
 // In-stream snapshots are queued every this many records of a stripe planned at
