@@ -181,13 +181,14 @@ def _replay_anchors(ev, out, launches, body) -> dict:
     replay, of, start = replay[keep], of[keep], ev["time_start"][mask][keep].astype(np.int64)
     listed = launches["launch_id"][of].astype(np.int64)
     keys, inverse = np.unique(replay, return_inverse=True)
-    first, last = np.full(len(keys), np.iinfo(np.int64).max), np.full(len(keys), np.iinfo(np.int64).min)
-    np.minimum.at(first, inverse, start)
-    np.maximum.at(last, inverse, start)
-    listed_first, listed_last = first.copy(), last.copy()
-    listed_first[:], listed_last[:] = np.iinfo(np.int64).max, np.iinfo(np.int64).min
-    np.minimum.at(listed_first, inverse, listed)
-    np.maximum.at(listed_last, inverse, listed)
+
+    def lowest_highest(values):
+        low, high = np.full(len(keys), np.iinfo(np.int64).max), np.full(len(keys), np.iinfo(np.int64).min)
+        np.minimum.at(low, inverse, values)
+        np.maximum.at(high, inverse, values)
+        return low, high
+
+    (first, last), (listed_first, listed_last) = lowest_highest(start), lowest_highest(listed)
     return {
         int(k): (int(a), int(b), int(p), int(q)) for k, a, b, p, q in zip(keys, first, last, listed_first, listed_last)
     }
