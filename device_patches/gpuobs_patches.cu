@@ -147,6 +147,17 @@ __device__ __forceinline__ bool gate_off(const void* ud) {
 // not coherent), which leaves its counts exact and its records a part of its blocks.
 __device__ __forceinline__ bool sampled_out(const void* ud) { return __ldg(&control(ud)->sample_gate) != 0; }
 
+// Both gates in one load, for the paths that test both before anything else (a
+// block_starts warp that writes no record): one round trip to L1, not two in turn.
+static_assert(offsetof(gpuobs_control, sample_gate) == offsetof(gpuobs_control, record_gate) + 4 &&
+                  offsetof(gpuobs_control, record_gate) % 8 == 0,
+              "the two gates: one aligned 64-bit word, record gate low");
+__device__ __forceinline__ uint64_t both_gates(const void* ud) {
+    return __ldg(reinterpret_cast<const unsigned long long*>(&control(ud)->record_gate));
+}
+__device__ __forceinline__ bool gate_is_off(uint64_t gates) { return (uint32_t)gates == GPUOBS_RECORD_GATE_OFF; }
+__device__ __forceinline__ bool samples_out(uint64_t gates) { return (uint32_t)(gates >> 32) != 0; }
+
 // Exact per-launch counting with no loads: a fire-and-forget add into the
 // grid's hashed slot, spread over stripes by SM.
 __device__ __forceinline__ void count_for_launch(const void* ud, uint64_t grid, uint32_t sm, uint32_t n) {
@@ -394,9 +405,13 @@ GPUOBS_PATCH gpuobs_block_trace_exit(void* userdata, uint64_t pc) {
 // written plainly 5 (measured on the H200: 1.09-1.27x no tool for the call alone).
 GPUOBS_PATCH gpuobs_block_starts_enter(void* userdata, uint64_t pc) {
     if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
+    // Both gates first, every thread, one cached load a warp shares: disarmed
+    // (outside a window, --paused, a duty cycle's off time) a thread leaves here,
+    // before the thread- and lane-index reads and the vote that an arrival costs.
+    const uint64_t gates = both_gates(userdata);
+    if (gate_is_off(gates)) return SANITIZER_PATCH_SUCCESS;
     if ((threadIdx.x | threadIdx.y | threadIdx.z) == 0) {
-        if (gate_off(userdata)) return SANITIZER_PATCH_SUCCESS;
-        if (sampled_out(userdata)) {  // counted, not recorded; its other warps see the gate too
+        if (samples_out(gates)) {  // counted, not recorded; its other warps see the gate too
             count_sampled_out(userdata);
             count_for_launch(userdata, grid_id_here(), sm_id(), 1);
             return SANITIZER_PATCH_SUCCESS;
@@ -437,8 +452,8 @@ GPUOBS_PATCH gpuobs_block_starts_enter(void* userdata, uint64_t pc) {
         return SANITIZER_PATCH_SUCCESS;
     }
     // One arrival per warp, from its first active thread; warp 0 is the leader's.
-    if (flat_thread_index() < 32 || lane_id() != (uint32_t)(__ffs(__activemask()) - 1) || gate_off(userdata) ||
-        sampled_out(userdata))
+    // Sampled out, the leader counted the block, and its other threads leave.
+    if (samples_out(gates) || flat_thread_index() < 32 || lane_id() != (uint32_t)(__ffs(__activemask()) - 1))
         return SANITIZER_PATCH_SUCCESS;
     const uint32_t t0 = globaltimer_lo();
     const uint32_t stripe = stripe_of(sm_id(), GPUOBS_ENTRY_U32(userdata, stripe_count));
