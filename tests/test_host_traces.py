@@ -165,6 +165,11 @@ def test_unique_inverse_is_np_unique(seed):
         assert len(got) == len(want)
         for g, w in zip(got, want):
             assert g.dtype == w.dtype and g.shape == w.shape and np.array_equal(g, w)
+        # an int32 inverse where asked, the same numbers (the other arrays as np.unique's)
+        got = unique_inverse(values, return_index=with_index, index_dtype=np.int32)
+        assert got[-1].dtype == np.int32 and np.array_equal(got[-1], want[-1])
+        for g, w in zip(got[:-1], want[:-1]):
+            assert g.dtype == w.dtype and np.array_equal(g, w)
 
 
 @pytest.mark.parametrize("seed", range(8))

@@ -453,7 +453,7 @@ def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
     gtids = [job.keys(1)[:, 0] for job in ([r] if runtime else []) + ([n] if nvtx else [])]
     parts = [(0, keys[0][:, 0], keys[0][:, 1])] + [(1 + i + (not runtime), *_pid_tid(g)) for i, g in enumerate(gtids)]
     track_keys, track_of = TrackKeys.of_parts(("stream", "thread", "nvtx"), parts)
-    track_of = track_of.astype(np.int32)
+    track_of = track_of.astype(np.int32, copy=False)  # int32 already where _of_codes made it
     del parts
     tracks, at_key = track_of[: len(keys[0])], len(keys[0])
     rows = events[: at[1]]

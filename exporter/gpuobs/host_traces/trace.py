@@ -30,7 +30,6 @@ KERNEL = np.dtype(
 )
 NO_DIMS = (-1, -1, -1)  # grid or block not given: matches no launch
 FEW_RUNS = 64  # unique_inverse sorts values rising in at most this many + 1 runs itself
-FEW_RUNS = 64  # unique_inverse sorts values rising in at most this many + 1 runs itself
 MAX_CATEGORY_CHARS = 64  # categories are short names ("kernel", "cpu_op"); each event carries its own copy
 
 
@@ -130,16 +129,17 @@ class TrackKeys:
 
     @classmethod
     def _of_codes(cls, kinds: tuple, code: np.ndarray) -> tuple["TrackKeys", np.ndarray]:
-        distinct, index = unique_inverse(code)
+        """distinct() of codes made by _code; the index int32 where every row fits it."""
+        distinct, index = unique_inverse(code, index_dtype=np.int32 if len(code) < 1 << 31 else np.intp)
         del code
+        # the parts taken out in place and read as int64 (each < 2^28): two new columns, no copies
+        # (each full-size array first touched costs its page faults)
+        kind = distinct >> np.uint64(56)
+        owner = distinct >> np.uint64(28)
         low = np.uint64((1 << 28) - 1)
-        keys = cls(
-            kinds,
-            (distinct >> np.uint64(56)).astype(np.int64),
-            ((distinct >> np.uint64(28)) & low).astype(np.int64),
-            (distinct & low).astype(np.int64),
-        )
-        return keys, index.reshape(-1)
+        owner &= low
+        distinct &= low
+        return cls(kinds, kind.view(np.int64), owner.view(np.int64), distinct.view(np.int64)), index.reshape(-1)
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -158,23 +158,25 @@ class TrackKeys:
         return TrackKeys(self.kinds, self.kind[index], self.owner[index], self.lane[index])
 
 
-def unique_inverse(values: np.ndarray, return_index: bool = False) -> tuple:
+def unique_inverse(values: np.ndarray, return_index: bool = False, index_dtype=np.intp) -> tuple:
     """np.unique(values, return_inverse=True) of a 1-D array (with return_index, its first
     rows too, between the two): the same arrays, without a sort where the values already
     rise (keys numbered in order: an nsys file's rowids), by a stable sort where they rise
-    in a few runs (tables one after another: the sort merges runs), else np.unique's."""
+    in a few runs (tables one after another: the sort merges runs), else np.unique's.
+    The inverse is of index_dtype (np.unique's intp unless asked: an int32 one is half
+    the memory to touch)."""
     values = np.asarray(values)
     if values.ndim != 1 or values.dtype.kind not in "iub":
-        return np.unique(values, return_index=return_index, return_inverse=True)
+        return _unique_inverse_of(values, return_index, index_dtype)
     descents = int(np.count_nonzero(values[1:] < values[:-1]))
     if descents > FEW_RUNS:
-        return np.unique(values, return_index=return_index, return_inverse=True)
+        return _unique_inverse_of(values, return_index, index_dtype)
     order = np.argsort(values, kind="stable") if descents else None  # equal values: the first row first
     ordered = values[order] if descents else values
     new = np.empty(len(values), bool)
     new[:1] = True
     np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
-    index = np.cumsum(new, dtype=np.intp)
+    index = np.cumsum(new, dtype=index_dtype)
     index -= 1
     distinct = ordered[new]
     if descents:
@@ -182,6 +184,12 @@ def unique_inverse(values: np.ndarray, return_index: bool = False) -> tuple:
     if not return_index:
         return distinct, index
     return distinct, order[new] if descents else np.flatnonzero(new), index
+
+
+def _unique_inverse_of(values: np.ndarray, return_index: bool, index_dtype) -> tuple:
+    """np.unique's answer, its inverse as index_dtype."""
+    *out, index = np.unique(values, return_index=return_index, return_inverse=True)
+    return (*out, index.astype(index_dtype, copy=False))
 
 
 def _code(kind, owner: np.ndarray, lane: np.ndarray) -> np.ndarray:

@@ -10,7 +10,7 @@ from operator import eq, itemgetter
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from ..host_traces.trace import TrackKeys, unique_inverse
+from ..host_traces.trace import TrackKeys
 from . import native_encoder
 from .clock import REALTIME
 from .lanes import lane_tracks
@@ -198,16 +198,17 @@ def _processes(host, keys: list, columns: _Keys, order_of, live: np.ndarray) -> 
     if not columns.ints:
         numbers = [process_of.setdefault(track_names_process(host, keys[g]), len(process_of)) for g in live.tolist()]
         return process_of, np.array(numbers, np.int64).reshape(-1)
+    # a group's process is its key's (stream, owner); groups come in track order, by
+    # stream and owner first, so each pair is one run of them: a name per run
     sorted_order = np.asarray(order_of, np.int64)[live]
-    owner = columns.owner[sorted_order]
-    if len(owner) and (int(owner.min()) < 0 or int(owner.max()) >= 1 << 62):
-        _, owner = np.unique(owner, return_inverse=True)  # numbered in their order: 2 * owner fits
-    code = owner.reshape(-1) * 2 + columns.stream[sorted_order]
-    _, first, inverse = unique_inverse(code, return_index=True)
-    number = np.zeros(len(first), np.int64)
-    for d in np.argsort(first, kind="stable").tolist():
-        number[d] = process_of.setdefault(track_names_process(host, keys[int(live[first[d]])]), len(process_of))
-    return process_of, number[inverse.reshape(-1)]
+    owner, stream = columns.owner[sorted_order], columns.stream[sorted_order]
+    new = np.ones(len(live), bool)
+    np.not_equal(owner[1:], owner[:-1], out=new[1:])
+    new[1:] |= stream[1:] != stream[:-1]
+    del owner, stream
+    first = np.flatnonzero(new)
+    numbers = [process_of.setdefault(track_names_process(host, keys[g]), len(process_of)) for g in live[first].tolist()]
+    return process_of, np.repeat(np.array(numbers, np.int64), np.diff(first, append=len(live)))
 
 
 def _write_tracks(
