@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import GpuobsError
 from ..recording_file.recording_checks import TIME_LIMIT_NS
 from ..safe_text import _SURROGATE, readable
+from .pooled_names import PooledNames
 
 EVENT = np.dtype([("start_ns", "<i8"), ("dur_ns", "<i8"), ("track", "<i4"), ("name", "<i4"), ("category", "<i4")])
 KERNEL = np.dtype(
@@ -207,7 +208,7 @@ class HostTrace:
     kind: str  # "pytorch-profiler" or "nsys"
     events: Rows  # EVENT rows (HostEvent records), kernels included; times on REALTIME
     kernels: Rows  # KERNEL rows (HostKernel records), in start order
-    names: list  # the "name" columns index this
+    names: list  # the "name" columns index this; a list, or PooledNames (read as one) from the nsys C read
     tracks: list  # events["track"] indexes this: ("thread"|"nvtx", pid, tid) or ("stream", device, stream);
     # a list, or TrackKeys (columns read as such a list) from the nsys C read
     categories: list  # events["category"] indexes this
@@ -317,7 +318,11 @@ def first_use_order(codes: np.ndarray, values: list) -> tuple[np.ndarray, list]:
     row by row would have given."""
     rank = np.full(len(values), -1, np.int64)
     if not len(codes):
-        return rank, values.take(np.zeros(0, np.int64)) if isinstance(values, TrackKeys) else []
+        return rank, values.take(np.zeros(0, np.int64)) if isinstance(values, (TrackKeys, PooledNames)) else []
+    if isinstance(values, PooledNames):
+        if codes.dtype.kind in "iu" and int(codes.min()) >= 0 and int(codes.max()) < len(values):
+            return _first_use_of_pooled(codes, values)
+        values = list(values)  # codes that are not the pool's: as a list
     if codes.dtype.kind in "iu" and int(codes.min()) >= 0 and int(codes.max()) < len(values):
         # each code's first row in one pass (np.unique sorted every row; the same codes, the same rows)
         first = np.full(len(values), len(codes), np.int64)
@@ -341,6 +346,27 @@ def first_use_order(codes: np.ndarray, values: list) -> tuple[np.ndarray, list]:
     for code in ordered:
         rank[code] = number.setdefault(values[code], len(number))
     return rank, list(number)
+
+
+def _first_use_of_pooled(codes: np.ndarray, names: PooledNames) -> tuple[np.ndarray, PooledNames]:
+    """first_use_order of pooled names: equal ones found by the pool (merged_with: no
+    Python string per numbered name), each group numbered at its first use."""
+    rank = np.full(len(names), -1, np.int64)
+    first = np.full(len(names), len(codes), np.int64)
+    np.minimum.at(first, codes, np.arange(len(codes)))
+    used_codes = first < len(codes)
+    to = names.merged_with()
+    if to is not None:  # a group's first use: its earliest member's, on its first name
+        group_first = np.full(len(names), len(codes), np.int64)
+        np.minimum.at(group_first, to, first)
+        first = group_first
+    used = np.flatnonzero(first < len(codes))
+    if not np.all(first[used][1:] > first[used][:-1]):  # else first used in their own order
+        used = used[np.argsort(first[used], kind="stable")]
+    rank[used] = np.arange(len(used))
+    if to is not None:
+        rank = np.where(used_codes, rank[to], -1)
+    return rank, names.take(used)
 
 
 def assemble(
@@ -409,6 +435,8 @@ def assemble(
 def _readable_keys(keys: list) -> list:
     """[_readable_key(k) for k in keys]: the same list where no text in it holds a
     surrogate (one search over them all, no call per key), else key by key."""
+    if isinstance(keys, PooledNames):  # valid UTF-8 decoded: no surrogate
+        return keys
     if isinstance(keys, TrackKeys):  # ints, and the reader's own kinds
         return keys if not _SURROGATE.search("".join(keys.kinds)) else [_readable_key(k) for k in keys]
     if set(map(type, keys)) <= {str}:  # names, categories: one join

@@ -10,6 +10,7 @@ from operator import eq, itemgetter
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
+from ..host_traces.pooled_names import PooledNames
 from ..host_traces.trace import TrackKeys
 from . import native_encoder
 from .clock import REALTIME
@@ -253,15 +254,18 @@ def _write_tracks(
     return made
 
 
-def _interned_packet(seq: int, names: list) -> bytes:
+def _interned_packet(seq: int, names) -> bytes:
     """The sequence's first packet, as Trace.packet: the event names, iids from 1, and the
     category annotation's name, interned; the bytes of the protobuf message's
     SerializeToString (fields in number order), the names encoded by column."""
     unnamed = None
-    if None in names:  # a NULL StringIds value: the entry has no name field, as the message leaves it
-        unnamed = np.fromiter((n is None for n in names), bool, len(names))
-        names = ["" if n is None else n for n in names]
-    text = Texts.of(names)
+    if isinstance(names, PooledNames):  # the nsys C read's: pooled already
+        unnamed, text = names.none, Texts(names.chars, names.starts, names.lengths)
+    else:
+        if None in names:  # a NULL StringIds value: the entry has no name field, as the message leaves it
+            unnamed = np.fromiter((n is None for n in names), bool, len(names))
+            names = ["" if n is None else n for n in names]
+        text = Texts.of(names)
     entries = []
     native = native_encoder.encoder() is not None
     for a in range(0, len(text), TRACK_BATCH):  # a batch at a time: Rows gathers with an int64 a byte
