@@ -189,3 +189,36 @@ def test_first_use_order_of_codes_used_in_order(seed):
     rank, ordered = first_use_order(codes, keys)
     want_rank, want_keys = _first_use_order_by_sorting(codes, list(keys))
     assert rank.tolist() == want_rank.tolist() and list(ordered) == want_keys and ordered is not keys
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_assemble_skips_only_renumberings_that_keep_codes(seed, monkeypatch):
+    """assemble leaves a column as it is only where first_use_order's rank keeps every
+    used code: the same rows as gathering through the rank every time (codes first used
+    in their own order, with unused ones between; and shuffled, where it must gather)."""
+    from gpuobs.host_traces import trace
+
+    rng = np.random.default_rng(seed)
+    n, values = int(rng.integers(1, 300)), [f"v{i}" for i in range(40)]
+    in_order = np.sort(rng.choice(40, 12, replace=False))
+    codes = in_order[np.maximum.accumulate(rng.integers(0, 12, n))] if seed % 2 else rng.integers(0, 40, n)
+    events = np.zeros(n, trace.EVENT)
+    events["start_ns"] = np.arange(n)
+    for column in ("name", "track", "category"):
+        events[column] = codes if seed % 3 else rng.permutation(codes)
+    kernels = np.zeros(min(n, 5), trace.KERNEL)
+    kernels["name"] = events["name"][: len(kernels)]
+
+    def made(always_gather: bool):
+        with monkeypatch.context() as m:
+            if always_gather:
+                m.setattr(trace, "_keeps_codes", lambda rank: False)
+            host = trace.assemble("p", "nsys", events.copy(), kernels.copy(), values, list(values), values)
+        return host.events.rows, host.kernels.rows, host.names, host.tracks, host.categories
+
+    got, want = made(False), made(True)
+    assert all(np.array_equal(a, b) for a, b in zip(got[:2], want[:2])) and got[2:] == want[2:]
+    keeps = np.full(40, -1)
+    keeps[in_order] = in_order
+    assert trace._keeps_codes(keeps) and trace._keeps_codes(np.full(3, -1)) and trace._keeps_codes(np.arange(4))
+    assert not trace._keeps_codes(np.array([1, 0])) and not trace._keeps_codes(np.array([-1, 0, 2]))

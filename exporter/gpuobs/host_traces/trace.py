@@ -369,6 +369,13 @@ def _first_use_of_pooled(codes: np.ndarray, names: PooledNames) -> tuple[np.ndar
     return rank, names.take(used)
 
 
+def _keeps_codes(rank: np.ndarray) -> bool:
+    """Whether first_use_order's rank leaves every used code as it is (rank[c] == c, or -1:
+    not used): codes already numbered by first use (a table's keys in order), no gather."""
+    used = np.flatnonzero(rank >= 0)
+    return bool(np.array_equal(rank[used], used))
+
+
 def assemble(
     path,
     kind: str,
@@ -386,12 +393,15 @@ def assemble(
     `categories`, each renumbered by first use in the events (every kernel is also an
     event, so its name is among them); `offset_ns` is added to every start."""
     rank, names = first_use_order(events["name"], names)
-    events["name"] = rank[events["name"]]
-    kernels["name"] = rank[kernels["name"]]
+    if not _keeps_codes(rank):
+        events["name"] = rank[events["name"]]
+        kernels["name"] = rank[kernels["name"]]
     rank, tracks = first_use_order(events["track"], tracks)
-    events["track"] = rank[events["track"]]
+    if not _keeps_codes(rank):
+        events["track"] = rank[events["track"]]
     rank, categories = first_use_order(events["category"], categories)
-    events["category"] = rank[events["category"]]
+    if not _keeps_codes(rank):
+        events["category"] = rank[events["category"]]
     events["start_ns"] += offset_ns
     kernels["start_ns"] += offset_ns
     if np.any(kernels["start_ns"][1:] < kernels["start_ns"][:-1]):  # else already in order: no copy
