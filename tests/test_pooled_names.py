@@ -167,3 +167,18 @@ def test_sorted_union_is_union1d(seed):
         got = nsys._sorted_union(ids, more)
         want = np.union1d(ids, np.array(more, np.int64))
         assert got.dtype == np.int64 and got.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_head_keeps_the_first_names_and_which_are_numbered(seed):
+    rng = np.random.default_rng(seed)
+    pooled, names = _mixed(rng, int(rng.integers(0, 40)))
+    for k in (0, len(names) // 2, len(names)):
+        head = pooled.head(k)
+        assert list(head) == names[:k]
+        merged = head.merged_with()
+        assert (merged is None and _first_equal(names[:k]) == list(range(k))) or merged.tolist() == _first_equal(
+            names[:k]
+        )
+        if pooled.numbered is not None:
+            assert all(names[r] == f"string#{v}" for v, r in zip(*(c.tolist() for c in head.numbered[1:])))

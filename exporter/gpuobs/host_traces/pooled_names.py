@@ -88,6 +88,15 @@ class PooledNames:
         none = None if self.none is None else self.none[index]
         return PooledNames(self.chars, self.starts[index], self.lengths[index], none)
 
+    def head(self, k: int) -> "PooledNames":
+        """The first k names (the same pool), which of them are numbered kept."""
+        none = None if self.none is None else self.none[:k]
+        numbered = self.numbered
+        if numbered is not None:
+            prefix, values, rows = numbered
+            numbered = (prefix, values[rows < k], rows[rows < k])
+        return PooledNames(self.chars, self.starts[:k], self.lengths[:k], none, numbered)
+
     def codes_in(self, table: dict, default: int) -> np.ndarray:
         """table.get(name, default) of every name (None too), as int64: only names as long
         as some str key of the table in UTF-8 are read (a name per row seldom is)."""

@@ -31,6 +31,7 @@ KERNEL = np.dtype(
 )
 NO_DIMS = (-1, -1, -1)  # grid or block not given: matches no launch
 FEW_RUNS = 64  # unique_inverse sorts values rising in at most this many + 1 runs itself
+IN_ORDER_BLOCK = 1 << 16  # codes checked for first-use order this many at a time
 MAX_CATEGORY_CHARS = 64  # categories are short names ("kernel", "cpu_op"); each event carries its own copy
 
 
@@ -369,11 +370,64 @@ def _first_use_of_pooled(codes: np.ndarray, names: PooledNames) -> tuple[np.ndar
     return rank, names.take(used)
 
 
+def _count_in_order(codes: np.ndarray) -> int | None:
+    """k where the codes first use 0, 1, ..., k-1 in that order (each code past the greatest
+    so far is the next number: the nsys C read's tracks and names, numbered as they come),
+    else None. Read a block at a time: no full-size temporary (each costs its page faults)."""
+    if codes.dtype.kind not in "iu" or not len(codes):
+        return None
+    top = -1
+    for a in range(0, len(codes), IN_ORDER_BLOCK):
+        greatest = np.maximum.accumulate(codes[a : a + IN_ORDER_BLOCK], dtype=np.int64)
+        np.maximum(greatest, top, out=greatest)  # the greatest so far, earlier blocks too
+        if int(greatest[0]) > top + 1 or int(codes[a : a + IN_ORDER_BLOCK].min()) < 0:
+            return None
+        if len(greatest) > 1 and bool((greatest[1:] - greatest[:-1] > 1).any()):
+            return None
+        top = max(top, int(greatest[-1]))
+    return top + 1
+
+
+def _first_use_kept(codes: np.ndarray, values):
+    """The values first_use_order would give where its rank would keep every code as it
+    is (codes in order by _count_in_order, no two of the values they use equal), else
+    None: no pass over the codes but the check."""
+    k = _count_in_order(codes)
+    if k is None or k > len(values):
+        return None
+    if isinstance(values, TrackKeys):  # distinct keys
+        return (
+            values.take(slice(0, k))
+            if k < len(values)
+            else TrackKeys(values.kinds, values.kind, values.owner, values.lane)
+        )
+    if isinstance(values, PooledNames):
+        names = values.head(k)
+        return names if names.merged_with() is None else None
+    used = list(values[:k])
+    return used if len(set(used)) == k else None
+
+
 def _keeps_codes(rank: np.ndarray) -> bool:
     """Whether first_use_order's rank leaves every used code as it is (rank[c] == c, or -1:
     not used): codes already numbered by first use (a table's keys in order), no gather."""
     used = np.flatnonzero(rank >= 0)
     return bool(np.array_equal(rank[used], used))
+
+
+def _renumbered(events: np.ndarray, column: str, values, kernels: np.ndarray | None = None):
+    """The values in first-use order, events[column] (and kernels' where given) renumbered
+    to them in place: first_use_order's, with no pass over the rows where it would keep
+    every code as it is."""
+    kept = _first_use_kept(events[column], values)
+    if kept is not None:
+        return kept
+    rank, values = first_use_order(events[column], values)
+    if not _keeps_codes(rank):
+        events[column] = rank[events[column]]
+        if kernels is not None:
+            kernels[column] = rank[kernels[column]]
+    return values
 
 
 def assemble(
@@ -392,16 +446,9 @@ def assemble(
     """A HostTrace of EVENT and KERNEL rows whose codes index `names`, `tracks` and
     `categories`, each renumbered by first use in the events (every kernel is also an
     event, so its name is among them); `offset_ns` is added to every start."""
-    rank, names = first_use_order(events["name"], names)
-    if not _keeps_codes(rank):
-        events["name"] = rank[events["name"]]
-        kernels["name"] = rank[kernels["name"]]
-    rank, tracks = first_use_order(events["track"], tracks)
-    if not _keeps_codes(rank):
-        events["track"] = rank[events["track"]]
-    rank, categories = first_use_order(events["category"], categories)
-    if not _keeps_codes(rank):
-        events["category"] = rank[events["category"]]
+    names = _renumbered(events, "name", names, kernels)
+    tracks = _renumbered(events, "track", tracks)
+    categories = _renumbered(events, "category", categories)
     events["start_ns"] += offset_ns
     kernels["start_ns"] += offset_ns
     if np.any(kernels["start_ns"][1:] < kernels["start_ns"][:-1]):  # else already in order: no copy
