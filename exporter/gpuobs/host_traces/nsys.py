@@ -436,17 +436,18 @@ def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
     name_keys = [k.keys(0)] + ([r.keys(0)] if runtime else []) + ([n.keys(0)] if nvtx else [])
     # each distinct id looked up and named once (a file can give every row its own name), pooled:
     # the ids' names, then NVTX's own texts, then "" (a NULL id); equal ones merge in assemble
-    every_key = np.concatenate(name_keys)
-    named = every_key[:, 1] == 0
-    ids, id_of = unique_inverse(every_key[named, 0], index_dtype=np.int32)
+    named = [keys[:, 1] == 0 for keys in name_keys]  # per job: no (n, 2) copy of every job's keys
+    ids, id_of = unique_inverse(np.concatenate([k[m, 0] for k, m in zip(name_keys, named)]), index_dtype=np.int32)
     strings = _strings(db, _sorted_union(ids, [i for i, _ in thread_rows]))
     own = [t.decode("utf-8", "replace").encode() for t in n.texts()] if nvtx else []
     names = PooledNames.joined([_id_names(ids, strings), PooledNames.of_bytes(own), PooledNames.of([""])])
     unnamed = len(ids) + len(own)
-    key_codes = np.full(len(every_key), unnamed, np.int32)
-    key_codes[named] = id_of.reshape(-1)
-    name_at = np.cumsum([0] + [len(keys) for keys in name_keys]).tolist()
-    name_codes = [key_codes[a:b] for a, b in zip(name_at, name_at[1:])]  # per job, as name_keys
+    name_codes, at_id = [], 0  # per job, as name_keys
+    for m in named:
+        codes = np.full(len(m), unnamed, np.int32)
+        codes[m] = id_of[at_id : at_id + int(m.sum())]
+        at_id += int(m.sum())
+        name_codes.append(codes)
 
     # every track key once, as columns (no tuple per key): streams, then threads, then NVTX
     keys = [k.keys(1)]
