@@ -165,6 +165,11 @@ def test_unique_inverse_is_np_unique(seed):
         assert len(got) == len(want)
         for g, w in zip(got, want):
             assert g.dtype == w.dtype and g.shape == w.shape and np.array_equal(g, w)
+        # an int32 inverse where asked, the same numbers (the other arrays as np.unique's)
+        got = unique_inverse(values, return_index=with_index, index_dtype=np.int32)
+        assert got[-1].dtype == np.int32 and np.array_equal(got[-1], want[-1])
+        for g, w in zip(got[:-1], want[:-1]):
+            assert g.dtype == w.dtype and np.array_equal(g, w)
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -184,3 +189,98 @@ def test_first_use_order_of_codes_used_in_order(seed):
     rank, ordered = first_use_order(codes, keys)
     want_rank, want_keys = _first_use_order_by_sorting(codes, list(keys))
     assert rank.tolist() == want_rank.tolist() and list(ordered) == want_keys and ordered is not keys
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_assemble_skips_only_renumberings_that_keep_codes(seed, monkeypatch):
+    """assemble leaves a column as it is only where first_use_order's rank keeps every
+    used code: the same rows as gathering through the rank every time (codes first used
+    in their own order, with unused ones between; and shuffled, where it must gather)."""
+    from gpuobs.host_traces import trace
+
+    rng = np.random.default_rng(seed)
+    n, values = int(rng.integers(1, 300)), [f"v{i}" for i in range(40)]
+    in_order = np.sort(rng.choice(40, 12, replace=False))
+    codes = in_order[np.maximum.accumulate(rng.integers(0, 12, n))] if seed % 2 else rng.integers(0, 40, n)
+    events = np.zeros(n, trace.EVENT)
+    events["start_ns"] = np.arange(n)
+    for column in ("name", "track", "category"):
+        events[column] = codes if seed % 3 else rng.permutation(codes)
+    kernels = np.zeros(min(n, 5), trace.KERNEL)
+    kernels["name"] = events["name"][: len(kernels)]
+
+    def made(always_gather: bool):
+        with monkeypatch.context() as m:
+            if always_gather:
+                m.setattr(trace, "_keeps_codes", lambda rank: False)
+            host = trace.assemble("p", "nsys", events.copy(), kernels.copy(), values, list(values), values)
+        return host.events.rows, host.kernels.rows, host.names, host.tracks, host.categories
+
+    got, want = made(False), made(True)
+    assert all(np.array_equal(a, b) for a, b in zip(got[:2], want[:2])) and got[2:] == want[2:]
+    keeps = np.full(40, -1)
+    keeps[in_order] = in_order
+    assert trace._keeps_codes(keeps) and trace._keeps_codes(np.full(3, -1)) and trace._keeps_codes(np.arange(4))
+    assert not trace._keeps_codes(np.array([1, 0])) and not trace._keeps_codes(np.array([-1, 0, 2]))
+
+
+def _in_order_by_sorting(codes):
+    """k where codes first use 0..k-1 in that order, by np.unique's first rows; else None."""
+    if not len(codes):
+        return None
+    used, first = np.unique(codes, return_index=True)
+    if np.array_equal(used, np.arange(len(used))) and np.all(first[1:] > first[:-1]):
+        return len(used)
+    return None
+
+
+@pytest.mark.parametrize("block", [1, 7, 1 << 16])
+@pytest.mark.parametrize("seed", range(12))
+def test_count_in_order_is_the_sorting_ones(seed, block, monkeypatch):
+    """_count_in_order a block at a time against np.unique's first rows: codes first used
+    in order (repeats between), a number skipped, one first used early, a negative code,
+    one code, empty; int32, int64, uint64."""
+    from gpuobs.host_traces import trace
+
+    monkeypatch.setattr(trace, "IN_ORDER_BLOCK", block)
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400)) if seed % 6 else int(rng.integers(0, 2))
+    new = rng.random(n) < 0.5  # a first use, else a code used before (any of them)
+    if n:
+        new[0] = True
+    top = np.cumsum(new) - 1
+    codes = np.where(new, top, (rng.random(n) * (top + 1)).astype(np.int64))
+    if n > 3 and seed % 4 == 1:
+        codes[int(rng.integers(1, n))] += 2  # a number skipped, or one used before its turn
+    if n > 3 and seed % 4 == 2 and not new.all():
+        codes[int(rng.choice(np.flatnonzero(~new)))] = -1  # in place of a repeat: the order kept otherwise
+    dtype = [np.int64, np.int32, np.uint64][seed % 3] if not (codes < 0).any() else np.int64
+    codes = codes.astype(dtype)
+    assert trace._count_in_order(codes) == _in_order_by_sorting(codes)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_first_use_kept_is_first_use_orders(seed):
+    """_first_use_kept, where it answers, gives first_use_order's values with a rank that
+    keeps every code; it declines where two used values are equal (names as a list and
+    pooled, TrackKeys) or the codes are not in order."""
+    from gpuobs.host_traces import trace
+    from gpuobs.host_traces.pooled_names import PooledNames
+    from gpuobs.host_traces.trace import TrackKeys, first_use_order
+
+    rng = np.random.default_rng(seed)
+    k = int(rng.integers(1, 30))
+    codes = np.concatenate([np.arange(k), rng.integers(0, k, int(rng.integers(0, 100)))])
+    if seed % 3 == 1:
+        codes = rng.permutation(codes)
+    names = [f"v{i}" for i in range(k + 5)]
+    if seed % 2:
+        names[int(rng.integers(1, k + 5))] = names[0]  # two equal: used, or not
+    keys = TrackKeys(("thread",), np.zeros(k + 5, np.int64), np.arange(k + 5), np.zeros(k + 5, np.int64))
+    for values in (names, PooledNames.of(names), keys):
+        kept = trace._first_use_kept(codes, values)
+        rank, want = first_use_order(codes, values)
+        if kept is None:
+            assert seed % 3 == 1 or len(set(names[:k])) < k
+        else:
+            assert list(kept) == list(want) and trace._keeps_codes(rank)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from gpuobs.host_traces import matching
+from gpuobs.host_traces.pooled_names import PooledNames
 from gpuobs.host_traces.trace import KERNEL, Rows
 
 
@@ -124,8 +125,9 @@ def partition(codes: np.ndarray) -> list:
     return [first.setdefault(c, len(first)) for c in codes.tolist()]
 
 
+@pytest.mark.parametrize("pooled", [False, True], ids=["list", "pooled"])
 @pytest.mark.parametrize("seed", range(20))
-def test_their_names_are_coded_by_ours(seed):
+def test_their_names_are_coded_by_ours(seed, pooled):
     """Their names looked up among ours (no code per name of theirs): ours equal where
     they were with every name coded, and each of theirs equal to each of ours where it
     was; names given twice (an unused copy before a used one), a name index of -1, none
@@ -143,6 +145,8 @@ def test_their_names_are_coded_by_ours(seed):
     table = types.SimpleNamespace(name=[pool[int(i)] for i in rng.integers(0, len(pool), n)] + ["other"])
     rec, host = types.SimpleNamespace(launches=launches), types.SimpleNamespace(kernels=kernels, names=names)
     timed = rng.permutation(n)
+    if pooled:  # the nsys C read's names: looked up by the pool (PooledNames.codes_in)
+        host = types.SimpleNamespace(kernels=kernels, names=PooledNames.of(names))
     mine, theirs = matching.key_columns(rec, table, timed, host)[1]
     want_mine, want_theirs = every_name_coded(rec, table, timed, host)
     assert partition(mine) == partition(want_mine)

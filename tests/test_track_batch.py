@@ -321,6 +321,39 @@ def test_track_keys_of_parts_as_distinct_of_them_all(big):
     assert got == list(want) and got_index.tolist() == want_index.tolist()
 
 
+def _of_codes_copying(kinds, code):
+    """TrackKeys._of_codes as it was: an intp index, each part taken out by astype copies."""
+    distinct, index = np.unique(code, return_inverse=True)
+    low = np.uint64((1 << 28) - 1)
+    parts = (distinct >> np.uint64(56), (distinct >> np.uint64(28)) & low, distinct & low)
+    return TrackKeys(kinds, *(p.astype(np.int64) for p in parts)), index.reshape(-1)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_track_keys_of_codes_as_the_copying_one(seed):
+    """_of_codes' parts taken out in place (views of the distinct codes) and its int32
+    index: the same keys and index as the copies of the code it replaces, rising codes
+    (no sort), a few runs and shuffled, owners and lanes up to 2^28 - 1."""
+    from gpuobs.host_traces.trace import _code
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 4000)) if seed else 0
+    kind = rng.integers(0, 3, n)
+    owner, lane = rng.integers(0, 1 << 28, n), rng.integers(0, 1 << 28, n)
+    if n:
+        owner[0], lane[-1] = (1 << 28) - 1, (1 << 28) - 1
+    code = _code(kind, owner, lane)
+    code = [np.sort(code), np.concatenate([np.sort(c) for c in np.array_split(code, 3)]), code][seed % 3]
+    kinds = ("stream", "thread", "nvtx")
+    got, got_index = TrackKeys._of_codes(kinds, code.copy())
+    want, want_index = _of_codes_copying(kinds, code)
+    assert got_index.dtype == np.int32 and got_index.tolist() == want_index.tolist()
+    for column in ("kind", "owner", "lane"):
+        g, w = getattr(got, column), getattr(want, column)
+        assert g.dtype == np.int64 and np.array_equal(g, w)
+    assert got == list(want)
+
+
 def test_track_keys_read_as_their_tuples():
     keys, index = TrackKeys.distinct(("stream", "thread"), [1, 0, 1, 1], [5, 2, 5, 3], [7, 9, 7, 1])
     assert list(keys) == [("stream", 2, 9), ("thread", 3, 1), ("thread", 5, 7)] == keys

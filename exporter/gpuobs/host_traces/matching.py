@@ -13,6 +13,7 @@ import numpy as np
 
 from ..analysis.launches import LaunchTable
 from ..recording_file.recording import Recording
+from .pooled_names import PooledNames
 
 WINDOW_CELLS = 1 << 24  # kernel comparisons held at once while sliding one run along the other
 
@@ -69,8 +70,11 @@ def key_columns(rec: Recording, table: LaunchTable, timed: np.ndarray, host) -> 
     names: dict = {}
     my_names = np.array([names.setdefault(table.name[i], len(names)) for i in timed.tolist()], np.int64)
     # looked up, not inserted: no dict entry per host name (a host trace may have a name per row)
-    theirs = list(map(names.get, host.names, repeat(len(names), len(host.names))))
-    their_name_codes = np.array(theirs + [0], np.int64)
+    if isinstance(host.names, PooledNames):  # only the names that could be one of ours read
+        their_name_codes = np.append(host.names.codes_in(names, len(names)), 0)
+    else:
+        theirs = list(map(names.get, host.names, repeat(len(names), len(host.names))))
+        their_name_codes = np.array(theirs + [0], np.int64)
     k, launches = host.kernels, rec.launches
     return [
         (launches["device_index"][timed], k["device"]),

@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import GpuobsError
 from ..recording_file.recording_checks import TIME_LIMIT_NS
 from ..safe_text import _SURROGATE, readable
+from .pooled_names import PooledNames
 
 EVENT = np.dtype([("start_ns", "<i8"), ("dur_ns", "<i8"), ("track", "<i4"), ("name", "<i4"), ("category", "<i4")])
 KERNEL = np.dtype(
@@ -30,7 +31,7 @@ KERNEL = np.dtype(
 )
 NO_DIMS = (-1, -1, -1)  # grid or block not given: matches no launch
 FEW_RUNS = 64  # unique_inverse sorts values rising in at most this many + 1 runs itself
-FEW_RUNS = 64  # unique_inverse sorts values rising in at most this many + 1 runs itself
+IN_ORDER_BLOCK = 1 << 16  # codes checked for first-use order this many at a time
 MAX_CATEGORY_CHARS = 64  # categories are short names ("kernel", "cpu_op"); each event carries its own copy
 
 
@@ -130,16 +131,17 @@ class TrackKeys:
 
     @classmethod
     def _of_codes(cls, kinds: tuple, code: np.ndarray) -> tuple["TrackKeys", np.ndarray]:
-        distinct, index = unique_inverse(code)
+        """distinct() of codes made by _code; the index int32 where every row fits it."""
+        distinct, index = unique_inverse(code, index_dtype=np.int32 if len(code) < 1 << 31 else np.intp)
         del code
+        # the parts taken out in place and read as int64 (each < 2^28): two new columns, no copies
+        # (each full-size array first touched costs its page faults)
+        kind = distinct >> np.uint64(56)
+        owner = distinct >> np.uint64(28)
         low = np.uint64((1 << 28) - 1)
-        keys = cls(
-            kinds,
-            (distinct >> np.uint64(56)).astype(np.int64),
-            ((distinct >> np.uint64(28)) & low).astype(np.int64),
-            (distinct & low).astype(np.int64),
-        )
-        return keys, index.reshape(-1)
+        owner &= low
+        distinct &= low
+        return cls(kinds, kind.view(np.int64), owner.view(np.int64), distinct.view(np.int64)), index.reshape(-1)
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -158,23 +160,25 @@ class TrackKeys:
         return TrackKeys(self.kinds, self.kind[index], self.owner[index], self.lane[index])
 
 
-def unique_inverse(values: np.ndarray, return_index: bool = False) -> tuple:
+def unique_inverse(values: np.ndarray, return_index: bool = False, index_dtype=np.intp) -> tuple:
     """np.unique(values, return_inverse=True) of a 1-D array (with return_index, its first
     rows too, between the two): the same arrays, without a sort where the values already
     rise (keys numbered in order: an nsys file's rowids), by a stable sort where they rise
-    in a few runs (tables one after another: the sort merges runs), else np.unique's."""
+    in a few runs (tables one after another: the sort merges runs), else np.unique's.
+    The inverse is of index_dtype (np.unique's intp unless asked: an int32 one is half
+    the memory to touch)."""
     values = np.asarray(values)
     if values.ndim != 1 or values.dtype.kind not in "iub":
-        return np.unique(values, return_index=return_index, return_inverse=True)
+        return _unique_inverse_of(values, return_index, index_dtype)
     descents = int(np.count_nonzero(values[1:] < values[:-1]))
     if descents > FEW_RUNS:
-        return np.unique(values, return_index=return_index, return_inverse=True)
+        return _unique_inverse_of(values, return_index, index_dtype)
     order = np.argsort(values, kind="stable") if descents else None  # equal values: the first row first
     ordered = values[order] if descents else values
     new = np.empty(len(values), bool)
     new[:1] = True
     np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
-    index = np.cumsum(new, dtype=np.intp)
+    index = np.cumsum(new, dtype=index_dtype)
     index -= 1
     distinct = ordered[new]
     if descents:
@@ -182,6 +186,12 @@ def unique_inverse(values: np.ndarray, return_index: bool = False) -> tuple:
     if not return_index:
         return distinct, index
     return distinct, order[new] if descents else np.flatnonzero(new), index
+
+
+def _unique_inverse_of(values: np.ndarray, return_index: bool, index_dtype) -> tuple:
+    """np.unique's answer, its inverse as index_dtype."""
+    *out, index = np.unique(values, return_index=return_index, return_inverse=True)
+    return (*out, index.astype(index_dtype, copy=False))
 
 
 def _code(kind, owner: np.ndarray, lane: np.ndarray) -> np.ndarray:
@@ -199,7 +209,7 @@ class HostTrace:
     kind: str  # "pytorch-profiler" or "nsys"
     events: Rows  # EVENT rows (HostEvent records), kernels included; times on REALTIME
     kernels: Rows  # KERNEL rows (HostKernel records), in start order
-    names: list  # the "name" columns index this
+    names: list  # the "name" columns index this; a list, or PooledNames (read as one) from the nsys C read
     tracks: list  # events["track"] indexes this: ("thread"|"nvtx", pid, tid) or ("stream", device, stream);
     # a list, or TrackKeys (columns read as such a list) from the nsys C read
     categories: list  # events["category"] indexes this
@@ -309,7 +319,11 @@ def first_use_order(codes: np.ndarray, values: list) -> tuple[np.ndarray, list]:
     row by row would have given."""
     rank = np.full(len(values), -1, np.int64)
     if not len(codes):
-        return rank, values.take(np.zeros(0, np.int64)) if isinstance(values, TrackKeys) else []
+        return rank, values.take(np.zeros(0, np.int64)) if isinstance(values, (TrackKeys, PooledNames)) else []
+    if isinstance(values, PooledNames):
+        if codes.dtype.kind in "iu" and int(codes.min()) >= 0 and int(codes.max()) < len(values):
+            return _first_use_of_pooled(codes, values)
+        values = list(values)  # codes that are not the pool's: as a list
     if codes.dtype.kind in "iu" and int(codes.min()) >= 0 and int(codes.max()) < len(values):
         # each code's first row in one pass (np.unique sorted every row; the same codes, the same rows)
         first = np.full(len(values), len(codes), np.int64)
@@ -335,6 +349,87 @@ def first_use_order(codes: np.ndarray, values: list) -> tuple[np.ndarray, list]:
     return rank, list(number)
 
 
+def _first_use_of_pooled(codes: np.ndarray, names: PooledNames) -> tuple[np.ndarray, PooledNames]:
+    """first_use_order of pooled names: equal ones found by the pool (merged_with: no
+    Python string per numbered name), each group numbered at its first use."""
+    rank = np.full(len(names), -1, np.int64)
+    first = np.full(len(names), len(codes), np.int64)
+    np.minimum.at(first, codes, np.arange(len(codes)))
+    used_codes = first < len(codes)
+    to = names.merged_with()
+    if to is not None:  # a group's first use: its earliest member's, on its first name
+        group_first = np.full(len(names), len(codes), np.int64)
+        np.minimum.at(group_first, to, first)
+        first = group_first
+    used = np.flatnonzero(first < len(codes))
+    if not np.all(first[used][1:] > first[used][:-1]):  # else first used in their own order
+        used = used[np.argsort(first[used], kind="stable")]
+    rank[used] = np.arange(len(used))
+    if to is not None:
+        rank = np.where(used_codes, rank[to], -1)
+    return rank, names.take(used)
+
+
+def _count_in_order(codes: np.ndarray) -> int | None:
+    """k where the codes first use 0, 1, ..., k-1 in that order (each code past the greatest
+    so far is the next number: the nsys C read's tracks and names, numbered as they come),
+    else None. Read a block at a time: no full-size temporary (each costs its page faults)."""
+    if codes.dtype.kind not in "iu" or not len(codes):
+        return None
+    top = -1
+    for a in range(0, len(codes), IN_ORDER_BLOCK):
+        greatest = np.maximum.accumulate(codes[a : a + IN_ORDER_BLOCK], dtype=np.int64)
+        np.maximum(greatest, top, out=greatest)  # the greatest so far, earlier blocks too
+        if int(greatest[0]) > top + 1 or int(codes[a : a + IN_ORDER_BLOCK].min()) < 0:
+            return None
+        if len(greatest) > 1 and bool((greatest[1:] - greatest[:-1] > 1).any()):
+            return None
+        top = max(top, int(greatest[-1]))
+    return top + 1
+
+
+def _first_use_kept(codes: np.ndarray, values):
+    """The values first_use_order would give where its rank would keep every code as it
+    is (codes in order by _count_in_order, no two of the values they use equal), else
+    None: no pass over the codes but the check."""
+    k = _count_in_order(codes)
+    if k is None or k > len(values):
+        return None
+    if isinstance(values, TrackKeys):  # distinct keys
+        return (
+            values.take(slice(0, k))
+            if k < len(values)
+            else TrackKeys(values.kinds, values.kind, values.owner, values.lane)
+        )
+    if isinstance(values, PooledNames):
+        names = values.head(k)
+        return names if names.merged_with() is None else None
+    used = list(values[:k])
+    return used if len(set(used)) == k else None
+
+
+def _keeps_codes(rank: np.ndarray) -> bool:
+    """Whether first_use_order's rank leaves every used code as it is (rank[c] == c, or -1:
+    not used): codes already numbered by first use (a table's keys in order), no gather."""
+    used = np.flatnonzero(rank >= 0)
+    return bool(np.array_equal(rank[used], used))
+
+
+def _renumbered(events: np.ndarray, column: str, values, kernels: np.ndarray | None = None):
+    """The values in first-use order, events[column] (and kernels' where given) renumbered
+    to them in place: first_use_order's, with no pass over the rows where it would keep
+    every code as it is."""
+    kept = _first_use_kept(events[column], values)
+    if kept is not None:
+        return kept
+    rank, values = first_use_order(events[column], values)
+    if not _keeps_codes(rank):
+        events[column] = rank[events[column]]
+        if kernels is not None:
+            kernels[column] = rank[kernels[column]]
+    return values
+
+
 def assemble(
     path,
     kind: str,
@@ -351,13 +446,9 @@ def assemble(
     """A HostTrace of EVENT and KERNEL rows whose codes index `names`, `tracks` and
     `categories`, each renumbered by first use in the events (every kernel is also an
     event, so its name is among them); `offset_ns` is added to every start."""
-    rank, names = first_use_order(events["name"], names)
-    events["name"] = rank[events["name"]]
-    kernels["name"] = rank[kernels["name"]]
-    rank, tracks = first_use_order(events["track"], tracks)
-    events["track"] = rank[events["track"]]
-    rank, categories = first_use_order(events["category"], categories)
-    events["category"] = rank[events["category"]]
+    names = _renumbered(events, "name", names, kernels)
+    tracks = _renumbered(events, "track", tracks)
+    categories = _renumbered(events, "category", categories)
     events["start_ns"] += offset_ns
     kernels["start_ns"] += offset_ns
     if np.any(kernels["start_ns"][1:] < kernels["start_ns"][:-1]):  # else already in order: no copy
@@ -401,6 +492,8 @@ def assemble(
 def _readable_keys(keys: list) -> list:
     """[_readable_key(k) for k in keys]: the same list where no text in it holds a
     surrogate (one search over them all, no call per key), else key by key."""
+    if isinstance(keys, PooledNames):  # valid UTF-8 decoded: no surrogate
+        return keys
     if isinstance(keys, TrackKeys):  # ints, and the reader's own kinds
         return keys if not _SURROGATE.search("".join(keys.kinds)) else [_readable_key(k) for k in keys]
     if set(map(type, keys)) <= {str}:  # names, categories: one join

@@ -10,7 +10,8 @@ from operator import eq, itemgetter
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from ..host_traces.trace import TrackKeys, unique_inverse
+from ..host_traces.pooled_names import PooledNames
+from ..host_traces.trace import TrackKeys
 from . import native_encoder
 from .clock import REALTIME
 from .lanes import lane_tracks
@@ -198,16 +199,17 @@ def _processes(host, keys: list, columns: _Keys, order_of, live: np.ndarray) -> 
     if not columns.ints:
         numbers = [process_of.setdefault(track_names_process(host, keys[g]), len(process_of)) for g in live.tolist()]
         return process_of, np.array(numbers, np.int64).reshape(-1)
+    # a group's process is its key's (stream, owner); groups come in track order, by
+    # stream and owner first, so each pair is one run of them: a name per run
     sorted_order = np.asarray(order_of, np.int64)[live]
-    owner = columns.owner[sorted_order]
-    if len(owner) and (int(owner.min()) < 0 or int(owner.max()) >= 1 << 62):
-        _, owner = np.unique(owner, return_inverse=True)  # numbered in their order: 2 * owner fits
-    code = owner.reshape(-1) * 2 + columns.stream[sorted_order]
-    _, first, inverse = unique_inverse(code, return_index=True)
-    number = np.zeros(len(first), np.int64)
-    for d in np.argsort(first, kind="stable").tolist():
-        number[d] = process_of.setdefault(track_names_process(host, keys[int(live[first[d]])]), len(process_of))
-    return process_of, number[inverse.reshape(-1)]
+    owner, stream = columns.owner[sorted_order], columns.stream[sorted_order]
+    new = np.ones(len(live), bool)
+    np.not_equal(owner[1:], owner[:-1], out=new[1:])
+    new[1:] |= stream[1:] != stream[:-1]
+    del owner, stream
+    first = np.flatnonzero(new)
+    numbers = [process_of.setdefault(track_names_process(host, keys[g]), len(process_of)) for g in live[first].tolist()]
+    return process_of, np.repeat(np.array(numbers, np.int64), np.diff(first, append=len(live)))
 
 
 def _write_tracks(
@@ -252,15 +254,18 @@ def _write_tracks(
     return made
 
 
-def _interned_packet(seq: int, names: list) -> bytes:
+def _interned_packet(seq: int, names) -> bytes:
     """The sequence's first packet, as Trace.packet: the event names, iids from 1, and the
     category annotation's name, interned; the bytes of the protobuf message's
     SerializeToString (fields in number order), the names encoded by column."""
     unnamed = None
-    if None in names:  # a NULL StringIds value: the entry has no name field, as the message leaves it
-        unnamed = np.fromiter((n is None for n in names), bool, len(names))
-        names = ["" if n is None else n for n in names]
-    text = Texts.of(names)
+    if isinstance(names, PooledNames):  # the nsys C read's: pooled already
+        unnamed, text = names.none, Texts(names.chars, names.starts, names.lengths)
+    else:
+        if None in names:  # a NULL StringIds value: the entry has no name field, as the message leaves it
+            unnamed = np.fromiter((n is None for n in names), bool, len(names))
+            names = ["" if n is None else n for n in names]
+        text = Texts.of(names)
     entries = []
     native = native_encoder.encoder() is not None
     for a in range(0, len(text), TRACK_BATCH):  # a batch at a time: Rows gathers with an int64 a byte

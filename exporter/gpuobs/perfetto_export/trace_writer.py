@@ -211,7 +211,7 @@ class TraceWriter:
             packets = native_encoder.encode_track_descriptors(first + a, *part) if native else None
             if packets is not None:
                 if len(packets):
-                    self._chunks.append(packets.tobytes())
+                    self._chunks.append(packets)  # the array itself, as raw() takes them: no copy of it
             else:
                 self.rows(self._track_rows(uuids[a:b], *part))
         return uuids
