@@ -144,11 +144,11 @@ SLOT_PREFETCHED_TO_L1 = (
 STARTS_ENTRY_EMPTY = (
     "gpuobs_block_starts_enter",
     """    if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
-    if ((threadIdx.x""",
+    // Both gates first""",
     """    // Probe: the floor, nothing recorded. Always returns (null callback data included,
     // which the body below would fault on); opaque() keeps the body compiled.
     if (userdata == nullptr || opaque((uint64_t)userdata) != 0) return SANITIZER_PATCH_SUCCESS;
-    if ((threadIdx.x""",
+    // Both gates first""",
 )
 TRACE_EXIT_EMPTY = (
     "gpuobs_block_trace_exit",
