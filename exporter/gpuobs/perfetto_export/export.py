@@ -99,6 +99,7 @@ class GpuSummary:
     dropped: int = 0
     unrecorded_launches: int = 0  # outside recording windows: recorded nothing, not in the trace
     end_bounds: dict = field(default_factory=dict)  # block_starts: block slices per bound label (block_ends.LABELS)
+    ends_unconfirmed: int = 0  # block_trace: block slices drawn at their start (a later run stamped their end)
     clock: str = ""
     flowed_launches: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     boot_realtime_ns: int | None = None  # REALTIME at this machine's boot (BOOTTIME 0), when measured
@@ -480,10 +481,13 @@ def _export_gpu(g: GpuExport) -> GpuSummary:
     if spool is not None:
         s.sms, s.lanes = _streamed_block_tracks_and_slices(g, spool)
         s.block_slices = sum(spool.counts.values())
+        s.ends_unconfirmed = spool.unconfirmed
     elif blocks is not None and len(blocks):
         s.sms, s.lanes = _block_tracks_and_slices(g, blocks)
         s.block_slices = len(blocks)
         s.end_bounds = block_bounds.counts(g.table.block_ends, blocks)
+        if g.table.block_ends is None:
+            s.ends_unconfirmed = int(np.count_nonzero(ev["flags"][blocks] & schema.BLOCK_END_UNCONFIRMED))
     if len(mem):
         s.memory_events = len(mem)
         _memory_counters(g, mem)
