@@ -891,6 +891,11 @@ def _print_export_summary(summary, output: Path) -> None:
         if g.end_bounds:
             shares = ", ".join(f"{n:,} {label}" for label, n in g.end_bounds.items() if n)
             _say(f"    block ends are upper bounds (block_starts records none): {shares} (`gpuobs stats` explains)")
+        if g.ends_unconfirmed:
+            _say(
+                f"    {g.ends_unconfirmed:,} block ends were stamped by a later run of their grid: drawn at their "
+                "start, named '(end unconfirmed)'"
+            )
         if g.unrecorded_launches:
             _say(f"    {g.unrecorded_launches:,} launches ran outside recording windows: not in the trace")
         if g.launches_without_time and schema.mode_has(g.mode, schema.Trait.MEMORY_PATCH):

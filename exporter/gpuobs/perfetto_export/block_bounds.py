@@ -1,7 +1,10 @@
-"""How a block_starts recording's bounded block ends (analysis/block_ends.py) look
-in the trace: each block slice ends at its bound; an `end` argument says which
-bound it is; slices whose bound is weaker than slot reuse carry the bound in their
-name, so Perfetto colours them apart from the tight ones."""
+"""How block ends that were not measured look in the trace. A block_starts
+recording's bounded ends (analysis/block_ends.py): each block slice ends at its
+bound; an `end` argument says which bound it is; slices whose bound is weaker than
+slot reuse carry the bound in their name, so Perfetto colours them apart from the
+tight ones. A block_trace end stamped by a later run of the block's grid id
+(schema.BLOCK_END_UNCONFIRMED) is drawn the same way as an unknown one: a
+zero-length slice at its start, its name marked, its `end` argument saying why."""
 
 from __future__ import annotations
 
@@ -35,14 +38,42 @@ KERNELS_DESCRIPTION = (
 )
 
 
+# block_trace: an end a later run of the block's grid id stamped (tool/late_ends.h)
+UNCONFIRMED_SUFFIX = " (end unconfirmed)"
+UNCONFIRMED_NOTE = b"unconfirmed: stamped by a later run of its grid, not this block's; drawn at its start"
+TRACE_SMS_DESCRIPTION = (
+    "One track per SM, in SM order; blocks that overlap on an SM sit on lanes merged into its track. "
+    "A block runs from its leader's entry to its last thread's exit. Graph replays and conditional-body runs "
+    "of a kernel share one grid id, so a later run's exits can stamp a block's end: such a block, named "
+    "'(end unconfirmed)', is a zero-length slice at its start (its real end is unknown; `gpuobs stats` "
+    "counts it from its start alone too), and its `end` argument says so."
+)
+
+
 def bounded_names(names: dict) -> tuple[dict, int]:
     """Kernel names (iid -> name) with a variant per weaker bound: variant k of iid i is
     i + k * stride, k = the bound's place in NAME_SUFFIXES. Returns (names, stride)."""
+    return name_variants(names, list(NAME_SUFFIXES.values()))
+
+
+def unconfirmed_names(names: dict) -> tuple[dict, int]:
+    """Kernel names with their '(end unconfirmed)' variant (variant 1, as bounded_names)."""
+    return name_variants(names, ["", UNCONFIRMED_SUFFIX])
+
+
+def name_variants(names: dict, suffixes: list) -> tuple[dict, int]:
+    """Kernel names (iid -> name) with a variant per suffix: variant k of iid i is
+    i + k * stride, named name + suffixes[k]. Returns (names, stride)."""
     stride = max(names, default=0) + 1
     out = {}
-    for k, suffix in enumerate(NAME_SUFFIXES.values()):
+    for k, suffix in enumerate(suffixes):
         out.update({iid + k * stride: name + suffix for iid, name in names.items()})
     return out, stride
+
+
+def unconfirmed_name_iids(name_iid: np.ndarray, unconfirmed: np.ndarray, stride: int) -> np.ndarray:
+    """Each block's interned name: its kernel's, or its '(end unconfirmed)' variant."""
+    return np.asarray(name_iid, np.uint64) + unconfirmed.astype(np.uint64) * np.uint64(stride)
 
 
 def bounded_name_iids(name_iid: np.ndarray, quality: np.ndarray, stride: int) -> np.ndarray:

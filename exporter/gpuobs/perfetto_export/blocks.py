@@ -10,14 +10,16 @@ from typing import Optional
 import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from .block_bounds import NOTE_CHOICES
+from .block_bounds import NOTE_CHOICES, UNCONFIRMED_NOTE
 from .clock import ClockRelation
 from .slice_encoder import Slices, packet_order, write_packets
 from .trace_writer import SEQ_CLEARED, TraceWriter
 
 INCREMENTAL_CLOCK = 64  # sequence-scoped clock ids are 64..127
 ARG_NAMES = {"block": 1, "launch": 2, "block_y": 3, "block_z": 4}
-END_ARG = ("end", 5)  # block_starts: which upper bound a block's end is (interned only there)
+# block_starts: which upper bound a block's end is; block_trace: that a later run stamped it
+# (interned only where some block of the batch has one)
+END_ARG = ("end", 5)
 
 
 @dataclass
@@ -34,6 +36,11 @@ class BlockSlices:
     block_y: np.ndarray  # uint16
     block_z: np.ndarray  # uint16
     end_quality: Optional[np.ndarray] = None  # block_starts: uint8 EndBound of each end (block_bounds.py)
+    end_unconfirmed: Optional[np.ndarray] = None  # block_trace: bool, the end a later run stamped (drawn at start)
+
+    def end_noted(self) -> bool:
+        """Whether some block's end gets an `end` argument."""
+        return self.end_quality is not None or self.end_unconfirmed is not None
 
 
 def encode_blocks(
@@ -55,7 +62,7 @@ def encode_blocks(
     seq = np.array([seq_ids[int(s)] for s in sm[boundaries]], np.uint64)
 
     arg_names = dict(ARG_NAMES)
-    if block_args and b.end_quality is not None:
+    if block_args and b.end_noted():
         arg_names[END_ARG[0]] = END_ARG[1]
     # The first packet of each SM's sequence: interned names (those its blocks
     # use), defaults, clock.
@@ -94,6 +101,8 @@ def encode_blocks(
         slices.int_arg(ARG_NAMES["launch"], b.launch_id, at_least=0)  # -1: unresolved
         if b.end_quality is not None:
             slices.choice_arg(END_ARG[1], NOTE_CHOICES, b.end_quality)
+        if b.end_unconfirmed is not None:
+            slices.choice_arg(END_ARG[1], [UNCONFIRMED_NOTE], np.zeros(len(b.sm), np.uint8), b.end_unconfirmed)
     write_packets(
         w, order, slices, np.repeat(seq, packets_per_sm), timestamps=ts, tracks=np.where(not_default, lane_uuid, 0)
     )

@@ -99,6 +99,7 @@ class GpuSummary:
     dropped: int = 0
     unrecorded_launches: int = 0  # outside recording windows: recorded nothing, not in the trace
     end_bounds: dict = field(default_factory=dict)  # block_starts: block slices per bound label (block_ends.LABELS)
+    ends_unconfirmed: int = 0  # block_trace: block slices drawn at their start (a later run stamped their end)
     clock: str = ""
     flowed_launches: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     boot_realtime_ns: int | None = None  # REALTIME at this machine's boot (BOOTTIME 0), when measured
@@ -480,10 +481,13 @@ def _export_gpu(g: GpuExport) -> GpuSummary:
     if spool is not None:
         s.sms, s.lanes = _streamed_block_tracks_and_slices(g, spool)
         s.block_slices = sum(spool.counts.values())
+        s.ends_unconfirmed = spool.unconfirmed
     elif blocks is not None and len(blocks):
         s.sms, s.lanes = _block_tracks_and_slices(g, blocks)
         s.block_slices = len(blocks)
         s.end_bounds = block_bounds.counts(g.table.block_ends, blocks)
+        if g.table.block_ends is None:
+            s.ends_unconfirmed = int(np.count_nonzero(ev["flags"][blocks] & schema.BLOCK_END_UNCONFIRMED))
     if len(mem):
         s.memory_events = len(mem)
         _memory_counters(g, mem)
@@ -714,7 +718,7 @@ def _block_tracks_and_slices(g: GpuExport, blocks: np.ndarray):
         parent=g.track,
         rank=5,
         explicit_order=True,
-        description=SMS_DESCRIPTION if g.table.block_ends is None else block_bounds.SMS_DESCRIPTION,
+        description=_sms_description(g, _unconfirmed_ends(g.ev["flags"][blocks]) is not None),
     )
     if len(blocks) <= BATCH_BLOCKS:
         return _encode_block_batch(g, blocks, sms_group)
@@ -728,6 +732,22 @@ def _block_tracks_and_slices(g: GpuExport, blocks: np.ndarray):
         n_sms, n_lanes = _encode_block_batch(g, blocks[by_sm[lo:hi]], sms_group)
         sms, lanes = sms + n_sms, lanes + n_lanes
     return sms, lanes
+
+
+def _sms_description(g: GpuExport, any_unconfirmed: bool) -> str:
+    """What the SM tracks' block slices mean: block_starts' bounds, or block_trace's
+    measured ends (with what a mark means only where a block carries it: traces of
+    recordings without any stay as they were)."""
+    if g.table.block_ends is not None:
+        return block_bounds.SMS_DESCRIPTION
+    return block_bounds.TRACE_SMS_DESCRIPTION if any_unconfirmed else SMS_DESCRIPTION
+
+
+def _unconfirmed_ends(flags: np.ndarray) -> Optional[np.ndarray]:
+    """Per block (record flags): whether a later run of its grid id stamped its end
+    (tool/late_ends.h); None where no block's was."""
+    late = (flags & schema.BLOCK_END_UNCONFIRMED) != 0
+    return late if late.any() else None
 
 
 def _batch_cuts(sm_starts) -> list:
@@ -745,7 +765,8 @@ def _batch_cuts(sm_starts) -> list:
 def _streamed_block_tracks_and_slices(g: GpuExport, spool: streamed.SmSpool):
     """_block_tracks_and_slices over the streamed export's spool: the same batches of
     whole SMs, each read back from the spool when it is encoded."""
-    sms_group = g.w.track("SMs", parent=g.track, rank=5, explicit_order=True, description=SMS_DESCRIPTION)
+    description = _sms_description(g, spool.unconfirmed > 0)
+    sms_group = g.w.track("SMs", parent=g.track, rank=5, explicit_order=True, description=description)
     order = sorted(spool.counts)
     counts = [spool.counts[s] for s in order]
     total = sum(counts)
@@ -768,6 +789,7 @@ def _streamed_block_tracks_and_slices(g: GpuExport, spool: streamed.SmSpool):
             launch_ids,
             b["function_slot"],
             (b["block_x"], b["block_y"], b["block_z"]),
+            _unconfirmed_ends(b["flags"]),
         )
         sms, lanes = sms + n_sms, lanes + n_lanes
     return sms, lanes
@@ -785,21 +807,34 @@ def _encode_block_batch(g: GpuExport, blocks: np.ndarray, sms_group: int):
     start = col("time_start")
     end = np.maximum(col("time_end"), start)
     bounds = g.table.block_ends  # block_starts: no end recorded, each bounded
-    quality = None
+    quality = unconfirmed = None
     if bounds is not None:
         at = bounds.at(blocks)
         end, quality = bounds.end_bound_ns[at], bounds.quality[at]
+    else:
+        unconfirmed = _unconfirmed_ends(col("flags"))
     lo = launch_of_event if every else launch_of_event[blocks]
     launch_ids = analysis.of_launch(rec.launches["launch_id"].astype(np.int64), lo, -1)
     xyz = (col("block_x"), col("block_y"), col("block_z"))
-    return _encode_block_columns(g, sms_group, sm, start, end, quality, launch_ids, col("function_slot"), xyz)
+    slots = col("function_slot")
+    return _encode_block_columns(g, sms_group, sm, start, end, quality, launch_ids, slots, xyz, unconfirmed)
 
 
-def _encode_block_columns(g: GpuExport, sms_group: int, sm, start, end, quality, launch_ids, slots, xyz):
-    """Lane tracks and block slices of one batch of whole SMs, given its columns."""
+def _encode_block_columns(
+    g: GpuExport, sms_group: int, sm, start, end, quality, launch_ids, slots, xyz, unconfirmed=None
+):
+    """Lane tracks and block slices of one batch of whole SMs, given its columns.
+    unconfirmed: block_trace, per block whether a later run stamped its end (or None)."""
     if len(sm) == 0:  # a streamed batch whose SMs kept no block in the time window
         return 0, 0
     w = g.w
+    if unconfirmed is not None:
+        # A later run's stamp says nothing of when this block ended. The same block's next
+        # run start bounds it, but for a replay's last run that is the next replay (36 ms
+        # on the H100 while-graph recording) and it needs every run of the grid, across
+        # SMs and so across batches: the block is drawn from its start alone, as the
+        # analysis counts it, and its lanes are given on that end.
+        end = np.where(unconfirmed, start, end)
     tracks = lane_tracks(
         sm, start, end, lambda s_id: w.track(f"SM {s_id}", parent=sms_group, rank=s_id, merge_key=f"sm-{s_id}")
     )
@@ -811,6 +846,9 @@ def _encode_block_columns(g: GpuExport, sms_group: int, sm, start, end, quality,
     if quality is not None:  # weaker bounds under their own names, so Perfetto colours them apart
         names, stride = block_bounds.bounded_names(g.names)
         name_iid = block_bounds.bounded_name_iids(name_iid, quality, stride)
+    if unconfirmed is not None:  # marked, under their own names, so Perfetto colours them apart
+        names, stride = block_bounds.unconfirmed_names(g.names)
+        name_iid = block_bounds.unconfirmed_name_iids(name_iid, unconfirmed, stride)
     b = BlockSlices(
         sm=sm,
         start=start,
@@ -822,6 +860,7 @@ def _encode_block_columns(g: GpuExport, sms_group: int, sm, start, end, quality,
         block_y=xyz[1],
         block_z=xyz[2],
         end_quality=quality,
+        end_unconfirmed=unconfirmed,
     )
     encode_blocks(w, b, names, tracks.first, g.clock, g.opts.block_args)
     return len(tracks.first), int(tracks.lanes.sum())

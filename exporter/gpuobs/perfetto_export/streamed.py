@@ -68,6 +68,7 @@ class SmSpool:
         self.runs: dict = {}  # sm -> [(byte offset, rows)]
         self.counts: dict = {}  # sm -> rows
         self.size = 0
+        self.unconfirmed = 0  # rows whose end a later run stamped (BLOCK_END_UNCONFIRMED)
 
     def add(self, rows: np.ndarray) -> None:
         if len(rows) == 0:
@@ -82,6 +83,7 @@ class SmSpool:
             self.runs.setdefault(sm, []).append((self.size + at * SPOOL_DTYPE.itemsize, k))
             self.counts[sm] = self.counts.get(sm, 0) + k
         self.size += rows.nbytes
+        self.unconfirmed += int(np.count_nonzero(rows["flags"] & schema.BLOCK_END_UNCONFIRMED))
 
     def read(self, sms: list) -> np.ndarray:
         """The blocks of these SMs, by SM and then in recording order."""
