@@ -319,3 +319,35 @@ def test_write_slices_in_batches_writes_what_the_whole_packet_order_writes(tmp_p
             want = trace("batches", group, start, end)
         monkeypatch.setattr(slice_encoder, "PACKETS_PER_BATCH", batch)
         assert trace("batches", group, start, end) == want == trace("whole", group, start, end), name
+
+
+def _lane_tracks_by_table(group, start, end, new_track):
+    """lane_tracks as it was: a (groups x most lanes) table of the tracks, read at (group, lane)."""
+    lane = assign_lanes(group, start, end)
+    lanes = np.zeros(int(group.max()) + 1, np.int64)
+    np.maximum.at(lanes, group, lane + 1)
+    table = np.zeros((len(lanes), int(lanes.max())), np.uint64)
+    for g in np.flatnonzero(lanes).tolist():
+        table[g, : lanes[g]] = [new_track(g) for _ in range(int(lanes[g]))]
+    first = {g: int(table[g, 0]) for g in np.flatnonzero(lanes).tolist()}
+    return table[group, lane], lanes, first
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_lane_tracks_are_the_tables(seed):
+    """lane_tracks without its table (a slice's track by its group's offset and its lane),
+    through new_track and new_tracks, against the table it replaced."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 500))
+    group = rng.integers(0, int(rng.integers(1, 40)), n)
+    start = rng.integers(0, 1000, n).astype(np.uint64)
+    end = start + rng.integers(0, 300, n).astype(np.uint64)
+    made = iter(range(1000, 10**6, 3))
+    want, want_lanes, want_first = _lane_tracks_by_table(group, start, end, lambda g: next(made))
+    made = iter(range(1000, 10**6, 3))
+    got = lane_tracks(group, start, end, lambda g: next(made))
+    uuids = np.arange(1000, 10**6, 3, dtype=np.uint64)
+    batch = lane_tracks(group, start, end, new_tracks=lambda lanes: uuids[: int(lanes.sum())])
+    for t in (got, batch):
+        assert t.of_slice.tolist() == want.tolist() and t.lanes.tolist() == want_lanes.tolist()
+        assert t.first == want_first

@@ -14,7 +14,7 @@ from gpuobs.perfetto_export import host_tracks, native_encoder, trace_writer
 from gpuobs.perfetto_export.clock import REALTIME
 from gpuobs.perfetto_export.lanes import lane_tracks
 from gpuobs.perfetto_export.slice_encoder import Slices, write_slices
-from gpuobs.perfetto_export.trace_writer import SEQ_CLEARED, Texts, TraceWriter, numbered
+from gpuobs.perfetto_export.trace_writer import SEQ_CLEARED, NumberedTexts, Texts, TraceWriter, numbered
 from gpuobs.safe_text import readable
 
 ODD = [
@@ -163,6 +163,114 @@ def test_texts_numbered_and_merged(path, monkeypatch):
     assert [m[i] for i in range(5)] == ["é", "漢", "", "yy", "x"]
     m = Texts.merged([(np.arange(3), a), (None, b)], None)
     assert [m[i] for i in range(5)] == ["x", "é", "", "漢", "yy"]
+
+
+AFFIXES = (("thread ", ""), ("NVTX (thread ", ")"), ("é-", " 漢\x00"), ("", ""))
+
+
+def _numbered_texts(rng, n, pooled: bool):
+    """NumberedTexts of every form (0: pooled, odd names) and the strings they stand for."""
+    form = rng.integers(0 if pooled else 1, len(AFFIXES) + 1, n).astype(np.uint8)
+    numbers = rng.integers(0, 2**64, n, dtype=np.uint64) >> rng.integers(0, 64, n).astype(np.uint64)
+    numbers[: min(n, 2)] = [2**64 - 1, 0][: min(n, 2)]
+    names = _names(rng, n)
+    want = [
+        names[i] if f == 0 else f"{AFFIXES[f - 1][0]}{v}{AFFIXES[f - 1][1]}"
+        for i, (f, v) in enumerate(zip(form.tolist(), numbers.tolist()))
+    ]
+    pool = Texts.of(["" if f else name for f, name in zip(form.tolist(), names)]) if pooled else None
+    return NumberedTexts(pool, form, numbers, AFFIXES), want
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("seed", range(10))
+def test_numbered_texts_write_what_their_strings_write(seed, path, monkeypatch):
+    """track_batch of NumberedTexts (names pooled or numbered, merge keys numbered only)
+    against track() of the strings; texts() against them too."""
+    _use(path, monkeypatch)
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 300))
+    names, want_names = _numbered_texts(rng, n, True)
+    keys, want_keys = _numbered_texts(rng, n, False)
+    assert [names.texts()[i] for i in range(n)] == want_names and [keys.texts()[i] for i in range(n)] == want_keys
+    merged = rng.random(n) < 0.6
+    parents = rng.integers(0, 1 << 40, n)
+    one, batch = TraceWriter(), TraceWriter()
+    for i in range(n):
+        one.track(want_names[i], parent=int(parents[i]), rank=i, merge_key=want_keys[i] if merged[i] else None)
+    if seed % 2:
+        monkeypatch.setattr("gpuobs.perfetto_export.trace_writer.TRACK_BATCH", 7)
+    batch.track_batch(names, parents, np.arange(n), keys, merged)
+    assert b"".join(one._chunks) == b"".join(batch._chunks)
+
+
+def test_numbered_texts_merged_as_texts_merged():
+    rng = np.random.default_rng(1)
+    a, want_a = _numbered_texts(rng, 9, True)
+    b = Texts.of(["x", "é"])
+    m = NumberedTexts.merged([(np.arange(0, 18, 2), a), (np.array([17, 1]), b)], 18, AFFIXES)
+    got = m.texts()
+    assert [got[i] for i in range(0, 18, 2)] == want_a and [got[17], got[1]] == ["x", "é"]
+    assert got[3] == ""  # a row of no part: empty, as Texts.merged leaves it
+    with pytest.raises(ValueError):
+        NumberedTexts.merged([(np.arange(9), a)], 9, AFFIXES[:1])
+
+
+@pytest.mark.skipif(not HAVE_C, reason="native encoder not built here")
+def test_the_c_encoder_declines_forms_it_cannot_write():
+    """A form past the affixes, a pooled row with no pool or outside it: None (numpy)."""
+    rng = np.random.default_rng(2)
+    good, _ = _numbered_texts(rng, 5, True)
+    assert native_encoder.encode_track_descriptors(1, good, None, None, None, None) is not None
+    past = NumberedTexts(good.pool, np.full(5, len(AFFIXES) + 1, np.uint8), good.numbers, AFFIXES)
+    no_pool = NumberedTexts(None, np.zeros(5, np.uint8), good.numbers, AFFIXES)
+    outside = Texts(good.pool.chars, np.full(5, len(good.pool.chars)), np.ones(5, np.int64))
+    numbered_only = NumberedTexts(outside, np.ones(5, np.uint8), good.numbers, AFFIXES)
+    assert native_encoder.encode_track_descriptors(1, numbered_only, None, None, None, None) is not None  # unread
+    short = NumberedTexts(good.pool, good.form, good.numbers[:4], AFFIXES)
+    for bad in (past, no_pool, NumberedTexts(outside, np.zeros(5, np.uint8), good.numbers, AFFIXES), short):
+        assert native_encoder.encode_track_descriptors(1, bad, None, None, None, None) is None
+        assert native_encoder.encode_track_descriptors(1, good, None, None, bad, None) is None
+    # a bad key on a track without a key is never read
+    merged = np.array([False] * 5)
+    assert native_encoder.encode_track_descriptors(1, good, None, None, no_pool, merged) is not None
+    too_many = NumberedTexts(None, np.ones(5, np.uint8), good.numbers, AFFIXES + (("a", "b"),))
+    assert native_encoder.encode_track_descriptors(1, too_many, None, None, None, None) is None
+
+
+def _labels_as_it_was(host, keys, columns, order_of, plain, groups):
+    """host_tracks._labels as it was: the numbered labels pooled by numbered()."""
+    plain = plain[groups]
+    special = groups[~plain]
+    parts = [(np.flatnonzero(~plain), Texts.of([host_tracks.track_names(host, keys[i])[1] for i in special.tolist()]))]
+    if plain.any():
+        at = order_of[groups]
+        lane, stream, nvtx = columns.lane[at], columns.stream[at], columns.nvtx[at]
+        for mask, prefix, suffix in (
+            (stream, "stream ", ""),
+            (nvtx, "NVTX (thread ", ")"),
+            (~stream & ~nvtx, "thread ", ""),
+        ):
+            rows = np.flatnonzero(plain & mask)
+            parts.append((rows, numbered(prefix, lane[rows], suffix)))
+    return Texts.merged(parts, len(groups))
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("ints", [True, False])
+def test_labels_numbered_are_those_pooled_before(seed, ints):
+    rng = np.random.default_rng(seed)
+    keys = _keys(rng, ints)
+    thread_names, process_names = _names_of(rng, keys, float(rng.choice([0.0, 0.3])))
+    host = _host(np.random.default_rng(seed), keys, thread_names, process_names)
+    columns = host_tracks._Keys(host.tracks)
+    order_of = columns.order(np.arange(len(host.tracks)))
+    ordered = host_tracks._Ordered(host.tracks, order_of)
+    plain = host_tracks._plain(host, ordered, columns, order_of)
+    groups = rng.integers(0, len(order_of), int(rng.integers(0, 50)))  # repeated groups: lanes of one
+    got = host_tracks._labels(host, ordered, columns, order_of, plain, groups).texts()
+    want = _labels_as_it_was(host, ordered, columns, order_of, plain, groups)
+    assert [got[i] for i in range(len(groups))] == [want[i] for i in range(len(groups))]
 
 
 def _one_at_a_time(w, host, related):

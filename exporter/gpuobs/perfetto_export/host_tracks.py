@@ -17,7 +17,7 @@ from .clock import REALTIME
 from .lanes import lane_tracks
 from .protowire import LEN, PACKET_SEQUENCE_FLAGS, PACKET_SEQUENCE_ID, TRACE_PACKET, VARINT, Rows, tag, varint_bytes
 from .slice_encoder import Slices, write_slices
-from .trace_writer import SEQ_CLEARED, TRACK_BATCH, Texts, TraceWriter, numbered
+from .trace_writer import SEQ_CLEARED, TRACK_BATCH, NumberedTexts, Texts, TraceWriter
 
 KIND_TITLES = {"pytorch-profiler": "PyTorch profiler", "nsys": "Nsight Systems"}
 CATEGORY_IID = 1  # the interned name of the one debug annotation, "category"
@@ -174,23 +174,25 @@ def _plain(host, keys, columns: _Keys, order_of: np.ndarray) -> np.ndarray:
     return plain
 
 
-def _labels(host, keys, columns: _Keys, order_of: np.ndarray, plain: np.ndarray, groups: np.ndarray) -> Texts:
-    """track_names(host, key)[1] of these groups' keys, pooled: those of a numbered thread
-    or stream with no thread name without a Python string each."""
+# the forms of numbered lane labels (NumberedTexts' affixes): a stream's, an NVTX thread's, a thread's
+LABEL_AFFIXES = (("stream ", ""), ("NVTX (thread ", ")"), ("thread ", ""))
+
+
+def _labels(host, keys, columns: _Keys, order_of: np.ndarray, plain: np.ndarray, groups: np.ndarray) -> NumberedTexts:
+    """track_names(host, key)[1] of these groups' keys: those of a numbered thread or
+    stream with no thread name numbered (LABEL_AFFIXES; no Python string, no pool), the
+    others pooled."""
     plain = plain[groups]
     special = groups[~plain]
-    parts = [(np.flatnonzero(~plain), Texts.of([track_names(host, keys[i])[1] for i in special.tolist()]))]
+    labels = Texts.of([track_names(host, keys[i])[1] for i in special.tolist()])
+    pool = Texts.merged([(np.flatnonzero(~plain), labels)], len(groups))
+    form, numbers = np.zeros(len(groups), np.uint8), np.zeros(len(groups), np.uint64)
     if plain.any():
-        at = order_of[groups]
-        lane, stream, nvtx = columns.lane[at], columns.stream[at], columns.nvtx[at]
-        for mask, prefix, suffix in (
-            (stream, "stream ", ""),
-            (nvtx, "NVTX (thread ", ")"),
-            (~stream & ~nvtx, "thread ", ""),
-        ):
-            rows = np.flatnonzero(plain & mask)
-            parts.append((rows, numbered(prefix, lane[rows], suffix)))
-    return Texts.merged(parts, len(groups))
+        at = order_of[groups[plain]]
+        stream, nvtx = columns.stream[at], columns.nvtx[at]
+        form[plain] = np.where(stream, 1, np.where(nvtx, 2, 3))
+        numbers[plain] = columns.lane[at]  # >= 0 where plain
+    return NumberedTexts(pool, form, numbers, LABEL_AFFIXES)
 
 
 def _processes(host, keys: list, columns: _Keys, order_of, live: np.ndarray) -> tuple[dict, np.ndarray]:
@@ -236,7 +238,7 @@ def _write_tracks(
         is_lane = np.ones(len(owner), bool)
         is_lane[(at[a:b] - at[a])[new[a:b] == 1]] = False
         g, p = live[owner], proc[owner]
-        names = Texts.merged(
+        names = NumberedTexts.merged(
             [
                 (np.flatnonzero(~is_lane), processes.pick(p[~is_lane])),
                 (
@@ -245,10 +247,12 @@ def _write_tracks(
                 ),
             ],
             len(owner),
+            LABEL_AFFIXES,
         )
         parents = np.where(is_lane, process_uuid[p], group)
         ranks = np.where(is_lane, g, p)
-        uuids = w.track_batch(names, parents, ranks, numbered(f"{group}-", g), merged=is_lane)
+        merge_keys = NumberedTexts(None, np.ones(len(g), np.uint8), g, ((f"{group}-", ""),))  # f"{group}-{g}"
+        uuids = w.track_batch(names, parents, ranks, merge_keys, merged=is_lane)
         made[done : done + int(is_lane.sum())] = uuids[is_lane]
         done += int(is_lane.sum())
     return made

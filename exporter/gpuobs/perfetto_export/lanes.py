@@ -134,13 +134,14 @@ class LaneTracks:
     """of_slice: uint64, each slice's lane track; lanes: int64 per group (0..max group),
     how many lanes it has; first: group -> the track of its first lane (made when read)."""
 
-    def __init__(self, of_slice: np.ndarray, table: np.ndarray, lanes: np.ndarray):
-        self.of_slice, self.lanes, self._table = of_slice, lanes, table
+    def __init__(self, of_slice: np.ndarray, made: np.ndarray, lanes: np.ndarray, offset: np.ndarray):
+        # made: every lane's track, group by group; offset[g]: where group g's lanes begin in it
+        self.of_slice, self.lanes, self._made, self._offset = of_slice, lanes, made, offset
 
     @property
     def first(self) -> dict:
         groups = np.flatnonzero(self.lanes)
-        return dict(zip(groups.tolist(), self._table[groups, 0].tolist()))
+        return dict(zip(groups.tolist(), self._made[self._offset[groups]].tolist()))
 
 
 def lane_tracks(
@@ -162,14 +163,13 @@ def lane_tracks(
         lane = _assign_lanes(group, start, end, np.zeros(len(group), np.int64)) if len(group) else group
         lanes = np.zeros(int(group.max()) + 1 if len(group) else 0, np.int64)
         np.maximum.at(lanes, group, lane + 1)
-    table = np.zeros((len(lanes), int(lanes.max()) if len(lanes) else 0), np.uint64)
     if new_tracks is not None:
         made = np.asarray(new_tracks(lanes), np.uint64)
-        rows = np.repeat(np.arange(len(lanes)), lanes)
-        first = np.zeros(len(lanes), np.int64)
-        np.cumsum(lanes[:-1], out=first[1:])
-        table[rows, np.arange(len(rows)) - first[rows]] = made
     else:
-        for g in np.flatnonzero(lanes).tolist():
-            table[g, : lanes[g]] = [new_track(g) for _ in range(int(lanes[g]))]
-    return LaneTracks(table[group, lane], table, lanes)
+        made = np.array([new_track(g) for g in np.repeat(np.arange(len(lanes)), lanes).tolist()], np.uint64)
+    # no (groups x most lanes) table: a slice's track is made[offset of its group + its lane]
+    offset = np.zeros(len(lanes), np.int64)
+    np.cumsum(lanes[:-1], out=offset[1:])
+    at = offset[group]
+    at += lane
+    return LaneTracks(made[at], made, lanes, offset)

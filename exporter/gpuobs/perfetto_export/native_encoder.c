@@ -226,15 +226,52 @@ enum track_descriptor_fields {
     EVENT_NAME_NAME_FIELD = 2           /* EventName.name */
 };
 
+/* The decimal digits of v. */
+static inline size_t decimal_size(uint64_t v) {
+    size_t digits = 1;
+    while (v >= 10) {
+        v /= 10;
+        ++digits;
+    }
+    return digits;
+}
+
+/* Text i of a pool, or of its form where forms give it one (struct gpuobs_text_forms):
+ * its size, and the text written at p. */
+static inline size_t text_size(const struct gpuobs_text_forms* f, const int64_t* lengths, size_t i) {
+    const unsigned k = f ? f->form[i] : 0;
+    if (!k) return (size_t)lengths[i];
+    return (size_t)(f->prefix_lengths[k - 1] + f->suffix_lengths[k - 1]) + decimal_size(f->numbers[i]);
+}
+static inline uint8_t* put_text(uint8_t* p, const struct gpuobs_text_forms* f, const uint8_t* chars,
+                                const int64_t* starts, size_t i, size_t size) {
+    const unsigned k = f ? f->form[i] : 0;
+    if (!k) {
+        if (size) memcpy(p, chars + starts[i], size); /* an empty pool may have no address */
+        return p + size;
+    }
+    const size_t prefix = (size_t)f->prefix_lengths[k - 1], suffix = (size_t)f->suffix_lengths[k - 1];
+    if (prefix) memcpy(p, f->chars + f->prefix_starts[k - 1], prefix);
+    uint8_t* digits_end = p + size - suffix;
+    uint64_t v = f->numbers[i];
+    uint8_t* q = digits_end;
+    do { /* the digits backwards from the last */
+        *--q = (uint8_t)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    if (suffix) memcpy(digits_end, f->chars + f->suffix_starts[k - 1], suffix);
+    return p + size;
+}
+
 /* The TrackDescriptor of track i, its size (the message's body). */
-static inline size_t track_descriptor_size(const struct gpuobs_track_descriptors* t, size_t i, int merge) {
-    size_t size = varint_field_size(TRACK_UUID_FIELD, t->first_uuid + i) +
-                  len_field_size(TRACK_NAME_FIELD, (size_t)t->name_lengths[i]);
+static inline size_t track_descriptor_size(const struct gpuobs_track_descriptors* t, size_t i, size_t name,
+                                           size_t merge_key, int merge) {
+    size_t size = varint_field_size(TRACK_UUID_FIELD, t->first_uuid + i) + len_field_size(TRACK_NAME_FIELD, name);
     if (t->parents) size += varint_field_size(TRACK_PARENT_UUID_FIELD, t->parents[i]);
     if (t->ranks) size += varint_field_size(TRACK_RANK_FIELD, t->ranks[i]);
     if (merge)
         size += varint_field_size(TRACK_MERGE_BEHAVIOR_FIELD, MERGE_BY_SIBLING_MERGE_KEY) +
-                len_field_size(TRACK_MERGE_KEY_FIELD, (size_t)t->merge_lengths[i]);
+                len_field_size(TRACK_MERGE_KEY_FIELD, merge_key);
     return size;
 }
 
@@ -245,25 +282,23 @@ size_t gpuobs_encode_track_descriptors(uint8_t* out, const struct gpuobs_track_d
     uint8_t* p = out;
     for (size_t i = 0; i < t.n; ++i) {
         const int merge = t.merge_keys && (t.merged == NULL || t.merged[i]);
-        const size_t desc = track_descriptor_size(&t, i, merge);
+        const size_t name = text_size(t.name_forms, t.name_lengths, i);
+        const size_t merge_key = merge ? text_size(t.merge_forms, t.merge_lengths, i) : 0;
+        const size_t desc = track_descriptor_size(&t, i, name, merge_key, merge);
         const size_t packet = len_field_size(PACKET_TRACK_DESCRIPTOR_FIELD, desc);
         total += len_field_size(TRACE_PACKET, packet);
         if (out == NULL) continue;
         p = put_len_header(p, TRACE_PACKET, packet);
         p = put_len_header(p, PACKET_TRACK_DESCRIPTOR_FIELD, desc);
         p = put_varint_field(p, TRACK_UUID_FIELD, t.first_uuid + i);
-        const size_t name = (size_t)t.name_lengths[i];
         p = put_len_header(p, TRACK_NAME_FIELD, name);
-        if (name) memcpy(p, t.name_chars + t.name_starts[i], name); /* an empty pool may have no address */
-        p += name;
+        p = put_text(p, t.name_forms, t.name_chars, t.name_starts, i, name);
         if (t.parents) p = put_varint_field(p, TRACK_PARENT_UUID_FIELD, t.parents[i]);
         if (t.ranks) p = put_varint_field(p, TRACK_RANK_FIELD, t.ranks[i]);
         if (merge) {
-            const size_t k = (size_t)t.merge_lengths[i];
             p = put_varint_field(p, TRACK_MERGE_BEHAVIOR_FIELD, MERGE_BY_SIBLING_MERGE_KEY);
-            p = put_len_header(p, TRACK_MERGE_KEY_FIELD, k);
-            if (k) memcpy(p, t.merge_chars + t.merge_starts[i], k);
-            p += k;
+            p = put_len_header(p, TRACK_MERGE_KEY_FIELD, merge_key);
+            p = put_text(p, t.merge_forms, t.merge_chars, t.merge_starts, i, merge_key);
         }
     }
     return total;
@@ -289,16 +324,6 @@ size_t gpuobs_encode_interned_names(uint8_t* out, size_t n, uint64_t first_iid, 
         p += name;
     }
     return total;
-}
-
-/* The decimal digits of v. */
-static inline size_t decimal_size(uint64_t v) {
-    size_t digits = 1;
-    while (v >= 10) {
-        v /= 10;
-        ++digits;
-    }
-    return digits;
 }
 
 /* native_encoder.h says what it does. */

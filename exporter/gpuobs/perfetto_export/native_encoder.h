@@ -102,10 +102,25 @@ size_t gpuobs_packet_walk_next(struct gpuobs_packet_walk* walk, size_t most, int
 void gpuobs_packet_walk_end(struct gpuobs_packet_walk* walk);
 /* n TrackDescriptor packets (trace_writer.py's TraceWriter.track_batch): packet i
  * describes track first_uuid + i, named name_chars[name_starts[i] : + name_lengths[i]],
- * with parent_uuid parents[i] and sibling_order_rank ranks[i] where those columns are
+ * or by name_forms, with parent_uuid parents[i] and sibling_order_rank ranks[i] where those columns are
  * given (non-NULL), and where merge_keys is set and merged[i] (merged NULL: every
- * track) sibling merge by key with the key merge_chars[merge_starts[i] : + merge_lengths[i]].
+ * track) sibling merge by key with the key merge_chars[merge_starts[i] : + merge_lengths[i]]
+ * or by merge_forms.
  * The fields in track()'s protobuf order, as the numpy fallback writes them. */
+/* Texts written in the encoder, not read from a pool: where form[i] is k > 0, text i
+ * is prefix k, numbers[i] in decimal, suffix k (the affixes in chars, at their starts
+ * and lengths, index k - 1); where form[i] is 0, the pool's text i. */
+enum gpuobs_text_form_limits { GPUOBS_TEXT_FORMS = 4 };
+struct gpuobs_text_forms {
+    const uint8_t* form;
+    const uint64_t* numbers;
+    const uint8_t* chars;
+    int64_t prefix_starts[GPUOBS_TEXT_FORMS];
+    int64_t prefix_lengths[GPUOBS_TEXT_FORMS];
+    int64_t suffix_starts[GPUOBS_TEXT_FORMS];
+    int64_t suffix_lengths[GPUOBS_TEXT_FORMS];
+};
+
 struct gpuobs_track_descriptors {
     size_t n;
     uint64_t first_uuid;
@@ -119,6 +134,8 @@ struct gpuobs_track_descriptors {
     const uint8_t* merge_chars;
     const int64_t* merge_starts;
     const int64_t* merge_lengths;
+    const struct gpuobs_text_forms* name_forms;  /* NULL: every name from its pool */
+    const struct gpuobs_text_forms* merge_forms; /* NULL: every merge key from its pool */
 };
 
 /* Encodes the packets as Trace.packet entries into out (NULL: only measure);

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 from cffi import FFI
@@ -25,6 +26,9 @@ MAX_ARGS = _CONSTANTS["GPUOBS_ENCODER_MAX_ARGS"]
 LANES_TOO_MANY = _CONSTANTS["GPUOBS_LANES_TOO_MANY"]
 KEYS_DO_NOT_FIT = _CONSTANTS["GPUOBS_KEYS_DO_NOT_FIT"]
 MAX_LANES = 4096
+# the pool of NumberedTexts without one: never read (every text numbered), but an address
+_EMPTY_POOL = SimpleNamespace(chars=np.zeros(1, np.uint8), starts=np.zeros(0, np.int64), lengths=np.zeros(0, np.int64))
+GPUOBS_TEXT_FORMS = _FFI.typeof("enum gpuobs_text_form_limits").relements["GPUOBS_TEXT_FORMS"]
 
 
 @lru_cache(maxsize=1)
@@ -226,27 +230,66 @@ def _pool_ok(chars: np.ndarray, starts: np.ndarray, lengths: np.ndarray, rows) -
     return bool(starts.min() >= 0 and lengths.min() >= 0 and (starts + lengths).max() <= len(chars))
 
 
+def _forms(texts, rows, keep: list):
+    """(pool, forms struct or NULL) of Texts or trace_writer.NumberedTexts for the C side;
+    None where a form has no affixes or a pooled text of `rows` (a bool mask, None: all)
+    lies outside its pool."""
+    form = getattr(texts, "form", None)
+    if form is None:
+        return (texts, _FFI.NULL) if _pool_ok(texts.chars, texts.starts, texts.lengths, rows) else None
+    n, affixes = len(form), texts.affixes
+    if texts.numbers.shape != (n,) or len(affixes) > GPUOBS_TEXT_FORMS or (n and int(form.max()) > len(affixes)):
+        return None
+    pool = texts.pool
+    in_pool = form == 0 if rows is None else (form == 0) & rows
+    if pool is None:
+        if in_pool.any():
+            return None
+        pool = _EMPTY_POOL
+    elif pool.lengths.shape != (n,) or not _pool_ok(pool.chars, pool.starts, pool.lengths, in_pool):
+        return None
+    f = _FFI.new("struct gpuobs_text_forms*")
+    chars = np.frombuffer(b"".join(p.encode() + s.encode() for p, s in affixes) or b"\0", np.uint8)
+    at = 0
+    for k, (prefix, suffix) in enumerate(affixes):
+        f.prefix_starts[k], f.prefix_lengths[k] = at, len(prefix.encode())
+        f.suffix_starts[k], f.suffix_lengths[k] = at + len(prefix.encode()), len(suffix.encode())
+        at += f.prefix_lengths[k] + f.suffix_lengths[k]
+    form = np.ascontiguousarray(form, np.uint8)
+    numbers = np.ascontiguousarray(texts.numbers, np.uint64)
+    keep += [chars, form, numbers]
+    f.chars, f.form, f.numbers = _ptr("uint8_t*", chars), _ptr("uint8_t*", form), _ptr("uint64_t*", numbers)
+    keep.append(f)
+    return pool, f
+
+
 def encode_track_descriptors(first_uuid: int, names, parents, ranks, merge_keys, merged) -> np.ndarray | None:
     """TraceWriter.track_batch's packets (tracks first_uuid, first_uuid + 1, ...) in one
-    C call, as Trace.packet entries: `names` and `merge_keys` pooled Texts (merge_keys
-    None: none), parents and ranks (uint64 or what converts to it) or None, merged a
-    bool mask or None (all). None where a column's length is not the names' or a text
-    lies outside its pool: the C side reads them without looking (the numpy path then
-    raises or decides, as it did)."""
+    C call, as Trace.packet entries: `names` and `merge_keys` pooled Texts or NumberedTexts
+    (merge_keys None: none), parents and ranks (uint64 or what converts to it) or None,
+    merged a bool mask or None (all). None where a column's length is not the names' or
+    a text lies outside its pool: the C side reads them without looking (the numpy path
+    then raises or decides, as it did)."""
     lib = encoder()
     n = len(names)
     parents = None if parents is None else np.ascontiguousarray(parents, np.uint64)
     ranks = None if ranks is None else np.ascontiguousarray(ranks, np.uint64)
     merged = None if merged is None or merge_keys is None else np.ascontiguousarray(merged, bool)
-    columns = (names.lengths, parents, ranks, merged, None if merge_keys is None else merge_keys.starts)
-    if any(c is not None and c.shape != (n,) for c in columns) or len(names.lengths) != n:
-        return None
-    if not _pool_ok(names.chars, names.starts, names.lengths, None):
-        return None
-    keys = merge_keys
-    if keys is not None and (keys.lengths.shape != (n,) or not _pool_ok(keys.chars, keys.starts, keys.lengths, merged)):
+    columns = (parents, ranks, merged)
+    if any(c is not None and c.shape != (n,) for c in columns):
         return None
     keep = []  # the arrays the C side reads, alive until it returns
+    name_forms = _forms(names, None, keep)
+    key_forms = None if merge_keys is None or len(merge_keys) != n else _forms(merge_keys, merged, keep)
+    if name_forms is None or (merge_keys is not None and key_forms is None):
+        return None
+    names, name_forms = name_forms
+    if names.lengths.shape != (n,) and name_forms == _FFI.NULL:
+        return None
+    if merge_keys is not None:
+        merge_keys, key_forms = key_forms
+        if merge_keys.lengths.shape != (n,) and key_forms == _FFI.NULL:
+            return None
 
     def ptr(kind, array, dtype):
         array = np.ascontiguousarray(array, dtype)
@@ -259,6 +302,7 @@ def encode_track_descriptors(first_uuid: int, names, parents, ranks, merge_keys,
     t.name_chars = ptr("uint8_t*", names.chars, np.uint8)
     t.name_starts = ptr("int64_t*", names.starts, np.int64)
     t.name_lengths = ptr("int64_t*", names.lengths, np.int64)
+    t.name_forms = name_forms
     t.parents = _FFI.NULL if parents is None else ptr("uint64_t*", parents, np.uint64)
     t.ranks = _FFI.NULL if ranks is None else ptr("uint64_t*", ranks, np.uint64)
     if merge_keys is not None:
@@ -267,6 +311,7 @@ def encode_track_descriptors(first_uuid: int, names, parents, ranks, merge_keys,
         t.merge_chars = ptr("uint8_t*", merge_keys.chars, np.uint8)
         t.merge_starts = ptr("int64_t*", merge_keys.starts, np.int64)
         t.merge_lengths = ptr("int64_t*", merge_keys.lengths, np.int64)
+        t.merge_forms = key_forms
     size = lib.gpuobs_encode_track_descriptors(_FFI.NULL, t)
     out = np.empty(size, np.uint8)
     written = lib.gpuobs_encode_track_descriptors(_FFI.cast("uint8_t*", out.ctypes.data), t)

@@ -90,6 +90,53 @@ class Texts:
         return self.chars[a : a + int(self.lengths[i])].tobytes().decode()
 
 
+class NumberedTexts:
+    """Texts of which some are numbered: text i is affixes[k - 1]'s prefix, numbers[i] in
+    decimal and its suffix where form[i] is k > 0, else the pool's text i (pool None: every
+    text numbered). The C track encoder writes the numbered ones itself, with no pool of
+    them; texts() pools them all (numbered(): the same texts)."""
+
+    def __init__(self, pool: Texts | None, form: np.ndarray, numbers: np.ndarray, affixes: tuple):
+        self.pool, self.affixes = pool, tuple(affixes)  # affixes: (prefix, suffix) str pairs
+        self.form = np.asarray(form, np.uint8)
+        self.numbers = np.asarray(numbers, np.uint64)
+
+    def __len__(self) -> int:
+        return len(self.form)
+
+    def take(self, index) -> "NumberedTexts":
+        pool = None if self.pool is None else self.pool.take(index)
+        return NumberedTexts(pool, self.form[index], self.numbers[index], self.affixes)
+
+    @staticmethod
+    def merged(parts: list, n: int, affixes: tuple) -> "NumberedTexts":
+        """Texts.merged of parts (rows, Texts or NumberedTexts of these affixes)."""
+        form, numbers, pools = np.zeros(n, np.uint8), np.zeros(n, np.uint64), []
+        for rows, t in parts:
+            if isinstance(t, NumberedTexts):
+                if t.affixes != tuple(affixes):
+                    raise ValueError("NumberedTexts merged with other affixes")
+                form[rows], numbers[rows] = t.form, t.numbers
+                if t.pool is not None:
+                    pools.append((rows, t.pool))
+            else:
+                pools.append((rows, t))
+        return NumberedTexts(Texts.merged(pools, n), form, numbers, affixes)
+
+    def texts(self) -> Texts:
+        """The same texts, pooled."""
+        parts = [] if self.pool is None else [(np.flatnonzero(self.form == 0), self.pool.take(self.form == 0))]
+        for k, (prefix, suffix) in enumerate(self.affixes, 1):
+            rows = np.flatnonzero(self.form == k)
+            parts.append((rows, numbered(prefix, self.numbers[rows], suffix)))
+        return Texts.merged(parts, len(self))
+
+
+def pooled(texts) -> Texts:
+    """Texts as they are, NumberedTexts pooled."""
+    return texts.texts() if isinstance(texts, NumberedTexts) else texts
+
+
 def _decimal(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each non-negative value's decimal digits as (n, width) ASCII right-aligned, and its digit count."""
     v = np.asarray(values, np.uint64)
@@ -185,9 +232,10 @@ class TraceWriter:
         self.tracks += 1
         return uuid
 
-    def track_batch(self, names: Texts, parents=None, ranks=None, merge_keys: Texts | None = None, merged=None):
+    def track_batch(self, names, parents=None, ranks=None, merge_keys=None, merged=None):
         """n tracks at once, the same bytes as n calls of track(names[i], parent=parents[i],
         rank=ranks[i], merge_key=merge_keys[i] where merged[i]): their uuids, in order.
+        `names` and `merge_keys` are Texts or NumberedTexts (merge_keys None: none);
         `parents` and `ranks` (non-negative) are arrays or None (none given); `merged`, a
         bool mask of the tracks with a merge key (all where None). Encoded in C
         (native_encoder.c) where it is built, else by numpy columns: the same bytes."""
@@ -213,7 +261,10 @@ class TraceWriter:
                 if len(packets):
                     self._chunks.append(packets)  # the array itself, as raw() takes them: no copy of it
             else:
-                self.rows(self._track_rows(uuids[a:b], *part))
+                names_part, parents_part, ranks_part, keys_part, merged_part = part
+                keys_part = None if keys_part is None else pooled(keys_part)
+                names_part = pooled(names_part)
+                self.rows(self._track_rows(uuids[a:b], names_part, parents_part, ranks_part, keys_part, merged_part))
         return uuids
 
     @staticmethod
