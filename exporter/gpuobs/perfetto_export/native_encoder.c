@@ -208,6 +208,67 @@ size_t gpuobs_encode_slices(uint8_t* out, const struct gpuobs_slice_packets* pac
     return total;
 }
 
+/* A buffer of malloc's that grows as packets are written into it: one pass over the
+ * packets, none that only measures them. */
+struct grown {
+    uint8_t* data;
+    size_t size, capacity;
+};
+
+static int grown_start(struct grown* g, size_t capacity) {
+    g->size = 0;
+    g->capacity = capacity ? capacity : 1;
+    g->data = malloc(g->capacity);
+    return g->data != NULL;
+}
+
+/* Room for `more` bytes past those written (doubling: realloc moves big blocks by
+ * remapping, not copying); 0 where memory runs out. */
+static int grown_room(struct grown* g, size_t more) {
+    if (more <= g->capacity - g->size) return 1;
+    size_t capacity = g->capacity * 2;
+    if (capacity - g->size < more) capacity = g->size + more;
+    uint8_t* data = realloc(g->data, capacity);
+    if (data == NULL) return 0;
+    g->data = data;
+    g->capacity = capacity;
+    return 1;
+}
+
+/* The buffer cut to what was written (the rest given back), its size at *size. */
+static uint8_t* grown_end(struct grown* g, size_t* size) {
+    uint8_t* data = realloc(g->data, g->size ? g->size : 1);
+    *size = g->size;
+    return data ? data : g->data;
+}
+
+static uint8_t* grown_fail(struct grown* g, size_t* size) {
+    free(g->data);
+    *size = 0;
+    return NULL;
+}
+
+/* native_encoder.h says what it returns. */
+uint8_t* gpuobs_encode_slices_grown(const struct gpuobs_slice_packets* packets, size_t capacity, size_t* size) {
+    const struct gpuobs_slice_packets s = *packets; /* as in gpuobs_encode_slices */
+    struct arg_info args[GPUOBS_ENCODER_MAX_ARGS];
+    struct grown g;
+    if (!grown_start(&g, capacity)) return grown_fail(&g, size);
+    if (s.n_args > GPUOBS_ENCODER_MAX_ARGS) return grown_end(&g, size); /* nothing, as gpuobs_encode_slices */
+    for (size_t k = 0; k < s.n_args; ++k) prepare_arg(&args[k], &s.args[k]);
+    struct packet_plan plan;
+    for (size_t i = 0; i < s.n; ++i) {
+        plan_packet(&s, args, i, &plan);
+        const size_t bytes = len_field_size(TRACE_PACKET, plan.packet);
+        if (!grown_room(&g, bytes)) return grown_fail(&g, size);
+        put_packet(g.data + g.size, &s, args, i, &plan);
+        g.size += bytes;
+    }
+    return grown_end(&g, size);
+}
+
+void gpuobs_free(void* data) { free(data); }
+
 /* TrackDescriptor packets (TraceWriter.track_batch). Field numbers in a named enum:
  * test_protowire matches the anonymous enums' names to protowire.py, which does not
  * name these (trace_writer.py does); test_track_batch checks these packets byte for
@@ -275,36 +336,68 @@ static inline size_t track_descriptor_size(const struct gpuobs_track_descriptors
     return size;
 }
 
+/* Track i's packet: its sizes (the packet's body, the descriptor's, the name's and the merge key's). */
+struct track_plan {
+    int merge;
+    size_t name, merge_key, desc, packet;
+};
+
+static inline void plan_track(const struct gpuobs_track_descriptors* t, size_t i, struct track_plan* pl) {
+    pl->merge = t->merge_keys && (t->merged == NULL || t->merged[i]);
+    pl->name = text_size(t->name_forms, t->name_lengths, i);
+    pl->merge_key = pl->merge ? text_size(t->merge_forms, t->merge_lengths, i) : 0;
+    pl->desc = track_descriptor_size(t, i, pl->name, pl->merge_key, pl->merge);
+    pl->packet = len_field_size(PACKET_TRACK_DESCRIPTOR_FIELD, pl->desc);
+}
+
+static inline uint8_t* put_track(uint8_t* p, const struct gpuobs_track_descriptors* t, size_t i,
+                                 const struct track_plan* pl) {
+    p = put_len_header(p, TRACE_PACKET, pl->packet);
+    p = put_len_header(p, PACKET_TRACK_DESCRIPTOR_FIELD, pl->desc);
+    p = put_varint_field(p, TRACK_UUID_FIELD, t->first_uuid + i);
+    p = put_len_header(p, TRACK_NAME_FIELD, pl->name);
+    p = put_text(p, t->name_forms, t->name_chars, t->name_starts, i, pl->name);
+    if (t->parents) p = put_varint_field(p, TRACK_PARENT_UUID_FIELD, t->parents[i]);
+    if (t->ranks) p = put_varint_field(p, TRACK_RANK_FIELD, t->ranks[i]);
+    if (pl->merge) {
+        p = put_varint_field(p, TRACK_MERGE_BEHAVIOR_FIELD, MERGE_BY_SIBLING_MERGE_KEY);
+        p = put_len_header(p, TRACK_MERGE_KEY_FIELD, pl->merge_key);
+        p = put_text(p, t->merge_forms, t->merge_chars, t->merge_starts, i, pl->merge_key);
+    }
+    return p;
+}
+
 /* native_encoder.h says what it returns. */
 size_t gpuobs_encode_track_descriptors(uint8_t* out, const struct gpuobs_track_descriptors* descriptors) {
     const struct gpuobs_track_descriptors t = *descriptors; /* a local copy, as in gpuobs_encode_slices */
     size_t total = 0;
     uint8_t* p = out;
+    struct track_plan plan;
     for (size_t i = 0; i < t.n; ++i) {
-        const int merge = t.merge_keys && (t.merged == NULL || t.merged[i]);
-        const size_t name = text_size(t.name_forms, t.name_lengths, i);
-        const size_t merge_key = merge ? text_size(t.merge_forms, t.merge_lengths, i) : 0;
-        const size_t desc = track_descriptor_size(&t, i, name, merge_key, merge);
-        const size_t packet = len_field_size(PACKET_TRACK_DESCRIPTOR_FIELD, desc);
-        total += len_field_size(TRACE_PACKET, packet);
-        if (out == NULL) continue;
-        p = put_len_header(p, TRACE_PACKET, packet);
-        p = put_len_header(p, PACKET_TRACK_DESCRIPTOR_FIELD, desc);
-        p = put_varint_field(p, TRACK_UUID_FIELD, t.first_uuid + i);
-        p = put_len_header(p, TRACK_NAME_FIELD, name);
-        p = put_text(p, t.name_forms, t.name_chars, t.name_starts, i, name);
-        if (t.parents) p = put_varint_field(p, TRACK_PARENT_UUID_FIELD, t.parents[i]);
-        if (t.ranks) p = put_varint_field(p, TRACK_RANK_FIELD, t.ranks[i]);
-        if (merge) {
-            p = put_varint_field(p, TRACK_MERGE_BEHAVIOR_FIELD, MERGE_BY_SIBLING_MERGE_KEY);
-            p = put_len_header(p, TRACK_MERGE_KEY_FIELD, merge_key);
-            p = put_text(p, t.merge_forms, t.merge_chars, t.merge_starts, i, merge_key);
-        }
+        plan_track(&t, i, &plan);
+        total += len_field_size(TRACE_PACKET, plan.packet);
+        if (out != NULL) p = put_track(p, &t, i, &plan);
     }
     return total;
 }
 
 /* native_encoder.h says what it returns. */
+uint8_t* gpuobs_encode_track_descriptors_grown(const struct gpuobs_track_descriptors* descriptors, size_t capacity,
+                                               size_t* size) {
+    const struct gpuobs_track_descriptors t = *descriptors;
+    struct grown g;
+    if (!grown_start(&g, capacity)) return grown_fail(&g, size);
+    struct track_plan plan;
+    for (size_t i = 0; i < t.n; ++i) {
+        plan_track(&t, i, &plan);
+        const size_t bytes = len_field_size(TRACE_PACKET, plan.packet);
+        if (!grown_room(&g, bytes)) return grown_fail(&g, size);
+        put_track(g.data + g.size, &t, i, &plan);
+        g.size += bytes;
+    }
+    return grown_end(&g, size);
+}
+
 size_t gpuobs_encode_interned_names(uint8_t* out, size_t n, uint64_t first_iid, const uint8_t* chars,
                                     const int64_t* starts, const int64_t* lengths, const uint8_t* present) {
     size_t total = 0;

@@ -56,6 +56,11 @@ struct gpuobs_slice_packets {
 /* Encodes the packets as Trace.packet entries into out (NULL: only measure).
  * Returns the number of bytes, or 0 past GPUOBS_ENCODER_MAX_ARGS arguments. */
 size_t gpuobs_encode_slices(uint8_t* out, const struct gpuobs_slice_packets* s);
+/* The same bytes in one pass, into a buffer of malloc's that starts at `capacity`
+ * bytes and grows as needed; *size: the bytes written. Free it with gpuobs_free.
+ * NULL where memory runs out (nothing to free). */
+uint8_t* gpuobs_encode_slices_grown(const struct gpuobs_slice_packets* s, size_t capacity, size_t* size);
+void gpuobs_free(void* data);
 
 /* First-fit lanes for half-open intervals sorted by (group, start): each takes
  * the lowest lane of its group that is free at its start (touching intervals
@@ -141,6 +146,8 @@ struct gpuobs_track_descriptors {
 /* Encodes the packets as Trace.packet entries into out (NULL: only measure);
  * returns the number of bytes. */
 size_t gpuobs_encode_track_descriptors(uint8_t* out, const struct gpuobs_track_descriptors* t);
+/* The same bytes in one pass, as gpuobs_encode_slices_grown. */
+uint8_t* gpuobs_encode_track_descriptors_grown(const struct gpuobs_track_descriptors* t, size_t capacity, size_t* size);
 /* trace_writer.py's numbered: text i is prefix, values[i] in decimal, suffix. With
  * chars NULL it writes each text's start (back to back from 0) and length and returns
  * the bytes of all; with chars (that many bytes) it writes the texts there. */

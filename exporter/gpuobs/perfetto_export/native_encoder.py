@@ -213,11 +213,18 @@ def encode_slices(
         s.flow_width = flows.shape[1]
         s.flows = ptr("uint64_t*", flows, np.uint64)
         s.flow_counts = ptr("int64_t*", flow_counts, np.int64)
-    size = lib.gpuobs_encode_slices(_FFI.NULL, s)
-    out = np.empty(size, np.uint8)
-    written = lib.gpuobs_encode_slices(_FFI.cast("uint8_t*", out.ctypes.data), s)
-    assert written == size
-    return out
+    return _grown(lib.gpuobs_encode_slices_grown, s, 40 * len(slice))  # ~38 bytes a packet on nsys files
+
+
+def _grown(encode, packets, capacity: int) -> np.ndarray:
+    """The bytes of one of native_encoder.c's *_grown encoders (one pass, no pass that only
+    measures them), as a uint8 array over its malloc'd buffer, freed with the array."""
+    size = _FFI.new("size_t*")
+    data = encode(packets, capacity, size)
+    if data == _FFI.NULL:
+        raise MemoryError("native_encoder: out of memory for encoded packets")
+    owned = _FFI.gc(data, encoder().gpuobs_free, size=size[0])
+    return np.frombuffer(_FFI.buffer(owned, size[0]), np.uint8)  # the buffer keeps `owned` alive
 
 
 def _pool_ok(chars: np.ndarray, starts: np.ndarray, lengths: np.ndarray, rows) -> bool:
@@ -312,11 +319,7 @@ def encode_track_descriptors(first_uuid: int, names, parents, ranks, merge_keys,
         t.merge_starts = ptr("int64_t*", merge_keys.starts, np.int64)
         t.merge_lengths = ptr("int64_t*", merge_keys.lengths, np.int64)
         t.merge_forms = key_forms
-    size = lib.gpuobs_encode_track_descriptors(_FFI.NULL, t)
-    out = np.empty(size, np.uint8)
-    written = lib.gpuobs_encode_track_descriptors(_FFI.cast("uint8_t*", out.ctypes.data), t)
-    assert written == size
-    return out
+    return _grown(lib.gpuobs_encode_track_descriptors_grown, t, 64 * n)  # ~50 bytes a host lane track
 
 
 def numbered(prefix: bytes, values: np.ndarray, suffix: bytes):
