@@ -266,10 +266,9 @@ def test_labels_numbered_are_those_pooled_before(seed, ints):
     columns = host_tracks._Keys(host.tracks)
     order_of = columns.order(np.arange(len(host.tracks)))
     ordered = host_tracks._Ordered(host.tracks, order_of)
-    by_group = columns.in_order(order_of)
-    plain = host_tracks._plain(host, by_group)
+    plain = host_tracks._plain(host, ordered, columns, order_of)
     groups = rng.integers(0, len(order_of), int(rng.integers(0, 50)))  # repeated groups: lanes of one
-    got = host_tracks._labels(host, by_group, plain, groups).texts()
+    got = host_tracks._labels(host, ordered, columns, order_of, plain, groups).texts()
     want = _labels_as_it_was(host, ordered, columns, order_of, plain, groups)
     assert [got[i] for i in range(len(groups))] == [want[i] for i in range(len(groups))]
 
@@ -572,23 +571,6 @@ def test_processes_numbered_as_by_owner_ranks(seed):
     columns = host_tracks._Keys(tracks)
     order_of = columns.order(np.arange(len(keys)))
     live = np.flatnonzero(rng.random(len(keys)) < 0.7)
-    got = host_tracks._processes(host, columns.in_order(order_of), live)
-    want = _processes_as_it_was(host, host_tracks._Ordered(tracks, order_of), columns, order_of, live)
+    got = host_tracks._processes(host, keys, columns, order_of, live)
+    want = _processes_as_it_was(host, keys, columns, order_of, live)
     assert got[0] == want[0] and got[1].tolist() == want[1].tolist()
-
-
-@pytest.mark.parametrize("ints", [True, False])
-def test_keys_in_order_are_the_columns_gathered(ints):
-    """_Keys.in_order(order): row i is row order[i] of every column, and of the keys."""
-    rng = np.random.default_rng(4)
-    keys = _keys(rng, ints)
-    columns = host_tracks._Keys(keys)
-    order = rng.permutation(len(keys))
-    ordered = columns.in_order(order)
-    assert list(ordered.keys) == [keys[i] for i in order.tolist()]
-    assert ordered.stream.tolist() == columns.stream[order].tolist()
-    assert ordered.nvtx.tolist() == columns.nvtx[order].tolist()
-    assert ordered.ints == columns.ints
-    if columns.ints:
-        assert ordered.owner.tolist() == columns.owner[order].tolist()
-        assert ordered.lane.tolist() == columns.lane[order].tolist()

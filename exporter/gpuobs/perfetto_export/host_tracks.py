@@ -110,16 +110,6 @@ class _Keys:
     def ints(self) -> bool:
         return self.owner is not None and self.lane is not None
 
-    def in_order(self, order: np.ndarray) -> "_Keys":
-        """The keys and columns of rows `order` (group order), each gathered once here
-        rather than by every step that reads them."""
-        ordered = object.__new__(_Keys)
-        ordered.keys = _Ordered(self.keys, order)
-        ordered.owner = None if self.owner is None else self.owner[order]
-        ordered.lane = None if self.lane is None else self.lane[order]
-        ordered.stream, ordered.nvtx = self.stream[order], self.nvtx[order]
-        return ordered
-
     def order(self, used: np.ndarray) -> np.ndarray:
         """`used` sorted by _track_order of their keys (stably)."""
         if not self.ints:
@@ -173,14 +163,14 @@ def _named(thread_names: dict, owner: np.ndarray, lane: np.ndarray, keys: list) 
     return out
 
 
-def _plain(host, groups: _Keys) -> np.ndarray:
-    """Whether each group's label is a number's (an int lane >= 0 with no thread name);
-    `groups`: the keys in group order (_Keys.in_order)."""
-    if not groups.ints:
-        return np.zeros(len(groups.stream), bool)
-    plain = groups.lane >= 0
+def _plain(host, keys, columns: _Keys, order_of: np.ndarray) -> np.ndarray:
+    """Whether each group's label is a number's (an int lane >= 0 with no thread name)."""
+    if not columns.ints:
+        return np.zeros(len(order_of), bool)
+    lane = columns.lane[order_of]
+    plain = lane >= 0
     if host.thread_names:
-        plain &= ~_named(host.thread_names, groups.owner, groups.lane, groups.keys)
+        plain &= ~_named(host.thread_names, columns.owner[order_of], lane, keys)
     return plain
 
 
@@ -188,34 +178,33 @@ def _plain(host, groups: _Keys) -> np.ndarray:
 LABEL_AFFIXES = (("stream ", ""), ("NVTX (thread ", ")"), ("thread ", ""))
 
 
-def _labels(host, by_group: _Keys, plain: np.ndarray, groups: np.ndarray) -> NumberedTexts:
-    """track_names(host, key)[1] of these groups' keys (`by_group`: _Keys.in_order): those
-    of a numbered thread or stream with no thread name numbered (LABEL_AFFIXES; no Python
-    string, no pool), the others pooled."""
+def _labels(host, keys, columns: _Keys, order_of: np.ndarray, plain: np.ndarray, groups: np.ndarray) -> NumberedTexts:
+    """track_names(host, key)[1] of these groups' keys: those of a numbered thread or
+    stream with no thread name numbered (LABEL_AFFIXES; no Python string, no pool), the
+    others pooled."""
     plain = plain[groups]
     special = groups[~plain]
-    labels = Texts.of([track_names(host, by_group.keys[i])[1] for i in special.tolist()])
+    labels = Texts.of([track_names(host, keys[i])[1] for i in special.tolist()])
     pool = Texts.merged([(np.flatnonzero(~plain), labels)], len(groups))
     form, numbers = np.zeros(len(groups), np.uint8), np.zeros(len(groups), np.uint64)
     if plain.any():
-        at = groups[plain]
-        stream, nvtx = by_group.stream[at], by_group.nvtx[at]
+        at = order_of[groups[plain]]
+        stream, nvtx = columns.stream[at], columns.nvtx[at]
         form[plain] = np.where(stream, 1, np.where(nvtx, 2, 3))
-        numbers[plain] = by_group.lane[at]  # >= 0 where plain
+        numbers[plain] = columns.lane[at]  # >= 0 where plain
     return NumberedTexts(pool, form, numbers, LABEL_AFFIXES)
 
 
-def _processes(host, by_group: _Keys, live: np.ndarray) -> tuple[dict, np.ndarray]:
-    """Each live group's process (track_names(...)[0]) numbered by first use, and the
-    names; `by_group`: the keys in group order (_Keys.in_order)."""
+def _processes(host, keys: list, columns: _Keys, order_of, live: np.ndarray) -> tuple[dict, np.ndarray]:
+    """Each live group's process (track_names(...)[0]) numbered by first use, and the names."""
     process_of: dict = {}  # process name -> its number, in order of first use
-    keys = by_group.keys
-    if not by_group.ints:
+    if not columns.ints:
         numbers = [process_of.setdefault(track_names_process(host, keys[g]), len(process_of)) for g in live.tolist()]
         return process_of, np.array(numbers, np.int64).reshape(-1)
     # a group's process is its key's (stream, owner); groups come in track order, by
     # stream and owner first, so each pair is one run of them: a name per run
-    owner, stream = by_group.owner[live], by_group.stream[live]
+    sorted_order = np.asarray(order_of, np.int64)[live]
+    owner, stream = columns.owner[sorted_order], columns.stream[sorted_order]
     new = np.ones(len(live), bool)
     np.not_equal(owner[1:], owner[:-1], out=new[1:])
     new[1:] |= stream[1:] != stream[:-1]
@@ -226,12 +215,12 @@ def _processes(host, by_group: _Keys, live: np.ndarray) -> tuple[dict, np.ndarra
 
 
 def _write_tracks(
-    w: TraceWriter, host, group: int, by_group: _Keys, plain: np.ndarray, lanes: np.ndarray
+    w: TraceWriter, host, group: int, keys, columns: _Keys, order_of: np.ndarray, plain: np.ndarray, lanes: np.ndarray
 ) -> np.ndarray:
     """The tracks new_track would make, lane by lane in group order (each process's
     track before its first thread's), all at once: the lane tracks' uuids, in order."""
     live = np.flatnonzero(lanes)
-    process_of, proc = _processes(host, by_group, live)
+    process_of, proc = _processes(host, keys, columns, order_of, live)
     first_g = np.full(len(process_of), len(live), np.int64)
     np.minimum.at(first_g, proc, np.arange(len(live)))
     new = np.zeros(len(live), np.int64)
@@ -254,7 +243,7 @@ def _write_tracks(
                 (np.flatnonzero(~is_lane), processes.pick(p[~is_lane])),
                 (
                     np.flatnonzero(is_lane),
-                    _labels(host, by_group, plain, live[a:b]).take(owner[is_lane] - a),
+                    _labels(host, keys, columns, order_of, plain, live[a:b]).take(owner[is_lane] - a),
                 ),
             ],
             len(owner),
@@ -338,17 +327,17 @@ def write_host_trace(
         used = np.unique(ev["track"])
     columns = _Keys(host.tracks)
     order_of = columns.order(used)
-    by_group = columns.in_order(order_of)
+    keys = _Ordered(host.tracks, order_of)
     rank_of_track = np.zeros(len(host.tracks), np.int64)
     rank_of_track[order_of] = np.arange(len(order_of))
     grp = rank_of_track[ev["track"]]
     start = ev["start_ns"] + shift_ns
     end = np.maximum(ev["dur_ns"], 0)
     end += start
-    plain = _plain(host, by_group)
+    plain = _plain(host, keys, columns, order_of)
 
     def new_tracks(lanes: np.ndarray) -> np.ndarray:
-        return _write_tracks(w, host, group, by_group, plain, lanes)
+        return _write_tracks(w, host, group, keys, columns, order_of, plain, lanes)
 
     base = int(start.min())
     if base < 0:  # lanes take times from 0 (shifted before 1970)
