@@ -15,6 +15,7 @@ through here, so that no command can destroy a user's file:
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import re
@@ -210,6 +211,40 @@ def _commit(temp: Path, path: Path, force: bool) -> None:
         os.rename(temp, path)
         return
     os.unlink(temp)
+
+
+_SYNC_FILE_RANGE_WRITE = 2  # linux/fs.h: start writeback of the range's dirty pages, do not wait
+
+
+def _libc_sync_file_range():
+    try:
+        call = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):  # not Linux, or no such libc function
+        return None
+    call.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint]
+    call.restype = ctypes.c_int
+    return call
+
+
+_sync_file_range = _libc_sync_file_range()
+
+
+def start_writeback(fh, start: int) -> int:
+    """Asks the kernel to start writing what `fh` holds from offset `start` on to disk now, while the
+    caller goes on encoding, so that the fsync before the rename waits only for what came after
+    (137 MB of trace: 0.06 s of fsync otherwise). Durability stays the fsync's. Returns the offset
+    asked up to; `start` where nothing could be asked (no fileno, not Linux, a pipe)."""
+    if _sync_file_range is None:
+        return start
+    try:
+        fh.flush()
+        fd = fh.fileno()
+        end = fh.tell()
+    except (OSError, ValueError, AttributeError):  # io.UnsupportedOperation is an OSError and a ValueError
+        return start
+    if end <= start or _sync_file_range(fd, start, end - start, _SYNC_FILE_RANGE_WRITE) != 0:
+        return start
+    return end
 
 
 def _sync_folder(folder: Path) -> None:

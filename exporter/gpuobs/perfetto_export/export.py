@@ -16,6 +16,7 @@ from ..analysis import sampling
 from ..analysis.kernel_names import slice_names
 from ..errors import ExportError, SelectionError
 from ..host_traces.matching import kernel_alignment, match_kernels
+from ..outputs import start_writeback
 from ..ranges import format_span
 from ..recording_file import schema
 from ..recording_file.recording import Recording
@@ -136,6 +137,7 @@ class _ChunkSpool:
         self.total = 0
         self.file = target  # an open output file: spilled into it, in order, not copied at the end
         self.owned = target is None
+        self.written_back = 0  # the output's bytes whose writeback to disk has been started
 
     def append(self, chunk) -> None:
         self.held.append(chunk)
@@ -147,6 +149,8 @@ class _ChunkSpool:
                 self.owned = True
             self.file.writelines(self.held)
             self.held, self.held_bytes = [], 0
+            if not self.owned:  # the output, fsynced at the end: its disk writes start now, beside the encoding
+                self.written_back = start_writeback(self.file, self.written_back)
 
     def __iter__(self):
         if self.file is not None:
