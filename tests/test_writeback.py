@@ -80,3 +80,12 @@ def test_the_spool_s_own_temp_file_is_not_written_back(asked, monkeypatch):
     assert b"".join(spool) == b"".join(chunks) and spool.owned
     spool.close()
     assert asked == []
+
+
+@pytest.mark.parametrize("error", [OSError, AttributeError, TypeError])  # no libc, no function, Windows' CDLL(None)
+def test_no_sync_file_range_where_libc_has_none(monkeypatch, error):
+    def missing(*args, **kwargs):
+        raise error("none here")
+
+    monkeypatch.setattr(outputs.ctypes, "CDLL", missing)
+    assert outputs._libc_sync_file_range() is None

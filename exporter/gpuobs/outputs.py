@@ -219,7 +219,7 @@ _SYNC_FILE_RANGE_WRITE = 2  # linux/fs.h: start writeback of the range's dirty p
 def _libc_sync_file_range():
     try:
         call = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError):  # not Linux, or no such libc function
+    except (OSError, AttributeError, TypeError):  # not Linux: no such function, or no CDLL(None) (Windows)
         return None
     call.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint]
     call.restype = ctypes.c_int
