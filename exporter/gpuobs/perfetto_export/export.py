@@ -487,11 +487,11 @@ def _export_gpu(g: GpuExport) -> GpuSummary:
         s.block_slices = sum(spool.counts.values())
         s.ends_unconfirmed = spool.unconfirmed
     elif blocks is not None and len(blocks):
-        s.sms, s.lanes = _block_tracks_and_slices(g, blocks)
-        s.block_slices = len(blocks)
-        s.end_bounds = block_bounds.counts(g.table.block_ends, blocks)
         if g.table.block_ends is None:
             s.ends_unconfirmed = int(np.count_nonzero(ev["flags"][blocks] & schema.BLOCK_END_UNCONFIRMED))
+        s.sms, s.lanes = _block_tracks_and_slices(g, blocks, s.ends_unconfirmed > 0)
+        s.block_slices = len(blocks)
+        s.end_bounds = block_bounds.counts(g.table.block_ends, blocks)
     if len(mem):
         s.memory_events = len(mem)
         _memory_counters(g, mem)
@@ -716,13 +716,11 @@ def _kernel_slice_table(g: GpuExport, timed, start, end, track) -> Slices:
 BATCH_BLOCKS = 1 << 20
 
 
-def _block_tracks_and_slices(g: GpuExport, blocks: np.ndarray):
+def _block_tracks_and_slices(g: GpuExport, blocks: np.ndarray, any_unconfirmed: bool):
+    """any_unconfirmed: block_trace, whether some block's end a later run stamped (the
+    caller counted them)."""
     sms_group = g.w.track(
-        "SMs",
-        parent=g.track,
-        rank=5,
-        explicit_order=True,
-        description=_sms_description(g, _unconfirmed_ends(g.ev["flags"][blocks]) is not None),
+        "SMs", parent=g.track, rank=5, explicit_order=True, description=_sms_description(g, any_unconfirmed)
     )
     if len(blocks) <= BATCH_BLOCKS:
         return _encode_block_batch(g, blocks, sms_group)
