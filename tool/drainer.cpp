@@ -422,10 +422,9 @@ void Drainer::drain_loop() {
             if (queue_.empty()) return;
             w = std::move(queue_.front());
             queue_.pop_front();
-            // Only quiet windows merge: the last one's quiet time then bounds every
-            // block of them all (block_starts), and a window cut while kernels ran
-            // keeps its own.
-            for (taken = 1; w.quiet && !queue_.empty() && queue_.front().quiet; ++taken) {
+            // Which windows merge: launch_counts.h, merges_with_next.
+            for (taken = 1; !queue_.empty() && merges_with_next(w.quiet, w.snapshot >= 0, queue_.front().quiet);
+                 ++taken) {
                 FlushWindow& next = queue_.front();
                 merge_cut_totals(w.cut_totals, next.launches, &next.cut_totals);
                 next.launches.insert(next.launches.begin(), w.launches.begin(), w.launches.end());
