@@ -14,7 +14,7 @@ MODE%ON/PERIOD with a duty cycle recording ON ms of every PERIOD ms; --sync-ever
 synchronisation per step (the classic serving loop). Per configuration: device ms per step (events around
 the whole loop), the ratio to no tool and to MODE+budget0@8192 (else MODE@8192), the waits the tool made
 (its PROGRAM_WAITED line), what each flush attempted, recorded, dropped and sampled out, and
-how long its drain stages took (GPUOBS_DEBUG lines), the recording's size, and
+how long its drain stages and its cuts took (GPUOBS_DEBUG lines), the recording's size, and
 how long `gpuobs record` took to finish after the program's last line.
 """
 
@@ -36,6 +36,7 @@ FLUSH_LINE = re.compile(
     r"cut (?P<cut_ago>[\d.]+) ms ago, drained in (?P<drain>[\d.]+) ms"
     r"(?: \(copy (?P<copy>[\d.]+), classify (?P<classify>[\d.]+), harvest (?P<harvest>[\d.]+), "
     r"write (?P<write>[\d.]+)\))?"
+    r"(?:; the cut took (?P<cut>[\d.]+) ms \(claims (?P<cut_claims>[\d.]+), graph slots (?P<cut_slots>[\d.]+)\))?"
 )
 WAITED = re.compile(r"have waited (\d+) times so far, ([\d.]+) ms in all")
 
@@ -137,7 +138,7 @@ def run_config(cfg: dict, args, workdir: Path) -> dict:
     for key in ("attempted", "recorded", "dropped", "sampled_out"):
         r[key] = sum(int(f[key] or 0) for f in flushes)
     r["flushes"] = len(flushes)
-    for stage in ("drain", "copy", "classify", "harvest", "write"):
+    for stage in ("drain", "copy", "classify", "harvest", "write", "cut", "cut_claims", "cut_slots"):
         r[f"{stage}_ms"] = round(sum(float(f[stage] or 0) for f in flushes), 1)
     waits = WAITED.findall(proc.stderr)
     r["waits"], r["waited_ms"] = (int(waits[-1][0]), float(waits[-1][1])) if waits else (0, 0.0)

@@ -225,6 +225,7 @@ bool Drainer::cut_window(const char* reason, bool require_quiet, FlushWindow* w,
     w->reason = reason;
     w->quiet = require_quiet || at.slot >= 0;  // a snapshot is exact as a quiet point
     w->host_time_ns = monotonic_ns();
+    const uint64_t cut_started_ns = w->host_time_ns;
     w->snapshot = at.slot;
     if (at.slot >= 0) w->snapshot_slots.push_back(at.slot);
     // The tool's kernels are loaded here, in the program's synchronising thread
@@ -248,6 +249,7 @@ bool Drainer::cut_window(const char* reason, bool require_quiet, FlushWindow* w,
             GPUOBS_LOG("flush (%s): cannot read the claim counters; the window stays open", reason);
             return false;
         }
+        w->cut_claims_ns = monotonic_ns() - cut_started_ns;
         if (gpuobs_mode_has(config_.mode, GPUOBS_TRAIT_WARP_ARRIVALS)) {
             if (!read_claims(ctl->warp_stripes, a.stripe_count, stream, warp_drained, true, &w->warp_claimed,
                              &w->warp_dropped))
@@ -259,13 +261,16 @@ bool Drainer::cut_window(const char* reason, bool require_quiet, FlushWindow* w,
         // Graph nodes' slots come back at their next replay: their totals now, before
         // the program launches again (take_window refuses a launch listed since).
         if (require_quiet && at.slot < 0) {
+            const uint64_t slots_started_ns = monotonic_ns();
             std::vector<uint32_t> slots;
             launches_.pending_graph_slots(&slots);
             if (!slots.empty() && !kernels_.harvest_slots(a.counters, stream, slots, &w->cut_totals))
                 w->cut_totals.clear();
+            w->cut_slots_ns = monotonic_ns() - slots_started_ns;
         }
     }
     uint64_t raced = 0;
+    w->cut_ns = monotonic_ns() - cut_started_ns;
     if (at.slot >= 0) return launches_.take_window_upto(at.launches, at.stream_key, w);
     if (!launches_.take_window(require_quiet, launches_before, w, &raced)) return false;
     if (raced != 0 && !raced_reported_) {
@@ -401,11 +406,13 @@ void Drainer::drain_window(FlushWindow& w) {
     if (std::getenv("GPUOBS_DEBUG"))
         GPUOBS_LOG(
             "flush %u (%s): attempted %llu recorded %llu dropped %llu sampled out %llu kept %zu; cut %.3f ms ago, "
-            "drained in %.3f ms (copy %.3f, classify %.3f, harvest %.3f, write %.3f)",
+            "drained in %.3f ms (copy %.3f, classify %.3f, harvest %.3f, write %.3f); the cut took %.3f ms "
+            "(claims %.3f, graph slots %.3f)",
             info.flush_seq, w.reason, (unsigned long long)info.attempted, (unsigned long long)info.recorded,
             (unsigned long long)info.dropped, (unsigned long long)sampling.sampled_out, staging_.size(),
             (drain_started_ns - w.host_time_ns) / 1e6, (monotonic_ns() - drain_started_ns) / 1e6, copy_ns / 1e6,
-            classify_ns / 1e6, harvest_ns / 1e6, write_ns / 1e6);
+            classify_ns / 1e6, harvest_ns / 1e6, write_ns / 1e6, w.cut_ns / 1e6, w.cut_claims_ns / 1e6,
+            w.cut_slots_ns / 1e6);
 }
 
 // Drains every window cut so far, in order: the quiet windows a busy program
@@ -422,10 +429,9 @@ void Drainer::drain_loop() {
             if (queue_.empty()) return;
             w = std::move(queue_.front());
             queue_.pop_front();
-            // Only quiet windows merge: the last one's quiet time then bounds every
-            // block of them all (block_starts), and a window cut while kernels ran
-            // keeps its own.
-            for (taken = 1; w.quiet && !queue_.empty() && queue_.front().quiet; ++taken) {
+            // Which windows merge: launch_counts.h, merges_with_next.
+            for (taken = 1; !queue_.empty() && merges_with_next(w.quiet, w.snapshot >= 0, queue_.front().quiet);
+                 ++taken) {
                 FlushWindow& next = queue_.front();
                 merge_cut_totals(w.cut_totals, next.launches, &next.cut_totals);
                 next.launches.insert(next.launches.begin(), w.launches.begin(), w.launches.end());

@@ -63,6 +63,9 @@ struct FlushWindow {
     uint64_t unmatched_exit_threads = 0;               // so far
     uint64_t sampled_out = 0;                          // so far, every SM's line summed
     uint64_t device_quiet_ns = 0;
+    // How long the cut took on its thread (the program's, at a synchronisation), and
+    // of it the claim counters' reads and the graph-node slots' harvest: GPUOBS_DEBUG.
+    uint64_t cut_ns = 0, cut_claims_ns = 0, cut_slots_ns = 0;
     // Cut at an in-stream snapshot: the arena's snapshot slot whose counters the
     // drain harvests (-1: the live counters), and every slot the window holds
     // (merged windows hold several), released once it is drained.

@@ -48,6 +48,19 @@ void attribute_counts(const CountedWindow& w, const std::vector<uint64_t>& harve
                       const ListedAfter& listed_after, bool later_possible, std::vector<gpuobs_launch_count>* out,
                       uint64_t* unattributed);
 
+// Whether one drain may take a queued window together with the one after it (both
+// windows' launches, the later one's cut). Only quiet windows merge: the last one's
+// quiet time then bounds every block of them all (block_starts), and a window cut
+// while kernels ran keeps its own. A window cut at an in-stream snapshot never merges
+// into a later one: its counts are the snapshot's totals, read behind its launches,
+// and merged, the later window's live harvest would count its graph-node slots with
+// whatever the next replay of the same nodes had added by the drain (a serving loop
+// with a synchronisation per step, H100: 22 of 6,589 flushes counted part of the next
+// replay, its window then that much short).
+inline bool merges_with_next(bool quiet, bool at_snapshot, bool next_quiet) {
+    return quiet && !at_snapshot && next_quiet;
+}
+
 // Quiet windows merged into one drain: the later window's totals, and the earlier
 // one's where the later window (its own launches) holds no launch in that slot.
 void merge_cut_totals(const SlotTotals& earlier, const std::vector<gpuobs_launch>& later_launches, SlotTotals* into);

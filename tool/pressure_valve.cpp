@@ -270,7 +270,9 @@ void PressureValve::relieve(CUstream stream, uint64_t stream_key) {
     InTool guard;
     // At the first launch, out of the driver's locks: the drain's stream and buffer
     // are made beside the program, not at its first window.
-    if (!drain_warmed_.exchange(true)) drainer_.warm_up();
+    // A plain load first: every launch passes here, and an exchange would write the
+    // flag's line from every launching thread.
+    if (!drain_warmed_.load(std::memory_order_relaxed) && !drain_warmed_.exchange(true)) drainer_.warm_up();
     if (measuring_broken_ || measuring_stopped_) return;
     bool wait, measure, can_sync = false;
     uint64_t in_flight = 0;

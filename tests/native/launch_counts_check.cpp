@@ -68,8 +68,15 @@ struct Sim {
         return c;
     }
     std::map<uint64_t, gpuobs_launch_count> drain(const Cut& c, uint64_t* unattributed) {
+        return drain_from(c, counter, false, unattributed);
+    }
+    // A drain from the given totals: the live counters, or a snapshot's copy of them
+    // (taken in stream order behind the window's launches).
+    std::map<uint64_t, gpuobs_launch_count> drain_from(const Cut& c, const std::vector<uint64_t>& harvested,
+                                                       bool snapshot, uint64_t* unattributed) {
         std::vector<gpuobs_launch_count> out;
-        attribute_counts({c.launches, c.totals, c.end, false}, counter, baseline, query(), true, &out, unattributed);
+        attribute_counts({c.launches, c.totals, c.end, snapshot}, harvested, baseline, query(), true, &out,
+                         unattributed);
         std::map<uint64_t, gpuobs_launch_count> by_grid;
         for (const gpuobs_launch_count& x : out) by_grid[x.grid_id] = x;
         return by_grid;
@@ -145,6 +152,66 @@ void merged_windows() {
            "merged: the later window's own totals, the earlier ones only where the later holds no launch");
 }
 
+// A serving loop with a synchronisation per step: replay k+1 cut at an in-stream
+// snapshot (its counts the snapshot's copy), then a quiet cut at the step's
+// synchronisation holding only a launch outside the graph; the program then lists
+// replay k+2 and half of it runs before the drain harvests.
+struct SnapshotThenQuiet {
+    Sim sim;
+    const std::vector<gpuobs_launch> graph = {node(100, 64), node(101, 16), node(102, 1)};
+    gpuobs_launch outside = node(700, 3);
+    Sim::Cut snap_cut, quiet_cut;
+    std::vector<uint64_t> snapshot;
+    uint64_t unattributed = 0;
+
+    SnapshotThenQuiet() {
+        outside.flags = 0;
+        for (const gpuobs_launch& l : graph) sim.list(l), sim.run(l);
+        sim.drain(sim.cut(true), &unattributed);  // replay k, exact (replays_back_to_back)
+        for (const gpuobs_launch& l : graph) sim.list(l), sim.run(l);
+        snapshot = sim.counter;  // the snapshot, behind replay k+1
+        snap_cut = sim.cut(false);
+        sim.list(outside), sim.run(outside);
+        quiet_cut = sim.cut(true);
+        for (const gpuobs_launch& l : graph) sim.list(l);
+        sim.run(graph[0]);  // replay k+2 under way at the drain
+    }
+    // The two windows as one drain did before merges_with_next: the later cut's
+    // launches after the earlier's, no snapshot, the live counters.
+    std::map<uint64_t, gpuobs_launch_count> drain_merged() {
+        Sim::Cut merged = quiet_cut;
+        merged.launches.insert(merged.launches.begin(), snap_cut.launches.begin(), snap_cut.launches.end());
+        merge_cut_totals(snap_cut.totals, quiet_cut.launches, &merged.totals);
+        return sim.drain_from(merged, sim.counter, false, &unattributed);
+    }
+};
+
+void snapshot_window_drained_alone() {
+    expect(!merges_with_next(true, true, true), "a snapshot's window is not merged into the quiet one after it");
+    expect(merges_with_next(true, false, true), "two quiet windows merge");
+    expect(!merges_with_next(false, false, true) && !merges_with_next(true, false, false),
+           "a window cut while kernels ran merges with none");
+    SnapshotThenQuiet run;
+    // Merged, replay k+1's first node is counted with the part of k+2 that ran.
+    auto merged = SnapshotThenQuiet().drain_merged();
+    expect(merged[100].count != 64 || merged[100].launches_sharing != 1,
+           "(the case: merged, a snapshot window's node counts part of the next replay)");
+    // Alone, each from its own totals: every count exact.
+    auto from_snapshot = run.sim.drain_from(run.snap_cut, run.snapshot, true, &run.unattributed);
+    for (const gpuobs_launch& l : run.graph)
+        expect(from_snapshot[l.grid_id].count == l.grid[0] && from_snapshot[l.grid_id].launches_sharing == 1,
+               "the snapshot's window: replay k+1 exact, grid " + std::to_string(l.grid_id) + " got " +
+                   std::to_string(from_snapshot[l.grid_id].count));
+    auto quiet = run.sim.drain(run.quiet_cut, &run.unattributed);
+    expect(quiet[700].count == 3 && quiet[700].launches_sharing == 1, "the quiet window's own launch exact");
+    for (size_t i = 1; i < run.graph.size(); ++i) run.sim.run(run.graph[i]);  // replay k+2 ends
+    auto next = run.sim.drain(run.sim.cut(true), &run.unattributed);
+    for (const gpuobs_launch& l : run.graph)
+        expect(next[l.grid_id].count == l.grid[0] && next[l.grid_id].launches_sharing == 1,
+               "replay k+2 keeps its whole count, grid " + std::to_string(l.grid_id));
+    expect(run.unattributed == 0, "no count of no launch");
+}
+
 }  // namespace
 
 int main() {
@@ -152,6 +219,7 @@ int main() {
     replays_back_to_back(false);
     growth_of_a_launch_between_cut_and_queue();
     merged_windows();
+    snapshot_window_drained_alone();
     if (failures == 0) std::printf("ok\n");
     return failures == 0 ? 0 : 1;
 }
