@@ -2,6 +2,8 @@
 Marked gpu: skipped unless GPUOBS_GPU_TESTS=1."""
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -371,10 +373,17 @@ def test_windows_turn_while_graphs_live(tmp_path, mode):
     """Graphs captured before any window, inside one and between two: each replay
     recorded exactly when it ran inside a window, and nothing counted outside
     (the gate closed: no count lands in no listed launch)."""
-    proc, rec = record(tmp_path, mode, WINDOWS, "--paused", "--capacity", str(1 << 22))
+    env = {**os.environ, "GPUOBS_DEBUG": "1"}
+    proc, rec = record(tmp_path, mode, WINDOWS, "--paused", "--capacity", str(1 << 22), env=env)
     ran = json.loads(proc.stdout.strip().splitlines()[-1])
     print(ran)
     check_window_counts(rec, "MulFunctor", ran["in"])
+    # disarmed, the functions had no callback data (the patches leave before any load),
+    # armed they had it again: every turn after the first function loaded, none refused
+    bound = r"callback data (given to|taken from) (\d+) functions in [\d.]+ ms \((\d+) refused\)"
+    turns = re.findall(bound, proc.stderr)
+    assert [t[0] for t in turns if int(t[1])] == ["given to", "taken from"] * 4, turns  # four windows
+    assert all(t[2] == "0" for t in turns), turns
     nodes = (rec.launches["flags"] & GRAPH_NODE) != 0
     replays = np.unique(rec.launches["graph_launch_id"][nodes])
     assert len(replays) == ran["replays_in"] == 5, (replays, ran)

@@ -55,6 +55,12 @@ public:
     bool on_graph_replay(const std::vector<LearnedNode>& nodes, uint64_t stream_key, uint32_t replay_id);
     // A graph replay while paused: counted once (the per-node callbacks are off outside windows).
     void on_paused_graph_launch(uint64_t stream_key);
+    // Outside a recording window every function's callback data is null, so each
+    // patch leaves at its first test, before any load: the disarmed path costs what
+    // the bare patch call costs. The record gate stays the rule (a function bound in
+    // launch scope, or one the sanitizer refused, still reads it closed). Replays of
+    // graphs instantiated at any time follow the binding (measured on an H100).
+    void bind_functions(bool armed);
 
     struct Synced {
         bool marked = false;   // false: the expectation below did not hold, nothing changed
@@ -126,6 +132,7 @@ private:
         CUmodule module;
     };
     std::unordered_map<CUfunction, FunctionSlot> function_slots_;
+    bool armed_ = true;  // whether functions get their callback data (bind_functions)
     // Each slot's code (start -> end, slot), to find a record's function by its pc.
     std::map<uint64_t, std::pair<uint64_t, uint32_t>> code_ranges_;
     uint32_t next_function_slot_ = 0;  // slots are never reused, even when a module unloads
