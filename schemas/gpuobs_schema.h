@@ -161,7 +161,9 @@ typedef struct gpuobs_warp_arrival {
  * time follow them. GPUOBS_RECORD_GATE_OFF: the patches return at once (nothing
  * counted or recorded, as if unpatched); 0: they count and record. The host
  * writes it only where no kernel of the context runs, or in stream order, so one
- * launch sees one value. */
+ * launch sees one value. Outside a window the tool also takes each function's
+ * callback data away (tool/launch_log.h: bind_functions), so most patches leave
+ * at their null test before reading the gate; the gate covers the rest. */
 #define GPUOBS_RECORD_GATE_OFF 0xFFFFFFFFu
 
 /* The sample gate (gpuobs_control.sample_gate): the data budget and the duty
