@@ -58,8 +58,8 @@ public:
     // Outside a recording window every function's callback data is null, so each
     // patch leaves at its first test, before any load: the disarmed path costs what
     // the bare patch call costs. The record gate stays the rule (a function bound in
-    // launch scope, or one the sanitizer refused, still reads it closed). Replays of
-    // graphs instantiated at any time follow the binding (measured on an H100).
+    // launch scope, or one the sanitizer refused, still reads it closed). A graph
+    // instantiated while unbound records once bound again (tested on an H100).
     void bind_functions(bool armed);
 
     struct Synced {
