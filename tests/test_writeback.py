@@ -66,6 +66,7 @@ def test_the_spool_starts_the_output_s_writeback_as_it_spills(tmp_path, asked, m
     with open(tmp_path / "t.bin", "wb") as fh:
         spool = _ChunkSpool(fh)
         chunks = _spooled(spool, [bytes([i]) * (3 + i % 5) for i in range(40)])
+        spool.wait()
         fh.writelines(spool.held)  # what _SpoolingWriter.save writes at the end
     assert (tmp_path / "t.bin").read_bytes() == b"".join(chunks)
     assert len(asked) > 5 and spool.written_back == sum(size for _, size, _ in asked)
