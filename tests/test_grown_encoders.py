@@ -79,7 +79,7 @@ def test_track_descriptors_with_forms_and_merge_keys_as_two_passes(checked):
 def test_a_host_trace_export_as_two_passes(checked, tmp_path):
     rec = gpuobs.load(DATA / "side_by_side_api_trace.gpuobs")
     export([rec], tmp_path / "t.pftrace", hosts=[load_kineto(DATA / "side_by_side_profiler.json")])
-    assert True in checked and False in checked
+    assert True in checked  # the slices; its lane tracks come from LaneTrackPass (test_lane_track_pass.py)
 
 
 def test_the_bytes_outlive_every_other_reference():

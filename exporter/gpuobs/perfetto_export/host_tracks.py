@@ -221,6 +221,11 @@ def _write_tracks(
     track before its first thread's), all at once: the lane tracks' uuids, in order."""
     live = np.flatnonzero(lanes)
     process_of, proc = _processes(host, keys, columns, order_of, live)
+    processes = Texts.of(list(process_of))
+    if native_encoder.encoder() is not None:
+        made = _lane_tracks_in_c(w, host, group, keys, columns, order_of, plain, lanes, live, proc, processes)
+        if made is not None:
+            return made
     first_g = np.full(len(process_of), len(live), np.int64)
     np.minimum.at(first_g, proc, np.arange(len(live)))
     new = np.zeros(len(live), np.int64)
@@ -229,7 +234,6 @@ def _write_tracks(
     at = np.zeros(len(live), np.int64)
     np.cumsum(count[:-1], out=at[1:])
     process_uuid = w._next_uuid + at[first_g]
-    processes = Texts.of(list(process_of))
     made = np.empty(int(lanes.sum()), np.uint64)
     done = 0
     for a in range(0, len(live), TRACK_BATCH):  # a batch of groups at a time: no column of every track
@@ -255,6 +259,31 @@ def _write_tracks(
         uuids = w.track_batch(names, parents, ranks, merge_keys, merged=is_lane)
         made[done : done + int(is_lane.sum())] = uuids[is_lane]
         done += int(is_lane.sum())
+    return made
+
+
+def _lane_tracks_in_c(w, host, group, keys, columns, order_of, plain, lanes, live, proc, processes):
+    """_write_tracks' tracks from native_encoder.c's one pass over the live groups (no
+    column per track), a batch of groups at a time; None where it declines the first
+    batch (then nothing is written: the numpy path's)."""
+    c = native_encoder.LaneTrackPass(w._next_uuid, group, processes, f"{group}-".encode())
+    made = np.empty(int(lanes[live].sum()), np.uint64)
+    done = 0
+    for a in range(0, len(live), TRACK_BATCH):
+        b = min(len(live), a + TRACK_BATCH)
+        groups = live[a:b]
+        encoded = c.encode(lanes[groups], proc[a:b], groups, _labels(host, keys, columns, order_of, plain, groups))
+        if encoded is None:
+            if a:  # the batches before were written: the same columns cannot be declined later
+                raise RuntimeError("native_encoder declined a later batch of lane tracks")
+            return None
+        packets, uuids, tracks = encoded
+        if len(packets):
+            w.raw(packets)
+        made[done : done + len(uuids)] = uuids
+        done += len(uuids)
+        w._next_uuid = c.next_uuid
+        w.tracks += tracks
     return made
 
 

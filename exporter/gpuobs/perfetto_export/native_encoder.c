@@ -398,6 +398,114 @@ uint8_t* gpuobs_encode_track_descriptors_grown(const struct gpuobs_track_descrip
     return grown_end(&g, size);
 }
 
+/* One track of a lane-track pass: uuid, name (text `text` of forms, else of the pool
+ * chars/starts/lengths), parent, rank and, where merge, the merge key merge_prefix +
+ * merge_number: the bytes plan_track/put_track write for such a track_batch row. */
+struct lane_track_row {
+    uint64_t uuid, parent, rank, merge_number;
+    const struct gpuobs_text_forms* forms;
+    const uint8_t* chars;
+    const int64_t *starts, *lengths;
+    size_t text; /* the name's index in forms and pool */
+    int merge;
+};
+
+static inline size_t lane_row_bytes(const struct gpuobs_lane_tracks* t, const struct lane_track_row* r,
+                                    struct track_plan* pl) {
+    pl->merge = r->merge;
+    pl->name = text_size(r->forms, r->lengths, r->text);
+    pl->merge_key = r->merge ? t->merge_prefix_length + decimal_size(r->merge_number) : 0;
+    pl->desc = varint_field_size(TRACK_UUID_FIELD, r->uuid) + len_field_size(TRACK_NAME_FIELD, pl->name) +
+               varint_field_size(TRACK_PARENT_UUID_FIELD, r->parent) + varint_field_size(TRACK_RANK_FIELD, r->rank);
+    if (r->merge)
+        pl->desc += varint_field_size(TRACK_MERGE_BEHAVIOR_FIELD, MERGE_BY_SIBLING_MERGE_KEY) +
+                    len_field_size(TRACK_MERGE_KEY_FIELD, pl->merge_key);
+    pl->packet = len_field_size(PACKET_TRACK_DESCRIPTOR_FIELD, pl->desc);
+    return len_field_size(TRACE_PACKET, pl->packet);
+}
+
+static inline void put_lane_row(uint8_t* p, const struct gpuobs_lane_tracks* t, const struct lane_track_row* r,
+                                const struct track_plan* pl) {
+    p = put_len_header(p, TRACE_PACKET, pl->packet);
+    p = put_len_header(p, PACKET_TRACK_DESCRIPTOR_FIELD, pl->desc);
+    p = put_varint_field(p, TRACK_UUID_FIELD, r->uuid);
+    p = put_len_header(p, TRACK_NAME_FIELD, pl->name);
+    p = put_text(p, r->forms, r->chars, r->starts, r->text, pl->name);
+    p = put_varint_field(p, TRACK_PARENT_UUID_FIELD, r->parent);
+    p = put_varint_field(p, TRACK_RANK_FIELD, r->rank);
+    if (r->merge) {
+        p = put_varint_field(p, TRACK_MERGE_BEHAVIOR_FIELD, MERGE_BY_SIBLING_MERGE_KEY);
+        p = put_len_header(p, TRACK_MERGE_KEY_FIELD, pl->merge_key);
+        if (t->merge_prefix_length) memcpy(p, t->merge_prefix, t->merge_prefix_length);
+        uint8_t* q = p + pl->merge_key;
+        uint64_t v = r->merge_number;
+        do { /* the digits backwards from the last */
+            *--q = (uint8_t)('0' + v % 10);
+            v /= 10;
+        } while (v);
+    }
+}
+
+/* Writes one row into g; 0 where memory runs out. */
+static inline int lane_row(struct grown* g, const struct gpuobs_lane_tracks* t, const struct lane_track_row* r) {
+    struct track_plan plan;
+    const size_t bytes = lane_row_bytes(t, r, &plan);
+    if (!grown_room(g, bytes)) return 0;
+    put_lane_row(g->data + g->size, t, r, &plan);
+    g->size += bytes;
+    return 1;
+}
+
+/* native_encoder.h says what it returns. */
+uint8_t* gpuobs_encode_lane_tracks_grown(struct gpuobs_lane_tracks* t, size_t capacity, size_t* size) {
+    struct grown g;
+    t->refused = 0;
+    size_t made = t->processes_made;
+    for (size_t j = 0; j < t->n; ++j) { /* checked before anything is written: the state stays as it was */
+        const int64_t p = t->process[j];
+        if (t->lanes[j] < 1 || p < 0 || (size_t)p >= t->n_processes || (size_t)p > made) {
+            t->refused = 1;
+            *size = 0;
+            return NULL;
+        }
+        if ((size_t)p == made) ++made;
+    }
+    if (!grown_start(&g, capacity)) return grown_fail(&g, size);
+    uint64_t uuid = t->next_uuid;
+    size_t processes = t->processes_made, lane_tracks = 0;
+    struct lane_track_row process = {
+        .chars = t->process_chars, .starts = t->process_starts, .lengths = t->process_lengths, .parent = t->group_uuid};
+    struct lane_track_row lane = {.forms = t->label_forms,
+                                  .chars = t->label_chars,
+                                  .starts = t->label_starts,
+                                  .lengths = t->label_lengths,
+                                  .merge = 1};
+    for (size_t j = 0; j < t->n; ++j) {
+        const size_t p = (size_t)t->process[j];
+        if (p == processes) { /* met first: its track before its first group's lanes */
+            process.uuid = uuid;
+            process.rank = p;
+            process.text = p;
+            if (!lane_row(&g, t, &process)) return grown_fail(&g, size);
+            t->process_uuids[p] = uuid++;
+            ++processes;
+        }
+        lane.parent = t->process_uuids[p];
+        lane.rank = lane.merge_number = t->ranks[j];
+        lane.text = j;
+        for (int64_t k = 0; k < t->lanes[j]; ++k) {
+            lane.uuid = uuid;
+            if (!lane_row(&g, t, &lane)) return grown_fail(&g, size);
+            t->made[lane_tracks++] = uuid++;
+        }
+    }
+    t->tracks = (size_t)(uuid - t->next_uuid);
+    t->next_uuid = uuid;
+    t->processes_made = processes;
+    t->made_count = lane_tracks;
+    return grown_end(&g, size);
+}
+
 size_t gpuobs_encode_interned_names(uint8_t* out, size_t n, uint64_t first_iid, const uint8_t* chars,
                                     const int64_t* starts, const int64_t* lengths, const uint8_t* present) {
     size_t total = 0;

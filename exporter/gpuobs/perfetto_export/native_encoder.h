@@ -148,6 +148,41 @@ struct gpuobs_track_descriptors {
 size_t gpuobs_encode_track_descriptors(uint8_t* out, const struct gpuobs_track_descriptors* t);
 /* The same bytes in one pass, as gpuobs_encode_slices_grown. */
 uint8_t* gpuobs_encode_track_descriptors_grown(const struct gpuobs_track_descriptors* t, size_t capacity, size_t* size);
+/* host_tracks.py's lane tracks, the bytes TraceWriter.track_batch writes for them, in
+ * one pass over live groups (a group with lanes), a batch of them a call: for live group
+ * j, where its process (numbered by first use) is met first, the process's track (name
+ * process_names[process[j]], parent group_uuid, rank process[j]); then lanes[j] lane
+ * tracks (name: label j, by label_forms or from its pool; parent: the process's track;
+ * rank ranks[j]; merged by the key merge_prefix + ranks[j] in decimal). Uuids run on
+ * from next_uuid. The state fields carry from call to call. */
+struct gpuobs_lane_tracks {
+    size_t n;               /* live groups in this call */
+    const int64_t* lanes;   /* per live group, >= 1 */
+    const int64_t* process; /* per live group: < n_processes, at most processes_made */
+    const uint64_t* ranks;  /* per live group */
+    uint64_t group_uuid;
+    size_t n_processes;
+    const uint8_t* process_chars;
+    const int64_t* process_starts;
+    const int64_t* process_lengths;
+    const uint8_t* label_chars;
+    const int64_t* label_starts;
+    const int64_t* label_lengths;
+    const struct gpuobs_text_forms* label_forms; /* NULL: every label from its pool */
+    const uint8_t* merge_prefix;
+    size_t merge_prefix_length;
+    /* state */
+    uint64_t next_uuid;      /* the next track's uuid */
+    size_t processes_made;   /* processes met so far */
+    uint64_t* process_uuids; /* n_processes: each met process's track */
+    uint64_t* made;          /* out: this call's lane tracks' uuids, in order */
+    size_t made_count;       /* out: how many */
+    size_t tracks;           /* out: tracks this call wrote (processes and lanes) */
+    int32_t refused;         /* out: 1 where a process number or lane count is out of range */
+};
+/* The packets, as gpuobs_encode_slices_grown; NULL where memory runs out or the call is
+ * refused (nothing written, the state as it was). */
+uint8_t* gpuobs_encode_lane_tracks_grown(struct gpuobs_lane_tracks* t, size_t capacity, size_t* size);
 /* trace_writer.py's numbered: text i is prefix, values[i] in decimal, suffix. With
  * chars NULL it writes each text's start (back to back from 0) and length and returns
  * the bytes of all; with chars (that many bytes) it writes the texts there. */

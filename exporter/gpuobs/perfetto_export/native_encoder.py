@@ -322,6 +322,79 @@ def encode_track_descriptors(first_uuid: int, names, parents, ranks, merge_keys,
     return _grown(lib.gpuobs_encode_track_descriptors_grown, t, 64 * n)  # ~50 bytes a host lane track
 
 
+class LaneTrackPass:
+    """host_tracks' lane tracks in C (gpuobs_encode_lane_tracks_grown), a batch of live
+    groups a call, the state (next uuid, processes met and their tracks) carried from
+    call to call: the bytes TraceWriter.track_batch writes for the same tracks."""
+
+    def __init__(self, first_uuid: int, group_uuid: int, processes, merge_prefix: bytes):
+        self.lib = encoder()
+        self.ok = _pool_ok(processes.chars, processes.starts, processes.lengths, None)  # else every call declines
+        self.processes = _pooled_columns(processes)
+        self.process_uuids = np.zeros(len(self.processes[1]), np.uint64)
+        self.merge_prefix = np.frombuffer(merge_prefix or b"\0", np.uint8)
+        self.t = _FFI.new("struct gpuobs_lane_tracks*")
+        t = self.t
+        t.next_uuid, t.group_uuid, t.processes_made = first_uuid, group_uuid, 0
+        t.n_processes = len(self.process_uuids)
+        chars, starts, lengths = self.processes
+        t.process_chars, t.process_starts = _ptr("uint8_t*", chars), _ptr("int64_t*", starts)
+        t.process_lengths = _ptr("int64_t*", lengths)
+        t.process_uuids = _ptr("uint64_t*", self.process_uuids)
+        t.merge_prefix, t.merge_prefix_length = _ptr("uint8_t*", self.merge_prefix), len(merge_prefix)
+
+    @property
+    def next_uuid(self) -> int:
+        return int(self.t.next_uuid)
+
+    def encode(self, lanes, process, ranks, labels, capacity: int | None = None):
+        """(packets, the lane tracks' uuids, tracks written) of these live groups; None where
+        the C side declines (a process number out of first-use order, a lane count below 1,
+        a text outside its pool), with nothing written and the state as it was."""
+        n = len(lanes)
+        keep = []
+        lanes = np.ascontiguousarray(lanes, np.int64)
+        process = np.ascontiguousarray(process, np.int64)
+        ranks = np.ascontiguousarray(ranks, np.uint64)
+        if process.shape != (n,) or ranks.shape != (n,) or len(labels) != n:
+            return None
+        if not self.ok:
+            return None
+        forms = _forms(labels, None, keep)
+        if forms is None:
+            return None
+        pool, forms = forms
+        if np.shape(pool.starts) != np.shape(pool.lengths) or (forms == _FFI.NULL and np.shape(pool.lengths) != (n,)):
+            return None
+        chars, starts, lengths = _pooled_columns(pool)
+        made = np.empty(int(lanes.sum()) if n else 0, np.uint64)
+        t = self.t
+        t.n = n
+        t.lanes, t.process, t.ranks = _ptr("int64_t*", lanes), _ptr("int64_t*", process), _ptr("uint64_t*", ranks)
+        t.label_chars, t.label_starts = _ptr("uint8_t*", chars), _ptr("int64_t*", starts)
+        t.label_lengths, t.label_forms = _ptr("int64_t*", lengths), forms
+        t.made = _ptr("uint64_t*", made)
+        size = _FFI.new("size_t*")
+        capacity = 64 * len(made) + 64 if capacity is None else capacity  # ~50 bytes a lane track
+        data = self.lib.gpuobs_encode_lane_tracks_grown(t, capacity, size)
+        if data == _FFI.NULL:
+            if t.refused:
+                return None
+            raise MemoryError("native_encoder: out of memory for encoded packets")
+        owned = _FFI.gc(data, self.lib.gpuobs_free, size=size[0])
+        return np.frombuffer(_FFI.buffer(owned, size[0]), np.uint8), made, int(t.tracks)
+
+
+def _pooled_columns(texts):
+    """A pool's (chars, starts, lengths) as the C side reads them; chars never empty (an address)."""
+    chars = np.ascontiguousarray(texts.chars, np.uint8)
+    return (
+        chars if len(chars) else np.zeros(1, np.uint8),
+        np.ascontiguousarray(texts.starts, np.int64),
+        np.ascontiguousarray(texts.lengths, np.int64),
+    )
+
+
 def numbered(prefix: bytes, values: np.ndarray, suffix: bytes):
     """trace_writer.numbered's pool in two C calls: (chars, starts, lengths) of
     prefix + decimal(values[i]) + suffix, values uint64."""
