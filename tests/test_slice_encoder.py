@@ -292,24 +292,33 @@ def test_a_choice_read_in_place_writes_what_per_slice_strings_write(tmp_path, na
 
 
 @pytest.mark.skipif(not HAVE_C, reason="no C compiler")
-@pytest.mark.parametrize("batch", [5, 1 << 17])
+@pytest.mark.parametrize("batch", [1, 5, 1 << 17])
 def test_write_slices_in_batches_writes_what_the_whole_packet_order_writes(tmp_path, monkeypatch, batch):
-    """write_slices walks the packet order a batch at a time in C (merged runs or
-    sorted keys): the bytes of write_packets over the whole packet_order, on both
-    paths, whatever the batch."""
+    """write_slices walks the packet order and encodes it a batch at a time in one C
+    call each (merged runs or sorted keys): the bytes of write_packets over the whole
+    packet_order, on both paths, whatever the batch; every argument kind, flows, a clock."""
     from gpuobs.perfetto_export import slice_encoder
 
     rng = np.random.default_rng(batch)
+    walked = []
+    original = native_encoder.walked_slices
+    monkeypatch.setattr(native_encoder, "walked_slices", lambda *a: walked.append(1) or original(*a))
 
     def trace(how: str, group, start, end) -> bytes:
         w = TraceWriter()
         seq = w.new_sequence()
-        s = Slices(group.astype(np.uint64) + 1, start, end, np.arange(len(start), dtype=np.uint64) + 1)
-        s.choice_arg(1, [b"a", b"bc"], group % 2)
+        n = len(start)
+        i = np.arange(n)
+        track = np.where(group % 3 == 0, 0, group.astype(np.uint64) + 2**40)  # 0: no track_uuid
+        s = Slices(track, start, end, i.astype(np.uint64) + 1)
+        s.choice_arg(1, [b"a", b"bc"], group % 2).int_arg(2, -i, present=i % 4 != 1, at_least=-n // 2)
+        s.string_arg(3, [b"\x00" * (j % 3) + "é".encode() for j in range(n)]).bool_arg(4, present=i % 2 == 0)
+        s.flows_in(np.stack([i + 1, i.astype(np.uint64) + np.uint64(2**63)], axis=1), i % 3)
+        clock = pb.BUILTIN_CLOCK_BOOTTIME if batch == 5 else None
         if how == "whole":
-            slice_encoder.write_packets(w, packet_order(start, end), s, seq)
+            slice_encoder.write_packets(w, packet_order(start, end), s, seq, clock_id=clock)
         else:
-            write_slices(w, s, seq)
+            write_slices(w, s, seq, clock_id=clock)
         out = tmp_path / f"{how}.pftrace"
         w.save(out)
         return out.read_bytes()
@@ -318,7 +327,9 @@ def test_write_slices_in_batches_writes_what_the_whole_packet_order_writes(tmp_p
         with path("numpy"):
             want = trace("batches", group, start, end)
         monkeypatch.setattr(slice_encoder, "PACKETS_PER_BATCH", batch)
+        del walked[:]
         assert trace("batches", group, start, end) == want == trace("whole", group, start, end), name
+        assert walked == [1]  # the C walk and encoding, not packet_order's columns
 
 
 def _lane_tracks_by_table(group, start, end, new_track):

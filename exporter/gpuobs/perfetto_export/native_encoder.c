@@ -885,6 +885,46 @@ size_t gpuobs_packet_walk_next(struct gpuobs_packet_walk* h, size_t most, int64_
     return p;
 }
 
+/* native_encoder.h says what it returns. plan_packet and put_packet read packet 0 of a
+ * view whose per-packet columns are the one packet's values, so the bytes are theirs. */
+uint8_t* gpuobs_encode_walked_slices_grown(struct gpuobs_packet_walk* h, size_t most,
+                                           const struct gpuobs_slice_packets* packets, const uint64_t* track_of_slice,
+                                           uint64_t seq, size_t capacity, size_t* size, size_t* count) {
+    struct gpuobs_slice_packets one = *packets;
+    struct arg_info args[GPUOBS_ENCODER_MAX_ARGS];
+    struct grown g;
+    *count = 0;
+    if (one.n_args > GPUOBS_ENCODER_MAX_ARGS) {
+        *size = 0;
+        return NULL;
+    }
+    if (!grown_start(&g, capacity)) return grown_fail(&g, size);
+    for (size_t k = 0; k < one.n_args; ++k) prepare_arg(&args[k], &one.args[k]);
+    int64_t slice;
+    uint8_t begin;
+    uint64_t ts, track;
+    one.n = 1, one.slice = &slice, one.begin = &begin, one.ts = &ts, one.track = &track, one.seq = &seq;
+    const size_t n = h->keys.n;
+    const int bits = h->keys.bits;
+    const uint64_t mask = bits >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << bits) - 1;
+    struct packet_plan plan;
+    size_t item, p = 0;
+    uint64_t key;
+    for (; p < most && walk_next(&h->w, &item, &key); ++p) {
+        begin = item < n;
+        slice = (int64_t)(begin ? item : item - n);
+        ts = ((key & mask) >> 2) + h->keys.base;
+        track = track_of_slice[slice];
+        plan_packet(&one, args, 0, &plan);
+        const size_t bytes = len_field_size(TRACE_PACKET, plan.packet);
+        if (!grown_room(&g, bytes)) return grown_fail(&g, size);
+        put_packet(g.data + g.size, &one, args, 0, &plan);
+        g.size += bytes;
+    }
+    *count = p;
+    return grown_end(&g, size);
+}
+
 void gpuobs_packet_walk_end(struct gpuobs_packet_walk* h) {
     if (!h) return;
     walk_end(&h->w);

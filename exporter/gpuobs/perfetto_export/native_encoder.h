@@ -105,6 +105,14 @@ struct gpuobs_packet_walk* gpuobs_packet_walk_start(size_t n, const uint64_t* st
 size_t gpuobs_packet_walk_next(struct gpuobs_packet_walk* walk, size_t most, int64_t* slice_out, uint8_t* begin_out,
                                uint64_t* time_out, int64_t* group_out);
 void gpuobs_packet_walk_end(struct gpuobs_packet_walk* walk);
+/* The walk's next packets (at most `most`; *count: how many, 0 past the last) encoded as
+ * gpuobs_encode_slices_grown encodes them, in one pass with the walk: packet i's slice,
+ * BEGIN and time from the walk, its track track_of_slice[slice], its sequence seq; the
+ * per-slice columns, arguments, clock and flags from s (its n, slice, begin, ts, track
+ * and seq unread). NULL where memory runs out or past GPUOBS_ENCODER_MAX_ARGS arguments. */
+uint8_t* gpuobs_encode_walked_slices_grown(struct gpuobs_packet_walk* walk, size_t most,
+                                           const struct gpuobs_slice_packets* s, const uint64_t* track_of_slice,
+                                           uint64_t seq, size_t capacity, size_t* size, size_t* count);
 /* n TrackDescriptor packets (trace_writer.py's TraceWriter.track_batch): packet i
  * describes track first_uuid + i, named name_chars[name_starts[i] : + name_lengths[i]],
  * or by name_forms, with parent_uuid parents[i] and sibling_order_rank ranks[i] where those columns are

@@ -129,24 +129,36 @@ def packet_order(start: np.ndarray, end: np.ndarray, group, base: int, bits: int
     return (slice_, begin, time, groups) if ok else None
 
 
-def packet_batches(start: np.ndarray, end: np.ndarray, base: int, bits: int, most: int):
-    """packet_order's packets (no groups), `most` at a time, as (slice, is_begin, time)
-    views of buffers reused for the next batch; None without scratch."""
+def walked_slices(start, end, base: int, bits: int, most: int, track_of_slice, seq: int, *per_slice):
+    """write_slices' packets in packet_order (no groups), `most` at a time, each batch
+    walked and encoded in one C call (gpuobs_encode_walked_slices_grown): track
+    track_of_slice[slice], sequence seq, and per_slice as encode_slices takes them from
+    name_iid on. None without scratch for the walk."""
     lib = encoder()
     n = len(start)
     walk = lib.gpuobs_packet_walk_start(n, _ptr("uint64_t*", start), _ptr("uint64_t*", end), _FFI.NULL, base, bits)
     if walk == _FFI.NULL:
         return None
     walk = _FFI.gc(walk, lib.gpuobs_packet_walk_end)
+    track_of_slice = np.ascontiguousarray(track_of_slice, np.uint64)
+    keep = [start, end, track_of_slice]  # read by the walk and the encoder until the last batch
+    packets = _slice_columns(_FFI.new("struct gpuobs_slice_packets*"), keep, *per_slice)
     most = max(1, min(most, 2 * n))
-    slice_, begin, time = np.empty(most, np.int64), np.empty(most, np.bool_), np.empty(most, np.uint64)
+    count = _FFI.new("size_t*")
 
     def batches():
-        keep = (start, end, walk)  # noqa: F841 (read by the walk until it ends)
-        while count := lib.gpuobs_packet_walk_next(
-            walk, most, _ptr("int64_t*", slice_), _ptr("uint8_t*", begin), _ptr("uint64_t*", time), _FFI.NULL
-        ):
-            yield slice_[:count], begin[:count], time[:count]
+        alive = (walk, keep)  # noqa: F841
+        while True:
+            size = _FFI.new("size_t*")
+            data = lib.gpuobs_encode_walked_slices_grown(
+                walk, most, packets, _ptr("uint64_t*", track_of_slice), seq, 40 * most, size, count
+            )
+            if data == _FFI.NULL:
+                raise MemoryError("native_encoder: out of memory for encoded packets")
+            owned = _FFI.gc(data, lib.gpuobs_free, size=size[0])
+            if not count[0]:
+                return
+            yield np.frombuffer(_FFI.buffer(owned, size[0]), np.uint8)
 
     return batches()
 
@@ -169,51 +181,60 @@ def encode_slices(
     columns are per slice, read at slice[i]. `args`: objects with name_iid, kind,
     present (or None), ints (a 1-d integer array, any width and stride), chars,
     starts, lengths (see slice_encoder.Arg)."""
-    lib = encoder()
     keep = []  # the arrays the C side reads, alive until it returns
-
-    def ptr(kind, array, dtype):
-        if array is None:
-            return _FFI.NULL
-        if array.dtype == bool and dtype == np.uint8:
-            array = array.view(np.uint8)  # the same bytes
-        array = np.ascontiguousarray(array, dtype)
-        keep.append(array)
-        return _ptr(kind, array)
-
     s = _FFI.new("struct gpuobs_slice_packets*")
     s.n = len(slice)
-    s.slice = ptr("int64_t*", slice, np.int64)
-    s.begin = ptr("uint8_t*", begin, np.uint8)
-    s.ts = ptr("uint64_t*", ts, np.uint64)
-    s.track = ptr("uint64_t*", track, np.uint64)
-    s.seq = ptr("uint64_t*", seq, np.uint64)
-    s.name_iid = ptr("uint64_t*", name_iid, np.uint64)
+    s.slice = _column(keep, "int64_t*", slice, np.int64)
+    s.begin = _column(keep, "uint8_t*", begin, np.uint8)
+    s.ts = _column(keep, "uint64_t*", ts, np.uint64)
+    s.track = _column(keep, "uint64_t*", track, np.uint64)
+    s.seq = _column(keep, "uint64_t*", seq, np.uint64)
+    _slice_columns(s, keep, name_iid, args, clock_id, begin_flags, flow_field, flows, flow_counts)
+    return _grown(encoder().gpuobs_encode_slices_grown, s, 40 * len(slice))  # ~38 bytes a packet on nsys files
+
+
+def _column(keep: list, kind: str, array, dtype):
+    """A column as the C side reads it (NULL for None), kept alive in `keep`."""
+    if array is None:
+        return _FFI.NULL
+    if array.dtype == bool and dtype == np.uint8:
+        array = array.view(np.uint8)  # the same bytes
+    array = np.ascontiguousarray(array, dtype)
+    keep.append(array)
+    return _ptr(kind, array)
+
+
+def _slice_columns(s, keep: list, name_iid, args, clock_id, begin_flags, flow_field=0, flows=None, flow_counts=None):
+    """The per-slice part of a struct gpuobs_slice_packets (names, arguments, flows, clock,
+    flags): encode_slices' and walked_slices'. Returns s."""
+    s.name_iid = _column(keep, "uint64_t*", name_iid, np.uint64)
     s.clock_id = clock_id
     s.begin_flags = begin_flags
     c_args = _FFI.new("struct gpuobs_arg[]", max(len(args), 1))
+    keep.append(c_args)
     for c, a in zip(c_args, args):
         c.name_iid = a.name_iid
         c.kind = a.kind
-        c.present = ptr("uint8_t*", a.present, np.uint8)
+        c.present = _column(keep, "uint8_t*", a.present, np.uint8)
         if a.ints is not None:  # read in place, through its stride
+            keep.append(a.ints)
             c.ints = _FFI.cast("uint8_t*", a.ints.ctypes.data)
             c.int_stride = a.ints.strides[0]
             c.int_size = a.ints.dtype.itemsize
             c.int_signed = a.ints.dtype.kind == "i"
             c.at_least = -(2**63) if a.at_least is None else a.at_least
-        c.chars = ptr("uint8_t*", a.chars, np.uint8)
-        c.starts = ptr("int64_t*", a.starts, np.int64)
-        c.lengths = ptr("int64_t*", a.lengths, np.int64)
+        c.chars = _column(keep, "uint8_t*", a.chars, np.uint8)
+        c.starts = _column(keep, "int64_t*", a.starts, np.int64)
+        c.lengths = _column(keep, "int64_t*", a.lengths, np.int64)
     s.n_args = len(args)
     s.args = c_args
     if flow_field:
         flows = np.asarray(flows, np.uint64).reshape(len(name_iid), -1)
         s.flow_field = flow_field
         s.flow_width = flows.shape[1]
-        s.flows = ptr("uint64_t*", flows, np.uint64)
-        s.flow_counts = ptr("int64_t*", flow_counts, np.int64)
-    return _grown(lib.gpuobs_encode_slices_grown, s, 40 * len(slice))  # ~38 bytes a packet on nsys files
+        s.flows = _column(keep, "uint64_t*", flows, np.uint64)
+        s.flow_counts = _column(keep, "int64_t*", flow_counts, np.int64)
+    return s
 
 
 def _grown(encode, packets, capacity: int) -> np.ndarray:
