@@ -939,3 +939,16 @@ int gpuobs_packet_order(size_t n, const uint64_t* start, const uint64_t* end, co
     gpuobs_packet_walk_end(h);
     return 1;
 }
+
+/* native_encoder.h says what it returns. Read through int_value, as the slices' int
+ * arguments are: a structured array's field in place. */
+int64_t gpuobs_count_in_order(const uint8_t* base, int64_t stride, int32_t int_size, int32_t int_signed, size_t n) {
+    const struct gpuobs_arg a = {.ints = base, .int_stride = stride, .int_size = int_size, .int_signed = int_signed};
+    int64_t top = -1;
+    for (size_t i = 0; i < n; ++i) {
+        const int64_t v = int_value(&a, (int64_t)i); /* a uint64 past int64 reads negative */
+        if (v < 0 || v > top + 1) return -1;
+        if (v > top) top = v;
+    }
+    return n ? top + 1 : -1;
+}

@@ -460,3 +460,16 @@ def encode_interned_names(first_iid: int, names, present) -> np.ndarray | None:
     written = lib.gpuobs_encode_interned_names(_FFI.cast("uint8_t*", out.ctypes.data), *args)
     assert written == size
     return out
+
+
+def count_in_order(codes: np.ndarray) -> int | None:
+    """host_traces/trace.py's _count_in_order of a 1-d integer column (read in place,
+    through its stride) in one C pass; None where the codes are not in that order."""
+    k = encoder().gpuobs_count_in_order(
+        _FFI.cast("uint8_t*", codes.ctypes.data),
+        codes.strides[0],
+        codes.dtype.itemsize,
+        codes.dtype.kind == "i",
+        len(codes),
+    )
+    return None if k < 0 else int(k)
