@@ -345,9 +345,11 @@ def _lane_tracks_by_table(group, start, end, new_track):
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_lane_tracks_are_the_tables(seed):
-    """lane_tracks without its table (a slice's track by its group's offset and its lane),
-    through new_track and new_tracks, against the table it replaced."""
+@pytest.mark.parametrize("how", PATHS)
+def test_lane_tracks_are_the_tables(seed, how):
+    """lane_tracks without its table (a slice's track by its group's offset and its lane,
+    in C or by numpy's gathers), through new_track and new_tracks, against the table it
+    replaced."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 500))
     group = rng.integers(0, int(rng.integers(1, 40)), n)
@@ -356,9 +358,20 @@ def test_lane_tracks_are_the_tables(seed):
     made = iter(range(1000, 10**6, 3))
     want, want_lanes, want_first = _lane_tracks_by_table(group, start, end, lambda g: next(made))
     made = iter(range(1000, 10**6, 3))
-    got = lane_tracks(group, start, end, lambda g: next(made))
-    uuids = np.arange(1000, 10**6, 3, dtype=np.uint64)
-    batch = lane_tracks(group, start, end, new_tracks=lambda lanes: uuids[: int(lanes.sum())])
+    with path(how):
+        got = lane_tracks(group, start, end, lambda g: next(made))
+        uuids = np.arange(1000, 10**6, 3, dtype=np.uint64)
+        batch = lane_tracks(group, start, end, new_tracks=lambda lanes: uuids[: int(lanes.sum())])
     for t in (got, batch):
         assert t.of_slice.tolist() == want.tolist() and t.lanes.tolist() == want_lanes.tolist()
         assert t.first == want_first
+
+
+@pytest.mark.skipif(not HAVE_C, reason="no C compiler")
+def test_slice_tracks_in_c_decline_what_is_out_of_range():
+    offset, made = np.array([0, 2, 2]), np.arange(10, 15, dtype=np.uint64)
+    group, lane = np.array([0, 0, 2, 2]), np.array([0, 1, 0, 2])
+    assert native_encoder.slice_tracks(group, lane, offset, made).tolist() == [10, 11, 12, 14]
+    for g, la in (([3], [0]), ([-1], [0]), ([2], [3]), ([0], [-1])):  # past the groups or the tracks
+        assert native_encoder.slice_tracks(np.array(g), np.array(la), offset, made) is None
+    assert native_encoder.slice_tracks(group, lane[:2], offset, made) is None  # columns of other lengths

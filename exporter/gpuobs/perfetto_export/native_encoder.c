@@ -952,3 +952,16 @@ int64_t gpuobs_count_in_order(const uint8_t* base, int64_t stride, int32_t int_s
     }
     return n ? top + 1 : -1;
 }
+
+/* native_encoder.h says what it returns. */
+int gpuobs_slice_tracks(size_t n, const int64_t* group, const int64_t* lane, const int64_t* offset, size_t n_groups,
+                        const uint64_t* made, size_t n_made, uint64_t* track) {
+    for (size_t i = 0; i < n; ++i) {
+        const uint64_t g = (uint64_t)group[i];
+        if (g >= n_groups) return 0;
+        const uint64_t at = (uint64_t)offset[g] + (uint64_t)lane[i];
+        if (at >= n_made) return 0;
+        track[i] = made[at];
+    }
+    return 1;
+}

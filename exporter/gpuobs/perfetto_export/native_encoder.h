@@ -207,6 +207,11 @@ size_t gpuobs_encode_interned_names(uint8_t* out, size_t n, uint64_t first_iid, 
  * (each code past the greatest so far is the next number), else -1 (a negative code, a
  * number skipped, none). */
 int64_t gpuobs_count_in_order(const uint8_t* base, int64_t stride, int32_t int_size, int32_t int_signed, size_t n);
+/* lanes.py's lane_tracks: track[i] = made[offset[group[i]] + lane[i]] for n slices, in
+ * one pass (no column of the positions); 0 where a group or position is out of range
+ * (n_groups offsets, n_made tracks), 1 once written. */
+int gpuobs_slice_tracks(size_t n, const int64_t* group, const int64_t* lane, const int64_t* offset, size_t n_groups,
+                        const uint64_t* made, size_t n_made, uint64_t* track);
 /* gpuobs:cdef-end */
 
 #endif /* GPUOBS_NATIVE_ENCODER_H */

@@ -473,3 +473,24 @@ def count_in_order(codes: np.ndarray) -> int | None:
         len(codes),
     )
     return None if k < 0 else int(k)
+
+
+def slice_tracks(group: np.ndarray, lane: np.ndarray, offset: np.ndarray, made: np.ndarray) -> np.ndarray | None:
+    """lanes.lane_tracks' made[offset[group] + lane] in one C pass; None where a group or
+    position is out of range (the numpy path then raises as it did)."""
+    group, lane = np.ascontiguousarray(group, np.int64), np.ascontiguousarray(lane, np.int64)
+    offset, made = np.ascontiguousarray(offset, np.int64), np.ascontiguousarray(made, np.uint64)
+    if lane.shape != group.shape:
+        return None
+    track = np.empty(len(group), np.uint64)
+    ok = encoder().gpuobs_slice_tracks(
+        len(group),
+        _ptr("int64_t*", group),
+        _ptr("int64_t*", lane),
+        _ptr("int64_t*", offset),
+        len(offset),
+        _ptr("uint64_t*", made),
+        len(made),
+        _ptr("uint64_t*", track),
+    )
+    return track if ok else None
