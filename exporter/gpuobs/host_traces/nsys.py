@@ -446,29 +446,19 @@ def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
         track_job.join()
         raise
     track_keys, track_of, sizes = track_job.result()
+    # each job's rows renumbered in place, in C (names and tracks by the codes above)
     tracks, at_key = track_of[: sizes[0]], sizes[0]
-    rows = events[: at[1]]
-    rows["name"] = name_codes[0][rows["name"]]
-    rows["track"] = tracks[rows["track"]]
-    rows["category"] = CATEGORIES.index("kernel")
+    nsys_columns.remap(events[: at[1]], name_codes[0], tracks, -1, CATEGORIES.index("kernel"))
     k.release()
     if runtime:
         tracks, at_key = track_of[at_key : at_key + sizes[1]], at_key + sizes[1]
-        rows = events[at[1] : at[2]]
-        rows["name"] = name_codes[1][rows["name"]]
-        rows["track"] = tracks[rows["track"]]
-        rows["category"] = CATEGORIES.index("cuda_runtime")
+        nsys_columns.remap(events[at[1] : at[2]], name_codes[1], tracks, -1, CATEGORIES.index("cuda_runtime"))
         r.release()
     if nvtx:
-        tracks = track_of[at_key:]
-        rows = events[at[-2] : at[-2] + n.rows]
-        name = name_codes[-1][rows["name"]]
-        text = rows["category"]
-        if len(own):  # else no row has a text
-            name = np.where(text >= 0, len(ids) + np.maximum(text, 0), name)
-        rows["name"] = name
-        rows["track"] = tracks[rows["track"]]
-        rows["category"] = CATEGORIES.index("nvtx")
+        rows = events[at[-2] : at[-2] + n.rows]  # a row's own text (NVTX's), where it has one, names it
+        nsys_columns.remap(
+            rows, name_codes[-1], track_of[at_key:], len(ids) if len(own) else -1, CATEGORIES.index("nvtx")
+        )
         events = events[: at[-2] + n.rows]
         n.release()  # after its rows are counted: release clears the count
     kernels["name"] = events["name"][: len(kernels)]
