@@ -237,7 +237,7 @@ def _in_order_by_sorting(codes):
 @pytest.mark.parametrize("block", [1, 7, 1 << 16, "c"])
 @pytest.mark.parametrize("seed", range(16))
 def test_count_in_order_is_the_sorting_ones(seed, block, monkeypatch):
-    """_count_in_order, numpy a block at a time or native_encoder.c's one pass, against
+    """count_in_order, numpy a block at a time or native_encoder.c's one pass, against
     np.unique's first rows: codes first used in order (repeats between), a number
     skipped, one first used early, a negative code, one code, empty; int32, int64,
     uint64 (one past int64), int16 and a structured array's field (strided)."""
@@ -270,7 +270,7 @@ def test_count_in_order_is_the_sorting_ones(seed, block, monkeypatch):
         rows = np.zeros(len(codes), [("pad", np.uint8), ("code", codes.dtype)])
         rows["code"] = codes
         codes = rows["code"]
-    assert trace._count_in_order(codes) == _in_order_by_sorting(codes)
+    assert trace.count_in_order(codes) == _in_order_by_sorting(codes)
 
 
 @pytest.mark.parametrize("path", ["numpy", "c"])
@@ -284,7 +284,7 @@ def test_count_in_order_at_its_edges(path, monkeypatch):
         pytest.skip("no C compiler here")
     cases = {(0,): 1, (0, 0, 1, 0, 2): 3, (1,): None, (0, 2): None, (0, 1, 3, 2): None, (0, -1, 1): None, (): None}
     for codes, want in cases.items():
-        assert trace._count_in_order(np.array(codes, np.int64)) == want, codes
+        assert trace.count_in_order(np.array(codes, np.int64)) == want, codes
 
 
 @pytest.mark.parametrize("seed", range(12))

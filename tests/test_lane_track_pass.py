@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from test_track_batch import _host, _keys, _names_of, _one_at_a_time
 
+from gpuobs.host_traces.trace import TrackKeys
 from gpuobs.perfetto_export import host_tracks, native_encoder
 from gpuobs.perfetto_export.trace_writer import NumberedTexts, Texts, TraceWriter
 
@@ -112,3 +113,39 @@ def test_the_pass_declines_what_it_cannot_write_and_keeps_its_state():
     assert bad.encode(lanes, np.array([0, 0, 1]), ranks, labels) is None
     got, made, tracks = c.encode(lanes, np.array([0, 0, 1]), ranks, labels)  # declines left no trace
     assert tracks == 6 and made.tolist() == [2, 3, 4, 6] and c.next_uuid == 7
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("ints", [True, False])
+def test_tracks_numbered_otherwise_or_unused_write_the_same(seed, ints):
+    """write_host_trace takes every track as used without a count where the events'
+    track codes are first used in order (assemble's), else counts them: the same trace
+    with the codes permuted and with a track no event uses."""
+    import dataclasses
+
+    rng = np.random.default_rng(seed)
+    keys = _keys(rng, ints)
+    host = _host(np.random.default_rng(seed), keys, {}, {}, ints and seed % 2 == 0)
+    want = TraceWriter()
+    host_tracks.write_host_trace(want, host, True)
+    tracks = list(host.tracks)
+    # code c becomes perm[c] (keys that are not all ints may tie in the order, and ties keep
+    # the codes' order: those only with a track added)
+    perm = rng.permutation(len(tracks)) if ints else np.arange(len(tracks))
+    events = host.events.rows.copy()
+    events["track"] = perm[events["track"]]
+    moved = [None] * len(tracks)
+    for c, key in enumerate(tracks):
+        moved[perm[c]] = key
+    unused = ("thread", 999_999_999, 999_999_999) if ints else ("thread", "nobody", "none")
+    for other in (moved, moved + [unused]):
+        if isinstance(host.tracks, TrackKeys):
+            other = TrackKeys(
+                host.tracks.kinds,
+                *(np.array(c) for c in zip(*[(host.tracks.kinds.index(k), o, la) for k, o, la in other])),
+            )
+        got = TraceWriter()
+        host_tracks.write_host_trace(
+            got, dataclasses.replace(host, events=host.events.with_rows(events), tracks=other), True
+        )
+        assert b"".join(got._chunks) == b"".join(want._chunks)

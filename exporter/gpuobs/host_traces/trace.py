@@ -370,7 +370,7 @@ def _first_use_of_pooled(codes: np.ndarray, names: PooledNames) -> tuple[np.ndar
     return rank, names.take(used)
 
 
-def _count_in_order(codes: np.ndarray) -> int | None:
+def count_in_order(codes: np.ndarray) -> int | None:
     """k where the codes first use 0, 1, ..., k-1 in that order (each code past the greatest
     so far is the next number: the nsys C read's tracks and names, numbered as they come),
     else None. Read a block at a time: no full-size temporary (each costs its page faults)."""
@@ -395,9 +395,9 @@ def _count_in_order(codes: np.ndarray) -> int | None:
 
 def _first_use_kept(codes: np.ndarray, values):
     """The values first_use_order would give where its rank would keep every code as it
-    is (codes in order by _count_in_order, no two of the values they use equal), else
+    is (codes in order by count_in_order, no two of the values they use equal), else
     None: no pass over the codes but the check."""
-    k = _count_in_order(codes)
+    k = count_in_order(codes)
     if k is None or k > len(values):
         return None
     if isinstance(values, TrackKeys):  # distinct keys

@@ -11,7 +11,7 @@ import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from ..host_traces.pooled_names import PooledNames
-from ..host_traces.trace import TrackKeys
+from ..host_traces.trace import TrackKeys, count_in_order
 from . import native_encoder
 from .clock import REALTIME
 from .lanes import lane_tracks
@@ -115,6 +115,8 @@ class _Keys:
         if not self.ints:
             return np.array(sorted(used.tolist(), key=lambda t: _track_order(self.keys[t])), np.int64)
         # number_first of an int is (False, v, str(v)): equal ints tie whatever str() says
+        if len(used) == len(self.lane):  # every key (used is distinct and sorted): no gathers
+            return np.lexsort((self.nvtx, self.lane, self.owner, self.stream))
         by = np.lexsort((self.nvtx[used], self.lane[used], self.owner[used], self.stream[used]))
         return used[by]
 
@@ -350,7 +352,9 @@ def write_host_trace(
     ev = host.events
     if not len(ev):
         return 0
-    if int(ev["track"].min()) >= 0 and int(ev["track"].max()) < len(host.tracks):
+    if count_in_order(ev["track"]) == len(host.tracks):  # assemble's: every track used, first used in order
+        used = np.arange(len(host.tracks))
+    elif int(ev["track"].min()) >= 0 and int(ev["track"].max()) < len(host.tracks):
         used = np.flatnonzero(np.bincount(ev["track"], minlength=len(host.tracks)))  # np.unique's, without a sort
     else:
         used = np.unique(ev["track"])

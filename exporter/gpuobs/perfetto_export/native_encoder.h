@@ -202,7 +202,7 @@ size_t gpuobs_numbered(size_t n, const uint64_t* values, const uint8_t* prefix, 
  * measure) and returns the number of bytes. */
 size_t gpuobs_encode_interned_names(uint8_t* out, size_t n, uint64_t first_iid, const uint8_t* chars,
                                     const int64_t* starts, const int64_t* lengths, const uint8_t* present);
-/* host_traces/trace.py's _count_in_order: k where the n codes (integers of int_size
+/* host_traces/trace.py's count_in_order: k where the n codes (integers of int_size
  * bytes, signed or not, at base + i * stride) first use 0, 1, ..., k-1 in that order
  * (each code past the greatest so far is the next number), else -1 (a negative code, a
  * number skipped, none). */

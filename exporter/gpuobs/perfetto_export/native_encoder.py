@@ -463,7 +463,7 @@ def encode_interned_names(first_iid: int, names, present) -> np.ndarray | None:
 
 
 def count_in_order(codes: np.ndarray) -> int | None:
-    """host_traces/trace.py's _count_in_order of a 1-d integer column (read in place,
+    """host_traces/trace.py's count_in_order of a 1-d integer column (read in place,
     through its stride) in one C pass; None where the codes are not in that order."""
     k = encoder().gpuobs_count_in_order(
         _FFI.cast("uint8_t*", codes.ctypes.data),
