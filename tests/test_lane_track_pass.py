@@ -125,7 +125,8 @@ def test_tracks_numbered_otherwise_or_unused_write_the_same(seed, ints):
 
     rng = np.random.default_rng(seed)
     keys = _keys(rng, ints)
-    host = _host(np.random.default_rng(seed), keys, {}, {}, ints and seed % 2 == 0)
+    thread_names, process_names = _names_of(rng, keys, 0.3)
+    host = _host(np.random.default_rng(seed), keys, thread_names, process_names, ints and seed % 2 == 0)
     want = TraceWriter()
     host_tracks.write_host_trace(want, host, True)
     tracks = list(host.tracks)
@@ -149,3 +150,33 @@ def test_tracks_numbered_otherwise_or_unused_write_the_same(seed, ints):
             got, dataclasses.replace(host, events=host.events.with_rows(events), tracks=other), True
         )
         assert b"".join(got._chunks) == b"".join(want._chunks)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_event_columns_in_c_are_numpy_s(seed):
+    """native_encoder.event_columns (group, shifted start, end) against numpy's, wrapping
+    as int64 does at its ends; declined where a track is out of range or the records are
+    not EVENT's."""
+    from gpuobs.host_traces.trace import EVENT
+
+    rng = np.random.default_rng(seed)
+    n, tracks = int(rng.integers(0, 300)), int(rng.integers(1, 40))
+    events = np.zeros(n, EVENT)
+    events["track"] = rng.integers(0, tracks, n)
+    events["start_ns"] = rng.integers(-(2**62), 2**62, n) if seed % 2 else rng.integers(0, 10**12, n)
+    events["dur_ns"] = rng.integers(-(10**6), 2**62 if seed % 4 == 3 else 10**6, n)
+    rank = rng.permutation(tracks).astype(np.int64)
+    shift = [0, -(10**9), 2**62, -(2**63)][seed % 4]
+    got = native_encoder.event_columns(events, rank, shift)
+    with np.errstate(over="ignore"):
+        start = events["start_ns"] + np.int64(shift)
+        end = np.maximum(events["dur_ns"], 0)
+        end += start
+    assert got is not None
+    assert [c.tolist() for c in got] == [rank[events["track"]].tolist(), start.tolist(), end.tolist()]
+    if n:
+        bad = events.copy()
+        bad["track"][-1] = tracks if seed % 2 else -1  # numpy would wrap a negative one
+        assert native_encoder.event_columns(bad, rank, shift) is None
+    other = np.zeros(n, [("track", "<i8"), ("start_ns", "<i8"), ("dur_ns", "<i8")])
+    assert native_encoder.event_columns(other, rank, shift) is None

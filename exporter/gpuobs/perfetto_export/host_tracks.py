@@ -169,6 +169,11 @@ def _plain(host, keys, columns: _Keys, order_of: np.ndarray) -> np.ndarray:
     """Whether each group's label is a number's (an int lane >= 0 with no thread name)."""
     if not columns.ints:
         return np.zeros(len(order_of), bool)
+    if len(order_of) == len(columns.lane):  # every key: found in the keys' own order, then ordered
+        plain = columns.lane >= 0
+        if host.thread_names:
+            plain &= ~_named(host.thread_names, columns.owner, columns.lane, host.tracks)
+        return plain[order_of]
     lane = columns.lane[order_of]
     plain = lane >= 0
     if host.thread_names:
@@ -205,7 +210,7 @@ def _processes(host, keys: list, columns: _Keys, order_of, live: np.ndarray) -> 
         return process_of, np.array(numbers, np.int64).reshape(-1)
     # a group's process is its key's (stream, owner); groups come in track order, by
     # stream and owner first, so each pair is one run of them: a name per run
-    sorted_order = np.asarray(order_of, np.int64)[live]
+    sorted_order = order_of if len(live) == len(order_of) else np.asarray(order_of, np.int64)[live]
     owner, stream = columns.owner[sorted_order], columns.stream[sorted_order]
     new = np.ones(len(live), bool)
     np.not_equal(owner[1:], owner[:-1], out=new[1:])
@@ -289,6 +294,19 @@ def _lane_tracks_in_c(w, host, group, keys, columns, order_of, plain, lanes, liv
     return made
 
 
+def _event_columns(events: np.ndarray, rank_of_track: np.ndarray, shift_ns: int) -> tuple:
+    """Each event's group (its track's rank), start (shifted) and end (start + its duration,
+    none below 0): native_encoder.c's one pass over the records where it is built, else numpy."""
+    if native_encoder.encoder() is not None:
+        columns = native_encoder.event_columns(events, rank_of_track, shift_ns)
+        if columns is not None:
+            return columns
+    start = events["start_ns"] + shift_ns
+    end = np.maximum(events["dur_ns"], 0)
+    end += start
+    return rank_of_track[events["track"]], start, end
+
+
 def _interned_packet(seq: int, names) -> bytes:
     """The sequence's first packet, as Trace.packet: the event names, iids from 1, and the
     category annotation's name, interned; the bytes of the protobuf message's
@@ -363,10 +381,7 @@ def write_host_trace(
     keys = _Ordered(host.tracks, order_of)
     rank_of_track = np.zeros(len(host.tracks), np.int64)
     rank_of_track[order_of] = np.arange(len(order_of))
-    grp = rank_of_track[ev["track"]]
-    start = ev["start_ns"] + shift_ns
-    end = np.maximum(ev["dur_ns"], 0)
-    end += start
+    grp, start, end = _event_columns(getattr(ev, "rows", ev), rank_of_track, shift_ns)
     plain = _plain(host, keys, columns, order_of)
 
     def new_tracks(lanes: np.ndarray) -> np.ndarray:

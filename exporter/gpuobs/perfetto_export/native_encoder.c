@@ -965,3 +965,22 @@ int gpuobs_slice_tracks(size_t n, const int64_t* group, const int64_t* lane, con
     }
     return 1;
 }
+
+/* native_encoder.h says what it returns. */
+int gpuobs_event_columns(size_t n, const uint8_t* records, int64_t stride, int64_t track_at, int64_t start_at,
+                         int64_t duration_at, const int64_t* rank, size_t n_ranks, int64_t shift, int64_t* group,
+                         int64_t* start, int64_t* end) {
+    for (size_t i = 0; i < n; ++i, records += stride) {
+        int32_t track;
+        int64_t s, d;
+        memcpy(&track, records + track_at, sizeof track);
+        memcpy(&s, records + start_at, sizeof s);
+        memcpy(&d, records + duration_at, sizeof d);
+        if (track < 0 || (size_t)track >= n_ranks) return 0;
+        group[i] = rank[track];
+        const uint64_t from = (uint64_t)s + (uint64_t)shift; /* wrapping, as numpy's int64 */
+        start[i] = (int64_t)from;
+        end[i] = (int64_t)(from + (uint64_t)(d > 0 ? d : 0));
+    }
+    return 1;
+}

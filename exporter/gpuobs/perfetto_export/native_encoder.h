@@ -212,6 +212,14 @@ int64_t gpuobs_count_in_order(const uint8_t* base, int64_t stride, int32_t int_s
  * (n_groups offsets, n_made tracks), 1 once written. */
 int gpuobs_slice_tracks(size_t n, const int64_t* group, const int64_t* lane, const int64_t* offset, size_t n_groups,
                         const uint64_t* made, size_t n_made, uint64_t* track);
+/* host_tracks.py's columns of n events, read in their records (stride bytes apart; an
+ * int32 track and int64 start and duration at their byte offsets): group[i] =
+ * rank[track], start[i] = start + shift and end[i] = start[i] + max(duration, 0), both
+ * wrapping as numpy's int64 does. 0 where a track is outside [0, n_ranks): the caller's
+ * numpy then (its negative indices count from the end). */
+int gpuobs_event_columns(size_t n, const uint8_t* records, int64_t stride, int64_t track_at, int64_t start_at,
+                         int64_t duration_at, const int64_t* rank, size_t n_ranks, int64_t shift, int64_t* group,
+                         int64_t* start, int64_t* end);
 /* gpuobs:cdef-end */
 
 #endif /* GPUOBS_NATIVE_ENCODER_H */

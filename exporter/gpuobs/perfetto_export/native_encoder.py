@@ -494,3 +494,33 @@ def slice_tracks(group: np.ndarray, lane: np.ndarray, offset: np.ndarray, made: 
         _ptr("uint64_t*", track),
     )
     return track if ok else None
+
+
+def event_columns(events: np.ndarray, rank: np.ndarray, shift: int):
+    """host_tracks.write_host_trace's (group, start, end) of EVENT records in one C pass,
+    read where they lie; None where a field is not of EVENT's types or a track is out of
+    range (numpy then)."""
+    fields = events.dtype.fields or {}
+    want = {"track": np.dtype("<i4"), "start_ns": np.dtype("<i8"), "dur_ns": np.dtype("<i8")}
+    if events.ndim != 1 or any(name not in fields or fields[name][0] != t for name, t in want.items()):
+        return None
+    if not -(2**63) <= shift < 2**63:
+        return None
+    rank = np.ascontiguousarray(rank, np.int64)
+    n = len(events)
+    group, start, end = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+    ok = encoder().gpuobs_event_columns(
+        n,
+        _FFI.cast("uint8_t*", events.ctypes.data),
+        events.strides[0] if n else 0,
+        fields["track"][1],
+        fields["start_ns"][1],
+        fields["dur_ns"][1],
+        _ptr("int64_t*", rank),
+        len(rank),
+        shift,
+        _ptr("int64_t*", group),
+        _ptr("int64_t*", start),
+        _ptr("int64_t*", end),
+    )
+    return (group, start, end) if ok else None
