@@ -307,10 +307,11 @@ def _event_columns(events: np.ndarray, rank_of_track: np.ndarray, shift_ns: int)
     return rank_of_track[events["track"]], start, end
 
 
-def _interned_packet(seq: int, names) -> bytes:
+def _interned_packet(seq: int, names) -> list:
     """The sequence's first packet, as Trace.packet: the event names, iids from 1, and the
     category annotation's name, interned; the bytes of the protobuf message's
-    SerializeToString (fields in number order), the names encoded by column."""
+    SerializeToString (fields in number order), the names encoded by column, as the
+    chunks to write one after another (the names' arrays as encoded: no copy of them)."""
     unnamed = None
     if isinstance(names, PooledNames):  # the nsys C read's: pooled already
         unnamed, text = names.none, Texts(names.chars, names.starts, names.lengths)
@@ -329,19 +330,16 @@ def _interned_packet(seq: int, names) -> bytes:
         if encoded is None:
             entry = Rows(b - a).varint_field(INTERN_IID, np.arange(a + 1, b + 1, dtype=np.uint64))
             entry.bytes_field(INTERN_NAME, text.chars, text.starts[a:b], text.lengths[a:b], present)
-            encoded = Rows(b - a).message_field(INTERNED_EVENT_NAMES, entry)
-        entries.append(encoded.tobytes())
+            encoded = Rows(b - a).message_field(INTERNED_EVENT_NAMES, entry).tobytes()
+        entries.append(encoded)
     category = pb.InternedData()
     category.debug_annotation_names.add(iid=CATEGORY_IID, name="category")
-    interned = b"".join(entries) + category.SerializeToString()
-    packet = b"".join(
-        [
-            tag(PACKET_SEQUENCE_ID, VARINT) + varint_bytes(seq),
-            tag(PACKET_INTERNED_DATA, LEN) + varint_bytes(len(interned)) + interned,
-            tag(PACKET_SEQUENCE_FLAGS, VARINT) + varint_bytes(SEQ_CLEARED),
-        ]
-    )
-    return tag(TRACE_PACKET, LEN) + varint_bytes(len(packet)) + packet
+    category = category.SerializeToString()
+    interned = sum(map(len, entries)) + len(category)
+    head = tag(PACKET_SEQUENCE_ID, VARINT) + varint_bytes(seq) + tag(PACKET_INTERNED_DATA, LEN) + varint_bytes(interned)
+    tail = category + tag(PACKET_SEQUENCE_FLAGS, VARINT) + varint_bytes(SEQ_CLEARED)
+    packet = len(head) + interned - len(category) + len(tail)
+    return [tag(TRACE_PACKET, LEN) + varint_bytes(packet) + head, *entries, tail]
 
 
 def write_host_trace(
@@ -395,7 +393,8 @@ def write_host_trace(
     else:  # the same lanes: they are placed from the least start whatever it is
         tracks = lane_tracks(grp, start.view(np.uint64), end.view(np.uint64), new_tracks=new_tracks)
     seq = w.new_sequence()
-    w.raw(_interned_packet(seq, host.names))
+    for chunk in _interned_packet(seq, host.names):
+        w.raw(chunk)
     del grp
     # Views, not copies (the same bits as astype): a 4x nsys export held two more columns of every event.
     names = ev["name"].astype(np.uint64)
