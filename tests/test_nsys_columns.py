@@ -531,3 +531,38 @@ def test_remap_stops_at_a_code_out_of_range():
             nsys_columns.remap(rows, names, tracks, base, 0)
     with pytest.raises(nsys_columns.ReadStopped):  # not EVENT's int32 fields
         nsys_columns.remap(np.zeros(1, [("track", "<i8"), ("name", "<i4"), ("category", "<i4")]), names, tracks, -1, 0)
+
+
+def test_the_counts_come_from_a_thread_of_their_own_and_stop_as_the_read_does(tmp_path, monkeypatch):
+    """The tables' rows are counted beside the checks (another thread, its own connection);
+    a count past the budget stops the load with the budget's line, any other error there
+    leaves the file to the Python reading (the same trace)."""
+    import threading
+
+    path = nsys_db(tmp_path)
+    want, in_c = load(path, monkeypatch, in_c=True)
+    assert in_c
+    counted_on, counted = [], nsys._counted
+
+    def spy(*args):
+        counted_on.append(threading.get_ident())
+        return counted(*args)
+
+    monkeypatch.setattr(nsys, "_counted", spy)
+    got, in_c = load(path, monkeypatch, in_c=True)
+    assert in_c and counted_on and threading.get_ident() not in counted_on
+    assert got.events.rows.tobytes() == want.events.rows.tobytes()
+
+    def interrupted(*args):
+        raise sqlite3.OperationalError("interrupted")
+
+    monkeypatch.setattr(nsys, "_counted", interrupted)
+    with pytest.raises(HostTraceError, match=r"run.sqlite: reading it took over \d+ s, stopped"):
+        nsys.load_nsys(path)
+
+    def broken(*args):
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+    monkeypatch.setattr(nsys, "_counted", broken)
+    got, in_c = load(path, monkeypatch, in_c=True)
+    assert not in_c and got.events.rows.tobytes() == want.events.rows.tobytes()

@@ -145,12 +145,27 @@ def _read_in_c(db, path: Path, tables: set, deadline: float) -> HostTrace | None
     reader = nsys_columns.Reader.open(_uri(path), deadline - time.monotonic())
     if reader is None:
         return None
+    # the tables' rows counted on a connection and thread of their own, beside the checks
+    counting = Beside(_counted, path, [t for t in (KERNELS, RUNTIME, NVTX) if t in tables], deadline)
     try:
-        return _read_c(db, path, tables, reader)
+        return _read_c(db, path, tables, reader, counting)
     except (nsys_columns.ReadStopped, HostTraceError, sqlite3.Error) as exc:
         if isinstance(exc, sqlite3.OperationalError) and str(exc) == "interrupted":
             raise
         return None
+    finally:
+        counting.join()
+
+
+def _counted(path: Path, tables: list, deadline: float) -> list:
+    """Each table's row count (SQLite walks every page of it), on a read-only connection of
+    its own under the same deadline."""
+    db = open_read_only(path)
+    try:
+        db.set_progress_handler(lambda: time.monotonic() > deadline, 1_000)
+        return [db.execute(f"select count(*) from {table}").fetchone()[0] for table in tables]
+    finally:
+        db.close()
 
 
 def _shown(value) -> str:
@@ -357,9 +372,10 @@ def _scans_in_order(db, queries: list) -> bool:
     return True
 
 
-def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
+def _read_c(db, path: Path, tables: set, reader, counting: Beside) -> HostTrace:
     """The trace, its big tables read by nsys_columns.c, every column checked there as it
-    is read (ReadStopped where one fails, for the Python reading's words)."""
+    is read (ReadStopped where one fails, for the Python reading's words); counting: the
+    kernel, runtime and NVTX tables' row counts, those there, when its result comes."""
     C, Key, TEXT = nsys_columns.Column, nsys_columns.Key, nsys_columns.TEXT
     check = _Checks(db, path)
     start_epoch = _session_start(db, tables, check)
@@ -402,8 +418,7 @@ def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
     if not _scans_in_order(db, queries):
         raise nsys_columns.ReadStopped  # an index or a virtual table: rows could come in another order
     # C writes the rows straight into numpy's (no C column of them), as many as each table holds
-    tables_read = [KERNELS] + ([RUNTIME] if runtime else []) + ([NVTX] if nvtx else [])
-    counts = [db.execute(f"select count(*) from {table}").fetchone()[0] for table in tables_read]
+    counts = counting.result()
     at = np.cumsum([0] + counts).tolist()
     events = np.empty(at[-1], EVENT)  # every field of every row read written below; NVTX's unread rows cut
     kernels = np.empty(counts[0], KERNEL)
