@@ -93,3 +93,17 @@ def test_the_bytes_outlive_every_other_reference():
     gc.collect()
     _ = [np.ones(1 << 16) for _ in range(64)]
     assert bytes(chunk) == want and want.count(b"track 4999") == 1
+
+
+def test_numbers_are_written_as_python_writes_them_at_every_power():
+    """native_encoder.c's digit count (bit length, one compare) and its digits two at a
+    time, through numbered: every power of ten and of two, one either side, 0, 2^64 - 1."""
+    values = {0, 2**64 - 1, 2**64 - 2}
+    for k in range(20):
+        values |= {10**k - 1, 10**k, 10**k + 1}
+    for k in range(64):
+        values |= {2**k - 1, 2**k, 2**k + 1}
+    values = sorted(v for v in values if 0 <= v < 2**64)
+    chars, starts, lengths = native_encoder.numbered(b"n", np.array(values, np.uint64), b"!")
+    got = [chars[a : a + n].tobytes().decode() for a, n in zip(starts.tolist(), lengths.tolist())]
+    assert got == [f"n{v}!" for v in values]

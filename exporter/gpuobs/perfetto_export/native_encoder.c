@@ -287,14 +287,51 @@ enum track_descriptor_fields {
     EVENT_NAME_NAME_FIELD = 2           /* EventName.name */
 };
 
-/* The decimal digits of v. */
+/* The decimal digits of v: from its bit length (log10(2) ~ 1233 / 4096), then one compare
+ * (v | 1 has as many digits as v: a power of ten is even). */
 static inline size_t decimal_size(uint64_t v) {
-    size_t digits = 1;
-    while (v >= 10) {
-        v /= 10;
-        ++digits;
+    static const uint64_t power[20] = {1ULL,
+                                       10ULL,
+                                       100ULL,
+                                       1000ULL,
+                                       10000ULL,
+                                       100000ULL,
+                                       1000000ULL,
+                                       10000000ULL,
+                                       100000000ULL,
+                                       1000000000ULL,
+                                       10000000000ULL,
+                                       100000000000ULL,
+                                       1000000000000ULL,
+                                       10000000000000ULL,
+                                       100000000000000ULL,
+                                       1000000000000000ULL,
+                                       10000000000000000ULL,
+                                       100000000000000000ULL,
+                                       1000000000000000000ULL,
+                                       10000000000000000000ULL};
+    v |= 1;
+    const size_t t = (size_t)((64 - __builtin_clzll(v)) * 1233) >> 12;
+    return t + (v >= power[t]);
+}
+
+/* v's decimal digits written backwards from `end`, two at a time. */
+static inline void put_decimal(uint8_t* end, uint64_t v) {
+    static const char pairs[] =
+        "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+        "4041424344454647484950515253545556575859606162636465666768697071727374757677787980"
+        "81828384858687888990919293949596979899";
+    while (v >= 100) {
+        const unsigned r = (unsigned)(v % 100);
+        v /= 100;
+        end -= 2;
+        memcpy(end, pairs + 2 * r, 2);
     }
-    return digits;
+    if (v >= 10) {
+        memcpy(end - 2, pairs + 2 * v, 2);
+    } else {
+        end[-1] = (uint8_t)('0' + v);
+    }
 }
 
 /* Text i of a pool, or of its form where forms give it one (struct gpuobs_text_forms):
@@ -314,12 +351,7 @@ static inline uint8_t* put_text(uint8_t* p, const struct gpuobs_text_forms* f, c
     const size_t prefix = (size_t)f->prefix_lengths[k - 1], suffix = (size_t)f->suffix_lengths[k - 1];
     if (prefix) memcpy(p, f->chars + f->prefix_starts[k - 1], prefix);
     uint8_t* digits_end = p + size - suffix;
-    uint64_t v = f->numbers[i];
-    uint8_t* q = digits_end;
-    do { /* the digits backwards from the last */
-        *--q = (uint8_t)('0' + v % 10);
-        v /= 10;
-    } while (v);
+    put_decimal(digits_end, f->numbers[i]);
     if (suffix) memcpy(digits_end, f->chars + f->suffix_starts[k - 1], suffix);
     return p + size;
 }
@@ -437,12 +469,7 @@ static inline void put_lane_row(uint8_t* p, const struct gpuobs_lane_tracks* t, 
         p = put_varint_field(p, TRACK_MERGE_BEHAVIOR_FIELD, MERGE_BY_SIBLING_MERGE_KEY);
         p = put_len_header(p, TRACK_MERGE_KEY_FIELD, pl->merge_key);
         if (t->merge_prefix_length) memcpy(p, t->merge_prefix, t->merge_prefix_length);
-        uint8_t* q = p + pl->merge_key;
-        uint64_t v = r->merge_number;
-        do { /* the digits backwards from the last */
-            *--q = (uint8_t)('0' + v % 10);
-            v /= 10;
-        } while (v);
+        put_decimal(p + pl->merge_key, r->merge_number);
     }
 }
 
@@ -542,12 +569,7 @@ size_t gpuobs_numbered(size_t n, const uint64_t* values, const uint8_t* prefix, 
         uint8_t* p = chars + starts[i];
         if (prefix_len) memcpy(p, prefix, prefix_len);
         uint8_t* digits_end = p + lengths[i] - suffix_len;
-        uint64_t v = values[i];
-        uint8_t* q = digits_end;
-        do { /* the digits backwards from the last */
-            *--q = (uint8_t)('0' + v % 10);
-            v /= 10;
-        } while (v);
+        put_decimal(digits_end, values[i]);
         if (suffix_len) memcpy(digits_end, suffix, suffix_len);
         total += (size_t)lengths[i];
     }
