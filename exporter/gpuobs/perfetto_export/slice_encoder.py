@@ -246,18 +246,7 @@ def _write_batch(w: TraceWriter, slices: Slices, e, begin, ts, track, seq, clock
     if native_encoder.encoder() is not None:
         w.raw(
             native_encoder.encode_slices(
-                e,
-                begin,
-                ts,
-                track,
-                np.broadcast_to(seq, (len(e),)),
-                slices.name_iid,
-                slices.args,
-                clock_id or 0,
-                SEQ_NEEDS,
-                slices.flow_field,
-                slices.flows,
-                slices.flow_counts,
+                e, begin, ts, track, np.broadcast_to(seq, (len(e),)), *_per_slice(slices, clock_id)
             )
         )
     else:
@@ -288,21 +277,14 @@ def _walked(slices: Slices, seq: int, clock_id: int | None):
     if bits >= 64:
         return None
     return native_encoder.walked_slices(
-        start,
-        end,
-        base,
-        bits,
-        PACKETS_PER_BATCH,
-        slices.track,
-        int(seq),
-        slices.name_iid,
-        slices.args,
-        clock_id or 0,
-        SEQ_NEEDS,
-        slices.flow_field,
-        slices.flows,
-        slices.flow_counts,
+        start, end, base, bits, PACKETS_PER_BATCH, slices.track, int(seq), *_per_slice(slices, clock_id)
     )
+
+
+def _per_slice(slices: Slices, clock_id: int | None) -> tuple:
+    """What native_encoder's slice encoders take after the packets' own columns: names,
+    arguments, clock, BEGINs' flags and flows."""
+    return slices.name_iid, slices.args, clock_id or 0, SEQ_NEEDS, slices.flow_field, slices.flows, slices.flow_counts
 
 
 def _rows(e, begin, slices: Slices, seq, ts, track, clock_id) -> Rows:
