@@ -234,15 +234,23 @@ def _in_order_by_sorting(codes):
     return None
 
 
-@pytest.mark.parametrize("block", [1, 7, 1 << 16])
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("block", [1, 7, 1 << 16, "c"])
+@pytest.mark.parametrize("seed", range(16))
 def test_count_in_order_is_the_sorting_ones(seed, block, monkeypatch):
-    """_count_in_order a block at a time against np.unique's first rows: codes first used
-    in order (repeats between), a number skipped, one first used early, a negative code,
-    one code, empty; int32, int64, uint64."""
+    """count_in_order, numpy a block at a time or native_encoder.c's one pass, against
+    np.unique's first rows: codes first used in order (repeats between), a number
+    skipped, one first used early, a negative code, one code, empty; int32, int64,
+    uint64 (one past int64), int16 and a structured array's field (strided)."""
     from gpuobs.host_traces import trace
+    from gpuobs.perfetto_export import native_encoder
 
-    monkeypatch.setattr(trace, "IN_ORDER_BLOCK", block)
+    if block == "c":
+        if native_encoder.encoder() is None:
+            pytest.skip("no C compiler here")
+        monkeypatch.setattr(trace, "IN_ORDER_BLOCK", None)  # the numpy loop would fail
+    else:
+        monkeypatch.setattr(native_encoder, "encoder", lambda: None)
+        monkeypatch.setattr(trace, "IN_ORDER_BLOCK", block)
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 400)) if seed % 6 else int(rng.integers(0, 2))
     new = rng.random(n) < 0.5  # a first use, else a code used before (any of them)
@@ -254,9 +262,29 @@ def test_count_in_order_is_the_sorting_ones(seed, block, monkeypatch):
         codes[int(rng.integers(1, n))] += 2  # a number skipped, or one used before its turn
     if n > 3 and seed % 4 == 2 and not new.all():
         codes[int(rng.choice(np.flatnonzero(~new)))] = -1  # in place of a repeat: the order kept otherwise
-    dtype = [np.int64, np.int32, np.uint64][seed % 3] if not (codes < 0).any() else np.int64
+    dtype = [np.int64, np.int32, np.uint64, np.int16][seed % 4] if not (codes < 0).any() else np.int64
     codes = codes.astype(dtype)
-    assert trace._count_in_order(codes) == _in_order_by_sorting(codes)
+    if dtype == np.uint64 and n > 2 and seed % 8 == 6 and block == "c":
+        codes[-1] = np.uint64(2**63)  # reads as a negative int64: never the next number
+    if seed % 5 == 4:  # a field of records, read where it lies
+        rows = np.zeros(len(codes), [("pad", np.uint8), ("code", codes.dtype)])
+        rows["code"] = codes
+        codes = rows["code"]
+    assert trace.count_in_order(codes) == _in_order_by_sorting(codes)
+
+
+@pytest.mark.parametrize("path", ["numpy", "c"])
+def test_count_in_order_at_its_edges(path, monkeypatch):
+    from gpuobs.host_traces import trace
+    from gpuobs.perfetto_export import native_encoder
+
+    if path == "numpy":
+        monkeypatch.setattr(native_encoder, "encoder", lambda: None)
+    elif native_encoder.encoder() is None:
+        pytest.skip("no C compiler here")
+    cases = {(0,): 1, (0, 0, 1, 0, 2): 3, (1,): None, (0, 2): None, (0, 1, 3, 2): None, (0, -1, 1): None, (): None}
+    for codes, want in cases.items():
+        assert trace.count_in_order(np.array(codes, np.int64)) == want, codes
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -61,7 +61,7 @@ def test_numpy_pairing_is_the_plain_one(seed):
     )
     kernels = np.zeros(m, KERNEL)
     kernels["device"], kernels["grid"][:, 0], kernels["block"][:, 2] = (rng.integers(0, 2, m) for _ in range(3))
-    names = [f"k{i}" for i in range(kinds)] + ["k0"]  # a name given twice: one key
+    names = [f"k{i}" for i in range(kinds)] + ["k0", "theirs"]  # a name given twice: one key; one only theirs
     kernels["name"], kernels["dur_ns"] = rng.integers(0, len(names), m), rng.integers(1, 9, m)
     rows = Rows(kernels, lambda r: types.SimpleNamespace(dur_ns=int(r["dur_ns"]), row=r.tobytes()))
     host = types.SimpleNamespace(kernels=rows, names=names)
@@ -108,7 +108,14 @@ def test_key_codes_are_those_renumbered_after_every_column(seed):
         rng.permutation(n),
     )
     got, want = matching._key_codes(rec, table, timed, host), renumbered_every_column(rec, table, timed, host)
-    assert all(np.array_equal(a, b) for a, b in zip(got, want))
+    # the kernels of theirs with a name none of ours has share one code, of none of ours
+    ours = {table.name[i] for i in timed.tolist()}
+    foreign = np.array([names[j] not in ours for j in kernels["name"].tolist()], bool)
+    want = (want[0], np.where(foreign, -1, want[1]))
+    assert partition(np.concatenate(got)) == partition(np.concatenate(want))
+    assert not np.isin(got[1][foreign], got[0]).any()
+    if not foreign.any():  # then the folding is over all of them, as it was
+        assert all(np.array_equal(a, b) for a, b in zip(got, want))
 
 
 def every_name_coded(rec, table, timed, host) -> tuple[np.ndarray, np.ndarray]:

@@ -483,3 +483,86 @@ def test_rows_not_the_rows_counted_leave_the_file_to_python(tmp_path, monkeypatc
     trace, in_c = load(path, monkeypatch, in_c=True)
     assert in_c == (table == NVTX and by == 1)
     same_trace(trace, python)
+
+
+def _remapped_by_numpy(rows, names, tracks, texts_base, category):
+    """The numpy remap nsys._read_c made before nsys_remap: three gathers and a where."""
+    rows = rows.copy()
+    name = names[rows["name"]]
+    if texts_base >= 0:
+        name = np.where(rows["category"] >= 0, texts_base + np.maximum(rows["category"], 0), name)
+    rows["name"], rows["track"], rows["category"] = name, tracks[rows["track"]], category
+    return rows
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_remap_is_the_numpy_gathers(seed):
+    from gpuobs.host_traces.trace import EVENT
+
+    rng = np.random.default_rng(seed)
+    n, n_names, n_tracks = int(rng.integers(0, 300)), int(rng.integers(1, 50)), int(rng.integers(1, 50))
+    rows = np.zeros(n, EVENT)
+    rows["start_ns"], rows["dur_ns"] = rng.integers(0, 10**12, n), rng.integers(0, 10**6, n)
+    rows["name"], rows["track"] = rng.integers(0, n_names, n), rng.integers(0, n_tracks, n)
+    rows["category"] = np.where(rng.random(n) < 0.3, rng.integers(0, 20, n), -1)  # NVTX's own text, or none
+    names = rng.integers(0, 10**6, n_names).astype(np.int32)
+    tracks = rng.integers(0, 10**6, n_tracks).astype(np.int32)
+    for texts_base in (-1, int(rng.integers(0, 10**6))):
+        want = _remapped_by_numpy(rows, names, tracks, texts_base, seed % 3)
+        got = rows.copy()
+        nsys_columns.remap(got, names, tracks, texts_base, seed % 3)
+        assert got.tobytes() == want.tobytes()
+
+
+def test_remap_stops_at_a_code_out_of_range():
+    from gpuobs.host_traces.trace import EVENT
+
+    names, tracks = np.array([5, 6], np.int32), np.array([7], np.int32)
+    for name, track, text, base in (
+        (2, 0, -1, -1),
+        (-1, 0, -1, -1),
+        (0, 1, -1, -1),
+        (0, -1, -1, -1),
+        (0, 0, 1, 2**31 - 1),
+    ):
+        rows = np.zeros(1, EVENT)
+        rows["name"], rows["track"], rows["category"] = name, track, text
+        with pytest.raises(nsys_columns.ReadStopped):
+            nsys_columns.remap(rows, names, tracks, base, 0)
+    with pytest.raises(nsys_columns.ReadStopped):  # not EVENT's int32 fields
+        nsys_columns.remap(np.zeros(1, [("track", "<i8"), ("name", "<i4"), ("category", "<i4")]), names, tracks, -1, 0)
+
+
+def test_the_counts_come_from_a_thread_of_their_own_and_stop_as_the_read_does(tmp_path, monkeypatch):
+    """The tables' rows are counted beside the checks (another thread, its own connection);
+    a count past the budget stops the load with the budget's line, any other error there
+    leaves the file to the Python reading (the same trace)."""
+    import threading
+
+    path = nsys_db(tmp_path)
+    want, in_c = load(path, monkeypatch, in_c=True)
+    assert in_c
+    counted_on, counted = [], nsys._counted
+
+    def spy(*args):
+        counted_on.append(threading.get_ident())
+        return counted(*args)
+
+    monkeypatch.setattr(nsys, "_counted", spy)
+    got, in_c = load(path, monkeypatch, in_c=True)
+    assert in_c and counted_on and threading.get_ident() not in counted_on
+    assert got.events.rows.tobytes() == want.events.rows.tobytes()
+
+    def interrupted(*args):
+        raise sqlite3.OperationalError("interrupted")
+
+    monkeypatch.setattr(nsys, "_counted", interrupted)
+    with pytest.raises(HostTraceError, match=r"run.sqlite: reading it took over \d+ s, stopped"):
+        nsys.load_nsys(path)
+
+    def broken(*args):
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+    monkeypatch.setattr(nsys, "_counted", broken)
+    got, in_c = load(path, monkeypatch, in_c=True)
+    assert not in_c and got.events.rows.tobytes() == want.events.rows.tobytes()

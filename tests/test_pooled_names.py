@@ -138,7 +138,7 @@ def test_interned_names_of_pooled_names_are_the_lists():
 
     rng = np.random.default_rng(3)
     pooled, names = _mixed(rng, 300)
-    assert host_tracks._interned_packet(7, pooled) == host_tracks._interned_packet(7, names)
+    assert b"".join(host_tracks._interned_packet(7, pooled)) == b"".join(host_tracks._interned_packet(7, names))
 
 
 @pytest.mark.parametrize("seed", range(8))

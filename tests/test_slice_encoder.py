@@ -292,24 +292,33 @@ def test_a_choice_read_in_place_writes_what_per_slice_strings_write(tmp_path, na
 
 
 @pytest.mark.skipif(not HAVE_C, reason="no C compiler")
-@pytest.mark.parametrize("batch", [5, 1 << 17])
+@pytest.mark.parametrize("batch", [1, 5, 1 << 17])
 def test_write_slices_in_batches_writes_what_the_whole_packet_order_writes(tmp_path, monkeypatch, batch):
-    """write_slices walks the packet order a batch at a time in C (merged runs or
-    sorted keys): the bytes of write_packets over the whole packet_order, on both
-    paths, whatever the batch."""
+    """write_slices walks the packet order and encodes it a batch at a time in one C
+    call each (merged runs or sorted keys): the bytes of write_packets over the whole
+    packet_order, on both paths, whatever the batch; every argument kind, flows, a clock."""
     from gpuobs.perfetto_export import slice_encoder
 
     rng = np.random.default_rng(batch)
+    walked = []
+    original = native_encoder.walked_slices
+    monkeypatch.setattr(native_encoder, "walked_slices", lambda *a: walked.append(1) or original(*a))
 
     def trace(how: str, group, start, end) -> bytes:
         w = TraceWriter()
         seq = w.new_sequence()
-        s = Slices(group.astype(np.uint64) + 1, start, end, np.arange(len(start), dtype=np.uint64) + 1)
-        s.choice_arg(1, [b"a", b"bc"], group % 2)
+        n = len(start)
+        i = np.arange(n)
+        track = np.where(group % 3 == 0, 0, group.astype(np.uint64) + 2**40)  # 0: no track_uuid
+        s = Slices(track, start, end, i.astype(np.uint64) + 1)
+        s.choice_arg(1, [b"a", b"bc"], group % 2).int_arg(2, -i, present=i % 4 != 1, at_least=-n // 2)
+        s.string_arg(3, [b"\x00" * (j % 3) + "é".encode() for j in range(n)]).bool_arg(4, present=i % 2 == 0)
+        s.flows_in(np.stack([i + 1, i.astype(np.uint64) + np.uint64(2**63)], axis=1), i % 3)
+        clock = pb.BUILTIN_CLOCK_BOOTTIME if batch == 5 else None
         if how == "whole":
-            slice_encoder.write_packets(w, packet_order(start, end), s, seq)
+            slice_encoder.write_packets(w, packet_order(start, end), s, seq, clock_id=clock)
         else:
-            write_slices(w, s, seq)
+            write_slices(w, s, seq, clock_id=clock)
         out = tmp_path / f"{how}.pftrace"
         w.save(out)
         return out.read_bytes()
@@ -318,7 +327,9 @@ def test_write_slices_in_batches_writes_what_the_whole_packet_order_writes(tmp_p
         with path("numpy"):
             want = trace("batches", group, start, end)
         monkeypatch.setattr(slice_encoder, "PACKETS_PER_BATCH", batch)
+        del walked[:]
         assert trace("batches", group, start, end) == want == trace("whole", group, start, end), name
+        assert walked == [1]  # the C walk and encoding, not packet_order's columns
 
 
 def _lane_tracks_by_table(group, start, end, new_track):
@@ -334,9 +345,11 @@ def _lane_tracks_by_table(group, start, end, new_track):
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_lane_tracks_are_the_tables(seed):
-    """lane_tracks without its table (a slice's track by its group's offset and its lane),
-    through new_track and new_tracks, against the table it replaced."""
+@pytest.mark.parametrize("how", PATHS)
+def test_lane_tracks_are_the_tables(seed, how):
+    """lane_tracks without its table (a slice's track by its group's offset and its lane,
+    in C or by numpy's gathers), through new_track and new_tracks, against the table it
+    replaced."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 500))
     group = rng.integers(0, int(rng.integers(1, 40)), n)
@@ -345,9 +358,20 @@ def test_lane_tracks_are_the_tables(seed):
     made = iter(range(1000, 10**6, 3))
     want, want_lanes, want_first = _lane_tracks_by_table(group, start, end, lambda g: next(made))
     made = iter(range(1000, 10**6, 3))
-    got = lane_tracks(group, start, end, lambda g: next(made))
-    uuids = np.arange(1000, 10**6, 3, dtype=np.uint64)
-    batch = lane_tracks(group, start, end, new_tracks=lambda lanes: uuids[: int(lanes.sum())])
+    with path(how):
+        got = lane_tracks(group, start, end, lambda g: next(made))
+        uuids = np.arange(1000, 10**6, 3, dtype=np.uint64)
+        batch = lane_tracks(group, start, end, new_tracks=lambda lanes: uuids[: int(lanes.sum())])
     for t in (got, batch):
         assert t.of_slice.tolist() == want.tolist() and t.lanes.tolist() == want_lanes.tolist()
         assert t.first == want_first
+
+
+@pytest.mark.skipif(not HAVE_C, reason="no C compiler")
+def test_slice_tracks_in_c_decline_what_is_out_of_range():
+    offset, made = np.array([0, 2, 2]), np.arange(10, 15, dtype=np.uint64)
+    group, lane = np.array([0, 0, 2, 2]), np.array([0, 1, 0, 2])
+    assert native_encoder.slice_tracks(group, lane, offset, made).tolist() == [10, 11, 12, 14]
+    for g, la in (([3], [0]), ([-1], [0]), ([2], [3]), ([0], [-1])):  # past the groups or the tracks
+        assert native_encoder.slice_tracks(np.array(g), np.array(la), offset, made) is None
+    assert native_encoder.slice_tracks(group, lane[:2], offset, made) is None  # columns of other lengths

@@ -490,7 +490,7 @@ def test_interned_names_packet_is_the_messages(count, batch, path, monkeypatch):
     first.interned_data.debug_annotation_names.add(iid=host_tracks.CATEGORY_IID, name="category")
     want = TraceWriter()
     want.packet(first)
-    assert host_tracks._interned_packet(7, names) == b"".join(want._chunks)
+    assert b"".join(host_tracks._interned_packet(7, names)) == b"".join(want._chunks)
 
 
 def test_field_numbers_are_the_protos():

@@ -2,6 +2,7 @@
 started as it is spilled, so that the fsync before the rename waits for less."""
 
 import io
+import os
 import sys
 
 import pytest
@@ -66,6 +67,7 @@ def test_the_spool_starts_the_output_s_writeback_as_it_spills(tmp_path, asked, m
     with open(tmp_path / "t.bin", "wb") as fh:
         spool = _ChunkSpool(fh)
         chunks = _spooled(spool, [bytes([i]) * (3 + i % 5) for i in range(40)])
+        spool.wait()
         fh.writelines(spool.held)  # what _SpoolingWriter.save writes at the end
     assert (tmp_path / "t.bin").read_bytes() == b"".join(chunks)
     assert len(asked) > 5 and spool.written_back == sum(size for _, size, _ in asked)
@@ -89,3 +91,56 @@ def test_no_sync_file_range_where_libc_has_none(monkeypatch, error):
 
     monkeypatch.setattr(outputs.ctypes, "CDLL", missing)
     assert outputs._libc_sync_file_range() is None
+
+
+@pytest.fixture
+def advised(monkeypatch):
+    """The posix_fadvise calls made: (the file's inode, offset, length, advice)."""
+    calls = []
+
+    def advise(fd, offset, length, advice):
+        calls.append((os.fstat(fd).st_ino, offset, length, advice))
+
+    monkeypatch.setattr(outputs.os, "posix_fadvise", advise, raising=False)
+    return calls
+
+
+def test_a_forced_write_drops_the_replaced_file_s_cache_and_keeps_its_bytes(tmp_path, advised):
+    target = tmp_path / "t.pftrace"
+    target.write_bytes(b"old" * 1000)
+    inode = os.stat(target).st_ino
+    with pytest.raises(outputs.OutputError):
+        with outputs.write_atomically(target, force=True) as fh:
+            fh.write(b"new")
+            raise OSError(28, "No space left on device", str(target))  # a failed write: the old file stays
+    assert target.read_bytes() == b"old" * 1000
+    assert advised == [(inode, 0, 0, os.POSIX_FADV_DONTNEED)]
+    with outputs.write_atomically(target, force=True) as fh:
+        fh.write(b"new")
+    assert target.read_bytes() == b"new" and len(advised) == 2
+
+
+def test_no_cache_dropped_without_force_or_a_file(tmp_path, advised):
+    with outputs.write_atomically(tmp_path / "new.pftrace") as fh:  # nothing there to replace
+        fh.write(b"x")
+    with outputs.write_atomically(tmp_path / "other.pftrace", force=True) as fh:
+        fh.write(b"x")
+    assert advised == []
+
+
+def test_drop_cached_opens_no_link_and_no_fifo(tmp_path, advised):
+    (tmp_path / "real").write_bytes(b"r")
+    os.symlink(tmp_path / "real", tmp_path / "link")
+    os.mkfifo(tmp_path / "fifo")  # opened without blocking, then left alone
+    for name in ("link", "fifo", "missing"):
+        outputs.drop_cached(tmp_path / name)
+    assert advised == []
+    outputs.drop_cached(tmp_path / "real")
+    assert len(advised) == 1
+
+
+def test_drop_cached_without_posix_fadvise(tmp_path, monkeypatch):
+    monkeypatch.delattr(outputs.os, "posix_fadvise", raising=False)  # macOS, Windows
+    (tmp_path / "f").write_bytes(b"f")
+    outputs.drop_cached(tmp_path / "f")
+    assert (tmp_path / "f").read_bytes() == b"f"

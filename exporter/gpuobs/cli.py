@@ -806,6 +806,10 @@ def export(
     _check_output(output, paths + hosts_given, force)  # first: an output that is an input says so
     if output.name.lower().endswith((".json", ".json.gz")):  # it would hold protobuf under a JSON name
         _fail(f"-o {output}: export writes a Perfetto protobuf trace, not JSON: name it .pftrace")
+    if hosts_given:  # a host trace's columns, made and dropped by the dozen: their pages kept
+        from .malloc_policy import keep_freed_blocks
+
+        keep_freed_blocks()
     loaded = [_load_for_export(p, salvage, streamable=not (hosts_given or samples)) for p in paths]
     try:
         hosts = [load_host_trace(h) for h in hosts_given]

@@ -89,11 +89,18 @@ def _key_codes(rec: Recording, table: LaunchTable, timed: np.ndarray, host) -> t
     of the other run's kernels: equal codes, equal keys."""
     k = host.kernels
     columns = key_columns(rec, table, timed, host)
+    # A kernel of theirs whose name is none of ours (key_columns numbers those past ours)
+    # pairs with nothing: all of them share one code of their own, found by no column
+    # (what they pair with, and where the window falls, is only which codes are equal).
+    my_names, their_names = columns[1]
+    maybe = np.flatnonzero(their_names < (int(my_names.max()) + 1 if len(my_names) else 0))
+    if len(maybe) < len(k):
+        columns = [(mine, np.asarray(theirs)[maybe]) for mine, theirs in columns]
     # folded in a column at a time as digits of one number (each column's values
     # ranked), renumbered densely only where the next digit would not fit and at the
     # end: a few int64 per row held, not a key matrix. Ranks of ranks keep the order
     # of the keys, so the codes are those of renumbering after every column.
-    code = np.zeros(len(timed) + len(k), np.int64)
+    code = np.zeros(len(timed) + len(maybe), np.int64)
     span = 1  # code < span
     for mine, theirs in columns:
         both = np.concatenate([np.asarray(mine, np.int64), np.asarray(theirs, np.int64)])
@@ -107,7 +114,11 @@ def _key_codes(rec: Recording, table: LaunchTable, timed: np.ndarray, host) -> t
         code += column.reshape(-1)
         span *= len(values)
     code = np.unique(code, return_inverse=True)[1].reshape(-1)
-    return code[: len(timed)], code[len(timed) :]
+    if len(maybe) == len(k):
+        return code[: len(timed)], code[len(timed) :]
+    theirs = np.full(len(k), int(code.max()) + 1 if len(code) else 0, np.int64)  # names only theirs: one code
+    theirs[maybe] = code[len(timed) :]
+    return code[: len(timed)], theirs
 
 
 def _occurrence(codes: np.ndarray) -> np.ndarray:

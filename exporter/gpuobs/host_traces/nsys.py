@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..beside import Beside
 from ..input_files import describe, open_regular
 from ..recording_file.recording_checks import TIME_LIMIT_NS
 from . import nsys_columns
@@ -144,12 +145,27 @@ def _read_in_c(db, path: Path, tables: set, deadline: float) -> HostTrace | None
     reader = nsys_columns.Reader.open(_uri(path), deadline - time.monotonic())
     if reader is None:
         return None
+    # the tables' rows counted on a connection and thread of their own, beside the checks
+    counting = Beside(_counted, path, [t for t in (KERNELS, RUNTIME, NVTX) if t in tables], deadline)
     try:
-        return _read_c(db, path, tables, reader)
+        return _read_c(db, path, tables, reader, counting)
     except (nsys_columns.ReadStopped, HostTraceError, sqlite3.Error) as exc:
         if isinstance(exc, sqlite3.OperationalError) and str(exc) == "interrupted":
             raise
         return None
+    finally:
+        counting.join()
+
+
+def _counted(path: Path, tables: list, deadline: float) -> list:
+    """Each table's row count (SQLite walks every page of it), on a read-only connection of
+    its own under the same deadline."""
+    db = open_read_only(path)
+    try:
+        db.set_progress_handler(lambda: time.monotonic() > deadline, 1_000)
+        return [db.execute(f"select count(*) from {table}").fetchone()[0] for table in tables]
+    finally:
+        db.close()
 
 
 def _shown(value) -> str:
@@ -356,9 +372,10 @@ def _scans_in_order(db, queries: list) -> bool:
     return True
 
 
-def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
+def _read_c(db, path: Path, tables: set, reader, counting: Beside) -> HostTrace:
     """The trace, its big tables read by nsys_columns.c, every column checked there as it
-    is read (ReadStopped where one fails, for the Python reading's words)."""
+    is read (ReadStopped where one fails, for the Python reading's words); counting: the
+    kernel, runtime and NVTX tables' row counts, those there, when its result comes."""
     C, Key, TEXT = nsys_columns.Column, nsys_columns.Key, nsys_columns.TEXT
     check = _Checks(db, path)
     start_epoch = _session_start(db, tables, check)
@@ -401,8 +418,7 @@ def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
     if not _scans_in_order(db, queries):
         raise nsys_columns.ReadStopped  # an index or a virtual table: rows could come in another order
     # C writes the rows straight into numpy's (no C column of them), as many as each table holds
-    tables_read = [KERNELS] + ([RUNTIME] if runtime else []) + ([NVTX] if nvtx else [])
-    counts = [db.execute(f"select count(*) from {table}").fetchone()[0] for table in tables_read]
+    counts = counting.result()
     at = np.cumsum([0] + counts).tolist()
     events = np.empty(at[-1], EVENT)  # every field of every row read written below; NVTX's unread rows cut
     kernels = np.empty(counts[0], KERNEL)
@@ -433,13 +449,49 @@ def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
         check.whole("ThreadNames", "globalTid", 0, I64[1])
         check.flush()
         thread_rows = db.execute("select nameId, globalTid from ThreadNames").fetchall()
-    name_keys = [k.keys(0)] + ([r.keys(0)] if runtime else []) + ([n.keys(0)] if nvtx else [])
-    # each distinct id looked up and named once (a file can give every row its own name), pooled:
-    # the ids' names, then NVTX's own texts, then "" (a NULL id); equal ones merge in assemble
+    # the track keys found on a thread of their own (numpy on copies of the C keys) beside the names
+    track_job = Beside(
+        _track_keys, [job.keys(1) for job in [k] + ([r] if runtime else []) + ([n] if nvtx else [])], runtime
+    )
+    try:
+        names, name_codes, own, ids, strings = _names_read(
+            db, k, r if runtime else None, n if nvtx else None, thread_rows
+        )
+    except BaseException:
+        track_job.join()
+        raise
+    track_keys, track_of, sizes = track_job.result()
+    # each job's rows renumbered in place, in C (names and tracks by the codes above)
+    tracks, at_key = track_of[: sizes[0]], sizes[0]
+    nsys_columns.remap(events[: at[1]], name_codes[0], tracks, -1, CATEGORIES.index("kernel"))
+    k.release()
+    if runtime:
+        tracks, at_key = track_of[at_key : at_key + sizes[1]], at_key + sizes[1]
+        nsys_columns.remap(events[at[1] : at[2]], name_codes[1], tracks, -1, CATEGORIES.index("cuda_runtime"))
+        r.release()
+    if nvtx:
+        rows = events[at[-2] : at[-2] + n.rows]  # a row's own text (NVTX's), where it has one, names it
+        nsys_columns.remap(
+            rows, name_codes[-1], track_of[at_key:], len(ids) if len(own) else -1, CATEGORIES.index("nvtx")
+        )
+        events = events[: at[-2] + n.rows]
+        n.release()  # after its rows are counted: release clears the count
+    kernels["name"] = events["name"][: len(kernels)]
+    thread_names = {pid_tid(gtid): strings.get(name_id, f"string#{name_id}") for name_id, gtid in thread_rows}
+    return assemble(path, "nsys", events, kernels, names, track_keys, list(CATEGORIES), thread_names, offset_ns=offset)
+
+
+def _names_read(db, k, r, n, thread_rows) -> tuple:
+    """The read's names, pooled: the ids' names, then NVTX's own texts, then "" (a NULL
+    id), equal ones merged in assemble; each job's name codes (per name key, as the jobs
+    k, r and n give them; r and n None where their table is not there), NVTX's own texts
+    and the distinct ids."""
+    name_keys = [job.keys(0) for job in (k, r, n) if job is not None]
+    # each distinct id looked up and named once (a file can give every row its own name)
     named = [keys[:, 1] == 0 for keys in name_keys]  # per job: no (n, 2) copy of every job's keys
     ids, id_of = unique_inverse(np.concatenate([k[m, 0] for k, m in zip(name_keys, named)]), index_dtype=np.int32)
     strings = _strings(db, _sorted_union(ids, [i for i, _ in thread_rows]))
-    own = [t.decode("utf-8", "replace").encode() for t in n.texts()] if nvtx else []
+    own = [t.decode("utf-8", "replace").encode() for t in n.texts()] if n is not None else []
     names = PooledNames.joined([_id_names(ids, strings), PooledNames.of_bytes(own), PooledNames.of([""])])
     unnamed = len(ids) + len(own)
     name_codes, at_id = [], 0  # per job, as name_keys
@@ -448,42 +500,18 @@ def _read_c(db, path: Path, tables: set, reader) -> HostTrace:
         codes[m] = id_of[at_id : at_id + int(m.sum())]
         at_id += int(m.sum())
         name_codes.append(codes)
+    return names, name_codes, own, ids, strings
 
-    # every track key once, as columns (no tuple per key): streams, then threads, then NVTX
-    keys = [k.keys(1)]
-    gtids = [job.keys(1)[:, 0] for job in ([r] if runtime else []) + ([n] if nvtx else [])]
+
+def _track_keys(keys: list, runtime: bool) -> tuple:
+    """Every track key once, as columns (no tuple per key): streams (the kernels' (device,
+    stream) keys), then threads, then NVTX (their global thread ids); each key row's
+    track as int32, and the key counts per job."""
+    gtids = [k[:, 0] for k in keys[1:]]
     parts = [(0, keys[0][:, 0], keys[0][:, 1])] + [(1 + i + (not runtime), *_pid_tid(g)) for i, g in enumerate(gtids)]
     track_keys, track_of = TrackKeys.of_parts(("stream", "thread", "nvtx"), parts)
     track_of = track_of.astype(np.int32, copy=False)  # int32 already where _of_codes made it
-    del parts
-    tracks, at_key = track_of[: len(keys[0])], len(keys[0])
-    rows = events[: at[1]]
-    rows["name"] = name_codes[0][rows["name"]]
-    rows["track"] = tracks[rows["track"]]
-    rows["category"] = CATEGORIES.index("kernel")
-    k.release()
-    if runtime:
-        tracks, at_key = track_of[at_key : at_key + len(gtids[0])], at_key + len(gtids[0])
-        rows = events[at[1] : at[2]]
-        rows["name"] = name_codes[1][rows["name"]]
-        rows["track"] = tracks[rows["track"]]
-        rows["category"] = CATEGORIES.index("cuda_runtime")
-        r.release()
-    if nvtx:
-        tracks = track_of[at_key:]
-        rows = events[at[-2] : at[-2] + n.rows]
-        name = name_codes[-1][rows["name"]]
-        text = rows["category"]
-        if len(own):  # else no row has a text
-            name = np.where(text >= 0, len(ids) + np.maximum(text, 0), name)
-        rows["name"] = name
-        rows["track"] = tracks[rows["track"]]
-        rows["category"] = CATEGORIES.index("nvtx")
-        events = events[: at[-2] + n.rows]
-        n.release()  # after its rows are counted: release clears the count
-    kernels["name"] = events["name"][: len(kernels)]
-    thread_names = {pid_tid(gtid): strings.get(name_id, f"string#{name_id}") for name_id, gtid in thread_rows}
-    return assemble(path, "nsys", events, kernels, names, track_keys, list(CATEGORIES), thread_names, offset_ns=offset)
+    return track_keys, track_of, [len(k) for k in keys]
 
 
 def _sorted_union(ids: np.ndarray, more: list) -> np.ndarray:

@@ -550,6 +550,34 @@ int nsys_fill_events(reader* r, int i, char* dest, int64_t itemsize, const int64
     return 1;
 }
 
+/* The rows a job sank, renumbered in place once every job is read: in n rows of
+ * itemsize bytes from dest, the int32 fields at offsets[0..2] (track, name, category):
+ * the track key's code tracks[track], the name key's names[name] or, where texts_base
+ * >= 0 and the category field holds a text (>= 0, NVTX's own), texts_base + that text,
+ * and category. One pass, where numpy made three per field. 0 where a code is out of
+ * range (the rows then partly renumbered: the caller reads the file again). */
+int nsys_remap(char* dest, int64_t itemsize, int64_t n, const int64_t* offsets, const int32_t* names, int64_t n_names,
+               const int32_t* tracks, int64_t n_tracks, int64_t texts_base, int32_t category) {
+    for (int64_t row = 0; row < n; row++) {
+        char* at = dest + row * itemsize;
+        int32_t t, x, c;
+        memcpy(&t, at + offsets[0], sizeof t);
+        memcpy(&x, at + offsets[1], sizeof x);
+        memcpy(&c, at + offsets[2], sizeof c);
+        if (t < 0 || t >= n_tracks) return 0;
+        if (texts_base >= 0 && c >= 0) {
+            if (texts_base + c > INT32_MAX) return 0;
+            put32(at + offsets[1], (int32_t)(texts_base + c));
+        } else {
+            if (x < 0 || x >= n_names) return 0;
+            put32(at + offsets[1], names[x]);
+        }
+        put32(at + offsets[0], tracks[t]);
+        put32(at + offsets[2], category);
+    }
+    return 1;
+}
+
 /* Job i's columns cols[0..n) into int64 fields of rows, row r at dest + r * itemsize,
  * field f at offsets[f], less column minus[f] where that is >= 0. 0 where a column is
  * out of range. */

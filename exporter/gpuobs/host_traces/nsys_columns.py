@@ -41,6 +41,8 @@ int nsys_fill_events(reader* r, int i, char* dest, int64_t itemsize, const int64
                      const int32_t* texts, int64_t n_texts, int32_t category);
 int nsys_fill_rows(reader* r, int i, char* dest, int64_t itemsize, int n, const int64_t* offsets,
                    const int64_t* cols, const int64_t* minus);
+int nsys_remap(char* dest, int64_t itemsize, int64_t n, const int64_t* offsets, const int32_t* names, int64_t n_names,
+               const int32_t* tracks, int64_t n_tracks, int64_t texts_base, int32_t category);
 void nsys_release(reader* r, int i);
 int nsys_sink(reader* r, int i, char* base, int64_t stride, int64_t cap, int out, int minus, int width);
 void nsys_bounds(reader* r, int i, int64_t* min, int64_t* max);
@@ -235,6 +237,36 @@ class Job:
         return pooled_texts(
             _FFI, count, lib.nsys_text_pool(handle, self.index), lib.nsys_text_offsets(handle, self.index)
         )
+
+
+def remap(rows: np.ndarray, names: np.ndarray, tracks: np.ndarray, texts_base: int, category: int) -> None:
+    """A job's EVENT rows as it sank them (key numbers; NVTX's text, or -1, in category),
+    renumbered in place in one C pass: track = tracks[track], name = names[name] or,
+    where texts_base >= 0 and a row has a text, texts_base + text; category. ReadStopped
+    where a code is out of range (the Python reading then)."""
+    fields = rows.dtype.fields
+    if (
+        not rows.flags.c_contiguous
+        or not rows.flags.writeable
+        or any(fields[f][0] != np.dtype("<i4") for f in ("track", "name", "category"))
+    ):
+        raise ReadStopped
+    names, tracks = np.ascontiguousarray(names, np.int32), np.ascontiguousarray(tracks, np.int32)
+    offsets = np.array([fields[f][1] for f in ("track", "name", "category")], np.int64)
+    ok = library().nsys_remap(
+        _FFI.cast("char*", rows.ctypes.data),
+        rows.itemsize,
+        len(rows),
+        _FFI.cast("int64_t*", offsets.ctypes.data),
+        _FFI.cast("int32_t*", names.ctypes.data),
+        len(names),
+        _FFI.cast("int32_t*", tracks.ctypes.data),
+        len(tracks),
+        texts_base,
+        category,
+    )
+    if not ok:
+        raise ReadStopped
 
 
 class Reader:

@@ -370,12 +370,17 @@ def _first_use_of_pooled(codes: np.ndarray, names: PooledNames) -> tuple[np.ndar
     return rank, names.take(used)
 
 
-def _count_in_order(codes: np.ndarray) -> int | None:
+def count_in_order(codes: np.ndarray) -> int | None:
     """k where the codes first use 0, 1, ..., k-1 in that order (each code past the greatest
     so far is the next number: the nsys C read's tracks and names, numbered as they come),
     else None. Read a block at a time: no full-size temporary (each costs its page faults)."""
     if codes.dtype.kind not in "iu" or not len(codes):
         return None
+    if codes.ndim == 1 and codes.dtype.itemsize in (1, 2, 4, 8):
+        from ..perfetto_export import native_encoder  # loaded by the export anyway; no protobuf
+
+        if native_encoder.encoder() is not None:  # one pass of C, the same answer
+            return native_encoder.count_in_order(codes)
     top = -1
     for a in range(0, len(codes), IN_ORDER_BLOCK):
         greatest = np.maximum.accumulate(codes[a : a + IN_ORDER_BLOCK], dtype=np.int64)
@@ -390,9 +395,9 @@ def _count_in_order(codes: np.ndarray) -> int | None:
 
 def _first_use_kept(codes: np.ndarray, values):
     """The values first_use_order would give where its rank would keep every code as it
-    is (codes in order by _count_in_order, no two of the values they use equal), else
+    is (codes in order by count_in_order, no two of the values they use equal), else
     None: no pass over the codes but the check."""
-    k = _count_in_order(codes)
+    k = count_in_order(codes)
     if k is None or k > len(values):
         return None
     if isinstance(values, TrackKeys):  # distinct keys

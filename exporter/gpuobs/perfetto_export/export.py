@@ -14,6 +14,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from ..analysis import launches as analysis
 from ..analysis import sampling
 from ..analysis.kernel_names import slice_names
+from ..background_writes import BackgroundWrites
 from ..errors import ExportError, SelectionError
 from ..host_traces.matching import kernel_alignment, match_kernels
 from ..outputs import start_writeback
@@ -127,9 +128,11 @@ class HostSummary:
 class _ChunkSpool:
     """TraceWriter's list of encoded chunks, kept in a temporary file past SPOOL_BYTES held
     in memory: the trace being written is not also held whole (730 MB for 16M blocks).
-    The bytes, and so the trace, are the same as a list's."""
+    The bytes, and so the trace, are the same as a list's. Each spill is written on a
+    thread of its own (BackgroundWrites) while the next chunks are encoded; wait() before
+    the file is read or written otherwise."""
 
-    SPOOL_BYTES = 32 << 20
+    SPOOL_BYTES = 16 << 20  # held, and as much again being written: 32 MB, as one 32 MB spill held before
 
     def __init__(self, target=None):
         self.held: list = []
@@ -138,6 +141,14 @@ class _ChunkSpool:
         self.file = target  # an open output file: spilled into it, in order, not copied at the end
         self.owned = target is None
         self.written_back = 0  # the output's bytes whose writeback to disk has been started
+        self.writes = None if target is None else self._writes()
+
+    def _writes(self) -> BackgroundWrites:
+        # the output, fsynced at the end: its disk writes start now, beside the encoding
+        return BackgroundWrites(self.file, None if self.owned else self._write_back)
+
+    def _write_back(self) -> None:
+        self.written_back = start_writeback(self.file, self.written_back)
 
     def append(self, chunk) -> None:
         self.held.append(chunk)
@@ -147,13 +158,18 @@ class _ChunkSpool:
             if self.file is None:
                 self.file = tempfile.TemporaryFile()
                 self.owned = True
-            self.file.writelines(self.held)
+                self.writes = self._writes()
+            self.writes.write(self.held)
             self.held, self.held_bytes = [], 0
-            if not self.owned:  # the output, fsynced at the end: its disk writes start now, beside the encoding
-                self.written_back = start_writeback(self.file, self.written_back)
+
+    def wait(self) -> None:
+        """Every spill written (errors raised here): the file is the caller's again."""
+        if self.writes is not None:
+            self.writes.wait()
 
     def __iter__(self):
         if self.file is not None:
+            self.wait()
             self.file.flush()
             self.file.seek(0)
             while True:
@@ -164,6 +180,8 @@ class _ChunkSpool:
         yield from self.held
 
     def close(self) -> None:
+        if self.writes is not None:
+            self.writes.join()  # before the file is closed, here or by its owner; an error was raised or is moot
         if self.file is not None and self.owned:
             self.file.close()
 
@@ -179,6 +197,7 @@ class _SpoolingWriter(TraceWriter):
     def save(self, target) -> int:
         spool = self._chunks
         if spool.file is not None and spool.file is target:  # what spilled is written there already
+            spool.wait()
             target.writelines(spool.held)
             return spool.total
         return super().save(target)

@@ -11,7 +11,7 @@ import numpy as np
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from ..host_traces.pooled_names import PooledNames
-from ..host_traces.trace import TrackKeys
+from ..host_traces.trace import TrackKeys, count_in_order
 from . import native_encoder
 from .clock import REALTIME
 from .lanes import lane_tracks
@@ -115,6 +115,8 @@ class _Keys:
         if not self.ints:
             return np.array(sorted(used.tolist(), key=lambda t: _track_order(self.keys[t])), np.int64)
         # number_first of an int is (False, v, str(v)): equal ints tie whatever str() says
+        if len(used) == len(self.lane):  # every key (used is distinct and sorted): no gathers
+            return np.lexsort((self.nvtx, self.lane, self.owner, self.stream))
         by = np.lexsort((self.nvtx[used], self.lane[used], self.owner[used], self.stream[used]))
         return used[by]
 
@@ -167,6 +169,11 @@ def _plain(host, keys, columns: _Keys, order_of: np.ndarray) -> np.ndarray:
     """Whether each group's label is a number's (an int lane >= 0 with no thread name)."""
     if not columns.ints:
         return np.zeros(len(order_of), bool)
+    if len(order_of) == len(columns.lane):  # every key: found in the keys' own order, then ordered
+        plain = columns.lane >= 0
+        if host.thread_names:
+            plain &= ~_named(host.thread_names, columns.owner, columns.lane, host.tracks)
+        return plain[order_of]
     lane = columns.lane[order_of]
     plain = lane >= 0
     if host.thread_names:
@@ -203,7 +210,7 @@ def _processes(host, keys: list, columns: _Keys, order_of, live: np.ndarray) -> 
         return process_of, np.array(numbers, np.int64).reshape(-1)
     # a group's process is its key's (stream, owner); groups come in track order, by
     # stream and owner first, so each pair is one run of them: a name per run
-    sorted_order = np.asarray(order_of, np.int64)[live]
+    sorted_order = order_of if len(live) == len(order_of) else np.asarray(order_of, np.int64)[live]
     owner, stream = columns.owner[sorted_order], columns.stream[sorted_order]
     new = np.ones(len(live), bool)
     np.not_equal(owner[1:], owner[:-1], out=new[1:])
@@ -221,6 +228,11 @@ def _write_tracks(
     track before its first thread's), all at once: the lane tracks' uuids, in order."""
     live = np.flatnonzero(lanes)
     process_of, proc = _processes(host, keys, columns, order_of, live)
+    processes = Texts.of(list(process_of))
+    if native_encoder.encoder() is not None:
+        made = _lane_tracks_in_c(w, host, group, keys, columns, order_of, plain, lanes, live, proc, processes)
+        if made is not None:
+            return made
     first_g = np.full(len(process_of), len(live), np.int64)
     np.minimum.at(first_g, proc, np.arange(len(live)))
     new = np.zeros(len(live), np.int64)
@@ -229,7 +241,6 @@ def _write_tracks(
     at = np.zeros(len(live), np.int64)
     np.cumsum(count[:-1], out=at[1:])
     process_uuid = w._next_uuid + at[first_g]
-    processes = Texts.of(list(process_of))
     made = np.empty(int(lanes.sum()), np.uint64)
     done = 0
     for a in range(0, len(live), TRACK_BATCH):  # a batch of groups at a time: no column of every track
@@ -258,10 +269,49 @@ def _write_tracks(
     return made
 
 
-def _interned_packet(seq: int, names) -> bytes:
+def _lane_tracks_in_c(w, host, group, keys, columns, order_of, plain, lanes, live, proc, processes):
+    """_write_tracks' tracks from native_encoder.c's one pass over the live groups (no
+    column per track), a batch of groups at a time; None where it declines the first
+    batch (then nothing is written: the numpy path's)."""
+    c = native_encoder.LaneTrackPass(w._next_uuid, group, processes, f"{group}-".encode())
+    made = np.empty(int(lanes[live].sum()), np.uint64)
+    done = 0
+    for a in range(0, len(live), TRACK_BATCH):
+        b = min(len(live), a + TRACK_BATCH)
+        groups = live[a:b]
+        encoded = c.encode(lanes[groups], proc[a:b], groups, _labels(host, keys, columns, order_of, plain, groups))
+        if encoded is None:
+            if a:  # the batches before were written: the same columns cannot be declined later
+                raise RuntimeError("native_encoder declined a later batch of lane tracks")
+            return None
+        packets, uuids, tracks = encoded
+        if len(packets):
+            w.raw(packets)
+        made[done : done + len(uuids)] = uuids
+        done += len(uuids)
+        w._next_uuid = c.next_uuid
+        w.tracks += tracks
+    return made
+
+
+def _event_columns(events: np.ndarray, rank_of_track: np.ndarray, shift_ns: int) -> tuple:
+    """Each event's group (its track's rank), start (shifted) and end (start + its duration,
+    none below 0): native_encoder.c's one pass over the records where it is built, else numpy."""
+    if native_encoder.encoder() is not None:
+        columns = native_encoder.event_columns(events, rank_of_track, shift_ns)
+        if columns is not None:
+            return columns
+    start = events["start_ns"] + shift_ns
+    end = np.maximum(events["dur_ns"], 0)
+    end += start
+    return rank_of_track[events["track"]], start, end
+
+
+def _interned_packet(seq: int, names) -> list:
     """The sequence's first packet, as Trace.packet: the event names, iids from 1, and the
     category annotation's name, interned; the bytes of the protobuf message's
-    SerializeToString (fields in number order), the names encoded by column."""
+    SerializeToString (fields in number order), the names encoded by column, as the
+    chunks to write one after another (the names' arrays as encoded: no copy of them)."""
     unnamed = None
     if isinstance(names, PooledNames):  # the nsys C read's: pooled already
         unnamed, text = names.none, Texts(names.chars, names.starts, names.lengths)
@@ -280,19 +330,16 @@ def _interned_packet(seq: int, names) -> bytes:
         if encoded is None:
             entry = Rows(b - a).varint_field(INTERN_IID, np.arange(a + 1, b + 1, dtype=np.uint64))
             entry.bytes_field(INTERN_NAME, text.chars, text.starts[a:b], text.lengths[a:b], present)
-            encoded = Rows(b - a).message_field(INTERNED_EVENT_NAMES, entry)
-        entries.append(encoded.tobytes())
+            encoded = Rows(b - a).message_field(INTERNED_EVENT_NAMES, entry).tobytes()
+        entries.append(encoded)
     category = pb.InternedData()
     category.debug_annotation_names.add(iid=CATEGORY_IID, name="category")
-    interned = b"".join(entries) + category.SerializeToString()
-    packet = b"".join(
-        [
-            tag(PACKET_SEQUENCE_ID, VARINT) + varint_bytes(seq),
-            tag(PACKET_INTERNED_DATA, LEN) + varint_bytes(len(interned)) + interned,
-            tag(PACKET_SEQUENCE_FLAGS, VARINT) + varint_bytes(SEQ_CLEARED),
-        ]
-    )
-    return tag(TRACE_PACKET, LEN) + varint_bytes(len(packet)) + packet
+    category = category.SerializeToString()
+    interned = sum(map(len, entries)) + len(category)
+    head = tag(PACKET_SEQUENCE_ID, VARINT) + varint_bytes(seq) + tag(PACKET_INTERNED_DATA, LEN) + varint_bytes(interned)
+    tail = category + tag(PACKET_SEQUENCE_FLAGS, VARINT) + varint_bytes(SEQ_CLEARED)
+    packet = len(head) + interned - len(category) + len(tail)
+    return [tag(TRACE_PACKET, LEN) + varint_bytes(packet) + head, *entries, tail]
 
 
 def write_host_trace(
@@ -321,7 +368,9 @@ def write_host_trace(
     ev = host.events
     if not len(ev):
         return 0
-    if int(ev["track"].min()) >= 0 and int(ev["track"].max()) < len(host.tracks):
+    if count_in_order(ev["track"]) == len(host.tracks):  # assemble's: every track used, first used in order
+        used = np.arange(len(host.tracks))
+    elif int(ev["track"].min()) >= 0 and int(ev["track"].max()) < len(host.tracks):
         used = np.flatnonzero(np.bincount(ev["track"], minlength=len(host.tracks)))  # np.unique's, without a sort
     else:
         used = np.unique(ev["track"])
@@ -330,10 +379,7 @@ def write_host_trace(
     keys = _Ordered(host.tracks, order_of)
     rank_of_track = np.zeros(len(host.tracks), np.int64)
     rank_of_track[order_of] = np.arange(len(order_of))
-    grp = rank_of_track[ev["track"]]
-    start = ev["start_ns"] + shift_ns
-    end = np.maximum(ev["dur_ns"], 0)
-    end += start
+    grp, start, end = _event_columns(getattr(ev, "rows", ev), rank_of_track, shift_ns)
     plain = _plain(host, keys, columns, order_of)
 
     def new_tracks(lanes: np.ndarray) -> np.ndarray:
@@ -347,7 +393,8 @@ def write_host_trace(
     else:  # the same lanes: they are placed from the least start whatever it is
         tracks = lane_tracks(grp, start.view(np.uint64), end.view(np.uint64), new_tracks=new_tracks)
     seq = w.new_sequence()
-    w.raw(_interned_packet(seq, host.names))
+    for chunk in _interned_packet(seq, host.names):
+        w.raw(chunk)
     del grp
     # Views, not copies (the same bits as astype): a 4x nsys export held two more columns of every event.
     names = ev["name"].astype(np.uint64)

@@ -170,6 +170,18 @@ def lane_tracks(
     # no (groups x most lanes) table: a slice's track is made[offset of its group + its lane]
     offset = np.zeros(len(lanes), np.int64)
     np.cumsum(lanes[:-1], out=offset[1:])
+    return LaneTracks(_slice_tracks(group, lane, offset, made), made, lanes, offset)
+
+
+def _slice_tracks(group: np.ndarray, lane: np.ndarray, offset: np.ndarray, made: np.ndarray) -> np.ndarray:
+    """made[offset[group] + lane]: native_encoder.c's one pass where it is built (no column
+    of the positions), else numpy's gathers."""
+    from . import native_encoder
+
+    if len(group) and native_encoder.encoder() is not None:
+        track = native_encoder.slice_tracks(group, lane, offset, made)
+        if track is not None:
+            return track
     at = offset[group]
     at += lane
-    return LaneTracks(made[at], made, lanes, offset)
+    return made[at]

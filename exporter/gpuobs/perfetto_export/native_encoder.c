@@ -287,14 +287,51 @@ enum track_descriptor_fields {
     EVENT_NAME_NAME_FIELD = 2           /* EventName.name */
 };
 
-/* The decimal digits of v. */
+/* The decimal digits of v: from its bit length (log10(2) ~ 1233 / 4096), then one compare
+ * (v | 1 has as many digits as v: a power of ten is even). */
 static inline size_t decimal_size(uint64_t v) {
-    size_t digits = 1;
-    while (v >= 10) {
-        v /= 10;
-        ++digits;
+    static const uint64_t power[20] = {1ULL,
+                                       10ULL,
+                                       100ULL,
+                                       1000ULL,
+                                       10000ULL,
+                                       100000ULL,
+                                       1000000ULL,
+                                       10000000ULL,
+                                       100000000ULL,
+                                       1000000000ULL,
+                                       10000000000ULL,
+                                       100000000000ULL,
+                                       1000000000000ULL,
+                                       10000000000000ULL,
+                                       100000000000000ULL,
+                                       1000000000000000ULL,
+                                       10000000000000000ULL,
+                                       100000000000000000ULL,
+                                       1000000000000000000ULL,
+                                       10000000000000000000ULL};
+    v |= 1;
+    const size_t t = (size_t)((64 - __builtin_clzll(v)) * 1233) >> 12;
+    return t + (v >= power[t]);
+}
+
+/* v's decimal digits written backwards from `end`, two at a time. */
+static inline void put_decimal(uint8_t* end, uint64_t v) {
+    static const char pairs[] =
+        "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+        "4041424344454647484950515253545556575859606162636465666768697071727374757677787980"
+        "81828384858687888990919293949596979899";
+    while (v >= 100) {
+        const unsigned r = (unsigned)(v % 100);
+        v /= 100;
+        end -= 2;
+        memcpy(end, pairs + 2 * r, 2);
     }
-    return digits;
+    if (v >= 10) {
+        memcpy(end - 2, pairs + 2 * v, 2);
+    } else {
+        end[-1] = (uint8_t)('0' + v);
+    }
 }
 
 /* Text i of a pool, or of its form where forms give it one (struct gpuobs_text_forms):
@@ -314,12 +351,7 @@ static inline uint8_t* put_text(uint8_t* p, const struct gpuobs_text_forms* f, c
     const size_t prefix = (size_t)f->prefix_lengths[k - 1], suffix = (size_t)f->suffix_lengths[k - 1];
     if (prefix) memcpy(p, f->chars + f->prefix_starts[k - 1], prefix);
     uint8_t* digits_end = p + size - suffix;
-    uint64_t v = f->numbers[i];
-    uint8_t* q = digits_end;
-    do { /* the digits backwards from the last */
-        *--q = (uint8_t)('0' + v % 10);
-        v /= 10;
-    } while (v);
+    put_decimal(digits_end, f->numbers[i]);
     if (suffix) memcpy(digits_end, f->chars + f->suffix_starts[k - 1], suffix);
     return p + size;
 }
@@ -398,6 +430,109 @@ uint8_t* gpuobs_encode_track_descriptors_grown(const struct gpuobs_track_descrip
     return grown_end(&g, size);
 }
 
+/* One track of a lane-track pass: uuid, name (text `text` of forms, else of the pool
+ * chars/starts/lengths), parent, rank and, where merge, the merge key merge_prefix +
+ * merge_number: the bytes plan_track/put_track write for such a track_batch row. */
+struct lane_track_row {
+    uint64_t uuid, parent, rank, merge_number;
+    const struct gpuobs_text_forms* forms;
+    const uint8_t* chars;
+    const int64_t *starts, *lengths;
+    size_t text; /* the name's index in forms and pool */
+    int merge;
+};
+
+static inline size_t lane_row_bytes(const struct gpuobs_lane_tracks* t, const struct lane_track_row* r,
+                                    struct track_plan* pl) {
+    pl->merge = r->merge;
+    pl->name = text_size(r->forms, r->lengths, r->text);
+    pl->merge_key = r->merge ? t->merge_prefix_length + decimal_size(r->merge_number) : 0;
+    pl->desc = varint_field_size(TRACK_UUID_FIELD, r->uuid) + len_field_size(TRACK_NAME_FIELD, pl->name) +
+               varint_field_size(TRACK_PARENT_UUID_FIELD, r->parent) + varint_field_size(TRACK_RANK_FIELD, r->rank);
+    if (r->merge)
+        pl->desc += varint_field_size(TRACK_MERGE_BEHAVIOR_FIELD, MERGE_BY_SIBLING_MERGE_KEY) +
+                    len_field_size(TRACK_MERGE_KEY_FIELD, pl->merge_key);
+    pl->packet = len_field_size(PACKET_TRACK_DESCRIPTOR_FIELD, pl->desc);
+    return len_field_size(TRACE_PACKET, pl->packet);
+}
+
+static inline void put_lane_row(uint8_t* p, const struct gpuobs_lane_tracks* t, const struct lane_track_row* r,
+                                const struct track_plan* pl) {
+    p = put_len_header(p, TRACE_PACKET, pl->packet);
+    p = put_len_header(p, PACKET_TRACK_DESCRIPTOR_FIELD, pl->desc);
+    p = put_varint_field(p, TRACK_UUID_FIELD, r->uuid);
+    p = put_len_header(p, TRACK_NAME_FIELD, pl->name);
+    p = put_text(p, r->forms, r->chars, r->starts, r->text, pl->name);
+    p = put_varint_field(p, TRACK_PARENT_UUID_FIELD, r->parent);
+    p = put_varint_field(p, TRACK_RANK_FIELD, r->rank);
+    if (r->merge) {
+        p = put_varint_field(p, TRACK_MERGE_BEHAVIOR_FIELD, MERGE_BY_SIBLING_MERGE_KEY);
+        p = put_len_header(p, TRACK_MERGE_KEY_FIELD, pl->merge_key);
+        if (t->merge_prefix_length) memcpy(p, t->merge_prefix, t->merge_prefix_length);
+        put_decimal(p + pl->merge_key, r->merge_number);
+    }
+}
+
+/* Writes one row into g; 0 where memory runs out. */
+static inline int lane_row(struct grown* g, const struct gpuobs_lane_tracks* t, const struct lane_track_row* r) {
+    struct track_plan plan;
+    const size_t bytes = lane_row_bytes(t, r, &plan);
+    if (!grown_room(g, bytes)) return 0;
+    put_lane_row(g->data + g->size, t, r, &plan);
+    g->size += bytes;
+    return 1;
+}
+
+/* native_encoder.h says what it returns. */
+uint8_t* gpuobs_encode_lane_tracks_grown(struct gpuobs_lane_tracks* t, size_t capacity, size_t* size) {
+    struct grown g;
+    t->refused = 0;
+    size_t made = t->processes_made;
+    for (size_t j = 0; j < t->n; ++j) { /* checked before anything is written: the state stays as it was */
+        const int64_t p = t->process[j];
+        if (t->lanes[j] < 1 || p < 0 || (size_t)p >= t->n_processes || (size_t)p > made) {
+            t->refused = 1;
+            *size = 0;
+            return NULL;
+        }
+        if ((size_t)p == made) ++made;
+    }
+    if (!grown_start(&g, capacity)) return grown_fail(&g, size);
+    uint64_t uuid = t->next_uuid;
+    size_t processes = t->processes_made, lane_tracks = 0;
+    struct lane_track_row process = {
+        .chars = t->process_chars, .starts = t->process_starts, .lengths = t->process_lengths, .parent = t->group_uuid};
+    struct lane_track_row lane = {.forms = t->label_forms,
+                                  .chars = t->label_chars,
+                                  .starts = t->label_starts,
+                                  .lengths = t->label_lengths,
+                                  .merge = 1};
+    for (size_t j = 0; j < t->n; ++j) {
+        const size_t p = (size_t)t->process[j];
+        if (p == processes) { /* met first: its track before its first group's lanes */
+            process.uuid = uuid;
+            process.rank = p;
+            process.text = p;
+            if (!lane_row(&g, t, &process)) return grown_fail(&g, size);
+            t->process_uuids[p] = uuid++;
+            ++processes;
+        }
+        lane.parent = t->process_uuids[p];
+        lane.rank = lane.merge_number = t->ranks[j];
+        lane.text = j;
+        for (int64_t k = 0; k < t->lanes[j]; ++k) {
+            lane.uuid = uuid;
+            if (!lane_row(&g, t, &lane)) return grown_fail(&g, size);
+            t->made[lane_tracks++] = uuid++;
+        }
+    }
+    t->tracks = (size_t)(uuid - t->next_uuid);
+    t->next_uuid = uuid;
+    t->processes_made = processes;
+    t->made_count = lane_tracks;
+    return grown_end(&g, size);
+}
+
 size_t gpuobs_encode_interned_names(uint8_t* out, size_t n, uint64_t first_iid, const uint8_t* chars,
                                     const int64_t* starts, const int64_t* lengths, const uint8_t* present) {
     size_t total = 0;
@@ -434,12 +569,7 @@ size_t gpuobs_numbered(size_t n, const uint64_t* values, const uint8_t* prefix, 
         uint8_t* p = chars + starts[i];
         if (prefix_len) memcpy(p, prefix, prefix_len);
         uint8_t* digits_end = p + lengths[i] - suffix_len;
-        uint64_t v = values[i];
-        uint8_t* q = digits_end;
-        do { /* the digits backwards from the last */
-            *--q = (uint8_t)('0' + v % 10);
-            v /= 10;
-        } while (v);
+        put_decimal(digits_end, values[i]);
         if (suffix_len) memcpy(digits_end, suffix, suffix_len);
         total += (size_t)lengths[i];
     }
@@ -777,6 +907,46 @@ size_t gpuobs_packet_walk_next(struct gpuobs_packet_walk* h, size_t most, int64_
     return p;
 }
 
+/* native_encoder.h says what it returns. plan_packet and put_packet read packet 0 of a
+ * view whose per-packet columns are the one packet's values, so the bytes are theirs. */
+uint8_t* gpuobs_encode_walked_slices_grown(struct gpuobs_packet_walk* h, size_t most,
+                                           const struct gpuobs_slice_packets* packets, const uint64_t* track_of_slice,
+                                           uint64_t seq, size_t capacity, size_t* size, size_t* count) {
+    struct gpuobs_slice_packets one = *packets;
+    struct arg_info args[GPUOBS_ENCODER_MAX_ARGS];
+    struct grown g;
+    *count = 0;
+    if (one.n_args > GPUOBS_ENCODER_MAX_ARGS) {
+        *size = 0;
+        return NULL;
+    }
+    if (!grown_start(&g, capacity)) return grown_fail(&g, size);
+    for (size_t k = 0; k < one.n_args; ++k) prepare_arg(&args[k], &one.args[k]);
+    int64_t slice;
+    uint8_t begin;
+    uint64_t ts, track;
+    one.n = 1, one.slice = &slice, one.begin = &begin, one.ts = &ts, one.track = &track, one.seq = &seq;
+    const size_t n = h->keys.n;
+    const int bits = h->keys.bits;
+    const uint64_t mask = bits >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << bits) - 1;
+    struct packet_plan plan;
+    size_t item, p = 0;
+    uint64_t key;
+    for (; p < most && walk_next(&h->w, &item, &key); ++p) {
+        begin = item < n;
+        slice = (int64_t)(begin ? item : item - n);
+        ts = ((key & mask) >> 2) + h->keys.base;
+        track = track_of_slice[slice];
+        plan_packet(&one, args, 0, &plan);
+        const size_t bytes = len_field_size(TRACE_PACKET, plan.packet);
+        if (!grown_room(&g, bytes)) return grown_fail(&g, size);
+        put_packet(g.data + g.size, &one, args, 0, &plan);
+        g.size += bytes;
+    }
+    *count = p;
+    return grown_end(&g, size);
+}
+
 void gpuobs_packet_walk_end(struct gpuobs_packet_walk* h) {
     if (!h) return;
     walk_end(&h->w);
@@ -789,5 +959,50 @@ int gpuobs_packet_order(size_t n, const uint64_t* start, const uint64_t* end, co
     if (!h) return 0;
     gpuobs_packet_walk_next(h, 2 * n, slice_out, begin_out, time_out, group_out);
     gpuobs_packet_walk_end(h);
+    return 1;
+}
+
+/* native_encoder.h says what it returns. Read through int_value, as the slices' int
+ * arguments are: a structured array's field in place. */
+int64_t gpuobs_count_in_order(const uint8_t* base, int64_t stride, int32_t int_size, int32_t int_signed, size_t n) {
+    const struct gpuobs_arg a = {.ints = base, .int_stride = stride, .int_size = int_size, .int_signed = int_signed};
+    int64_t top = -1;
+    for (size_t i = 0; i < n; ++i) {
+        const int64_t v = int_value(&a, (int64_t)i); /* a uint64 past int64 reads negative */
+        if (v < 0 || v > top + 1) return -1;
+        if (v > top) top = v;
+    }
+    return n ? top + 1 : -1;
+}
+
+/* native_encoder.h says what it returns. */
+int gpuobs_slice_tracks(size_t n, const int64_t* group, const int64_t* lane, const int64_t* offset, size_t n_groups,
+                        const uint64_t* made, size_t n_made, uint64_t* track) {
+    for (size_t i = 0; i < n; ++i) {
+        const uint64_t g = (uint64_t)group[i];
+        if (g >= n_groups) return 0;
+        const uint64_t at = (uint64_t)offset[g] + (uint64_t)lane[i];
+        if (at >= n_made) return 0;
+        track[i] = made[at];
+    }
+    return 1;
+}
+
+/* native_encoder.h says what it returns. */
+int gpuobs_event_columns(size_t n, const uint8_t* records, int64_t stride, int64_t track_at, int64_t start_at,
+                         int64_t duration_at, const int64_t* rank, size_t n_ranks, int64_t shift, int64_t* group,
+                         int64_t* start, int64_t* end) {
+    for (size_t i = 0; i < n; ++i, records += stride) {
+        int32_t track;
+        int64_t s, d;
+        memcpy(&track, records + track_at, sizeof track);
+        memcpy(&s, records + start_at, sizeof s);
+        memcpy(&d, records + duration_at, sizeof d);
+        if (track < 0 || (size_t)track >= n_ranks) return 0;
+        group[i] = rank[track];
+        const uint64_t from = (uint64_t)s + (uint64_t)shift; /* wrapping, as numpy's int64 */
+        start[i] = (int64_t)from;
+        end[i] = (int64_t)(from + (uint64_t)(d > 0 ? d : 0));
+    }
     return 1;
 }

@@ -105,6 +105,14 @@ struct gpuobs_packet_walk* gpuobs_packet_walk_start(size_t n, const uint64_t* st
 size_t gpuobs_packet_walk_next(struct gpuobs_packet_walk* walk, size_t most, int64_t* slice_out, uint8_t* begin_out,
                                uint64_t* time_out, int64_t* group_out);
 void gpuobs_packet_walk_end(struct gpuobs_packet_walk* walk);
+/* The walk's next packets (at most `most`; *count: how many, 0 past the last) encoded as
+ * gpuobs_encode_slices_grown encodes them, in one pass with the walk: packet i's slice,
+ * BEGIN and time from the walk, its track track_of_slice[slice], its sequence seq; the
+ * per-slice columns, arguments, clock and flags from s (its n, slice, begin, ts, track
+ * and seq unread). NULL where memory runs out or past GPUOBS_ENCODER_MAX_ARGS arguments. */
+uint8_t* gpuobs_encode_walked_slices_grown(struct gpuobs_packet_walk* walk, size_t most,
+                                           const struct gpuobs_slice_packets* s, const uint64_t* track_of_slice,
+                                           uint64_t seq, size_t capacity, size_t* size, size_t* count);
 /* n TrackDescriptor packets (trace_writer.py's TraceWriter.track_batch): packet i
  * describes track first_uuid + i, named name_chars[name_starts[i] : + name_lengths[i]],
  * or by name_forms, with parent_uuid parents[i] and sibling_order_rank ranks[i] where those columns are
@@ -148,6 +156,41 @@ struct gpuobs_track_descriptors {
 size_t gpuobs_encode_track_descriptors(uint8_t* out, const struct gpuobs_track_descriptors* t);
 /* The same bytes in one pass, as gpuobs_encode_slices_grown. */
 uint8_t* gpuobs_encode_track_descriptors_grown(const struct gpuobs_track_descriptors* t, size_t capacity, size_t* size);
+/* host_tracks.py's lane tracks, the bytes TraceWriter.track_batch writes for them, in
+ * one pass over live groups (a group with lanes), a batch of them a call: for live group
+ * j, where its process (numbered by first use) is met first, the process's track (name
+ * process_names[process[j]], parent group_uuid, rank process[j]); then lanes[j] lane
+ * tracks (name: label j, by label_forms or from its pool; parent: the process's track;
+ * rank ranks[j]; merged by the key merge_prefix + ranks[j] in decimal). Uuids run on
+ * from next_uuid. The state fields carry from call to call. */
+struct gpuobs_lane_tracks {
+    size_t n;               /* live groups in this call */
+    const int64_t* lanes;   /* per live group, >= 1 */
+    const int64_t* process; /* per live group: < n_processes, at most processes_made */
+    const uint64_t* ranks;  /* per live group */
+    uint64_t group_uuid;
+    size_t n_processes;
+    const uint8_t* process_chars;
+    const int64_t* process_starts;
+    const int64_t* process_lengths;
+    const uint8_t* label_chars;
+    const int64_t* label_starts;
+    const int64_t* label_lengths;
+    const struct gpuobs_text_forms* label_forms; /* NULL: every label from its pool */
+    const uint8_t* merge_prefix;
+    size_t merge_prefix_length;
+    /* state */
+    uint64_t next_uuid;      /* the next track's uuid */
+    size_t processes_made;   /* processes met so far */
+    uint64_t* process_uuids; /* n_processes: each met process's track */
+    uint64_t* made;          /* out: this call's lane tracks' uuids, in order */
+    size_t made_count;       /* out: how many */
+    size_t tracks;           /* out: tracks this call wrote (processes and lanes) */
+    int32_t refused;         /* out: 1 where a process number or lane count is out of range */
+};
+/* The packets, as gpuobs_encode_slices_grown; NULL where memory runs out or the call is
+ * refused (nothing written, the state as it was). */
+uint8_t* gpuobs_encode_lane_tracks_grown(struct gpuobs_lane_tracks* t, size_t capacity, size_t* size);
 /* trace_writer.py's numbered: text i is prefix, values[i] in decimal, suffix. With
  * chars NULL it writes each text's start (back to back from 0) and length and returns
  * the bytes of all; with chars (that many bytes) it writes the texts there. */
@@ -159,6 +202,24 @@ size_t gpuobs_numbered(size_t n, const uint64_t* values, const uint8_t* prefix, 
  * measure) and returns the number of bytes. */
 size_t gpuobs_encode_interned_names(uint8_t* out, size_t n, uint64_t first_iid, const uint8_t* chars,
                                     const int64_t* starts, const int64_t* lengths, const uint8_t* present);
+/* host_traces/trace.py's count_in_order: k where the n codes (integers of int_size
+ * bytes, signed or not, at base + i * stride) first use 0, 1, ..., k-1 in that order
+ * (each code past the greatest so far is the next number), else -1 (a negative code, a
+ * number skipped, none). */
+int64_t gpuobs_count_in_order(const uint8_t* base, int64_t stride, int32_t int_size, int32_t int_signed, size_t n);
+/* lanes.py's lane_tracks: track[i] = made[offset[group[i]] + lane[i]] for n slices, in
+ * one pass (no column of the positions); 0 where a group or position is out of range
+ * (n_groups offsets, n_made tracks), 1 once written. */
+int gpuobs_slice_tracks(size_t n, const int64_t* group, const int64_t* lane, const int64_t* offset, size_t n_groups,
+                        const uint64_t* made, size_t n_made, uint64_t* track);
+/* host_tracks.py's columns of n events, read in their records (stride bytes apart; an
+ * int32 track and int64 start and duration at their byte offsets): group[i] =
+ * rank[track], start[i] = start + shift and end[i] = start[i] + max(duration, 0), both
+ * wrapping as numpy's int64 does. 0 where a track is outside [0, n_ranks): the caller's
+ * numpy then (its negative indices count from the end). */
+int gpuobs_event_columns(size_t n, const uint8_t* records, int64_t stride, int64_t track_at, int64_t start_at,
+                         int64_t duration_at, const int64_t* rank, size_t n_ranks, int64_t shift, int64_t* group,
+                         int64_t* start, int64_t* end);
 /* gpuobs:cdef-end */
 
 #endif /* GPUOBS_NATIVE_ENCODER_H */

@@ -129,24 +129,36 @@ def packet_order(start: np.ndarray, end: np.ndarray, group, base: int, bits: int
     return (slice_, begin, time, groups) if ok else None
 
 
-def packet_batches(start: np.ndarray, end: np.ndarray, base: int, bits: int, most: int):
-    """packet_order's packets (no groups), `most` at a time, as (slice, is_begin, time)
-    views of buffers reused for the next batch; None without scratch."""
+def walked_slices(start, end, base: int, bits: int, most: int, track_of_slice, seq: int, *per_slice):
+    """write_slices' packets in packet_order (no groups), `most` at a time, each batch
+    walked and encoded in one C call (gpuobs_encode_walked_slices_grown): track
+    track_of_slice[slice], sequence seq, and per_slice as encode_slices takes them from
+    name_iid on. None without scratch for the walk."""
     lib = encoder()
     n = len(start)
     walk = lib.gpuobs_packet_walk_start(n, _ptr("uint64_t*", start), _ptr("uint64_t*", end), _FFI.NULL, base, bits)
     if walk == _FFI.NULL:
         return None
     walk = _FFI.gc(walk, lib.gpuobs_packet_walk_end)
+    track_of_slice = np.ascontiguousarray(track_of_slice, np.uint64)
+    keep = [start, end, track_of_slice]  # read by the walk and the encoder until the last batch
+    packets = _slice_columns(_FFI.new("struct gpuobs_slice_packets*"), keep, *per_slice)
     most = max(1, min(most, 2 * n))
-    slice_, begin, time = np.empty(most, np.int64), np.empty(most, np.bool_), np.empty(most, np.uint64)
+    count = _FFI.new("size_t*")
 
     def batches():
-        keep = (start, end, walk)  # noqa: F841 (read by the walk until it ends)
-        while count := lib.gpuobs_packet_walk_next(
-            walk, most, _ptr("int64_t*", slice_), _ptr("uint8_t*", begin), _ptr("uint64_t*", time), _FFI.NULL
-        ):
-            yield slice_[:count], begin[:count], time[:count]
+        alive = (walk, keep)  # noqa: F841
+        while True:
+            size = _FFI.new("size_t*")
+            data = lib.gpuobs_encode_walked_slices_grown(
+                walk, most, packets, _ptr("uint64_t*", track_of_slice), seq, 40 * most, size, count
+            )
+            if data == _FFI.NULL:
+                raise MemoryError("native_encoder: out of memory for encoded packets")
+            owned = _FFI.gc(data, lib.gpuobs_free, size=size[0])
+            if not count[0]:
+                return
+            yield np.frombuffer(_FFI.buffer(owned, size[0]), np.uint8)
 
     return batches()
 
@@ -169,51 +181,60 @@ def encode_slices(
     columns are per slice, read at slice[i]. `args`: objects with name_iid, kind,
     present (or None), ints (a 1-d integer array, any width and stride), chars,
     starts, lengths (see slice_encoder.Arg)."""
-    lib = encoder()
     keep = []  # the arrays the C side reads, alive until it returns
-
-    def ptr(kind, array, dtype):
-        if array is None:
-            return _FFI.NULL
-        if array.dtype == bool and dtype == np.uint8:
-            array = array.view(np.uint8)  # the same bytes
-        array = np.ascontiguousarray(array, dtype)
-        keep.append(array)
-        return _ptr(kind, array)
-
     s = _FFI.new("struct gpuobs_slice_packets*")
     s.n = len(slice)
-    s.slice = ptr("int64_t*", slice, np.int64)
-    s.begin = ptr("uint8_t*", begin, np.uint8)
-    s.ts = ptr("uint64_t*", ts, np.uint64)
-    s.track = ptr("uint64_t*", track, np.uint64)
-    s.seq = ptr("uint64_t*", seq, np.uint64)
-    s.name_iid = ptr("uint64_t*", name_iid, np.uint64)
+    s.slice = _column(keep, "int64_t*", slice, np.int64)
+    s.begin = _column(keep, "uint8_t*", begin, np.uint8)
+    s.ts = _column(keep, "uint64_t*", ts, np.uint64)
+    s.track = _column(keep, "uint64_t*", track, np.uint64)
+    s.seq = _column(keep, "uint64_t*", seq, np.uint64)
+    _slice_columns(s, keep, name_iid, args, clock_id, begin_flags, flow_field, flows, flow_counts)
+    return _grown(encoder().gpuobs_encode_slices_grown, s, 40 * len(slice))  # ~38 bytes a packet on nsys files
+
+
+def _column(keep: list, kind: str, array, dtype):
+    """A column as the C side reads it (NULL for None), kept alive in `keep`."""
+    if array is None:
+        return _FFI.NULL
+    if array.dtype == bool and dtype == np.uint8:
+        array = array.view(np.uint8)  # the same bytes
+    array = np.ascontiguousarray(array, dtype)
+    keep.append(array)
+    return _ptr(kind, array)
+
+
+def _slice_columns(s, keep: list, name_iid, args, clock_id, begin_flags, flow_field=0, flows=None, flow_counts=None):
+    """The per-slice part of a struct gpuobs_slice_packets (names, arguments, flows, clock,
+    flags): encode_slices' and walked_slices'. Returns s."""
+    s.name_iid = _column(keep, "uint64_t*", name_iid, np.uint64)
     s.clock_id = clock_id
     s.begin_flags = begin_flags
     c_args = _FFI.new("struct gpuobs_arg[]", max(len(args), 1))
+    keep.append(c_args)
     for c, a in zip(c_args, args):
         c.name_iid = a.name_iid
         c.kind = a.kind
-        c.present = ptr("uint8_t*", a.present, np.uint8)
+        c.present = _column(keep, "uint8_t*", a.present, np.uint8)
         if a.ints is not None:  # read in place, through its stride
+            keep.append(a.ints)
             c.ints = _FFI.cast("uint8_t*", a.ints.ctypes.data)
             c.int_stride = a.ints.strides[0]
             c.int_size = a.ints.dtype.itemsize
             c.int_signed = a.ints.dtype.kind == "i"
             c.at_least = -(2**63) if a.at_least is None else a.at_least
-        c.chars = ptr("uint8_t*", a.chars, np.uint8)
-        c.starts = ptr("int64_t*", a.starts, np.int64)
-        c.lengths = ptr("int64_t*", a.lengths, np.int64)
+        c.chars = _column(keep, "uint8_t*", a.chars, np.uint8)
+        c.starts = _column(keep, "int64_t*", a.starts, np.int64)
+        c.lengths = _column(keep, "int64_t*", a.lengths, np.int64)
     s.n_args = len(args)
     s.args = c_args
     if flow_field:
         flows = np.asarray(flows, np.uint64).reshape(len(name_iid), -1)
         s.flow_field = flow_field
         s.flow_width = flows.shape[1]
-        s.flows = ptr("uint64_t*", flows, np.uint64)
-        s.flow_counts = ptr("int64_t*", flow_counts, np.int64)
-    return _grown(lib.gpuobs_encode_slices_grown, s, 40 * len(slice))  # ~38 bytes a packet on nsys files
+        s.flows = _column(keep, "uint64_t*", flows, np.uint64)
+        s.flow_counts = _column(keep, "int64_t*", flow_counts, np.int64)
+    return s
 
 
 def _grown(encode, packets, capacity: int) -> np.ndarray:
@@ -322,6 +343,79 @@ def encode_track_descriptors(first_uuid: int, names, parents, ranks, merge_keys,
     return _grown(lib.gpuobs_encode_track_descriptors_grown, t, 64 * n)  # ~50 bytes a host lane track
 
 
+class LaneTrackPass:
+    """host_tracks' lane tracks in C (gpuobs_encode_lane_tracks_grown), a batch of live
+    groups a call, the state (next uuid, processes met and their tracks) carried from
+    call to call: the bytes TraceWriter.track_batch writes for the same tracks."""
+
+    def __init__(self, first_uuid: int, group_uuid: int, processes, merge_prefix: bytes):
+        self.lib = encoder()
+        self.ok = _pool_ok(processes.chars, processes.starts, processes.lengths, None)  # else every call declines
+        self.processes = _pooled_columns(processes)
+        self.process_uuids = np.zeros(len(self.processes[1]), np.uint64)
+        self.merge_prefix = np.frombuffer(merge_prefix or b"\0", np.uint8)
+        self.t = _FFI.new("struct gpuobs_lane_tracks*")
+        t = self.t
+        t.next_uuid, t.group_uuid, t.processes_made = first_uuid, group_uuid, 0
+        t.n_processes = len(self.process_uuids)
+        chars, starts, lengths = self.processes
+        t.process_chars, t.process_starts = _ptr("uint8_t*", chars), _ptr("int64_t*", starts)
+        t.process_lengths = _ptr("int64_t*", lengths)
+        t.process_uuids = _ptr("uint64_t*", self.process_uuids)
+        t.merge_prefix, t.merge_prefix_length = _ptr("uint8_t*", self.merge_prefix), len(merge_prefix)
+
+    @property
+    def next_uuid(self) -> int:
+        return int(self.t.next_uuid)
+
+    def encode(self, lanes, process, ranks, labels, capacity: int | None = None):
+        """(packets, the lane tracks' uuids, tracks written) of these live groups; None where
+        the C side declines (a process number out of first-use order, a lane count below 1,
+        a text outside its pool), with nothing written and the state as it was."""
+        n = len(lanes)
+        keep = []
+        lanes = np.ascontiguousarray(lanes, np.int64)
+        process = np.ascontiguousarray(process, np.int64)
+        ranks = np.ascontiguousarray(ranks, np.uint64)
+        if process.shape != (n,) or ranks.shape != (n,) or len(labels) != n:
+            return None
+        if not self.ok:
+            return None
+        forms = _forms(labels, None, keep)
+        if forms is None:
+            return None
+        pool, forms = forms
+        if np.shape(pool.starts) != np.shape(pool.lengths) or (forms == _FFI.NULL and np.shape(pool.lengths) != (n,)):
+            return None
+        chars, starts, lengths = _pooled_columns(pool)
+        made = np.empty(int(lanes.sum()) if n else 0, np.uint64)
+        t = self.t
+        t.n = n
+        t.lanes, t.process, t.ranks = _ptr("int64_t*", lanes), _ptr("int64_t*", process), _ptr("uint64_t*", ranks)
+        t.label_chars, t.label_starts = _ptr("uint8_t*", chars), _ptr("int64_t*", starts)
+        t.label_lengths, t.label_forms = _ptr("int64_t*", lengths), forms
+        t.made = _ptr("uint64_t*", made)
+        size = _FFI.new("size_t*")
+        capacity = 64 * len(made) + 64 if capacity is None else capacity  # ~50 bytes a lane track
+        data = self.lib.gpuobs_encode_lane_tracks_grown(t, capacity, size)
+        if data == _FFI.NULL:
+            if t.refused:
+                return None
+            raise MemoryError("native_encoder: out of memory for encoded packets")
+        owned = _FFI.gc(data, self.lib.gpuobs_free, size=size[0])
+        return np.frombuffer(_FFI.buffer(owned, size[0]), np.uint8), made, int(t.tracks)
+
+
+def _pooled_columns(texts):
+    """A pool's (chars, starts, lengths) as the C side reads them; chars never empty (an address)."""
+    chars = np.ascontiguousarray(texts.chars, np.uint8)
+    return (
+        chars if len(chars) else np.zeros(1, np.uint8),
+        np.ascontiguousarray(texts.starts, np.int64),
+        np.ascontiguousarray(texts.lengths, np.int64),
+    )
+
+
 def numbered(prefix: bytes, values: np.ndarray, suffix: bytes):
     """trace_writer.numbered's pool in two C calls: (chars, starts, lengths) of
     prefix + decimal(values[i]) + suffix, values uint64."""
@@ -366,3 +460,67 @@ def encode_interned_names(first_iid: int, names, present) -> np.ndarray | None:
     written = lib.gpuobs_encode_interned_names(_FFI.cast("uint8_t*", out.ctypes.data), *args)
     assert written == size
     return out
+
+
+def count_in_order(codes: np.ndarray) -> int | None:
+    """host_traces/trace.py's count_in_order of a 1-d integer column (read in place,
+    through its stride) in one C pass; None where the codes are not in that order."""
+    k = encoder().gpuobs_count_in_order(
+        _FFI.cast("uint8_t*", codes.ctypes.data),
+        codes.strides[0],
+        codes.dtype.itemsize,
+        codes.dtype.kind == "i",
+        len(codes),
+    )
+    return None if k < 0 else int(k)
+
+
+def slice_tracks(group: np.ndarray, lane: np.ndarray, offset: np.ndarray, made: np.ndarray) -> np.ndarray | None:
+    """lanes.lane_tracks' made[offset[group] + lane] in one C pass; None where a group or
+    position is out of range (the numpy path then raises as it did)."""
+    group, lane = np.ascontiguousarray(group, np.int64), np.ascontiguousarray(lane, np.int64)
+    offset, made = np.ascontiguousarray(offset, np.int64), np.ascontiguousarray(made, np.uint64)
+    if lane.shape != group.shape:
+        return None
+    track = np.empty(len(group), np.uint64)
+    ok = encoder().gpuobs_slice_tracks(
+        len(group),
+        _ptr("int64_t*", group),
+        _ptr("int64_t*", lane),
+        _ptr("int64_t*", offset),
+        len(offset),
+        _ptr("uint64_t*", made),
+        len(made),
+        _ptr("uint64_t*", track),
+    )
+    return track if ok else None
+
+
+def event_columns(events: np.ndarray, rank: np.ndarray, shift: int):
+    """host_tracks.write_host_trace's (group, start, end) of EVENT records in one C pass,
+    read where they lie; None where a field is not of EVENT's types or a track is out of
+    range (numpy then)."""
+    fields = events.dtype.fields or {}
+    want = {"track": np.dtype("<i4"), "start_ns": np.dtype("<i8"), "dur_ns": np.dtype("<i8")}
+    if events.ndim != 1 or any(name not in fields or fields[name][0] != t for name, t in want.items()):
+        return None
+    if not -(2**63) <= shift < 2**63:
+        return None
+    rank = np.ascontiguousarray(rank, np.int64)
+    n = len(events)
+    group, start, end = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+    ok = encoder().gpuobs_event_columns(
+        n,
+        _FFI.cast("uint8_t*", events.ctypes.data),
+        events.strides[0] if n else 0,
+        fields["track"][1],
+        fields["start_ns"][1],
+        fields["dur_ns"][1],
+        _ptr("int64_t*", rank),
+        len(rank),
+        shift,
+        _ptr("int64_t*", group),
+        _ptr("int64_t*", start),
+        _ptr("int64_t*", end),
+    )
+    return (group, start, end) if ok else None

@@ -246,18 +246,7 @@ def _write_batch(w: TraceWriter, slices: Slices, e, begin, ts, track, seq, clock
     if native_encoder.encoder() is not None:
         w.raw(
             native_encoder.encode_slices(
-                e,
-                begin,
-                ts,
-                track,
-                np.broadcast_to(seq, (len(e),)),
-                slices.name_iid,
-                slices.args,
-                clock_id or 0,
-                SEQ_NEEDS,
-                slices.flow_field,
-                slices.flows,
-                slices.flow_counts,
+                e, begin, ts, track, np.broadcast_to(seq, (len(e),)), *_per_slice(slices, clock_id)
             )
         )
     else:
@@ -268,28 +257,34 @@ def write_slices(w: TraceWriter, slices: Slices, seq: int, clock_id: int | None 
     """All slices on one packet sequence, absolute timestamps; returns the packet count."""
     if slices.n == 0:
         return 0
-    batches = _packet_batches(slices.start, slices.end)
-    if batches is None:
+    walked = _walked(slices, seq, clock_id)
+    if walked is None:
         write_packets(w, packet_order(slices.start, slices.end), slices, seq, clock_id=clock_id)
-    else:  # packet_order's packets a batch at a time: no column of every packet
-        seq = np.asarray(seq, np.uint64)
-        for e, begin, ts in batches:
-            _write_batch(w, slices, e, begin, ts, slices.track[e], seq, clock_id)
+    else:  # packet_order's packets walked and encoded by native_encoder.c a batch at a time: no column of them
+        for packets in walked:
+            w.raw(packets)
     return 2 * slices.n
 
 
-def _packet_batches(start: np.ndarray, end: np.ndarray):
-    """packet_order(start, end)'s packets from native_encoder.c a batch at a time, or
-    None where packet_order itself must make them (no C, keys past 64 bits)."""
+def _walked(slices: Slices, seq: int, clock_id: int | None):
+    """write_slices' packets from native_encoder.c, batch by batch, or None where
+    packet_order itself must make them (no C, keys past 64 bits, no scratch)."""
     if native_encoder.encoder() is None:
         return None
+    start, end = np.ascontiguousarray(slices.start, np.uint64), np.ascontiguousarray(slices.end, np.uint64)
     base = int(start.min())
     bits = (int(end.max()) - base).bit_length() + 2
     if bits >= 64:
         return None
-    return native_encoder.packet_batches(
-        np.ascontiguousarray(start, np.uint64), np.ascontiguousarray(end, np.uint64), base, bits, PACKETS_PER_BATCH
+    return native_encoder.walked_slices(
+        start, end, base, bits, PACKETS_PER_BATCH, slices.track, int(seq), *_per_slice(slices, clock_id)
     )
+
+
+def _per_slice(slices: Slices, clock_id: int | None) -> tuple:
+    """What native_encoder's slice encoders take after the packets' own columns: names,
+    arguments, clock, BEGINs' flags and flows."""
+    return slices.name_iid, slices.args, clock_id or 0, SEQ_NEEDS, slices.flow_field, slices.flows, slices.flow_counts
 
 
 def _rows(e, begin, slices: Slices, seq, ts, track, clock_id) -> Rows:
