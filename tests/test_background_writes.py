@@ -124,3 +124,32 @@ def test_close_waits_for_a_spill_before_the_file_is_closed(monkeypatch, tmp_path
     fh.release.set()
     closer.join()
     assert fh.getvalue() == bytes([0]) * 6 + bytes([1]) * 6
+
+
+def test_an_export_that_fails_leaves_no_spill_writing_into_the_caller_s_file(monkeypatch, block_recording):
+    """export() into an open file, failing after spills: when the error reaches the caller,
+    no writer thread is left writing into the file that is the caller's again."""
+    import gpuobs
+    from gpuobs.perfetto_export import export as export_module
+
+    monkeypatch.setattr(_ChunkSpool, "SPOOL_BYTES", 10)
+    encode_gpu = export_module._export_gpu
+
+    def encode_then_fail(g):
+        encode_gpu(g)
+        g.w._chunks.wait()
+        fh.release.clear()  # the next spill held in write() while the export fails
+        threading.Timer(0.3, fh.release.set).start()
+        g.w.raw(b"x" * 20)
+        raise RuntimeError("a later step failed")
+
+    monkeypatch.setattr(export_module, "_export_gpu", encode_then_fail)
+    fh = _Slow()
+    with pytest.raises(RuntimeError, match="a later step failed"):
+        export_module.export([gpuobs.load(block_recording)], fh)
+    assert not [t for t in threading.enumerate() if t.name == "gpuobs-writes" and t.is_alive()]
+    written = fh.getvalue()
+    fh.seek(0)
+    fh.truncate()
+    fh.write(b"the caller's own")
+    assert written.endswith(b"x" * 20) and fh.getvalue() == b"the caller's own"

@@ -321,6 +321,8 @@ def export(
     finally:
         for selection in streamed_selections:
             selection.close()
+        # on every way out: no spill still being written when the caller has its file back
+        w._chunks.close()
 
 
 def _rec_of(source) -> Recording:
@@ -389,8 +391,6 @@ def _export_all(w, recordings, out_path, opts, say, hosts, criteria, streamed_se
         if hasattr(out_path, "write"):
             raise  # an open file's owner (gpuobs.outputs) reports it
         raise ExportError(f"cannot write {out_path}: {exc.strerror}") from None
-    finally:
-        w._chunks.close()
     return summary
 
 
