@@ -287,6 +287,23 @@ def test_count_in_order_at_its_edges(path, monkeypatch):
         assert trace.count_in_order(np.array(codes, np.int64)) == want, codes
 
 
+@pytest.mark.parametrize("path", ["numpy", "c"])
+def test_count_in_order_of_a_byte_swapped_column(path, monkeypatch):
+    """Codes of the other byte order are read as numbers, not as native bytes (C would
+    read [0, 256] big-endian as [0, 1])."""
+    from gpuobs.host_traces import trace
+    from gpuobs.perfetto_export import native_encoder
+
+    if path == "numpy":
+        monkeypatch.setattr(native_encoder, "encoder", lambda: None)
+    elif native_encoder.encoder() is None:
+        pytest.skip("no C compiler here")
+    swapped = ">" if np.little_endian else "<"
+    for codes, want in {(0, 256): None, (0, 1, 0, 2): 3, (1, 0): None}.items():
+        for size in (2, 4, 8):
+            assert trace.count_in_order(np.array(codes, f"{swapped}i{size}")) == want, (codes, size)
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_first_use_kept_is_first_use_orders(seed):
     """_first_use_kept, where it answers, gives first_use_order's values with a rank that

@@ -376,7 +376,7 @@ def count_in_order(codes: np.ndarray) -> int | None:
     else None. Read a block at a time: no full-size temporary (each costs its page faults)."""
     if codes.dtype.kind not in "iu" or not len(codes):
         return None
-    if codes.ndim == 1 and codes.dtype.itemsize in (1, 2, 4, 8):
+    if codes.ndim == 1 and codes.dtype.itemsize in (1, 2, 4, 8) and codes.dtype.isnative:  # C reads native ints
         from ..perfetto_export import native_encoder  # loaded by the export anyway; no protobuf
 
         if native_encoder.encoder() is not None:  # one pass of C, the same answer
