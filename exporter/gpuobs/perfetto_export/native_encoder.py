@@ -153,12 +153,10 @@ def walked_slices(start, end, base: int, bits: int, most: int, track_of_slice, s
             data = lib.gpuobs_encode_walked_slices_grown(
                 walk, most, packets, _ptr("uint64_t*", track_of_slice), seq, 40 * most, size, count
             )
-            if data == _FFI.NULL:
-                raise MemoryError("native_encoder: out of memory for encoded packets")
-            owned = _FFI.gc(data, lib.gpuobs_free, size=size[0])
+            batch = _owned_bytes(data, size[0])
             if not count[0]:
                 return
-            yield np.frombuffer(_FFI.buffer(owned, size[0]), np.uint8)
+            yield batch
 
     return batches()
 
@@ -241,11 +239,16 @@ def _grown(encode, packets, capacity: int) -> np.ndarray:
     """The bytes of one of native_encoder.c's *_grown encoders (one pass, no pass that only
     measures them), as a uint8 array over its malloc'd buffer, freed with the array."""
     size = _FFI.new("size_t*")
-    data = encode(packets, capacity, size)
+    return _owned_bytes(encode(packets, capacity, size), size[0])
+
+
+def _owned_bytes(data, size: int) -> np.ndarray:
+    """A *_grown encoder's malloc'd buffer (NULL: out of memory) as a uint8 array,
+    freed with the array."""
     if data == _FFI.NULL:
         raise MemoryError("native_encoder: out of memory for encoded packets")
-    owned = _FFI.gc(data, encoder().gpuobs_free, size=size[0])
-    return np.frombuffer(_FFI.buffer(owned, size[0]), np.uint8)  # the buffer keeps `owned` alive
+    owned = _FFI.gc(data, encoder().gpuobs_free, size=size)
+    return np.frombuffer(_FFI.buffer(owned, size), np.uint8)  # the buffer keeps `owned` alive
 
 
 def _pool_ok(chars: np.ndarray, starts: np.ndarray, lengths: np.ndarray, rows) -> bool:
@@ -319,26 +322,21 @@ def encode_track_descriptors(first_uuid: int, names, parents, ranks, merge_keys,
         if merge_keys.lengths.shape != (n,) and key_forms == _FFI.NULL:
             return None
 
-    def ptr(kind, array, dtype):
-        array = np.ascontiguousarray(array, dtype)
-        keep.append(array)
-        return _ptr(kind, array)
-
     t = _FFI.new("struct gpuobs_track_descriptors*")
     t.n = n
     t.first_uuid = first_uuid
-    t.name_chars = ptr("uint8_t*", names.chars, np.uint8)
-    t.name_starts = ptr("int64_t*", names.starts, np.int64)
-    t.name_lengths = ptr("int64_t*", names.lengths, np.int64)
+    t.name_chars = _column(keep, "uint8_t*", names.chars, np.uint8)
+    t.name_starts = _column(keep, "int64_t*", names.starts, np.int64)
+    t.name_lengths = _column(keep, "int64_t*", names.lengths, np.int64)
     t.name_forms = name_forms
-    t.parents = _FFI.NULL if parents is None else ptr("uint64_t*", parents, np.uint64)
-    t.ranks = _FFI.NULL if ranks is None else ptr("uint64_t*", ranks, np.uint64)
+    t.parents = _column(keep, "uint64_t*", parents, np.uint64)
+    t.ranks = _column(keep, "uint64_t*", ranks, np.uint64)
     if merge_keys is not None:
         t.merge_keys = 1
-        t.merged = _FFI.NULL if merged is None else ptr("uint8_t*", merged.view(np.uint8), np.uint8)
-        t.merge_chars = ptr("uint8_t*", merge_keys.chars, np.uint8)
-        t.merge_starts = ptr("int64_t*", merge_keys.starts, np.int64)
-        t.merge_lengths = ptr("int64_t*", merge_keys.lengths, np.int64)
+        t.merged = _column(keep, "uint8_t*", merged, np.uint8)
+        t.merge_chars = _column(keep, "uint8_t*", merge_keys.chars, np.uint8)
+        t.merge_starts = _column(keep, "int64_t*", merge_keys.starts, np.int64)
+        t.merge_lengths = _column(keep, "int64_t*", merge_keys.lengths, np.int64)
         t.merge_forms = key_forms
     return _grown(lib.gpuobs_encode_track_descriptors_grown, t, 64 * n)  # ~50 bytes a host lane track
 
@@ -398,12 +396,9 @@ class LaneTrackPass:
         size = _FFI.new("size_t*")
         capacity = 64 * len(made) + 64 if capacity is None else capacity  # ~50 bytes a lane track
         data = self.lib.gpuobs_encode_lane_tracks_grown(t, capacity, size)
-        if data == _FFI.NULL:
-            if t.refused:
-                return None
-            raise MemoryError("native_encoder: out of memory for encoded packets")
-        owned = _FFI.gc(data, self.lib.gpuobs_free, size=size[0])
-        return np.frombuffer(_FFI.buffer(owned, size[0]), np.uint8), made, int(t.tracks)
+        if data == _FFI.NULL and t.refused:
+            return None
+        return _owned_bytes(data, size[0]), made, int(t.tracks)
 
 
 def _pooled_columns(texts):
