@@ -78,8 +78,7 @@ uint32_t LaunchLog::function_slot_for(CUfunction f, const char* name, CUmodule m
     if (!config_.dump_patched_code.empty())
         dump_patched_code(config_.dump_patched_code, module, mangled, device_index_, slot, arena_.stream);
     if (config_.patches_needed() && !config_.launch_scope) {
-        SanitizerResult r =
-            sanitizer().set_callback_data(f, armed_ ? arena_.callback_data(slot, config_.sample_shift) : nullptr);
+        SanitizerResult r = sanitizer().set_callback_data(f, callback_data_now(slot));
         if (r != SANITIZER_SUCCESS)
             write_notice(file_, GPUOBS_NOTICE_FUNCTION_UNBOUND, device_index_,
                          "cannot bind callback data to " + mangled + ": " + sanitizer().describe(r) +
@@ -182,6 +181,10 @@ void LaunchLog::list_launch(const gpuobs_launch& l) {
     if (!slot_last_listed_.empty()) slot_last_listed_[gpuobs_launch_slot(l.grid_id)] = launches_total_;
 }
 
+void* LaunchLog::callback_data_now(uint32_t slot) const {
+    return armed_ ? arena_.callback_data(slot, config_.sample_shift) : nullptr;
+}
+
 void LaunchLog::bind_functions(bool armed) {
     std::lock_guard<std::mutex> lock(mu_);
     if (armed == armed_) return;
@@ -190,9 +193,7 @@ void LaunchLog::bind_functions(bool armed) {
     const uint64_t t0 = monotonic_ns();
     uint32_t refused = 0;
     for (const auto& [f, fs] : function_slots_)
-        if (sanitizer().set_callback_data(f, armed ? arena_.callback_data(fs.slot, config_.sample_shift) : nullptr) !=
-            SANITIZER_SUCCESS)
-            ++refused;
+        if (sanitizer().set_callback_data(f, callback_data_now(fs.slot)) != SANITIZER_SUCCESS) ++refused;
     if (std::getenv("GPUOBS_DEBUG"))
         GPUOBS_LOG("device %u: callback data %s %zu functions in %.3f ms (%u refused)", device_index_,
                    armed ? "given to" : "taken from", function_slots_.size(), (monotonic_ns() - t0) / 1e6, refused);

@@ -132,7 +132,8 @@ private:
         CUmodule module;
     };
     std::unordered_map<CUfunction, FunctionSlot> function_slots_;
-    bool armed_ = true;  // whether functions get their callback data (bind_functions)
+    bool armed_ = true;                            // whether functions get their callback data (bind_functions)
+    void* callback_data_now(uint32_t slot) const;  // a function's, armed; null outside a window
     // Each slot's code (start -> end, slot), to find a record's function by its pc.
     std::map<uint64_t, std::pair<uint64_t, uint32_t>> code_ranges_;
     uint32_t next_function_slot_ = 0;  // slots are never reused, even when a module unloads
