@@ -11,19 +11,15 @@ from __future__ import annotations
 
 import ctypes
 
+from .libc import libc_function
+
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # malloc.h
 MMAP_THRESHOLD = 32 << 20  # glibc's own upper bound for its adaptive threshold
 TRIM_THRESHOLD = 128 << 20
 
 
 def _mallopt():
-    try:
-        call = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError, TypeError):  # no such function, or no CDLL(None) (Windows)
-        return None
-    call.argtypes = [ctypes.c_int, ctypes.c_int]
-    call.restype = ctypes.c_int
-    return call
+    return libc_function("mallopt", [ctypes.c_int, ctypes.c_int], ctypes.c_int)
 
 
 def keep_freed_blocks() -> bool:

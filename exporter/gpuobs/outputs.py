@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator
 
 from .errors import GpuobsError
+from .libc import libc_function
 from .recording_file import mapping_guard
 
 _REASONS = {
@@ -217,13 +218,8 @@ _SYNC_FILE_RANGE_WRITE = 2  # linux/fs.h: start writeback of the range's dirty p
 
 
 def _libc_sync_file_range():
-    try:
-        call = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError, TypeError):  # not Linux: no such function, or no CDLL(None) (Windows)
-        return None
-    call.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint]
-    call.restype = ctypes.c_int
-    return call
+    args = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint]
+    return libc_function("sync_file_range", args, ctypes.c_int, use_errno=True)  # None: not Linux
 
 
 _sync_file_range = _libc_sync_file_range()
