@@ -370,14 +370,14 @@ class LaneTrackPass:
         """(packets, the lane tracks' uuids, tracks written) of these live groups; None where
         the C side declines (a process number out of first-use order, a lane count below 1,
         a text outside its pool), with nothing written and the state as it was."""
+        if not self.ok:  # the processes' pool was refused at the start: every call declines
+            return None
         n = len(lanes)
         keep = []
         lanes = np.ascontiguousarray(lanes, np.int64)
         process = np.ascontiguousarray(process, np.int64)
         ranks = np.ascontiguousarray(ranks, np.uint64)
         if process.shape != (n,) or ranks.shape != (n,) or len(labels) != n:
-            return None
-        if not self.ok:
             return None
         forms = _forms(labels, None, keep)
         if forms is None:
