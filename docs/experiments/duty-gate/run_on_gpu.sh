@@ -7,6 +7,8 @@
 #   XV=3 STEPS="base gate" GV="0 3" GCFG="block_starts+paused" bash docs/experiments/duty-gate/run_on_gpu.sh
 #   XV=4 STEPS="gate base" GV=4 GCFG="block_starts+budget0" NORGATE=1 bash docs/experiments/duty-gate/run_on_gpu.sh
 # (the first ran with GV="0 1" GCFG="block_starts+paused" NORGATE=1)
+# Prepared for the next session, not yet run (the duty cycle on the device clock, as it would ship):
+#   XV=5 STEPS="base clock" bash docs/experiments/duty-gate/run_on_gpu.sh
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD/exporter PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv | tee $OUT/gpu.txt
@@ -40,6 +42,10 @@ for step in ${STEPS:-base lever gate}; do
           [ -z "$NORGATE" ] && sr rgate$V 'block_starts%50/5000' GPUOBS_X_DUTY_GATE=1 GPUOBS_X_PATCHES=$P; done ;;
   one) sr one2 'block_trace%10/50' GPUOBS_X_DUTY_BIND=1 GPUOBS_X_LEVER=2 GPUOBS_X_UNBOUND_ONE=1
        sr onecost 'block_starts%50/5000,block_starts%50/1000' GPUOBS_X_DUTY_BIND=1 GPUOBS_X_LEVER=2 GPUOBS_X_UNBOUND_ONE=1 ;;
+  clock) P=/tmp/xg5.fatbin  # the device-clock duty cycle, its shifts in the callback data (prepared, not yet run)
+       sr clockcost 'block_starts+budget0' GPUOBS_X_PATCHES=$P GPUOBS_X_DUTY_CLOCK=32,26
+       sr clockshare 'block_starts+budget0@8192' GPUOBS_X_PATCHES=$P GPUOBS_X_DUTY_CLOCK=26,23
+       sr clockfull 'block_starts+budget0@8192' ;;
   levercost) for L in 1 2; do sr cost$L 'block_starts%50/5000,block_starts%50/1000' GPUOBS_X_DUTY_BIND=1 GPUOBS_X_LEVER=$L; done ;;
  esac
 done
