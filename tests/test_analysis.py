@@ -107,6 +107,65 @@ def test_replay_split_by_grid_size_when_flagged_ends_fake_the_gaps(tmp_path):
     assert of.tolist() == [0] * 4 + [1] * 4 + [2] * 4
 
 
+def _replays_in_part(tmp_path, kept, replays=10, blocks=500):
+    """`replays` replays of one graph node (one grid id, one window), of which only the
+    blocks `kept(replay, rank in start order)` were recorded: (blocks per launch, the
+    true replays each launch's blocks came from)."""
+    ev, launches = synthetic.block_trace_events(replays, blocks, sm_count=16, gap_ns=2_000)
+    ev["grid_id"] = 77
+    launches["grid_id"] = 77
+    launches["flags"] = 1
+    by_time = np.argsort(ev["time_start"], kind="stable")
+    replay, rank = np.empty(len(ev), int), np.empty(len(ev), int)
+    replay[by_time], rank[by_time] = np.arange(len(ev)) // blocks, np.arange(len(ev)) % blocks
+    keep = kept(replay, rank)
+    _, of = _one_window(tmp_path / "p.gpuobs", launches, ev[keep])
+    assert (of >= 0).all()
+    came_from = [sorted(set(replay[keep][of == i].tolist())) for i in range(replays)]
+    return np.bincount(of, minlength=replays).tolist(), came_from
+
+
+def test_replays_sampled_out_whole_leave_the_others_whole(tmp_path):
+    # The sample gate closed for replays 0-4 and open for 5-9: five whole replays
+    # among ten listed go one each to the first five launches, not in pieces to all ten.
+    sizes, came_from = _replays_in_part(tmp_path, lambda replay, rank: replay >= 5)
+    assert sizes == [500] * 5 + [0] * 5
+    assert came_from == [[5], [6], [7], [8], [9]] + [[]] * 5
+
+
+@pytest.mark.parametrize(
+    "kept, sizes",
+    [
+        # the gate opened late in replay 2 and closed early in replay 6
+        (
+            lambda replay, rank: (
+                ((replay == 2) & (rank >= 300)) | ((replay > 2) & (replay < 6)) | ((replay == 6) & (rank < 300))
+            ),
+            [200, 500, 500, 500, 300],
+        ),
+        # closed in replay 1 (its first 200 blocks kept), opened again late in replay 6:
+        # no block of the two parts repeats, the off time between parts them
+        (
+            lambda replay, rank: ((replay == 1) & (rank < 200)) | ((replay == 6) & (rank >= 350)) | (replay == 7),
+            [200, 150, 500],
+        ),
+    ],
+    ids=["overlapping-parts", "parts-across-an-off-time"],
+)
+def test_replays_cut_by_the_gates_turns_stay_apart(tmp_path, kept, sizes):
+    got, came_from = _replays_in_part(tmp_path, kept)
+    assert got == sizes + [0] * (10 - len(sizes))
+    assert all(len(c) == 1 for c in came_from[: len(sizes)]), came_from
+    assert [c[0] for c in came_from[: len(sizes)]] == sorted(c[0] for c in came_from[: len(sizes)])
+
+
+def test_replays_with_dropped_blocks_split_one_per_launch(tmp_path):
+    rng = np.random.default_rng(1)
+    got, came_from = _replays_in_part(tmp_path, lambda replay, rank: rng.random(len(replay)) > 0.1)
+    assert came_from == [[r] for r in range(10)]
+    assert all(400 < n < 500 for n in got), got
+
+
 def test_replays_sharing_a_grid_id_across_a_raced_flush(tmp_path):
     # 3 replays of one node ran in window 0, but the last launch record raced
     # the flush and was listed in window 1: the split must still give each its own.

@@ -53,7 +53,9 @@ def launch_index_of_events(rec: Recording) -> np.ndarray:
     Events carry the device %gridid; the launch table carries the sanitizer's grid
     id for the same launch. Graph replays may reuse a grid id within one flush
     window: their events are split in time where every earlier block has ended
-    (replays on one stream never overlap), and handed out in launch order. A
+    (replays on one stream never overlap), and handed out in launch order; where
+    fewer blocks are here than the replays launched (replays sampled out, blocks
+    dropped), each replay's blocks stay together, told by a block seen again. A
     launch made while another thread's flush ran (flagged in its flags) is
     listed in the next window; its events are looked for there too."""
     ev = rec.events
@@ -253,6 +255,18 @@ def _split_replays(ev, members, candidates, out, grid_blocks) -> None:
     cut_candidates = np.flatnonzero(gaps >= 0)
     cut_candidates = cut_candidates[cut_candidates > 0]
     k = len(candidates)
+    sizes = grid_blocks[candidates]
+    all_blocks = bool((ev["kind"][members] == schema.EventKind.BLOCK).all())
+    if all_blocks and len(s) < int(sizes.sum()) and (sizes == sizes[0]).all():
+        at = members[by_time]
+        key = (ev["block_x"][at].astype(np.uint64) << np.uint64(32)) | (
+            (ev["block_y"][at].astype(np.uint64) << np.uint64(16)) | ev["block_z"][at].astype(np.uint64)
+        )
+        groups = _replays_with_blocks_missing(key, s, gaps, int(sizes[0]))
+        if groups is not None and len(groups) <= k:
+            group_of = np.searchsorted(groups, np.arange(len(s)), side="right")
+            out[members[by_time]] = candidates[group_of]
+            return
     if len(cut_candidates) < k - 1:
         # Too few clean cuts: some end was stamped late without a flag (a later
         # replay's early exits filled in exactly as many threads as the block's
@@ -262,8 +276,6 @@ def _split_replays(ev, members, candidates, out, grid_blocks) -> None:
         gaps[1:] = s[1:] - s[:-1]
         cut_candidates = np.arange(1, len(s))
     cuts = np.sort(cut_candidates[np.argsort(-gaps[cut_candidates], kind="stable")[: k - 1]])
-    sizes = grid_blocks[candidates]
-    all_blocks = bool((ev["kind"][members] == schema.EventKind.BLOCK).all())
     if all_blocks and len(s) == int(sizes.sum()) and not np.array_equal(np.diff(cuts, prepend=0, append=len(s)), sizes):
         # Every block of every replay is here, yet the time cuts give some replay
         # more or fewer blocks than its grid: ends stamped late by a later replay
@@ -272,6 +284,54 @@ def _split_replays(ev, members, candidates, out, grid_blocks) -> None:
         cuts = np.cumsum(sizes)[:-1]
     group_of = np.searchsorted(cuts, np.arange(len(s)), side="right")
     out[members[by_time]] = candidates[np.minimum(group_of, k - 1)]
+
+
+# A clean gap (every earlier block ended) this much longer than the node's typical
+# gap between block starts, and at least this long, parts two replays whose blocks
+# do not repeat: the end of one on-stretch of a sampled run and the start of the next.
+_STRETCH_GAP_FACTOR = 20
+_STRETCH_GAP_MIN_NS = 50_000
+
+
+def _replays_with_blocks_missing(key, starts, clean_gaps, grid_blocks: int):
+    """Where the replays of one graph node begin among their events in start order
+    (the first event of each replay after the first), when fewer blocks are here
+    than the listed replays launched: some replays sampled out whole (the sample
+    gate, a duty cycle), or blocks dropped. Replays of one exec never overlap and
+    starts are never late, so a block seen again begins a new replay; two partial
+    replays whose blocks do not repeat (a gate that closed in one and opened in a
+    later one) are parted by the long clean gap of the time between. None where no
+    block identity can be read (more events than a grid has blocks per replay).
+    `key`: each event's block (x, y, z) as one number, in start order."""
+    n = len(starts)
+    # The previous event with the same block, in start order (-1: none).
+    by_key = np.argsort(key, kind="stable")
+    prev_same = np.full(n, -1, np.int64)
+    same = key[by_key][1:] == key[by_key][:-1]
+    prev_same[by_key[1:][same]] = by_key[:-1][same]
+    cuts = []
+    begin = 0
+    while begin < n:
+        # A replay has at most grid_blocks events: its end is within that many.
+        window = prev_same[begin + 1 : begin + 1 + grid_blocks]
+        repeat = np.flatnonzero(window >= begin)
+        if len(repeat):
+            # The next replay began at or before its first repeated block: where
+            # the gap after every earlier block's end is largest (a partial replay's
+            # other blocks may have started first).
+            seen_again = begin + 1 + int(repeat[0])
+            end = begin + 1 + int(np.argmax(clean_gaps[begin + 1 : seen_again + 1]))
+            cuts.append(end)
+        elif begin + 1 + grid_blocks >= n:
+            end = n  # the last replay here
+        else:
+            return None  # more distinct blocks in a row than a grid has
+        begin = end
+    start_gaps = np.diff(starts)
+    typical = float(np.median(start_gaps[start_gaps > 0])) if (start_gaps > 0).any() else 0.0
+    threshold = max(_STRETCH_GAP_MIN_NS, _STRETCH_GAP_FACTOR * typical)
+    stretches = np.flatnonzero(clean_gaps >= threshold)
+    return np.union1d(np.asarray(cuts, np.int64), stretches[stretches > 0]).astype(np.int64)
 
 
 @dataclass
