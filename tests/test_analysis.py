@@ -159,6 +159,25 @@ def test_replays_cut_by_the_gates_turns_stay_apart(tmp_path, kept, sizes):
     assert [c[0] for c in came_from[: len(sizes)]] == sorted(c[0] for c in came_from[: len(sizes)])
 
 
+def test_replays_in_part_are_not_fooled_by_an_end_stamped_late(tmp_path):
+    # One wave a replay (no clean gap inside one); replay 2 recorded in part (its last
+    # 300 blocks), then 3 and 4 whole, and one of replay 2's ends stamped by replay 3's
+    # last exits without a flag, which hides every clean gap until replay 4: the gap
+    # between starts still parts them.
+    ev, launches = synthetic.block_trace_events(5, 500, sm_count=16, resident=64, gap_ns=2_000)
+    ev["grid_id"] = 77
+    launches["grid_id"] = 77
+    launches["flags"] = 1
+    by_time = np.argsort(ev["time_start"], kind="stable")
+    replay, rank = np.empty(len(ev), int), np.empty(len(ev), int)
+    replay[by_time], rank[by_time] = np.arange(len(ev)) // 500, np.arange(len(ev)) % 500
+    keep = ((replay == 2) & (rank >= 200)) | (replay > 2)
+    ev["time_end"][(replay == 2) & (rank == 499)] = ev["time_end"][replay == 3].max()
+    _, of = _one_window(tmp_path / "l.gpuobs", launches, ev[keep])
+    assert np.bincount(of, minlength=5).tolist() == [300, 500, 500, 0, 0]
+    assert [sorted(set(replay[keep][of == i].tolist())) for i in range(3)] == [[2], [3], [4]]
+
+
 def test_replays_with_dropped_blocks_split_one_per_launch(tmp_path):
     rng = np.random.default_rng(1)
     got, came_from = _replays_in_part(tmp_path, lambda replay, rank: rng.random(len(replay)) > 0.1)

@@ -316,11 +316,15 @@ def _replays_with_blocks_missing(key, starts, clean_gaps, grid_blocks: int):
         window = prev_same[begin + 1 : begin + 1 + grid_blocks]
         repeat = np.flatnonzero(window >= begin)
         if len(repeat):
-            # The next replay began at or before its first repeated block: where
-            # the gap after every earlier block's end is largest (a partial replay's
-            # other blocks may have started first).
+            # The next replay began at or before its first repeated block (a partial
+            # replay's other blocks may have started first): where the gap after every
+            # earlier block's end is largest, or, where ends stamped late by the next
+            # replay's exits hide every such gap, where the gap between starts is.
             seen_again = begin + 1 + int(repeat[0])
-            end = begin + 1 + int(np.argmax(clean_gaps[begin + 1 : seen_again + 1]))
+            gaps = clean_gaps[begin + 1 : seen_again + 1]
+            if gaps.max() < 0:
+                gaps = starts[begin + 1 : seen_again + 1] - starts[begin:seen_again]
+            end = begin + 1 + int(np.argmax(gaps))
             cuts.append(end)
         elif begin + 1 + grid_blocks >= n:
             end = n  # the last replay here
