@@ -107,17 +107,20 @@ def test_replay_split_by_grid_size_when_flagged_ends_fake_the_gaps(tmp_path):
     assert of.tolist() == [0] * 4 + [1] * 4 + [2] * 4
 
 
-def _replays_in_part(tmp_path, kept, replays=10, blocks=500):
+def _replays_in_part(tmp_path, kept, replays=10, blocks=500, resident=4, touch=None):
     """`replays` replays of one graph node (one grid id, one window), of which only the
-    blocks `kept(replay, rank in start order)` were recorded: (blocks per launch, the
-    true replays each launch's blocks came from)."""
-    ev, launches = synthetic.block_trace_events(replays, blocks, sm_count=16, gap_ns=2_000)
+    blocks `kept(replay, rank in start order)` were recorded, after `touch(events,
+    replay, rank)` where given: (blocks per launch, the true replays each launch's
+    blocks came from)."""
+    ev, launches = synthetic.block_trace_events(replays, blocks, sm_count=16, resident=resident, gap_ns=2_000)
     ev["grid_id"] = 77
     launches["grid_id"] = 77
     launches["flags"] = 1
     by_time = np.argsort(ev["time_start"], kind="stable")
     replay, rank = np.empty(len(ev), int), np.empty(len(ev), int)
     replay[by_time], rank[by_time] = np.arange(len(ev)) // blocks, np.arange(len(ev)) % blocks
+    if touch is not None:
+        touch(ev, replay, rank)
     keep = kept(replay, rank)
     _, of = _one_window(tmp_path / "p.gpuobs", launches, ev[keep])
     assert (of >= 0).all()
@@ -164,18 +167,14 @@ def test_replays_in_part_are_not_fooled_by_an_end_stamped_late(tmp_path):
     # 300 blocks), then 3 and 4 whole, and one of replay 2's ends stamped by replay 3's
     # last exits without a flag, which hides every clean gap until replay 4: the gap
     # between starts still parts them.
-    ev, launches = synthetic.block_trace_events(5, 500, sm_count=16, resident=64, gap_ns=2_000)
-    ev["grid_id"] = 77
-    launches["grid_id"] = 77
-    launches["flags"] = 1
-    by_time = np.argsort(ev["time_start"], kind="stable")
-    replay, rank = np.empty(len(ev), int), np.empty(len(ev), int)
-    replay[by_time], rank[by_time] = np.arange(len(ev)) // 500, np.arange(len(ev)) % 500
-    keep = ((replay == 2) & (rank >= 200)) | (replay > 2)
-    ev["time_end"][(replay == 2) & (rank == 499)] = ev["time_end"][replay == 3].max()
-    _, of = _one_window(tmp_path / "l.gpuobs", launches, ev[keep])
-    assert np.bincount(of, minlength=5).tolist() == [300, 500, 500, 0, 0]
-    assert [sorted(set(replay[keep][of == i].tolist())) for i in range(3)] == [[2], [3], [4]]
+    def stamp_late(ev, replay, rank):
+        ev["time_end"][(replay == 2) & (rank == 499)] = ev["time_end"][replay == 3].max()
+
+    got, came_from = _replays_in_part(
+        tmp_path, lambda replay, rank: ((replay == 2) & (rank >= 200)) | (replay > 2), 5, resident=64, touch=stamp_late
+    )
+    assert got == [300, 500, 500, 0, 0]
+    assert came_from == [[2], [3], [4], [], []]
 
 
 def test_replays_with_dropped_blocks_split_one_per_launch(tmp_path):

@@ -265,7 +265,7 @@ def _split_replays(ev, members, candidates, out, grid_blocks) -> None:
         groups = _replays_with_blocks_missing(key, s, gaps, int(sizes[0]))
         if groups is not None and len(groups) <= k:
             group_of = np.searchsorted(groups, np.arange(len(s)), side="right")
-            out[members[by_time]] = candidates[group_of]
+            out[at] = candidates[group_of]
             return
     if len(cut_candidates) < k - 1:
         # Too few clean cuts: some end was stamped late without a flag (a later
