@@ -121,9 +121,35 @@ __device__ __forceinline__ void st_word(uint32_t* p, uint32_t a) {
     asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(a) : "memory");
 }
 
-// The context's arena, from the callback data pointer alone (see the schema).
+// The context's arena, from the callback data pointer alone (see the schema): its
+// top bits carry the duty cycle, masked off here and in entry().
 __device__ __forceinline__ char* arena(const void* userdata) {
-    return reinterpret_cast<char*>((uint64_t)userdata & ~(GPUOBS_ARENA_ALIGN - 1));
+    return reinterpret_cast<char*>((uint64_t)userdata & GPUOBS_CALLBACK_ADDRESS_MASK & ~(GPUOBS_ARENA_ALIGN - 1));
+}
+
+// The duty cycle (the schema's callback data bits): whether now is outside its on
+// time, or with `grace` 1 outside the on time and one more on length after it
+// (block_trace's exits). No load: the shifts come with the pointer and the time
+// from the clock, the low word alone for periods up to 2^32 ns (measured on the
+// H100: block_starts closed this way cost block_noop + 0.020 ms a decode step, where
+// the record gate's cached load cost + 0.062).
+__device__ __forceinline__ bool duty_off(const void* userdata, uint32_t grace = 0) {
+    const uint64_t bits = (uint64_t)userdata;
+    const uint32_t p = (uint32_t)(bits >> GPUOBS_DUTY_PERIOD_SHIFT_BIT);
+    if (p == 0) return false;
+    const uint32_t o = (((uint32_t)(bits >> GPUOBS_DUTY_ON_SHIFT_BIT)) & 63) + grace;
+    if (o >= p) return false;
+    // (t mod 2^p) >> o, as two shifts
+    if (p <= 32) return ((globaltimer_lo() << (32 - p)) >> (32 - p + o)) != 0;
+    return ((globaltimer() << (64 - p)) >> (64 - p + o)) != 0;
+}
+// The same test on the 64-bit clock alone, for gpuobs_mem_access: the branch above
+// cost that patch one more register saved on every access.
+__device__ __forceinline__ bool duty_off_wide(const void* userdata) {
+    const uint64_t bits = (uint64_t)userdata;
+    const uint32_t p = (uint32_t)(bits >> GPUOBS_DUTY_PERIOD_SHIFT_BIT);
+    const uint32_t o = ((uint32_t)(bits >> GPUOBS_DUTY_ON_SHIFT_BIT)) & 63;
+    return p != 0 && ((globaltimer() << (64 - p)) >> (64 - p + o)) != 0;
 }
 __device__ __forceinline__ gpuobs_control* control(const void* ud) {
     return reinterpret_cast<gpuobs_control*>(arena(ud) + GPUOBS_ARENA_CONTROL);
@@ -167,7 +193,8 @@ __device__ __forceinline__ void count_for_launch(const void* ud, uint64_t grid, 
 
 // The callback data pointer is the function's entry plus the sample shift.
 __device__ __forceinline__ const char* entry(const void* userdata) {
-    return reinterpret_cast<const char*>((uint64_t)userdata & ~(uint64_t)(sizeof(gpuobs_function_entry) - 1));
+    return reinterpret_cast<const char*>((uint64_t)userdata & GPUOBS_CALLBACK_ADDRESS_MASK &
+                                         ~(uint64_t)(sizeof(gpuobs_function_entry) - 1));
 }
 __device__ __forceinline__ uint32_t sample_shift(const void* userdata) {
     return (uint32_t)(uint64_t)userdata & (uint32_t)(sizeof(gpuobs_function_entry) - 1);
@@ -305,7 +332,7 @@ GPUOBS_PATCH gpuobs_block_exit_noop(void* userdata, uint64_t pc) { return SANITI
 
 GPUOBS_PATCH gpuobs_block_counter(void* userdata, uint64_t pc) {
     if ((threadIdx.x | threadIdx.y | threadIdx.z) != 0 || userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
-    if (gate_off(userdata)) return SANITIZER_PATCH_SUCCESS;
+    if (duty_off(userdata) || gate_off(userdata)) return SANITIZER_PATCH_SUCCESS;
     count_for_launch(userdata, grid_id(), sm_id(), 1);
     return SANITIZER_PATCH_SUCCESS;
 }
@@ -318,6 +345,10 @@ GPUOBS_PATCH gpuobs_block_counter(void* userdata, uint64_t pc) {
 // inline helper, ptxas gave this entry 3 saves instead of 1.
 GPUOBS_PATCH gpuobs_block_trace_enter(void* userdata, uint64_t pc) {
     if ((threadIdx.x | threadIdx.y | threadIdx.z) != 0 || userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
+    if (duty_off(userdata)) {  // not counted; its slot says so, so its exits stamp no older block of this key
+        publish_block(userdata, ~0ULL);
+        return SANITIZER_PATCH_SUCCESS;
+    }
     if (gate_off(userdata)) return SANITIZER_PATCH_SUCCESS;
     if (sampled_out(userdata)) {  // counted, not recorded: its exits find no event, as for a drop
         count_sampled_out(userdata);
@@ -375,7 +406,10 @@ GPUOBS_PATCH gpuobs_block_trace_enter(void* userdata, uint64_t pc) {
 GPUOBS_PATCH gpuobs_block_trace_exit(void* userdata, uint64_t pc) {
     if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
     const uint32_t mask = __activemask();
-    if (lane_id() != (uint32_t)(__ffs(mask) - 1) || gate_off(userdata)) return SANITIZER_PATCH_SUCCESS;
+    // A duty cycle's exits stamp through one on length past the on time: a block
+    // that started inside it ends in the record unless it outlasts that.
+    if (lane_id() != (uint32_t)(__ffs(mask) - 1) || duty_off(userdata, 1) || gate_off(userdata))
+        return SANITIZER_PATCH_SUCCESS;
     const uint64_t grid = grid_id(), block = flat_block_index();
     uint64_t key, index;
     ld_slot(block_slot(userdata, grid, block), &key, &index);
@@ -404,10 +438,12 @@ GPUOBS_PATCH gpuobs_block_trace_exit(void* userdata, uint64_t pc) {
 // block_noop. Out of line they cost every thread the call's 3 saves, inline and
 // written plainly 5 (measured on the H200: 1.09-1.27x no tool for the call alone).
 GPUOBS_PATCH gpuobs_block_starts_enter(void* userdata, uint64_t pc) {
-    if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
-    // Both gates first, every thread, one cached load a warp shares: disarmed
-    // (outside a window, --paused, a duty cycle's off time) a thread leaves here,
-    // before the thread- and lane-index reads and the vote that an arrival costs.
+    // A duty cycle's off time first, with no load (each warp reads the clock: at
+    // an edge a block's leader and its other warps may see different sides).
+    if (userdata == nullptr || duty_off(userdata)) return SANITIZER_PATCH_SUCCESS;
+    // Both gates next, every thread, one cached load a warp shares: disarmed
+    // (outside a window, --paused) a thread leaves here, before the thread- and
+    // lane-index reads and the vote that an arrival costs.
     const uint64_t gates = both_gates(userdata);
     if (gate_is_off(gates)) return SANITIZER_PATCH_SUCCESS;
     if ((threadIdx.x | threadIdx.y | threadIdx.z) == 0) {
@@ -508,7 +544,9 @@ static __device__ __forceinline__ uint32_t fmix32(uint32_t h) {
 // barrier). Ids are read again from special registers, not kept live.
 static __device__ __noinline__ void capture_access(const void* userdata, uint64_t pc, void* ptr, uint32_t size,
                                                    uint32_t flags) {
-    if (gate_off(userdata)) return;
+    // (Read again per lane: within a microsecond of a duty cycle's edge a lane may
+    // capture an access its warp's leader did not count, or the reverse.)
+    if (duty_off_wide(userdata) || gate_off(userdata)) return;
     if (sampled_out(userdata)) {
         count_sampled_out(userdata);
         return;
@@ -540,7 +578,8 @@ GPUOBS_PATCH gpuobs_mem_access(void* userdata, uint64_t pc, void* ptr, uint32_t 
     if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
     const uint32_t mask = __activemask();
     if (lane_id() == (uint32_t)(__ffs(mask) - 1)) {
-        if (gate_off(userdata)) return SANITIZER_PATCH_SUCCESS;  // the other lanes see it in capture_access
+        // the other lanes see both in capture_access
+        if (duty_off_wide(userdata) || gate_off(userdata)) return SANITIZER_PATCH_SUCCESS;
         count_for_launch(userdata, grid_id(), sm_id(), __popc(mask));
     }
     const uint32_t block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);

@@ -16,7 +16,7 @@
 /* gpuobs:cdef-begin */
 #define GPUOBS_FORMAT_VERSION 1
 /* FNV-1a 64 of the canonical layout text (see gpuobs/recording_file/schema.py: layout_text). */
-#define GPUOBS_SCHEMA_HASH 0xca299a28008f5156
+#define GPUOBS_SCHEMA_HASH 0x5af4e526fee24ea0
 #define GPUOBS_EVENT_SIZE 64
 #define GPUOBS_MAX_STRIPES 256
 #define GPUOBS_NO_FLUSH 0xFFFFFFFF       /* a launch read before the FLUSH chunk that closes its window */
@@ -173,6 +173,23 @@ typedef struct gpuobs_warp_arrival {
  * stream of its own: counts stay exact whatever a launch running across a turn
  * sees, and its records are those its blocks took while the gate was open. */
 #define GPUOBS_SAMPLE_GATE_OUT 1u
+
+/* The duty cycle on the device's clock (--duty): carried in the top 12 bits of
+ * every callback data pointer, so a patch tests it with no load, and a CUDA graph
+ * exec, which keeps the callback data it was instantiated with, carries it
+ * whenever it was instantiated. Bits 58-63: the period's shift p (a period of 2^p
+ * ns; 0: no duty cycle); bits 52-57: the on time's shift o (o < p). A block (or
+ * an access) is counted and recorded only where %globaltimer mod 2^p < 2^o (the
+ * on time); elsewhere the patches return at once, as outside a window. The
+ * device's clock, not the run's start, places the on times. block_trace's exits
+ * still stamp through one more on length (to 2^(o+1)), so blocks that started
+ * inside it end inside the record. Every patch masks the bits off
+ * (GPUOBS_CALLBACK_ADDRESS_MASK) before it uses the pointer; the tool carries
+ * them only where the arena lies below 2^52 (otherwise it turns the sample gate
+ * from the host instead, as before: GPUOBS_SAMPLING_DUTY_ON_DEVICE unset). */
+#define GPUOBS_DUTY_PERIOD_SHIFT_BIT 58
+#define GPUOBS_DUTY_ON_SHIFT_BIT 52
+#define GPUOBS_CALLBACK_ADDRESS_MASK 0x000FFFFFFFFFFFFFull
 
 /* Per-context control block in device memory. */
 typedef struct gpuobs_control {
@@ -426,8 +443,19 @@ typedef struct gpuobs_sampling_info {
     uint64_t duty_period_ns;
     uint64_t gate_closed_ns; /* host time the gate was closed since the last flush of this device */
     uint32_t gate_turns;     /* times the gate closed since then */
-    uint32_t reserved;
+    uint32_t flags;          /* enum gpuobs_sampling_flags */
 } gpuobs_sampling_info;
+
+/* gpuobs_sampling_info.flags bits. */
+enum gpuobs_sampling_flags {
+    GPUOBS_SAMPLING_DUTY_ON_DEVICE = 1 /* the duty cycle is kept on the device's clock (see the callback data's
+                                          duty bits): duty_on_ns and duty_period_ns are powers of two, its on
+                                          times are where %globaltimer mod duty_period_ns < duty_on_ns, and
+                                          outside them nothing was counted or recorded (a launch run wholly
+                                          there is settled as unrecorded; gate_closed_ns and gate_turns are
+                                          the data budget's alone). Unset: the sampler turned the sample gate
+                                          from the host, counting every block. */
+};
 
 typedef struct gpuobs_launch_count {
     uint64_t grid_id;

@@ -255,6 +255,7 @@ bool Config::load(std::string* error) {
         return false;
     }
     if (const char* s = std::getenv("GPUOBS_PATCHES")) patches = s;
+    if (const char* s = std::getenv("GPUOBS_DUTY_ON_HOST")) duty_on_host = s[0] != '\0' && s[0] != '0';
     if (const char* s = std::getenv("GPUOBS_PROBE")) probe = s;
     if (const char* s = std::getenv("GPUOBS_DUMP_PATCHED_CODE")) dump_patched_code = s;
     if (const char* s = std::getenv("GPUOBS_ZLIB")) zlib_library = s;

@@ -39,9 +39,12 @@ struct Config {
     bool lossless = false;
     bool start_paused = false;  // GPUOBS_START_PAUSED=1: nothing patched until gpuobs.resume()
     uint32_t window_every = 0;  // GPUOBS_WINDOW_EVERY=N: record 1 interval in N between quiet syncs
-    // GPUOBS_DUTY=ON/PERIOD: record the first ON of every PERIOD of the run, the
-    // sampler's sample gate turned by its own thread (sampler.h); 0: always.
+    // GPUOBS_DUTY=ON/PERIOD as asked: kept on the device's clock, rounded to powers of
+    // two (duty_cycle.h), or where that cannot be (device_arena.h: duty), by the
+    // sampler's thread turning the sample gate (sampler.h); 0: always.
     uint64_t duty_on_ns = 0, duty_period_ns = 0;
+    // GPUOBS_DUTY_ON_HOST=1 (tests): the sampler's gate even where the device could keep it.
+    bool duty_on_host = false;
     // GPUOBS_BUDGET_MBPS: records a second the sampler keeps to (sampler.h); 0: none.
     uint64_t budget_bytes_per_s = 0;
     // GPUOBS_PACK_METADATA=zlib: LAUNCHES, FLUSH and API_CALLS chunks packed (chunk_compress.h)

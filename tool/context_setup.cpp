@@ -85,6 +85,11 @@ bool DeviceArena::allocate(CUcontext ctx, const Config& config, uint32_t gate, s
     block_table = reinterpret_cast<gpuobs_block_slot*>(base + GPUOBS_ARENA_BLOCK_TABLE);
     events = reinterpret_cast<gpuobs_event*>(base + GPUOBS_ARENA_EVENTS);
     arrivals = reinterpret_cast<gpuobs_warp_arrival*>(events + stripe_count * stripe_capacity);
+    // The duty cycle rides in the callback data's top bits where nothing of the arena
+    // needs them (on x86-64 device addresses stay below 2^47).
+    const uint64_t arena_end = (uint64_t)events + events_bytes + arrivals_bytes;
+    if (writes_records(config.mode) && !config.duty_on_host && arena_end <= GPUOBS_CALLBACK_ADDRESS_MASK)
+        duty = duty_shifts_for(config.duty_on_ns, config.duty_period_ns);
 
     gpuobs_control init;
     std::memset(&init, 0, sizeof init);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "config.h"
+#include "duty_cycle.h"
 #include "gpuobs_schema.h"
 
 namespace gpuobs {
@@ -68,10 +69,18 @@ struct DeviceArena {
 
     // block_starts' warp arrivals per stripe.
     uint64_t arrivals_per_stripe() const { return stripe_capacity * GPUOBS_WARP_ARRIVALS_PER_EVENT; }
+    // The duty cycle the patches keep on the device's clock, carried in every callback
+    // data pointer's top bits (the schema); none where none was asked for, where the
+    // mode records nothing, or where the arena does not lie below those bits (the
+    // sampler then keeps it from the host). Set by allocate().
+    DutyShifts duty;
+
     // What a patched function's callback data points at: its entry's address plus
-    // the sample shift (see gpuobs_function_entry), in both callback scopes.
+    // the sample shift (see gpuobs_function_entry), in both callback scopes, with the
+    // duty cycle's bits on top.
     void* callback_data(uint32_t slot, uint32_t sample_shift) const {
-        return reinterpret_cast<char*>(entries + slot) + sample_shift;
+        return reinterpret_cast<void*>((reinterpret_cast<uint64_t>(entries + slot) + sample_shift) |
+                                       duty.callback_bits());
     }
 };
 

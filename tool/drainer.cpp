@@ -400,6 +400,8 @@ void Drainer::drain_window(FlushWindow& w) {
             GPUOBS_LOG("flush %u (%s): cannot read the launch counters; this window's counts are lost", info.flush_seq,
                        w.reason);
     }
+    if (arena_ != nullptr && arena_->duty.period != 0)  // launches run wholly in the off time
+        info.unrecorded_launches += settle_off_time(&w.launches, &counts);
     const uint64_t write_started_ns = monotonic_ns();
     write_flush_chunks(w.launches, counts, info, sampling);
     write_ns = monotonic_ns() - write_started_ns;

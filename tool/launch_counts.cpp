@@ -54,6 +54,37 @@ void attribute_counts(const CountedWindow& w, const std::vector<uint64_t>& harve
     }
 }
 
+uint64_t settle_off_time(std::vector<gpuobs_launch>* launches, std::vector<gpuobs_launch_count>* counts) {
+    std::unordered_set<uint64_t> uncounted;
+    for (const gpuobs_launch_count& c : *counts)
+        if (c.count == 0) uncounted.insert(c.grid_id);
+    if (uncounted.empty()) return 0;
+    uint64_t settled = 0;
+    std::unordered_set<uint32_t> replays_out, replays_left;
+    std::unordered_set<uint64_t> grids_left;
+    std::vector<gpuobs_launch> kept;
+    kept.reserve(launches->size());
+    for (const gpuobs_launch& l : *launches) {
+        const bool node = (l.flags & GPUOBS_LAUNCH_GRAPH_NODE) != 0;
+        if (uncounted.count(l.grid_id) && !(l.flags & GPUOBS_LAUNCH_RACED_FLUSH)) {
+            if (node)
+                replays_out.insert(l.graph_launch_id);
+            else
+                ++settled;
+            continue;
+        }
+        if (node) replays_left.insert(l.graph_launch_id);
+        grids_left.insert(l.grid_id);
+        kept.push_back(l);
+    }
+    for (uint32_t r : replays_out) settled += replays_left.count(r) ? 0 : 1;
+    launches->swap(kept);
+    counts->erase(std::remove_if(counts->begin(), counts->end(),
+                                 [&](const gpuobs_launch_count& c) { return !grids_left.count(c.grid_id); }),
+                  counts->end());
+    return settled;
+}
+
 void merge_cut_totals(const SlotTotals& earlier, const std::vector<gpuobs_launch>& later_launches, SlotTotals* into) {
     if (earlier.empty()) return;
     std::unordered_set<uint32_t> later_slots;

@@ -48,6 +48,17 @@ void attribute_counts(const CountedWindow& w, const std::vector<uint64_t>& harve
                       const ListedAfter& listed_after, bool later_possible, std::vector<gpuobs_launch_count>* out,
                       uint64_t* unattributed);
 
+// A duty cycle kept on the device (duty_cycle.h) counts nothing outside its on
+// time, so a launch that ran wholly there has a count of 0, exact however many
+// launches share its slot: it is settled as a launch outside a window is, taken
+// out of the window's launches (its count row with it) and counted as unrecorded,
+// a graph replay once, where none of its kernel nodes is left. A launch flagged as
+// racing a flush stays: its blocks may have run after the cut, in the next window.
+// (A launch of a function whose code could not be patched counts 0 too, and is
+// settled the same way; that module's notice says so.) Returns the launches
+// (replays once) settled.
+uint64_t settle_off_time(std::vector<gpuobs_launch>* launches, std::vector<gpuobs_launch_count>* counts);
+
 // Whether one drain may take a queued window together with the one after it (both
 // windows' launches, the later one's cut). Only quiet windows merge: the last one's
 // quiet time then bounds every block of them all (block_starts), and a window cut

@@ -24,7 +24,12 @@ void Sampler::start(const DeviceArena& arena) {
     // up); a small test ring does not make it small.
     const uint64_t ring = arena.stripe_capacity * arena.stripe_count * sizeof(gpuobs_event);
     burst_ = std::min(budget_ * 60, std::max<uint64_t>(ring, 256ull << 20));
-    if (budget_ == 0 && config_.duty_period_ns == 0) return;
+    // A duty cycle the patches keep on the device's clock is not this thread's to turn.
+    if (arena.duty.period == 0) {
+        duty_on_ns_ = config_.duty_on_ns;
+        duty_period_ns_ = config_.duty_period_ns;
+    }
+    if (budget_ == 0 && duty_period_ns_ == 0) return;
     try {
         thread_ = std::thread([this] { loop(); });
     } catch (const std::exception& e) {
@@ -45,8 +50,14 @@ void Sampler::stop() {
 void Sampler::fill_window(gpuobs_sampling_info* info) {
     info->budget_bytes_per_s = budget_;
     info->burst_bytes = budget_ != 0 ? burst_ : 0;
-    info->duty_on_ns = config_.duty_on_ns;
-    info->duty_period_ns = config_.duty_period_ns;
+    if (arena_ != nullptr && arena_->duty.period != 0) {
+        info->duty_on_ns = arena_->duty.on_ns();
+        info->duty_period_ns = arena_->duty.period_ns();
+        info->flags |= GPUOBS_SAMPLING_DUTY_ON_DEVICE;
+    } else {
+        info->duty_on_ns = duty_on_ns_;
+        info->duty_period_ns = duty_period_ns_;
+    }
     std::lock_guard<std::mutex> lock(mu_);
     const uint64_t now = monotonic_ns();
     info->gate_closed_ns = closed_ns_ + (closed_ ? now - closed_since_ns_ : 0);
@@ -96,7 +107,7 @@ void Sampler::loop() {
                    device_index_);
         return;
     }
-    SampleRule rule(budget_, burst_, config_.duty_on_ns, config_.duty_period_ns, monotonic_ns());
+    SampleRule rule(budget_, burst_, duty_on_ns_, duty_period_ns_, monotonic_ns());
     uint64_t recorded = 0, failed_reads = 0;
     for (;;) {
         const uint64_t now = monotonic_ns();

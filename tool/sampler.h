@@ -1,6 +1,7 @@
 // A context's sampler: keeps what the rings take within the data budget
-// (`--budget`, bytes a second with a burst it may spend at once) and the duty
-// cycle (`--duty ON/PERIOD`), without making the program wait. Its own thread
+// (`--budget`, bytes a second with a burst it may spend at once) and, where the
+// patches cannot keep it on the device's clock (duty_cycle.h), the duty cycle
+// (`--duty ON/PERIOD`), without making the program wait. Its own thread
 // reads the rings' claim counters every millisecond or so while the sample gate
 // is open, and turns the gate (the schema's sample_gate) with a small copy on a
 // stream of its own: closed, blocks (or captured accesses) are counted as ever
@@ -57,6 +58,7 @@ private:
     Drainer& drainer_;
     const DeviceArena* arena_ = nullptr;
     uint64_t budget_ = 0, burst_ = 0;
+    uint64_t duty_on_ns_ = 0, duty_period_ns_ = 0;  // the duty cycle this thread keeps (none: the device's)
 
     // The thread's stop request and the gate's history since the last flush (mu_, a leaf).
     std::mutex mu_;

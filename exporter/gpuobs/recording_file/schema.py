@@ -148,6 +148,7 @@ COMPATIBLE_SCHEMAS = {
     0x49906C504643937C: {"launch_table_size": 4096, **_ROUNDED_DOWN},
     0xE78BC05CF512A957: _ROUNDED_DOWN,  # before block_starts (its mode, flag, warp arrivals and SLOTS chunk)
     0x8DC623220B0E97DB: _ROUNDED_DOWN,  # before the device rings' limits (gpuobs_control only: no file layout changed)
+    0xCA299A28008F5156: {},  # before the duty cycle on the device (SAMPLING's flags were reserved, always 0)
 }
 
 

@@ -1,0 +1,49 @@
+// The duty cycle on the device's clock (the schema's callback data bits): `--duty
+// ON/PERIOD` rounded to powers of two of nanoseconds, so a patch tells the on time
+// from %globaltimer with a mask and a shift, and no load (a word read from memory
+// cost the decode loop three times block_noop's price a step; sampler.h turns the
+// sample gate from the host where the bits cannot be carried).
+#pragma once
+#include <cstdint>
+
+#include "gpuobs_schema.h"
+
+namespace gpuobs {
+
+struct DutyShifts {
+    uint32_t period = 0, on = 0;  // shifts: 2^period ns, the first 2^on ns of it; period 0: none
+
+    uint64_t period_ns() const { return period != 0 ? 1ull << period : 0; }
+    uint64_t on_ns() const { return period != 0 ? 1ull << on : 0; }
+    // The callback data's top bits (or'ed into every function's pointer).
+    uint64_t callback_bits() const {
+        return period != 0 ? ((uint64_t)period << GPUOBS_DUTY_PERIOD_SHIFT_BIT) |
+                                 ((uint64_t)on << GPUOBS_DUTY_ON_SHIFT_BIT)
+                           : 0;
+    }
+};
+
+// ON rounded up (at least what was asked is recorded), PERIOD to the nearer power
+// of two on a log scale (5 s -> 2^32 ns, 4.29 s), at least twice ON: 50ms/5s is
+// 67.1 ms of every 4.29 s. {0, 0} where no duty cycle is asked for.
+inline DutyShifts duty_shifts_for(uint64_t on_ns, uint64_t period_ns) {
+    DutyShifts d;
+    if (period_ns == 0 || on_ns == 0) return d;
+    uint32_t on = 0;
+    while (on < 62 && (1ull << on) < on_ns) ++on;
+    uint32_t period = 1;
+    while (period < 63 && (1ull << period) < period_ns) ++period;  // the power at or above
+    // the one below is nearer where PERIOD < 2^(period - 1) * sqrt(2)
+    if (period > 1 && (double)period_ns < (double)(1ull << (period - 1)) * 1.4142135623730951) --period;
+    if (period <= on) period = on + 1;
+    d.period = period;
+    d.on = on;
+    return d;
+}
+
+// Whether a device time lies in the on time (the patches' test, for the host's checks).
+inline bool duty_on_at(const DutyShifts& d, uint64_t device_ns) {
+    return d.period == 0 || ((device_ns & (d.period_ns() - 1)) >> d.on) == 0;
+}
+
+}  // namespace gpuobs
