@@ -133,12 +133,13 @@ __device__ __forceinline__ char* arena(const void* userdata) {
 // from the clock, the low word alone for periods up to 2^32 ns (measured on the
 // H100: block_starts closed this way cost block_noop + 0.020 ms a decode step, where
 // the record gate's cached load cost + 0.062).
-__device__ __forceinline__ bool duty_off(const void* userdata, uint32_t grace = 0) {
+template <uint32_t grace = 0>
+__device__ __forceinline__ bool duty_off(const void* userdata) {
     const uint64_t bits = (uint64_t)userdata;
     const uint32_t p = (uint32_t)(bits >> GPUOBS_DUTY_PERIOD_SHIFT_BIT);
     if (p == 0) return false;
     const uint32_t o = (((uint32_t)(bits >> GPUOBS_DUTY_ON_SHIFT_BIT)) & 63) + grace;
-    if (o >= p) return false;
+    if (grace != 0 && o >= p) return false;  // the grace reaches the period's end (the tool keeps o < p)
     // (t mod 2^p) >> o, as two shifts
     if (p <= 32) return ((globaltimer_lo() << (32 - p)) >> (32 - p + o)) != 0;
     return ((globaltimer() << (64 - p)) >> (64 - p + o)) != 0;
@@ -408,7 +409,7 @@ GPUOBS_PATCH gpuobs_block_trace_exit(void* userdata, uint64_t pc) {
     const uint32_t mask = __activemask();
     // A duty cycle's exits stamp through one on length past the on time: a block
     // that started inside it ends in the record unless it outlasts that.
-    if (lane_id() != (uint32_t)(__ffs(mask) - 1) || duty_off(userdata, 1) || gate_off(userdata))
+    if (lane_id() != (uint32_t)(__ffs(mask) - 1) || duty_off<1>(userdata) || gate_off(userdata))
         return SANITIZER_PATCH_SUCCESS;
     const uint64_t grid = grid_id(), block = flat_block_index();
     uint64_t key, index;

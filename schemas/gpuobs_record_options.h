@@ -123,9 +123,10 @@ typedef struct gpuobs_record_option {
     X(duty, .env = "GPUOBS_DUTY", .kind = GPUOBS_OPTION_DUTY, .fallback = "", .lo = 1000000, .hi = 86400000000000ull, \
       .cli = "--duty", .metavar = "ON/PERIOD",                                                                        \
       .help =                                                                                                         \
-          "record the first ON of every PERIOD of the run, e.g. 50ms/5s (PERIOD {lo}..{hi}): the tool turns "         \
-          "its sample gate from a thread of its own, so CUDA graphs and programs that never synchronise "             \
-          "follow; outside ON blocks are counted, not recorded")
+          "record ON of every PERIOD, e.g. 50ms/5s (PERIOD {lo}..{hi}), on the device's clock: both rounded "         \
+          "to powers of two of ns (ON up, PERIOD to the nearer; 50ms/5s is 67.1 ms of every 4.29 s) and kept by "     \
+          "the patches with no load, so CUDA graphs and programs that never synchronise follow at about "             \
+          "block_noop's cost; outside ON nothing is counted, and launches run wholly there are unrecorded")
 
 /* Each option's index in the table: GPUOBS_OPT_mode, GPUOBS_OPT_sample_shift, ... */
 #define GPUOBS_OPTION_INDEX(option, ...) GPUOBS_OPT_##option,

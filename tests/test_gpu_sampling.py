@@ -6,6 +6,7 @@ blocks add up to what it counted."""
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 from gpuobs.analysis import launches as analysis
 from gpuobs.recording_file import schema
 
-from .gpu_helpers import assert_windows_add_up, record
+from .gpu_helpers import assert_windows_add_up, launches_named, record
 
 pytestmark = pytest.mark.gpu
 
@@ -65,11 +66,105 @@ def open_stretches(rec, gap_ns):
     return 1 + int((np.diff(starts) > gap_ns).sum()) if len(starts) else 0
 
 
+# Three graphs, captured at three places of the device's duty cycle (16.8 ms of every
+# 67.1 ms: --duty 10ms/50ms rounded): A before any replay, B inside an on time, C
+# across its end (capture begun before the edge, instantiated after it); then replayed
+# in turn, with no synchronisation, for about 8 periods. The device's clock is read by
+# a kernel of the program's own (CuPy), so the places are the device's, not the host's.
+DUTY_PERIOD, DUTY_ON = 1 << 26, 1 << 24
+DUTY_CLOCK_KERNEL = (
+    'extern "C" __global__ void device_now(unsigned long long* t) {'
+    ' unsigned long long v; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(v)); *t = v; }'
+)
+DUTY_LOOP = f"""
+import json, time, cupy, torch
+clock = cupy.RawKernel({DUTY_CLOCK_KERNEL!r}, "device_now")
+now = cupy.zeros(1, dtype=cupy.uint64)
+def device_ns():
+    clock((1,), (1,), (now,))
+    return int(now.get()[0])
+def wait_for_phase(lo, hi):
+    while not lo <= device_ns() % {DUTY_PERIOD} < hi:
+        time.sleep(0.0002)
+x = torch.randn(1 << 22, device="cuda")
+side = torch.cuda.Stream()
+def capture(op, hold=0.0):
+    g = torch.cuda.CUDAGraph()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.cuda.graph(g, stream=side):
+        op()
+        time.sleep(hold)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    return g
+a = capture(lambda: x.mul_(1.0001))
+wait_for_phase({DUTY_ON} // 4, {DUTY_ON} // 2)
+b = capture(lambda: x.add_(1.0))
+wait_for_phase({DUTY_ON} - 2_000_000, {DUTY_ON} - 1_000_000)
+c = capture(lambda: x.neg_(), hold=0.004)
+graphs = [a, b, c]
+t0 = time.perf_counter()
+replays = 0
+while time.perf_counter() - t0 < 8 * {DUTY_PERIOD} / 1e9:
+    for _ in range(30):
+        graphs[replays % 3].replay()
+        replays += 1
+    time.sleep(0.0005)
+torch.cuda.synchronize()
+print(json.dumps({{"replays": replays, "s": time.perf_counter() - t0}}))
+"""
+
+
 @pytest.mark.parametrize("mode", ["block_trace", "block_starts"])
-def test_duty_cycle_records_only_its_windows_and_counts_every_block(tmp_path, mode):
+def test_duty_cycle_on_the_device_records_only_its_on_times(tmp_path, mode):
     proc, rec = record(
-        tmp_path, mode, [sys.executable, "-c", LOOP], "--duty", "10ms/50ms", "--budget", "0", env=DEBUG_ENV
+        tmp_path, mode, [sys.executable, "-c", DUTY_LOOP], "--duty", "10ms/50ms", "--budget", "0", env=DEBUG_ENV
     )
+    ran = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert rec.complete and rec.damage is None
+    assert_sampling_adds_up(rec)  # recorded + dropped + sampled out == counted, every flush
+    d = rec.sampling[-1]
+    assert int(d["flags"]) & schema.SamplingFlag.DUTY_ON_DEVICE, "kept on the device's clock"
+    assert (int(d["duty_on_ns"]), int(d["duty_period_ns"])) == (DUTY_ON, DUTY_PERIOD)
+    assert int(rec.sampling["gate_turns"].sum()) == 0, "no host gate turned"
+    s = analysis.summary(rec)
+    assert s["counts_unattributed"] == 0 and s["events_unattributed"] == 0, s
+    # Every record starts in an on time (its block's entry read the clock a moment before
+    # it stamped the start: 20 us of slack at the edge).
+    starts = rec.events["time_start"][rec.events["kind"] == schema.EventKind.BLOCK].astype(np.int64)
+    phase = starts % DUTY_PERIOD
+    assert len(starts) and (phase < DUTY_ON + 20_000).all(), np.sort(phase)[-5:]
+    # Each graph recorded in some on time, none counted outside: replays either listed
+    # (their counts whole, but at an edge) or settled as unrecorded, once each.
+    table = analysis.launch_table(rec)
+    for name in ("MulFunctor", "_add<", "neg_kernel"):
+        hits = [i for i in launches_named(rec, name) if rec.launches["flags"][i] & schema.LaunchFlag.GRAPH_NODE]
+        assert hits and table.blocks_recorded[hits].sum() > 0, name
+    nodes = (rec.launches["flags"] & schema.LaunchFlag.GRAPH_NODE) != 0
+    listed_replays = len(np.unique(rec.launches["graph_launch_id"][nodes]))
+    assert listed_replays + rec.totals["unrecorded_launches"] >= ran["replays"], (listed_replays, ran)
+    assert rec.totals["unrecorded_launches"] >= ran["replays"] // 4, "most replays ran in the off time"
+    assert listed_replays < ran["replays"]
+    # A count short of whole grids only where a replay crossed an edge (two edges a period).
+    grid = np.maximum(table.grid_blocks, 1)
+    partial = (table.counted >= 0) & (table.counted % grid != 0)
+    assert int(partial.sum()) <= 6 * (ran["s"] / (DUTY_PERIOD / 1e9) + 2), int(partial.sum())
+    assert (table.counted <= table.grid_blocks * np.maximum(table.counted_shared, 1)).all()
+    if mode == "block_trace":  # ends stamped through one more on length: few left unconfirmed
+        assert table.ends_unconfirmed.sum() <= 0.01 * table.blocks_recorded.sum() + 100
+    info = subprocess.run(
+        [sys.executable, "-m", "gpuobs", "info", str(rec.path)], capture_output=True, text=True, check=True
+    ).stdout
+    assert "a duty cycle on the device: recorded the first 16.7772 ms of every 67.1089 ms" in info, info
+
+
+@pytest.mark.parametrize("mode", ["block_trace", "block_starts"])
+def test_duty_cycle_from_the_host_counts_every_block(tmp_path, mode):
+    """The fallback where the callback data cannot carry the cycle (an arena above
+    2^52; GPUOBS_DUTY_ON_HOST forces it): the sampler's thread turns the sample gate,
+    every block is counted, records only while the gate is open."""
+    env = dict(DEBUG_ENV, GPUOBS_DUTY_ON_HOST="1")
+    proc, rec = record(tmp_path, mode, [sys.executable, "-c", LOOP], "--duty", "10ms/50ms", "--budget", "0", env=env)
     ran = json.loads(proc.stdout.strip().splitlines()[-1])
     assert rec.complete and rec.damage is None
     assert_sampling_adds_up(rec)
@@ -89,6 +184,7 @@ def test_duty_cycle_records_only_its_windows_and_counts_every_block(tmp_path, mo
     assert 2 <= open_stretches(rec, 20_000_000) <= ran["s"] / 0.05 + 3
     d = rec.sampling[-1]
     assert (int(d["duty_on_ns"]), int(d["duty_period_ns"]), int(d["budget_bytes_per_s"])) == (10**7, 5 * 10**7, 0)
+    assert not int(d["flags"]) & schema.SamplingFlag.DUTY_ON_DEVICE
     assert int(rec.sampling["gate_turns"].sum()) >= 2
 
 

@@ -494,7 +494,8 @@ def _print_record_summary(path: Path) -> None:
         )
         + (f"; {len(rec.api_calls):,} CUDA API calls" if len(rec.api_calls) else "")
         + (
-            f"; {s['unrecorded_launches']:,} launches ran outside recording windows (not recorded, not in the trace)"
+            f"; {s['unrecorded_launches']:,} launches ran outside recording windows or a duty cycle's on time "
+            "(not recorded, not in the trace)"
             if s["unrecorded_launches"]
             else ""
         )
@@ -901,7 +902,10 @@ def _print_export_summary(summary, output: Path) -> None:
                 "start, named '(end unconfirmed)'"
             )
         if g.unrecorded_launches:
-            _say(f"    {g.unrecorded_launches:,} launches ran outside recording windows: not in the trace")
+            _say(
+                f"    {g.unrecorded_launches:,} launches ran outside recording windows or a duty cycle's on time: "
+                "not in the trace"
+            )
         if g.launches_without_time and schema.mode_has(g.mode, schema.Trait.MEMORY_PATCH):
             _say(
                 f"    {g.launches_without_time:,} launches kept no sampled access, so they have no time and no "

@@ -239,7 +239,11 @@ def text(d: dict) -> list[str]:
         f"{d['modules_failed']} failed" + (f", {d['modules_deferred']} deferred" if d["modules_deferred"] else ""),
     )
     if d["unrecorded_launches"]:
-        line("", f"{d['unrecorded_launches']:,} more launches ran outside recording windows (not recorded)")
+        line(
+            "",
+            f"{d['unrecorded_launches']:,} more launches ran outside recording windows or a duty cycle's on time "
+            "(not recorded)",
+        )
     unit = "accesses" if schema.mode_has(mode, schema.Trait.MEMORY_PATCH) else "blocks"
     line("counted", f"{d['counted']:,} {unit} (exact, counted on the device)")
     line("kept", f"{d['blocks_recorded']:,} block records, {d['memory_events']:,} memory samples")

@@ -1,11 +1,15 @@
 """What the tool's sampler did (tool/sampler.h): the rule it kept (a data budget
 with its burst, a duty cycle) and how much it left out, from the SAMPLING chunk
-written after each flush. Counts stay exact under sampling; records are the
-stretches of time the sample gate was open, so per-record figures (spans, SMs,
-block times) describe those stretches, and totals of records are estimates."""
+written after each flush. Counts stay exact under the sample gate; records are
+the stretches of time it was open, so per-record figures (spans, SMs, block
+times) describe those stretches, and totals of records are estimates. A duty
+cycle kept on the device's clock (the schema's GPUOBS_SAMPLING_DUTY_ON_DEVICE)
+is a window instead: outside its on time nothing is counted, and launches run
+wholly there are unrecorded, as outside a recording window."""
 
 from __future__ import annotations
 
+from ..recording_file import schema
 from ..recording_file.recording import Recording
 
 
@@ -17,6 +21,7 @@ def sampling(rec: Recording) -> dict | None:
         return None
     last = s[-1]
     totals = rec.totals
+    on_device = bool(int(last["flags"]) & schema.SamplingFlag.DUTY_ON_DEVICE)
     sampled_out = int(s["sampled_out"].sum())
     would_record = totals["attempted"] + sampled_out  # records attempted + what the gate kept from attempting
     return {
@@ -24,6 +29,9 @@ def sampling(rec: Recording) -> dict | None:
         "burst_bytes": int(last["burst_bytes"]),
         "duty_on_ns": int(last["duty_on_ns"]),
         "duty_period_ns": int(last["duty_period_ns"]),
+        "duty_on_device": on_device,
+        # launches (graph replays once) run wholly outside the device's on times, or outside windows
+        "off_time_launches": int(totals["unrecorded_launches"]) if on_device else 0,
         "sampled_out": sampled_out,
         "gate_closed_ns": int(s["gate_closed_ns"].sum()),
         "gate_turns": int(s["gate_turns"].sum()),
@@ -40,12 +48,25 @@ def rule_text(d: dict) -> str:
             f"a budget of {d['budget_bytes_per_s'] / 1e6:g} MB/s with bursts of {d['burst_bytes'] / 2**20:,.0f} MiB"
         )
     if d["duty_period_ns"]:
-        parts.append(f"the first {_ms(d['duty_on_ns'])} of every {_ms(d['duty_period_ns'])}")
+        clock = " of the device's clock" if d.get("duty_on_device") else ""
+        parts.append(f"the first {_ms(d['duty_on_ns'])} of every {_ms(d['duty_period_ns'])}{clock}")
     return " and ".join(parts) or "none (every record kept)"
+
+
+def is_active(d: dict | None) -> bool:
+    """Whether the rule left anything out: records sampled out, or a duty cycle's off time."""
+    return d is not None and bool(d["sampled_out"] or d.get("duty_on_device"))
 
 
 def effect_text(d: dict, unit: str) -> str:
     """What the rule left out, for `info` and `stats`."""
+    if d.get("duty_on_device"):
+        return (
+            f"a duty cycle on the device: recorded {rule_text(d)} ({d['duty_on_ns'] / d['duty_period_ns']:.2%} "
+            f"of the time); outside it nothing was counted, and {d['off_time_launches']:,} launches (graph replays "
+            "once) ran wholly there, not recorded; launches running across an edge have part of their blocks"
+            + (f"; {d['sampled_out']:,} {unit} sampled out by the budget" if d["sampled_out"] else "")
+        )
     if not d["sampled_out"]:
         return f"nothing sampled out (rule: {rule_text(d)})"
     return (

@@ -204,7 +204,7 @@ def build(
     mode = rec.run.mode_name if rec.run else "unknown"
     result = {"recording": str(rec.path), "mode": mode}
     sampled = sampling.sampling(rec)
-    if sampled is not None and sampled["sampled_out"]:
+    if sampling.is_active(sampled):
         result["sampling"] = sampled
     if facts is not None:
         table = facts.table
@@ -254,7 +254,8 @@ def as_text(result: dict, width: int | None = None) -> str:
     lines = [f"{result['recording']} (mode {mode})"]
     if result.get("sampling"):
         unit = "accesses" if schema.mode_has(mode, schema.Trait.MEMORY_PATCH) else "blocks"
-        lines.append(f"sampled: {sampling.effect_text(result['sampling'], unit)}; counts are exact")
+        exact = "counts are exact in the on time" if result["sampling"].get("duty_on_device") else "counts are exact"
+        lines.append(f"sampled: {sampling.effect_text(result['sampling'], unit)}; {exact}")
     k = result.get("kernel_times")
     if k is not None:
         lines.append("")

@@ -547,17 +547,23 @@ def _window_note(rec: Recording, device: int) -> str:
     if n == 0:
         return ""
     return (
-        f" Recorded in windows: {n:,} kernel launches and graph replays ran outside them, recording nothing, and are "
-        "not in this trace (gaps between kernels may be theirs)."
+        f" Recorded in windows: {n:,} kernel launches and graph replays ran outside them (or outside a duty cycle's "
+        "on time), recording nothing, and are not in this trace (gaps between kernels may be theirs)."
     )
 
 
 def _sampling_note(rec: Recording, device: int) -> str:
     mine = rec.sampling[rec.sampling["device_index"] == device]
     out = int(mine["sampled_out"].sum())
+    d = sampling.sampling(rec)
+    if d is not None and d["duty_on_device"]:
+        return (
+            f" Duty cycle: recorded {sampling.rule_text(d)}; outside it nothing was counted or recorded"
+            + (f", and {out:,} blocks (or accesses) were counted but not recorded by the data budget" if out else "")
+            + "; launches running across an edge have part of their blocks."
+        )
     if out == 0:
         return ""
-    d = sampling.sampling(rec)
     return (
         f" Sampled: {out:,} blocks (or accesses) were counted but not recorded, by {sampling.rule_text(d)}; the "
         "slices are the stretches of time the tool's sample gate was open, and launches running across a turn "

@@ -143,6 +143,35 @@ def write_sampled_recording(
     return path
 
 
+def write_duty_recording(path, n_launches: int = 12, blocks_per_launch: int = 1024, on_launches=(0, 1, 2, 9)):
+    """A block_trace recording under a duty cycle kept on the device's clock (67.1 ms of
+    every 4.29 s): only `on_launches` ran in an on time, listed and counted whole; the
+    others ran in the off time, counted nothing, and were settled as unrecorded."""
+    ev, launches = block_trace_events(n_launches, blocks_per_launch, 132)
+    on = launches["grid_id"][list(on_launches)]
+    ev = ev[np.isin(ev["grid_id"], on)]
+    listed = launches[np.isin(launches["grid_id"], on)]
+    with RecordingWriter(path) as w:
+        w.run(pid=4242, mode=schema.Mode.BLOCK_TRACE, capacity=1 << 20, argv=["python3", "serve.py"])
+        w.device(name="NVIDIA H200", sm_count=132)
+        w.module(module_id=1)
+        for slot, (mangled, demangled) in enumerate(FUNCTION_NAMES):
+            w.function(function_slot=slot, mangled=mangled, demangled=demangled)
+        w.launches(listed)
+        counts = whole_launch_counts(listed, blocks_per_launch)
+        w.flush(
+            attempted=len(ev),
+            recorded=len(ev),
+            dropped=0,
+            launch_counts=counts,
+            unrecorded_launches=n_launches - len(listed),
+        )
+        w.sampling(duty_on_ns=1 << 26, duty_period_ns=1 << 32, flags=schema.SamplingFlag.DUTY_ON_DEVICE)
+        w.events(ev)
+        w.end(flushes=1, launches=len(listed), events=len(ev))
+    return path
+
+
 def whole_launch_counts(launches: np.ndarray, blocks_per_launch: int) -> np.ndarray:
     """A FLUSH chunk's launch counts: each launch counted whole, alone in its slot."""
     counts = np.zeros(len(launches), schema.dtype("gpuobs_launch_count"))
