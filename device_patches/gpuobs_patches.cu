@@ -127,31 +127,26 @@ __device__ __forceinline__ char* arena(const void* userdata) {
     return reinterpret_cast<char*>((uint64_t)userdata & GPUOBS_CALLBACK_ADDRESS_MASK & ~(GPUOBS_ARENA_ALIGN - 1));
 }
 
-// The duty cycle (the schema's callback data bits): whether now is outside its on
-// time, or with `grace` 1 outside the on time and one more on length after it
-// (block_trace's exits). No load: the shifts come with the pointer and the time
-// from the clock, the low word alone for periods up to 2^32 ns (measured on the
-// H100: block_starts closed this way cost block_noop + 0.020 ms a decode step, where
-// the record gate's cached load cost + 0.062).
+// The duty cycle (the schema's callback data bits), tested by the patches' _duty
+// twins only (the tool patches with them where a duty cycle is kept on the device;
+// the plain patches pay nothing for it): whether the device's clock `t` is outside
+// the on time, or with `grace` 1 outside the on time and one more on length
+// (block_trace's exits). (t mod 2^p) >> o as two shifts, from fields the tool
+// computed (64 - p, 64 - p + o): no load, no branch. PTX's shr clamps a shift of 64
+// (a grace reaching the period's end) to 0: never off. The clock is read first, by
+// the caller, so its latency overlaps the fields' extraction (measured on the H100:
+// block_starts closed by the clock cost block_noop + 0.020 ms a decode step, by the
+// record gate's cached load + 0.062).
 template <uint32_t grace = 0>
-__device__ __forceinline__ bool duty_off(const void* userdata) {
+__device__ __forceinline__ bool duty_off_at(const void* userdata, uint64_t t) {
     const uint64_t bits = (uint64_t)userdata;
-    const uint32_t p = (uint32_t)(bits >> GPUOBS_DUTY_PERIOD_SHIFT_BIT);
-    if (p == 0) return false;
-    const uint32_t o = (((uint32_t)(bits >> GPUOBS_DUTY_ON_SHIFT_BIT)) & 63) + grace;
-    if (grace != 0 && o >= p) return false;  // the grace reaches the period's end (the tool keeps o < p)
-    // (t mod 2^p) >> o, as two shifts
-    if (p <= 32) return ((globaltimer_lo() << (32 - p)) >> (32 - p + o)) != 0;
-    return ((globaltimer() << (64 - p)) >> (64 - p + o)) != 0;
+    const uint32_t left = (uint32_t)(bits >> GPUOBS_DUTY_LEFT_SHIFT_BIT);
+    const uint32_t right = (((uint32_t)(bits >> GPUOBS_DUTY_RIGHT_SHIFT_BIT)) & 63) + grace;
+    uint64_t phase;
+    asm("shr.b64 %0, %1, %2;" : "=l"(phase) : "l"(t << left), "r"(right));
+    return phase != 0;
 }
-// The same test on the 64-bit clock alone, for gpuobs_mem_access: the branch above
-// cost that patch one more register saved on every access.
-__device__ __forceinline__ bool duty_off_wide(const void* userdata) {
-    const uint64_t bits = (uint64_t)userdata;
-    const uint32_t p = (uint32_t)(bits >> GPUOBS_DUTY_PERIOD_SHIFT_BIT);
-    const uint32_t o = ((uint32_t)(bits >> GPUOBS_DUTY_ON_SHIFT_BIT)) & 63;
-    return p != 0 && ((globaltimer() << (64 - p)) >> (64 - p + o)) != 0;
-}
+
 __device__ __forceinline__ gpuobs_control* control(const void* ud) {
     return reinterpret_cast<gpuobs_control*>(arena(ud) + GPUOBS_ARENA_CONTROL);
 }
@@ -333,7 +328,7 @@ GPUOBS_PATCH gpuobs_block_exit_noop(void* userdata, uint64_t pc) { return SANITI
 
 GPUOBS_PATCH gpuobs_block_counter(void* userdata, uint64_t pc) {
     if ((threadIdx.x | threadIdx.y | threadIdx.z) != 0 || userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
-    if (duty_off(userdata) || gate_off(userdata)) return SANITIZER_PATCH_SUCCESS;
+    if (gate_off(userdata)) return SANITIZER_PATCH_SUCCESS;
     count_for_launch(userdata, grid_id(), sm_id(), 1);
     return SANITIZER_PATCH_SUCCESS;
 }
@@ -344,10 +339,11 @@ GPUOBS_PATCH gpuobs_block_counter(void* userdata, uint64_t pc) {
 // registers but for 1 (see the helpers above; 7 with vector stores and a hashed key).
 // Its claim is written out again in block_starts' leader on purpose: shared as one
 // inline helper, ptxas gave this entry 3 saves instead of 1.
-GPUOBS_PATCH gpuobs_block_trace_enter(void* userdata, uint64_t pc) {
+template <bool kDuty>
+__device__ __forceinline__ SanitizerPatchResult block_trace_enter(void* userdata, uint64_t pc) {
     if ((threadIdx.x | threadIdx.y | threadIdx.z) != 0 || userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
-    if (duty_off(userdata)) {  // not counted; its slot says so, so its exits stamp no older block of this key
-        publish_block(userdata, ~0ULL);
+    if (kDuty && duty_off_at(userdata, globaltimer())) {
+        publish_block(userdata, ~0ULL);  // not counted; so its exits stamp no older block of this key
         return SANITIZER_PATCH_SUCCESS;
     }
     if (gate_off(userdata)) return SANITIZER_PATCH_SUCCESS;
@@ -396,6 +392,10 @@ GPUOBS_PATCH gpuobs_block_trace_enter(void* userdata, uint64_t pc) {
     st_word(w + EVENT_WORD(sm_id_end), sm_id() | ((uint32_t)GPUOBS_EVENT_BLOCK << 16));  // sm_id_end, kind: last
     return SANITIZER_PATCH_SUCCESS;
 }
+GPUOBS_PATCH gpuobs_block_trace_enter(void* userdata, uint64_t pc) { return block_trace_enter<false>(userdata, pc); }
+GPUOBS_PATCH gpuobs_block_trace_enter_duty(void* userdata, uint64_t pc) {
+    return block_trace_enter<true>(userdata, pc);
+}
 
 // Block end, defined as the moment the block's last thread passes its exit:
 // each group of threads exiting together finds the block's event through its
@@ -404,12 +404,14 @@ GPUOBS_PATCH gpuobs_block_trace_enter(void* userdata, uint64_t pc) {
 // leader has published the slot exits before the leader itself, whose own stamp
 // is then the later one; the count (checked against the block's threads at the
 // flush) tells whether every exit was seen.
-GPUOBS_PATCH gpuobs_block_trace_exit(void* userdata, uint64_t pc) {
+template <bool kDuty>
+__device__ __forceinline__ SanitizerPatchResult block_trace_exit(void* userdata, uint64_t pc) {
     if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
     const uint32_t mask = __activemask();
     // A duty cycle's exits stamp through one on length past the on time: a block
     // that started inside it ends in the record unless it outlasts that.
-    if (lane_id() != (uint32_t)(__ffs(mask) - 1) || duty_off<1>(userdata) || gate_off(userdata))
+    if (lane_id() != (uint32_t)(__ffs(mask) - 1) || (kDuty && duty_off_at<1>(userdata, globaltimer())) ||
+        gate_off(userdata))
         return SANITIZER_PATCH_SUCCESS;
     const uint64_t grid = grid_id(), block = flat_block_index();
     uint64_t key, index;
@@ -424,6 +426,8 @@ GPUOBS_PATCH gpuobs_block_trace_exit(void* userdata, uint64_t pc) {
     red_add32(reinterpret_cast<uint32_t*>(&r->flags), (uint32_t)__popc(mask) << 16);  // exit_count
     return SANITIZER_PATCH_SUCCESS;
 }
+GPUOBS_PATCH gpuobs_block_trace_exit(void* userdata, uint64_t pc) { return block_trace_exit<false>(userdata, pc); }
+GPUOBS_PATCH gpuobs_block_trace_exit_duty(void* userdata, uint64_t pc) { return block_trace_exit<true>(userdata, pc); }
 
 // Block start without an exit patch. The block's leader (thread 0,0,0) writes
 // the block's event as block_trace's entry does, with the hardware warp slot of
@@ -438,10 +442,12 @@ GPUOBS_PATCH gpuobs_block_trace_exit(void* userdata, uint64_t pc) {
 // ABI's scratch registers (the helpers above): the entry saves none, as
 // block_noop. Out of line they cost every thread the call's 3 saves, inline and
 // written plainly 5 (measured on the H200: 1.09-1.27x no tool for the call alone).
-GPUOBS_PATCH gpuobs_block_starts_enter(void* userdata, uint64_t pc) {
+template <bool kDuty>
+__device__ __forceinline__ SanitizerPatchResult block_starts_enter(void* userdata, uint64_t pc) {
+    if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
     // A duty cycle's off time first, with no load (each warp reads the clock: at
     // an edge a block's leader and its other warps may see different sides).
-    if (userdata == nullptr || duty_off(userdata)) return SANITIZER_PATCH_SUCCESS;
+    if (kDuty && duty_off_at(userdata, globaltimer())) return SANITIZER_PATCH_SUCCESS;
     // Both gates next, every thread, one cached load a warp shares: disarmed
     // (outside a window, --paused) a thread leaves here, before the thread- and
     // lane-index reads and the vote that an arrival costs.
@@ -520,6 +526,10 @@ GPUOBS_PATCH gpuobs_block_starts_enter(void* userdata, uint64_t pc) {
     st_word(w + ARRIVAL_WORD(sm_id), sm_id() | ((warp_slot() & 0xff) << 16) | (1u << 24));  // kind: last
     return SANITIZER_PATCH_SUCCESS;
 }
+GPUOBS_PATCH gpuobs_block_starts_enter(void* userdata, uint64_t pc) { return block_starts_enter<false>(userdata, pc); }
+GPUOBS_PATCH gpuobs_block_starts_enter_duty(void* userdata, uint64_t pc) {
+    return block_starts_enter<true>(userdata, pc);
+}
 
 // ---- memory rungs ---------------------------------------------------------
 
@@ -543,11 +553,12 @@ static __device__ __forceinline__ uint32_t fmix32(uint32_t h) {
 // it takes; kept inline, the capture cost every access 7 stores and 7 loads of
 // the stack, out of line the patch pays 3 (the call's return address and
 // barrier). Ids are read again from special registers, not kept live.
+template <bool kDuty>
 static __device__ __noinline__ void capture_access(const void* userdata, uint64_t pc, void* ptr, uint32_t size,
                                                    uint32_t flags) {
     // (Read again per lane: within a microsecond of a duty cycle's edge a lane may
     // capture an access its warp's leader did not count, or the reverse.)
-    if (duty_off_wide(userdata) || gate_off(userdata)) return;
+    if ((kDuty && duty_off_at(userdata, globaltimer())) || gate_off(userdata)) return;
     if (sampled_out(userdata)) {
         count_sampled_out(userdata);
         return;
@@ -574,19 +585,28 @@ static __device__ __noinline__ void capture_access(const void* userdata, uint64_
 // access is captured when the hash of (pc, thread, block) has its low
 // sample_shift bits zero (shift 0 = mem_full, every access). Nothing before that
 // test loads: the shift comes with the callback data pointer.
-GPUOBS_PATCH gpuobs_mem_access(void* userdata, uint64_t pc, void* ptr, uint32_t size, uint32_t flags,
-                               const void* data) {
+template <bool kDuty>
+__device__ __forceinline__ SanitizerPatchResult mem_access(void* userdata, uint64_t pc, void* ptr, uint32_t size,
+                                                           uint32_t flags) {
     if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
     const uint32_t mask = __activemask();
     if (lane_id() == (uint32_t)(__ffs(mask) - 1)) {
         // the other lanes see both in capture_access
-        if (duty_off_wide(userdata) || gate_off(userdata)) return SANITIZER_PATCH_SUCCESS;
+        if ((kDuty && duty_off_at(userdata, globaltimer())) || gate_off(userdata)) return SANITIZER_PATCH_SUCCESS;
         count_for_launch(userdata, grid_id(), sm_id(), __popc(mask));
     }
     const uint32_t block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
     const uint32_t h = fmix32((uint32_t)pc * 0x9e3779b1u ^ flat_thread_index() * 0x85ebca77u ^ block * 0xc2b2ae3du ^
                               (uint32_t)(pc >> 32));
     if ((h & (uint32_t)((1ULL << sample_shift(userdata)) - 1)) != 0) return SANITIZER_PATCH_SUCCESS;
-    capture_access(userdata, pc, ptr, size, flags);
+    capture_access<kDuty>(userdata, pc, ptr, size, flags);
     return SANITIZER_PATCH_SUCCESS;
+}
+GPUOBS_PATCH gpuobs_mem_access(void* userdata, uint64_t pc, void* ptr, uint32_t size, uint32_t flags,
+                               const void* data) {
+    return mem_access<false>(userdata, pc, ptr, size, flags);
+}
+GPUOBS_PATCH gpuobs_mem_access_duty(void* userdata, uint64_t pc, void* ptr, uint32_t size, uint32_t flags,
+                                    const void* data) {
+    return mem_access<true>(userdata, pc, ptr, size, flags);
 }

@@ -174,21 +174,22 @@ typedef struct gpuobs_warp_arrival {
  * sees, and its records are those its blocks took while the gate was open. */
 #define GPUOBS_SAMPLE_GATE_OUT 1u
 
-/* The duty cycle on the device's clock (--duty): carried in the top 12 bits of
- * every callback data pointer, so a patch tests it with no load, and a CUDA graph
- * exec, which keeps the callback data it was instantiated with, carries it
- * whenever it was instantiated. Bits 58-63: the period's shift p (a period of 2^p
- * ns; 0: no duty cycle); bits 52-57: the on time's shift o (o < p). A block (or
- * an access) is counted and recorded only where %globaltimer mod 2^p < 2^o (the
- * on time); elsewhere the patches return at once, as outside a window. The
- * device's clock, not the run's start, places the on times. block_trace's exits
- * still stamp through one more on length (to 2^(o+1)), so blocks that started
- * inside it end inside the record. Every patch masks the bits off
- * (GPUOBS_CALLBACK_ADDRESS_MASK) before it uses the pointer; the tool carries
- * them only where the arena lies below 2^52 (otherwise it turns the sample gate
- * from the host instead, as before: GPUOBS_SAMPLING_DUTY_ON_DEVICE unset). */
-#define GPUOBS_DUTY_PERIOD_SHIFT_BIT 58
-#define GPUOBS_DUTY_ON_SHIFT_BIT 52
+/* The duty cycle on the device's clock (--duty): a period of 2^p ns whose first
+ * 2^o ns (o < p) are the on time, carried in the top 12 bits of every callback data
+ * pointer, so a patch tests it with no load, and a CUDA graph exec, which keeps the
+ * callback data it was instantiated with, carries it whenever it was instantiated.
+ * Bits 58-63: 64 - p; bits 52-57: 64 - p + o (the two shifts that make
+ * (%globaltimer mod 2^p) >> o). A block (or an access) is counted and recorded only
+ * where %globaltimer mod 2^p < 2^o; elsewhere the patches return at once, as
+ * outside a window. The device's clock, not the run's start, places the on times.
+ * block_trace's exits still stamp through one more on length, so blocks that
+ * started inside it end inside the record. Only the patches' _duty twins read the
+ * bits; every patch masks them off (GPUOBS_CALLBACK_ADDRESS_MASK) before it uses the
+ * pointer. The tool carries them only where the arena lies below 2^52, patching
+ * with the _duty twins; elsewhere its sampler turns the sample gate from the host
+ * instead (GPUOBS_SAMPLING_DUTY_ON_DEVICE unset). */
+#define GPUOBS_DUTY_LEFT_SHIFT_BIT 58
+#define GPUOBS_DUTY_RIGHT_SHIFT_BIT 52
 #define GPUOBS_CALLBACK_ADDRESS_MASK 0x000FFFFFFFFFFFFFull
 
 /* Per-context control block in device memory. */

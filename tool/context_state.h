@@ -41,6 +41,9 @@ public:
     CUcontext context() const { return ctx_; }
     bool active() const { return active_.load(); }
     uint32_t device_index() const { return device_index_; }
+    // Whether the patches keep a duty cycle on the device (device_arena.h: duty):
+    // its modules are then patched with the _duty twins.
+    bool duty_on_device() const { return arena_.duty.period != 0; }
 
     // on_launch and on_graph_replay return true when the rings' fill is due a
     // measurement or relief: the caller then calls relieve_ring_pressure once the

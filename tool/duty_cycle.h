@@ -15,10 +15,11 @@ struct DutyShifts {
 
     uint64_t period_ns() const { return period != 0 ? 1ull << period : 0; }
     uint64_t on_ns() const { return period != 0 ? 1ull << on : 0; }
-    // The callback data's top bits (or'ed into every function's pointer).
+    // The callback data's top bits (or'ed into every function's pointer): the two
+    // shifts that make (clock mod 2^period) >> on.
     uint64_t callback_bits() const {
-        return period != 0 ? ((uint64_t)period << GPUOBS_DUTY_PERIOD_SHIFT_BIT) |
-                                 ((uint64_t)on << GPUOBS_DUTY_ON_SHIFT_BIT)
+        return period != 0 ? ((uint64_t)(64 - period) << GPUOBS_DUTY_LEFT_SHIFT_BIT) |
+                                 ((uint64_t)(64 - period + on) << GPUOBS_DUTY_RIGHT_SHIFT_BIT)
                            : 0;
     }
 };
@@ -41,9 +42,12 @@ inline DutyShifts duty_shifts_for(uint64_t on_ns, uint64_t period_ns) {
     return d;
 }
 
-// Whether a device time lies in the on time (the patches' test, for the host's checks).
-inline bool duty_on_at(const DutyShifts& d, uint64_t device_ns) {
-    return d.period == 0 || ((device_ns & (d.period_ns() - 1)) >> d.on) == 0;
+// Whether a device time lies in the on time: the patches' test (duty_off_at) from
+// callback data bits, for the host's checks.
+inline bool duty_on_at(uint64_t callback_bits, uint64_t device_ns) {
+    const uint32_t left = (uint32_t)(callback_bits >> GPUOBS_DUTY_LEFT_SHIFT_BIT);
+    const uint32_t right = (uint32_t)(callback_bits >> GPUOBS_DUTY_RIGHT_SHIFT_BIT) & 63;
+    return left == 0 || right >= 64 || ((device_ns << left) >> right) == 0;
 }
 
 }  // namespace gpuobs

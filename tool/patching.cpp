@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -21,11 +22,13 @@ namespace {
 
 struct PatchStep {
     Sanitizer_InstructionId instruction;
-    const char* function;
+    std::string function;
 };
 
-// The mode's row of GPUOBS_MODE_PATCHES (the schema): its patch function at each patch point.
-std::vector<PatchStep> patch_plan(uint32_t mode) {
+// The mode's row of GPUOBS_MODE_PATCHES (the schema): its patch function at each
+// patch point; with `duty`, their _duty twins (the schema's duty cycle bits), which
+// the modes that record have and the others never need.
+std::vector<PatchStep> patch_plan(uint32_t mode, bool duty = false) {
     struct Row {
         const char *entry, *exit, *memory;
     };
@@ -35,9 +38,11 @@ std::vector<PatchStep> patch_plan(uint32_t mode) {
     if (mode >= sizeof rows / sizeof rows[0]) return {};
     std::vector<PatchStep> plan;
     const Row& r = rows[mode];
-    if (r.entry != nullptr) plan.push_back({SANITIZER_INSTRUCTION_BLOCK_ENTER, r.entry});
-    if (r.exit != nullptr) plan.push_back({SANITIZER_INSTRUCTION_BLOCK_EXIT, r.exit});
-    if (r.memory != nullptr) plan.push_back({SANITIZER_INSTRUCTION_GLOBAL_MEMORY_ACCESS, r.memory});
+    const char* twin = duty ? "_duty" : "";
+    if (r.entry != nullptr) plan.push_back({SANITIZER_INSTRUCTION_BLOCK_ENTER, std::string(r.entry) + twin});
+    if (r.exit != nullptr) plan.push_back({SANITIZER_INSTRUCTION_BLOCK_EXIT, std::string(r.exit) + twin});
+    if (r.memory != nullptr)
+        plan.push_back({SANITIZER_INSTRUCTION_GLOBAL_MEMORY_ACCESS, std::string(r.memory) + twin});
     return plan;
 }
 
@@ -49,11 +54,11 @@ ModuleRecord* module_record(CUmodule m) {
 }
 
 // Marks the mode's patch points in a module and instruments it; holds patch_mu.
-bool instrument_module(CUmodule module) {
-    for (const PatchStep& step : patch_plan(g_tool->config.mode)) {
-        SanitizerResult r = sanitizer().patch_instructions(step.instruction, module, step.function);
+bool instrument_module(CUmodule module, bool duty) {
+    for (const PatchStep& step : patch_plan(g_tool->config.mode, duty)) {
+        SanitizerResult r = sanitizer().patch_instructions(step.instruction, module, step.function.c_str());
         if (r != SANITIZER_SUCCESS) {
-            GPUOBS_LOG("cannot patch a module with %s: %s; that module runs unpatched", step.function,
+            GPUOBS_LOG("cannot patch a module with %s: %s; that module runs unpatched", step.function.c_str(),
                        sanitizer().describe(r));
             return false;
         }
@@ -91,7 +96,7 @@ void patch_module(ContextState* state, const Sanitizer_ResourceModuleData& md) {
     uint32_t status = kNotPatched;
     if (!patch_plan(t.config.mode).empty()) {
         std::lock_guard<std::mutex> lock(t.patch_mu);
-        if (instrument_module(md.module)) {
+        if (instrument_module(md.module, state->duty_on_device())) {
             status = kPatched;
             info.patch_count = 1;
         } else {

@@ -40,11 +40,17 @@ void rounding() {
     }
     expect(duty_shifts_for(0, 0).period == 0 && duty_shifts_for(0, 0).callback_bits() == 0, "no duty, no bits");
     const DutyShifts d = duty_shifts_for(50000000, 5000000000ull);
-    expect(d.callback_bits() == ((32ull << 58) | (26ull << 52)), "the bits: period shift 58-63, on shift 52-57");
+    expect(d.callback_bits() == ((32ull << 58) | (58ull << 52)), "the bits: 64 - p in 58-63, 64 - p + o in 52-57");
     expect((d.callback_bits() & GPUOBS_CALLBACK_ADDRESS_MASK) == 0, "the bits miss every address bit");
-    const uint64_t period = 1ull << 32, on = 1ull << 26;
-    expect(duty_on_at(d, 7 * period) && duty_on_at(d, 7 * period + on - 1), "on from each period's start");
-    expect(!duty_on_at(d, 7 * period + on) && !duty_on_at(d, 8 * period - 1), "off from ON to the period's end");
+    const uint64_t b = d.callback_bits(), period = 1ull << 32, on = 1ull << 26, base = 0x1234500000000ull;
+    expect(duty_on_at(b, base) && duty_on_at(b, base + on - 1), "on from each period's start");
+    expect(!duty_on_at(b, base + on) && !duty_on_at(b, base + period - 1), "off from ON to the period's end");
+    expect(duty_on_at(b, base + period) && duty_on_at(0, base + on), "on again next period; no bits: always on");
+    const DutyShifts long_period = duty_shifts_for(1000000000ull, 60000000000ull);  // 1s/60s: 2^30 of 2^36
+    expect(long_period.on == 30 && long_period.period == 36, "a minute's period");
+    const uint64_t lb = long_period.callback_bits(), minute = 1ull << 36;
+    expect(duty_on_at(lb, 5 * minute + (1ull << 30) - 1) && !duty_on_at(lb, 5 * minute + (1ull << 30)),
+           "a long period reads the clock's high word too");
 }
 
 gpuobs_launch launch(uint64_t grid_id, uint32_t flags = 0, uint32_t replay = 0) {

@@ -49,7 +49,10 @@ a host stall, an idle device. Per block:
 * quiet bounds: always weak. The quiet point is read after the host's
   synchronisation returns; the recording does not say when that synchronisation
   began, so the device may have been idle for any time before it.
-* none: no bound (not weak: there is nothing to include)."""
+* none: no bound (not weak: there is nothing to include).
+* any bound past the end of the on time its block started in, under a duty cycle
+  kept on the device's clock: weak. Nothing starts in the off time, so such a
+  bound was made by a start in a later on time and includes the off time."""
 
 from __future__ import annotations
 
@@ -61,6 +64,7 @@ import numpy as np
 from ..recording_file import schema
 from ..recording_file.recording import Recording
 from ..recording_file.recording_checks import SM_ID_LIMIT
+from . import sampling
 
 SLOTS_INCOMPLETE = schema.constant("GPUOBS_BLOCK_SLOTS_INCOMPLETE")
 SLOTS_PER_SM = 64  # bits of the event's slot mask
@@ -135,6 +139,10 @@ def block_end_bounds(rec: Recording, launch_of_event: np.ndarray | None = None) 
         quality[tighter] = kind
         weak[tighter] = is_weak[tighter]
     end[quality == EndBound.NONE] = start[quality == EndBound.NONE]
+    duty = sampling.device_duty(rec)
+    if duty is not None:
+        on, period = (np.uint64(x) for x in duty)
+        weak |= (quality != EndBound.NONE) & (end >= start - start % period + on)
     return BlockEnds(rows, end, quality, known.astype(np.uint8), launch, weak)
 
 

@@ -40,6 +40,16 @@ def sampling(rec: Recording) -> dict | None:
     }
 
 
+def device_duty(rec: Recording) -> tuple[int, int] | None:
+    """(on_ns, period_ns) of a duty cycle kept on the device's clock (its on times are
+    where %globaltimer mod period_ns < on_ns); None where there is none."""
+    s = rec.sampling
+    if len(s) == 0 or not int(s[-1]["flags"]) & schema.SamplingFlag.DUTY_ON_DEVICE:
+        return None
+    on, period = int(s[-1]["duty_on_ns"]), int(s[-1]["duty_period_ns"])
+    return (on, period) if 0 < on < period else None
+
+
 def rule_text(d: dict) -> str:
     """'16 MB/s, bursts of 256 MiB' / 'the first 50 ms of every 5 s' / 'none'."""
     parts = []
