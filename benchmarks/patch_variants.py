@@ -110,7 +110,7 @@ SOURCE = Path(__file__).resolve().parent.parent / "device_patches" / "gpuobs_pat
 
 # Pieces: (function, shipped code, the variant's code).
 STARTS_BLOCK_AT_COMPUTED_POSITION = (
-    "gpuobs_block_starts_enter",
+    "block_starts_enter",
     "        const uint32_t i = claim_low(&control(userdata)->stripes[stripe], &control(userdata)->limits[stripe], "
     "&dropped);",
     """        // Probe: the block's position computed, no atomic round trip.
@@ -118,7 +118,7 @@ STARTS_BLOCK_AT_COMPUTED_POSITION = (
         dropped = false;""",
 )
 STARTS_WARP_AT_COMPUTED_POSITION = (
-    "gpuobs_block_starts_enter",
+    "block_starts_enter",
     """    const uint32_t i =
         claim_low(&control(userdata)->warp_stripes[stripe], &control(userdata)->warp_limits[stripe], &dropped);""",
     """    // Probe: the warp's position computed from its block and warp index.
@@ -131,7 +131,7 @@ SLOT_READ_AT_CTA_SCOPE = (
     'asm volatile("ld.relaxed.cta.global.v2.u64 {%0, %1}, [%2];"',
 )
 SLOT_PREFETCHED_TO_L1 = (
-    "gpuobs_block_trace_enter",
+    "block_trace_enter",
     """    publish_block(userdata, index);
 """,
     """    publish_block(userdata, index);
@@ -142,16 +142,16 @@ SLOT_PREFETCHED_TO_L1 = (
 )
 
 STARTS_ENTRY_EMPTY = (
-    "gpuobs_block_starts_enter",
+    "block_starts_enter",
     """    if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
-    // Both gates first""",
+    // A duty cycle's off time first""",
     """    // Probe: the floor, nothing recorded. Always returns (null callback data included,
     // which the body below would fault on); opaque() keeps the body compiled.
     if (userdata == nullptr || opaque((uint64_t)userdata) != 0) return SANITIZER_PATCH_SUCCESS;
-    // Both gates first""",
+    // A duty cycle's off time first""",
 )
 TRACE_EXIT_EMPTY = (
-    "gpuobs_block_trace_exit",
+    "block_trace_exit",
     """    if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
     const uint32_t mask = __activemask();""",
     """    // Probe: the exit does nothing, null callback data included.
@@ -159,7 +159,7 @@ TRACE_EXIT_EMPTY = (
     const uint32_t mask = __activemask();""",
 )
 EXIT_STAMPS_ITS_SLOT = (
-    "gpuobs_block_trace_exit",
+    "block_trace_exit",
     """    uint64_t key, index;
     ld_slot(block_slot(userdata, grid, block), &key, &index);
     if (key != block_key(grid, block)) {
@@ -177,7 +177,7 @@ EXIT_STAMPS_ITS_SLOT = (
 )
 
 ARRIVAL_LOADS_BEFORE_CLAIM = (
-    "gpuobs_block_starts_enter",
+    "block_starts_enter",
     """    const uint32_t t0 = globaltimer_lo();
     const uint32_t stripe = stripe_of(sm_id(), GPUOBS_ENTRY_U32(userdata, stripe_count));
     bool dropped;
@@ -255,7 +255,7 @@ def _starts_entry_probe(record: str) -> tuple:
     """A piece that runs `record` at the top of block_starts' entry, after its null check;
     the shipped code stays in place after it, never reached when `record` returns."""
     anchor = "    if ((threadIdx.x"
-    return ("gpuobs_block_starts_enter", anchor, record + anchor)
+    return ("block_starts_enter", anchor, record + anchor)
 
 
 STARTS_SLOT_RING_COMPACT = _compact_probe(
@@ -375,7 +375,7 @@ STARTS_RANGE_WARP_EAGER = _starts_entry_probe(_RANGE_WARP_RECORD.format(base=_BA
 STARTS_RANGE_WARP_GRAPH = _starts_entry_probe(_RANGE_WARP_RECORD.format(base=_BASE_FROM_GRID_LOOKUP))
 
 TRACE_BLOCK_AT_L1_POSITION = (
-    "gpuobs_block_trace_enter",
+    "block_trace_enter",
     "    const uint32_t i = claim_low(&control(userdata)->stripes[stripe], &control(userdata)->limits[stripe], "
     "&dropped);",
     """    // Probe: the position from one load the SM's L1 serves (the stripe's limit, which

@@ -32,7 +32,9 @@ must agree on:
 
 The default budget records a burst at the start, then at its rate: most
 sampled records come from the first part of the run. A duty cycle (--sampled-args
-"--duty 20ms/100ms --budget 0") samples the run evenly; --baseline shows how far
+"--duty 20ms/100ms --budget 0", run with GPUOBS_DUTY_ON_HOST=1 in the environment:
+a duty cycle kept on the device counts only its on times, so the counts check would
+not hold by design) samples the run evenly; --baseline shows how far
 two full runs differ.
 
 Checks 2-4 read the graph-node launches only (the replayed decode step: setup and
@@ -40,7 +42,8 @@ capture kernels run once, at the start, inside the sampler's burst, so their sha
 is not the loop's); a recording with no graph nodes reads every launch.
 
     python3 benchmarks/sample_agreement.py --replays 600 --json agreement.json
-    python3 benchmarks/sample_agreement.py --modes block_trace --sampled-args "--duty 20ms/100ms --budget 0"
+    GPUOBS_DUTY_ON_HOST=1 python3 benchmarks/sample_agreement.py --modes block_trace \\
+        --sampled-args "--duty 20ms/100ms --budget 0"
     python3 benchmarks/sample_agreement.py --compare FULL.gpuobs SAMPLED.gpuobs   # no GPU: two recordings
 
 Exits 1 when a check fails.
