@@ -121,10 +121,9 @@ __device__ __forceinline__ void st_word(uint32_t* p, uint32_t a) {
     asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(a) : "memory");
 }
 
-// The context's arena, from the callback data pointer alone (see the schema): its
-// top bits carry the duty cycle, masked off here and in entry().
+// The context's arena, from the callback data pointer alone (see the schema).
 __device__ __forceinline__ char* arena(const void* userdata) {
-    return reinterpret_cast<char*>((uint64_t)userdata & GPUOBS_CALLBACK_ADDRESS_MASK & ~(GPUOBS_ARENA_ALIGN - 1));
+    return reinterpret_cast<char*>((uint64_t)userdata & ~(GPUOBS_ARENA_ALIGN - 1));
 }
 
 // The duty cycle (the schema's callback data bits), tested by the patches' _duty
@@ -145,6 +144,11 @@ __device__ __forceinline__ bool duty_off_at(const void* userdata, uint64_t t) {
     uint64_t phase;
     asm("shr.b64 %0, %1, %2;" : "=l"(phase) : "l"(t << left), "r"(right));
     return phase != 0;
+}
+// The callback data without the duty cycle's bits: what every helper below takes (the
+// _duty twins strip it once, after their test; the plain patches never see the bits).
+__device__ __forceinline__ void* without_duty(const void* userdata) {
+    return reinterpret_cast<void*>((uint64_t)userdata & GPUOBS_CALLBACK_ADDRESS_MASK);
 }
 
 __device__ __forceinline__ gpuobs_control* control(const void* ud) {
@@ -189,8 +193,7 @@ __device__ __forceinline__ void count_for_launch(const void* ud, uint64_t grid, 
 
 // The callback data pointer is the function's entry plus the sample shift.
 __device__ __forceinline__ const char* entry(const void* userdata) {
-    return reinterpret_cast<const char*>((uint64_t)userdata & GPUOBS_CALLBACK_ADDRESS_MASK &
-                                         ~(uint64_t)(sizeof(gpuobs_function_entry) - 1));
+    return reinterpret_cast<const char*>((uint64_t)userdata & ~(uint64_t)(sizeof(gpuobs_function_entry) - 1));
 }
 __device__ __forceinline__ uint32_t sample_shift(const void* userdata) {
     return (uint32_t)(uint64_t)userdata & (uint32_t)(sizeof(gpuobs_function_entry) - 1);
@@ -340,11 +343,15 @@ GPUOBS_PATCH gpuobs_block_counter(void* userdata, uint64_t pc) {
 // Its claim is written out again in block_starts' leader on purpose: shared as one
 // inline helper, ptxas gave this entry 3 saves instead of 1.
 template <bool kDuty>
-__device__ __forceinline__ SanitizerPatchResult block_trace_enter(void* userdata, uint64_t pc) {
+static __device__ __forceinline__ SanitizerPatchResult block_trace_enter(void* userdata, uint64_t pc) {
     if ((threadIdx.x | threadIdx.y | threadIdx.z) != 0 || userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
-    if (kDuty && duty_off_at(userdata, globaltimer())) {
-        publish_block(userdata, ~0ULL);  // not counted; so its exits stamp no older block of this key
-        return SANITIZER_PATCH_SUCCESS;
+    if (kDuty) {
+        const bool off = duty_off_at(userdata, globaltimer());
+        userdata = without_duty(userdata);
+        if (off) {
+            publish_block(userdata, ~0ULL);  // not counted; so its exits stamp no older block of this key
+            return SANITIZER_PATCH_SUCCESS;
+        }
     }
     if (gate_off(userdata)) return SANITIZER_PATCH_SUCCESS;
     if (sampled_out(userdata)) {  // counted, not recorded: its exits find no event, as for a drop
@@ -405,14 +412,17 @@ GPUOBS_PATCH gpuobs_block_trace_enter_duty(void* userdata, uint64_t pc) {
 // is then the later one; the count (checked against the block's threads at the
 // flush) tells whether every exit was seen.
 template <bool kDuty>
-__device__ __forceinline__ SanitizerPatchResult block_trace_exit(void* userdata, uint64_t pc) {
+static __device__ __forceinline__ SanitizerPatchResult block_trace_exit(void* userdata, uint64_t pc) {
     if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
     const uint32_t mask = __activemask();
     // A duty cycle's exits stamp through one on length past the on time: a block
     // that started inside it ends in the record unless it outlasts that.
-    if (lane_id() != (uint32_t)(__ffs(mask) - 1) || (kDuty && duty_off_at<1>(userdata, globaltimer())) ||
-        gate_off(userdata))
-        return SANITIZER_PATCH_SUCCESS;
+    if (lane_id() != (uint32_t)(__ffs(mask) - 1)) return SANITIZER_PATCH_SUCCESS;
+    if (kDuty) {
+        if (duty_off_at<1>(userdata, globaltimer())) return SANITIZER_PATCH_SUCCESS;
+        userdata = without_duty(userdata);
+    }
+    if (gate_off(userdata)) return SANITIZER_PATCH_SUCCESS;
     const uint64_t grid = grid_id(), block = flat_block_index();
     uint64_t key, index;
     ld_slot(block_slot(userdata, grid, block), &key, &index);
@@ -443,11 +453,14 @@ GPUOBS_PATCH gpuobs_block_trace_exit_duty(void* userdata, uint64_t pc) { return 
 // block_noop. Out of line they cost every thread the call's 3 saves, inline and
 // written plainly 5 (measured on the H200: 1.09-1.27x no tool for the call alone).
 template <bool kDuty>
-__device__ __forceinline__ SanitizerPatchResult block_starts_enter(void* userdata, uint64_t pc) {
+static __device__ __forceinline__ SanitizerPatchResult block_starts_enter(void* userdata, uint64_t pc) {
     if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
     // A duty cycle's off time first, with no load (each warp reads the clock: at
     // an edge a block's leader and its other warps may see different sides).
-    if (kDuty && duty_off_at(userdata, globaltimer())) return SANITIZER_PATCH_SUCCESS;
+    if (kDuty) {
+        if (duty_off_at(userdata, globaltimer())) return SANITIZER_PATCH_SUCCESS;
+        userdata = without_duty(userdata);
+    }
     // Both gates next, every thread, one cached load a warp shares: disarmed
     // (outside a window, --paused) a thread leaves here, before the thread- and
     // lane-index reads and the vote that an arrival costs.
@@ -558,7 +571,11 @@ static __device__ __noinline__ void capture_access(const void* userdata, uint64_
                                                    uint32_t flags) {
     // (Read again per lane: within a microsecond of a duty cycle's edge a lane may
     // capture an access its warp's leader did not count, or the reverse.)
-    if ((kDuty && duty_off_at(userdata, globaltimer())) || gate_off(userdata)) return;
+    if (kDuty) {
+        if (duty_off_at(userdata, globaltimer())) return;
+        userdata = without_duty(userdata);
+    }
+    if (gate_off(userdata)) return;
     if (sampled_out(userdata)) {
         count_sampled_out(userdata);
         return;
@@ -586,14 +603,17 @@ static __device__ __noinline__ void capture_access(const void* userdata, uint64_
 // sample_shift bits zero (shift 0 = mem_full, every access). Nothing before that
 // test loads: the shift comes with the callback data pointer.
 template <bool kDuty>
-__device__ __forceinline__ SanitizerPatchResult mem_access(void* userdata, uint64_t pc, void* ptr, uint32_t size,
-                                                           uint32_t flags) {
+static __device__ __forceinline__ SanitizerPatchResult mem_access(void* userdata, uint64_t pc, void* ptr,
+                                                                  uint32_t size, uint32_t flags) {
     if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
     const uint32_t mask = __activemask();
     if (lane_id() == (uint32_t)(__ffs(mask) - 1)) {
         // the other lanes see both in capture_access
-        if ((kDuty && duty_off_at(userdata, globaltimer())) || gate_off(userdata)) return SANITIZER_PATCH_SUCCESS;
-        count_for_launch(userdata, grid_id(), sm_id(), __popc(mask));
+        if (kDuty && duty_off_at(userdata, globaltimer())) return SANITIZER_PATCH_SUCCESS;
+        // (capture_access tests the cycle again per lane, so the bits stay on userdata)
+        const void* ud = kDuty ? without_duty(userdata) : userdata;
+        if (gate_off(ud)) return SANITIZER_PATCH_SUCCESS;
+        count_for_launch(ud, grid_id(), sm_id(), __popc(mask));
     }
     const uint32_t block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
     const uint32_t h = fmix32((uint32_t)pc * 0x9e3779b1u ^ flat_thread_index() * 0x85ebca77u ^ block * 0xc2b2ae3du ^

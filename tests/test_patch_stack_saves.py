@@ -31,6 +31,12 @@ MOST_STACK_OPS = {
     "gpuobs_block_starts_enter": 0,
     "gpuobs_mem_noop": 0,
     "gpuobs_mem_access": 6,
+    # The _duty twins (a duty cycle on the device): the clock's test adds no save
+    # (ptxas -v gives each the same frame as its plain patch, 2026-12-06).
+    "gpuobs_block_trace_enter_duty": 4,
+    "gpuobs_block_trace_exit_duty": 0,
+    "gpuobs_block_starts_enter_duty": 0,
+    "gpuobs_mem_access_duty": 6,
 }
 
 
