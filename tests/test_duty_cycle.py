@@ -40,3 +40,12 @@ def test_info_stats_and_the_trace_say_what_the_duty_cycle_left_out(tmp_path):
     run_cli("export", str(path), "-o", str(trace))
     text = trace.read_bytes()
     assert b"Duty cycle: recorded the first 67.1089 ms of every 4.29497 s of the device's clock" in text
+
+
+def test_a_budget_beside_the_duty_cycle_is_said_apart(tmp_path):
+    path = synthetic.write_duty_recording(tmp_path / "both.gpuobs", budget_sampled_out=1000)
+    info = run_cli("info", str(path)).stdout
+    assert (
+        "recorded the first 67.1089 ms of every 4.29497 s of the device's clock (1.56% of the time)" in info
+        and "; 1,000 blocks sampled out by a budget of 16 MB/s with bursts of 256 MiB" in info
+    ), info

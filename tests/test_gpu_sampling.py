@@ -127,6 +127,7 @@ def test_duty_cycle_on_the_device_records_only_its_on_times(tmp_path, mode):
     assert int(d["flags"]) & schema.SamplingFlag.DUTY_ON_DEVICE, "kept on the device's clock"
     assert (int(d["duty_on_ns"]), int(d["duty_period_ns"])) == (DUTY_ON, DUTY_PERIOD)
     assert int(rec.sampling["gate_turns"].sum()) == 0, "no host gate turned"
+    assert "--duty kept on the device's clock as 16.7772 ms of every 67.1089 ms" in proc.stderr
     s = analysis.summary(rec)
     assert s["counts_unattributed"] == 0 and s["events_unattributed"] == 0, s
     # Every record starts in an on time (its block's entry read the clock a moment before
@@ -185,6 +186,7 @@ def test_duty_cycle_from_the_host_counts_every_block(tmp_path, mode):
     d = rec.sampling[-1]
     assert (int(d["duty_on_ns"]), int(d["duty_period_ns"]), int(d["budget_bytes_per_s"])) == (10**7, 5 * 10**7, 0)
     assert not int(d["flags"]) & schema.SamplingFlag.DUTY_ON_DEVICE
+    assert "--duty kept by the tool's thread from the host (GPUOBS_DUTY_ON_HOST)" in proc.stderr
     assert int(rec.sampling["gate_turns"].sum()) >= 2
 
 

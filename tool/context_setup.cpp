@@ -8,6 +8,7 @@
 #include "context_guard.h"
 #include "context_state.h"
 #include "cuda_driver.h"
+#include "log.h"
 #include "ring_capacity.h"
 #include "ring_cut.h"
 #include "sanitizer_api.h"
@@ -165,6 +166,18 @@ bool DeviceArena::write_gate(CUcontext ctx, uint32_t gate, bool clear_block_tabl
            sanitizer().memcpy_dtoh(&back, &ctl->record_gate, sizeof back, stream) == SANITIZER_SUCCESS && back == gate;
 }
 
+// What `--duty` became on this device, said once: the rounding (duty_cycle.h) changes
+// what is recorded, and the host's fallback changes what is counted.
+void ContextState::report_duty_cycle() const {
+    if (config_.duty_period_ns == 0 || !writes_records(config_.mode)) return;
+    if (arena_.duty.period != 0)
+        GPUOBS_LOG("device %u: --duty kept on the device's clock as %.6g ms of every %.6g ms (powers of two of ns)",
+                   device_index_, arena_.duty.on_ns() / 1e6, arena_.duty.period_ns() / 1e6);
+    else
+        GPUOBS_LOG("device %u: --duty kept by the tool's thread from the host (%s): every block is counted",
+                   device_index_, config_.duty_on_host ? "GPUOBS_DUTY_ON_HOST" : "device memory above 2^52");
+}
+
 bool ContextState::setup(std::string* error) {
     InTool guard;
     CudaDriver& d = driver();
@@ -182,6 +195,7 @@ bool ContextState::setup(std::string* error) {
             return false;
         }
         if (!arena_.allocate(ctx_, config_, paused_ ? GPUOBS_RECORD_GATE_OFF : 0, error)) return false;
+        report_duty_cycle();
     }
     valve_.start(arena_);
     drainer_.start(arena_);

@@ -106,6 +106,7 @@ public:
     bool next_interval_recorded(uint32_t every) { return ++intervals_ % every == 0; }
 
 private:
+    void report_duty_cycle() const;
     // The tool's own quiet point (ring relief): marks the stream synchronised only
     // if it still has exactly `in_flight` launches, all by `launcher`.
     bool make_quiet_point(uint64_t stream_key, uint64_t in_flight, uintptr_t launcher);

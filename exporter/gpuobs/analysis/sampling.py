@@ -50,17 +50,24 @@ def device_duty(rec: Recording) -> tuple[int, int] | None:
     return (on, period) if 0 < on < period else None
 
 
+def budget_text(d: dict) -> str:
+    """'a budget of 16 MB/s with bursts of 256 MiB', or '' where there is none."""
+    if not d["budget_bytes_per_s"]:
+        return ""
+    return f"a budget of {d['budget_bytes_per_s'] / 1e6:g} MB/s with bursts of {d['burst_bytes'] / 2**20:,.0f} MiB"
+
+
+def duty_text(d: dict) -> str:
+    """'the first 67.1089 ms of every 4.29497 s of the device's clock', or '' where there is none."""
+    if not d["duty_period_ns"]:
+        return ""
+    clock = " of the device's clock" if d.get("duty_on_device") else ""
+    return f"the first {_ms(d['duty_on_ns'])} of every {_ms(d['duty_period_ns'])}{clock}"
+
+
 def rule_text(d: dict) -> str:
-    """'16 MB/s, bursts of 256 MiB' / 'the first 50 ms of every 5 s' / 'none'."""
-    parts = []
-    if d["budget_bytes_per_s"]:
-        parts.append(
-            f"a budget of {d['budget_bytes_per_s'] / 1e6:g} MB/s with bursts of {d['burst_bytes'] / 2**20:,.0f} MiB"
-        )
-    if d["duty_period_ns"]:
-        clock = " of the device's clock" if d.get("duty_on_device") else ""
-        parts.append(f"the first {_ms(d['duty_on_ns'])} of every {_ms(d['duty_period_ns'])}{clock}")
-    return " and ".join(parts) or "none (every record kept)"
+    """'a budget of 16 MB/s with bursts of 256 MiB' / 'the first 50 ms of every 5 s' / 'none'."""
+    return " and ".join(t for t in (budget_text(d), duty_text(d)) if t) or "none (every record kept)"
 
 
 def is_active(d: dict | None) -> bool:
@@ -72,10 +79,10 @@ def effect_text(d: dict, unit: str) -> str:
     """What the rule left out, for `info` and `stats`."""
     if d.get("duty_on_device"):
         return (
-            f"a duty cycle on the device: recorded {rule_text(d)} ({d['duty_on_ns'] / d['duty_period_ns']:.2%} "
+            f"a duty cycle on the device: recorded {duty_text(d)} ({d['duty_on_ns'] / d['duty_period_ns']:.2%} "
             f"of the time); outside it nothing was counted, and {d['off_time_launches']:,} launches (graph replays "
             "once) ran wholly there, not recorded; launches running across an edge have part of their blocks"
-            + (f"; {d['sampled_out']:,} {unit} sampled out by the budget" if d["sampled_out"] else "")
+            + (f"; {d['sampled_out']:,} {unit} sampled out by {budget_text(d)}" if d["sampled_out"] else "")
         )
     if not d["sampled_out"]:
         return f"nothing sampled out (rule: {rule_text(d)})"

@@ -558,8 +558,12 @@ def _sampling_note(rec: Recording, device: int) -> str:
     d = sampling.sampling(rec)
     if d is not None and d["duty_on_device"]:
         return (
-            f" Duty cycle: recorded {sampling.rule_text(d)}; outside it nothing was counted or recorded"
-            + (f", and {out:,} blocks (or accesses) were counted but not recorded by the data budget" if out else "")
+            f" Duty cycle: recorded {sampling.duty_text(d)}; outside it nothing was counted or recorded"
+            + (
+                f", and {out:,} blocks (or accesses) were counted but not recorded by {sampling.budget_text(d)}"
+                if out
+                else ""
+            )
             + "; launches running across an edge have part of their blocks."
         )
     if out == 0:

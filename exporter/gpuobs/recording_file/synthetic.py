@@ -143,13 +143,17 @@ def write_sampled_recording(
     return path
 
 
-def write_duty_recording(path, n_launches: int = 12, blocks_per_launch: int = 1024, on_launches=(0, 1, 2, 9)):
+def write_duty_recording(
+    path, n_launches: int = 12, blocks_per_launch: int = 1024, on_launches=(0, 1, 2, 9), budget_sampled_out: int = 0
+):
     """A block_trace recording under a duty cycle kept on the device's clock (67.1 ms of
     every 4.29 s): only `on_launches` ran in an on time, listed and counted whole; the
-    others ran in the off time, counted nothing, and were settled as unrecorded."""
+    others ran in the off time, counted nothing, and were settled as unrecorded. With
+    `budget_sampled_out`, a 16 MB/s budget also sampled that many of the on time's blocks
+    out (those records are taken away, their counts kept)."""
     ev, launches = block_trace_events(n_launches, blocks_per_launch, 132)
     on = launches["grid_id"][list(on_launches)]
-    ev = ev[np.isin(ev["grid_id"], on)]
+    ev = ev[np.isin(ev["grid_id"], on)][budget_sampled_out:]
     listed = launches[np.isin(launches["grid_id"], on)]
     with RecordingWriter(path) as w:
         w.run(pid=4242, mode=schema.Mode.BLOCK_TRACE, capacity=1 << 20, argv=["python3", "serve.py"])
@@ -166,7 +170,14 @@ def write_duty_recording(path, n_launches: int = 12, blocks_per_launch: int = 10
             launch_counts=counts,
             unrecorded_launches=n_launches - len(listed),
         )
-        w.sampling(duty_on_ns=1 << 26, duty_period_ns=1 << 32, flags=schema.SamplingFlag.DUTY_ON_DEVICE)
+        w.sampling(
+            sampled_out=budget_sampled_out,
+            budget_bytes_per_s=16_000_000 if budget_sampled_out else 0,
+            burst_bytes=256 << 20 if budget_sampled_out else 0,
+            duty_on_ns=1 << 26,
+            duty_period_ns=1 << 32,
+            flags=schema.SamplingFlag.DUTY_ON_DEVICE,
+        )
         w.events(ev)
         w.end(flushes=1, launches=len(listed), events=len(ev))
     return path
