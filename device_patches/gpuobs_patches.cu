@@ -603,8 +603,8 @@ static __device__ __noinline__ void capture_access(const void* userdata, uint64_
 // sample_shift bits zero (shift 0 = mem_full, every access). Nothing before that
 // test loads: the shift comes with the callback data pointer.
 template <bool kDuty>
-static __device__ __forceinline__ SanitizerPatchResult mem_access(void* userdata, uint64_t pc, void* ptr,
-                                                                  uint32_t size, uint32_t flags) {
+static __device__ __forceinline__ SanitizerPatchResult mem_access(void* userdata, uint64_t pc, void* ptr, uint32_t size,
+                                                                  uint32_t flags) {
     if (userdata == nullptr) return SANITIZER_PATCH_SUCCESS;
     const uint32_t mask = __activemask();
     if (lane_id() == (uint32_t)(__ffs(mask) - 1)) {

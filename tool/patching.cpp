@@ -41,8 +41,7 @@ std::vector<PatchStep> patch_plan(uint32_t mode, bool duty = false) {
     const char* twin = duty ? "_duty" : "";
     if (r.entry != nullptr) plan.push_back({SANITIZER_INSTRUCTION_BLOCK_ENTER, std::string(r.entry) + twin});
     if (r.exit != nullptr) plan.push_back({SANITIZER_INSTRUCTION_BLOCK_EXIT, std::string(r.exit) + twin});
-    if (r.memory != nullptr)
-        plan.push_back({SANITIZER_INSTRUCTION_GLOBAL_MEMORY_ACCESS, std::string(r.memory) + twin});
+    if (r.memory != nullptr) plan.push_back({SANITIZER_INSTRUCTION_GLOBAL_MEMORY_ACCESS, std::string(r.memory) + twin});
     return plan;
 }
 

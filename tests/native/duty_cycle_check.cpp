@@ -33,9 +33,9 @@ void rounding() {
     };
     for (const Case& c : cases) {
         const DutyShifts d = duty_shifts_for(c.on, c.period);
-        expect(d.on == c.on_shift && d.period == c.period_shift,
-               std::to_string(c.on) + "/" + std::to_string(c.period) + " -> 2^" + std::to_string(d.on) + "/2^" +
-                   std::to_string(d.period));
+        expect(d.on == c.on_shift && d.period == c.period_shift, std::to_string(c.on) + "/" + std::to_string(c.period) +
+                                                                     " -> 2^" + std::to_string(d.on) + "/2^" +
+                                                                     std::to_string(d.period));
         expect(d.on_ns() >= c.on, "ON never rounds down");
     }
     expect(duty_shifts_for(0, 0).period == 0 && duty_shifts_for(0, 0).callback_bits() == 0, "no duty, no bits");
@@ -75,18 +75,24 @@ gpuobs_launch_count count(uint64_t grid_id, uint64_t n, uint32_t sharing = 1) {
 void settling() {
     const uint32_t node = GPUOBS_LAUNCH_GRAPH_NODE;
     std::vector<gpuobs_launch> launches = {
-        launch(1),                            // off: settled
-        launch(2),                            // on: kept
-        launch(3, GPUOBS_LAUNCH_RACED_FLUSH), // 0 so far, but may have run past the cut: kept
-        launch(4),                            // crossed an edge: kept, its count partial
+        launch(1),                             // off: settled
+        launch(2),                             // on: kept
+        launch(3, GPUOBS_LAUNCH_RACED_FLUSH),  // 0 so far, but may have run past the cut: kept
+        launch(4),                             // crossed an edge: kept, its count partial
         // replays 7 and 8 of one exec, both wholly off: every node settled, two replays
-        launch(100, node, 7), launch(101, node, 7), launch(100, node, 8), launch(101, node, 8),
+        launch(100, node, 7),
+        launch(101, node, 7),
+        launch(100, node, 8),
+        launch(101, node, 8),
         // replays 9 and 10 of another: node 200 off in both, node 201 on in one of them
-        launch(200, node, 9), launch(201, node, 9), launch(200, node, 10), launch(201, node, 10),
+        launch(200, node, 9),
+        launch(201, node, 9),
+        launch(200, node, 10),
+        launch(201, node, 10),
     };
     std::vector<gpuobs_launch_count> counts = {
-        count(1, 0), count(2, 64), count(3, 0), count(4, 20),  count(100, 0, 2),
-        count(101, 0, 2), count(200, 0, 2), count(201, 64, 2),
+        count(1, 0),      count(2, 64),     count(3, 0),      count(4, 20),
+        count(100, 0, 2), count(101, 0, 2), count(200, 0, 2), count(201, 64, 2),
     };
     const uint64_t settled = settle_off_time(&launches, &counts);
     expect(settled == 3, "one launch and two replays settled, got " + std::to_string(settled));
