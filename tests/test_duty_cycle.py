@@ -49,3 +49,12 @@ def test_a_budget_beside_the_duty_cycle_is_said_apart(tmp_path):
         "recorded the first 67.1089 ms of every 4.29497 s of the device's clock (1.56% of the time)" in info
         and "; 1,000 blocks sampled out by a budget of 16 MB/s with bursts of 256 MiB" in info
     ), info
+
+
+def test_stats_says_why_listed_launches_have_no_block(tmp_path):
+    path = synthetic.write_duty_recording(tmp_path / "listed.gpuobs", listed_off=(3, 4))
+    stats = run_cli("stats", str(path)).stdout
+    assert (
+        "2 of 6 launches have no block recorded, so no span, and are not in it (graph replays that ran in the "
+        "duty cycle's off time, or sampled out)" in stats
+    ), stats

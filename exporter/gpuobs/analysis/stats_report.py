@@ -282,9 +282,13 @@ def as_text(result: dict, width: int | None = None) -> str:
             lines.append(_shown(k) + "; full names: --format csv or json")
             lines.append(f"  {k['span']}")
             if k["launches_without_span"]:
+                # A graph replay listed in a flush window that also holds an on-time replay of the
+                # same graph stays listed, blockless, when it ran in a duty cycle's off time.
+                off_time = (result.get("sampling") or {}).get("duty_on_device")
                 lines.append(
                     f"  {k['launches_without_span']:,} of {k['launches']:,} launches have no block "
                     "recorded, so no span, and are not in it"
+                    + (" (graph replays that ran in the duty cycle's off time, or sampled out)" if off_time else "")
                 )
             if k["launches_partial"] and k.get("launches_partial_left_out"):
                 lines.append(

@@ -144,31 +144,38 @@ def write_sampled_recording(
 
 
 def write_duty_recording(
-    path, n_launches: int = 12, blocks_per_launch: int = 1024, on_launches=(0, 1, 2, 9), budget_sampled_out: int = 0
+    path,
+    n_launches: int = 12,
+    blocks_per_launch: int = 1024,
+    on_launches=(0, 1, 2, 9),
+    budget_sampled_out: int = 0,
+    listed_off=(),
 ):
     """A block_trace recording under a duty cycle kept on the device's clock (67.1 ms of
     every 4.29 s): only `on_launches` ran in an on time, listed and counted whole; the
     others ran in the off time, counted nothing, and were settled as unrecorded. With
     `budget_sampled_out`, a 16 MB/s budget also sampled that many of the on time's blocks
-    out (those records are taken away, their counts kept)."""
+    out (those records are taken away, their counts kept). `listed_off`: off-time launches
+    left listed with no block (as graph replays sharing a slot with an on-time one are)."""
     ev, launches = block_trace_events(n_launches, blocks_per_launch, 132)
     on = launches["grid_id"][list(on_launches)]
     ev = ev[np.isin(ev["grid_id"], on)][budget_sampled_out:]
     listed = launches[np.isin(launches["grid_id"], on)]
+    kept_off = launches[list(listed_off)]
     with RecordingWriter(path) as w:
         w.run(pid=4242, mode=schema.Mode.BLOCK_TRACE, capacity=1 << 20, argv=["python3", "serve.py"])
         w.device(name="NVIDIA H200", sm_count=132)
         w.module(module_id=1)
         for slot, (mangled, demangled) in enumerate(FUNCTION_NAMES):
             w.function(function_slot=slot, mangled=mangled, demangled=demangled)
-        w.launches(listed)
+        w.launches(np.concatenate([listed, kept_off]))
         counts = whole_launch_counts(listed, blocks_per_launch)
         w.flush(
             attempted=len(ev),
             recorded=len(ev),
             dropped=0,
             launch_counts=counts,
-            unrecorded_launches=n_launches - len(listed),
+            unrecorded_launches=n_launches - len(listed) - len(kept_off),
         )
         w.sampling(
             sampled_out=budget_sampled_out,
@@ -179,7 +186,7 @@ def write_duty_recording(
             flags=schema.SamplingFlag.DUTY_ON_DEVICE,
         )
         w.events(ev)
-        w.end(flushes=1, launches=len(listed), events=len(ev))
+        w.end(flushes=1, launches=len(listed) + len(kept_off), events=len(ev))
     return path
 
 
