@@ -143,13 +143,19 @@ def test_duty_cycle_on_the_device_records_only_its_on_times(tmp_path, mode):
         assert hits and table.blocks_recorded[hits].sum() > 0, name
     nodes = (rec.launches["flags"] & schema.LaunchFlag.GRAPH_NODE) != 0
     listed_replays = len(np.unique(rec.launches["graph_launch_id"][nodes]))
+    # Every replay listed or settled as unrecorded (once); the program's clock kernels, alone
+    # in their slots, were settled wherever they ran in the off time. (A replay whose window
+    # also holds an on-time replay of its graph stays listed, with no block.)
     assert listed_replays + rec.totals["unrecorded_launches"] >= ran["replays"], (listed_replays, ran)
-    assert rec.totals["unrecorded_launches"] >= ran["replays"] // 4, "most replays ran in the off time"
-    assert listed_replays < ran["replays"]
-    # A count short of whole grids only where a replay crossed an edge (two edges a period).
+    assert rec.totals["unrecorded_launches"] > 0
+    # About a quarter of the replays recorded: the on time's share (16.8 of 67.1 ms).
+    recorded_replays = len(np.unique(rec.launches["graph_launch_id"][nodes & (table.blocks_recorded > 0)]))
+    assert 0.08 * ran["replays"] <= recorded_replays <= 0.5 * ran["replays"], (recorded_replays, ran)
+    # A slot's count short of whole grids only where a replay crossed an edge: at most one
+    # replay per graph and edge (two edges a period), each in one window's slot.
     grid = np.maximum(table.grid_blocks, 1)
-    partial = (table.counted >= 0) & (table.counted % grid != 0)
-    assert int(partial.sum()) <= 6 * (ran["s"] / (DUTY_PERIOD / 1e9) + 2), int(partial.sum())
+    partial_slots = np.unique(table.count_slot[(table.counted >= 0) & (table.counted % grid != 0)])
+    assert len(partial_slots) <= 3 * 2 * (ran["s"] / (DUTY_PERIOD / 1e9) + 2), len(partial_slots)
     assert (table.counted <= table.grid_blocks * np.maximum(table.counted_shared, 1)).all()
     if mode == "block_trace":  # ends stamped through one more on length: few left unconfirmed
         assert table.ends_unconfirmed.sum() <= 0.01 * table.blocks_recorded.sum() + 100
