@@ -80,11 +80,16 @@ DUTY_LOOP = f"""
 import json, time, cupy, torch
 clock = cupy.RawKernel({DUTY_CLOCK_KERNEL!r}, "device_now")
 now = cupy.zeros(1, dtype=cupy.uint64)
+polls = 0
 def device_ns():
+    global polls
+    polls += 1
     clock((1,), (1,), (now,))
     return int(now.get()[0])
 def wait_for_phase(lo, hi):
+    give_up = time.perf_counter() + 10
     while not lo <= device_ns() % {DUTY_PERIOD} < hi:
+        assert time.perf_counter() < give_up, "the device clock never reached the phase"
         time.sleep(0.0002)
 x = torch.randn(1 << 22, device="cuda")
 side = torch.cuda.Stream()
@@ -111,15 +116,17 @@ while time.perf_counter() - t0 < 8 * {DUTY_PERIOD} / 1e9:
         replays += 1
     time.sleep(0.0005)
 torch.cuda.synchronize()
-print(json.dumps({{"replays": replays, "s": time.perf_counter() - t0}}))
+print(json.dumps({{"replays": replays, "s": time.perf_counter() - t0, "polls": polls}}))
 """
+SETUP_LAUNCHES = 20  # the program's other plain launches (randn, and what torch runs before a capture), at most
 
 
 @pytest.mark.parametrize("mode", ["block_trace", "block_starts"])
 def test_duty_cycle_on_the_device_records_only_its_on_times(tmp_path, mode):
-    proc, rec = record(
-        tmp_path, mode, [sys.executable, "-c", DUTY_LOOP], "--duty", "10ms/50ms", "--budget", "0", env=DEBUG_ENV
-    )
+    pytest.importorskip("cupy")  # the program reads the device's clock with a kernel of its own
+    # A ring that holds the run (about 40M records), so that no drop exempts the exits' check.
+    args = ("--duty", "10ms/50ms", "--budget", "0", "--device-memory", "8192")
+    proc, rec = record(tmp_path, mode, [sys.executable, "-c", DUTY_LOOP], *args, env=DEBUG_ENV)
     ran = json.loads(proc.stdout.strip().splitlines()[-1])
     assert rec.complete and rec.damage is None
     assert_sampling_adds_up(rec)  # recorded + dropped + sampled out == counted, every flush
@@ -143,11 +150,15 @@ def test_duty_cycle_on_the_device_records_only_its_on_times(tmp_path, mode):
         assert hits and table.blocks_recorded[hits].sum() > 0, name
     nodes = (rec.launches["flags"] & schema.LaunchFlag.GRAPH_NODE) != 0
     listed_replays = len(np.unique(rec.launches["graph_launch_id"][nodes]))
-    # Every replay listed or settled as unrecorded (once); the program's clock kernels, alone
-    # in their slots, were settled wherever they ran in the off time. (A replay whose window
-    # also holds an on-time replay of its graph stays listed, with no block.)
-    assert listed_replays + rec.totals["unrecorded_launches"] >= ran["replays"], (listed_replays, ran)
-    assert rec.totals["unrecorded_launches"] > 0
+    # Every replay listed or settled as unrecorded, once. The unrecorded launches also hold
+    # the program's plain launches of the off time (its clock polls, alone in their slots),
+    # taken out here: at most those it made less those listed. (A replay whose window also
+    # holds an on-time replay of its graph stays listed, with no block.)
+    plain_listed = int((~nodes).sum())
+    plain_settled = max(0, ran["polls"] + SETUP_LAUNCHES - plain_listed)
+    settled_replays = rec.totals["unrecorded_launches"] - plain_settled
+    assert listed_replays + settled_replays >= ran["replays"], (listed_replays, settled_replays, ran)
+    assert rec.totals["unrecorded_launches"] <= ran["polls"] + SETUP_LAUNCHES + ran["replays"]
     # About a quarter of the replays recorded: the on time's share (16.8 of 67.1 ms).
     recorded_replays = len(np.unique(rec.launches["graph_launch_id"][nodes & (table.blocks_recorded > 0)]))
     assert 0.08 * ran["replays"] <= recorded_replays <= 0.5 * ran["replays"], (recorded_replays, ran)
@@ -157,8 +168,13 @@ def test_duty_cycle_on_the_device_records_only_its_on_times(tmp_path, mode):
     partial_slots = np.unique(table.count_slot[(table.counted >= 0) & (table.counted % grid != 0)])
     assert len(partial_slots) <= 3 * 2 * (ran["s"] / (DUTY_PERIOD / 1e9) + 2), len(partial_slots)
     assert (table.counted <= table.grid_blocks * np.maximum(table.counted_shared, 1)).all()
-    if mode == "block_trace":  # ends stamped through one more on length: few left unconfirmed
-        assert table.ends_unconfirmed.sum() <= 0.01 * table.blocks_recorded.sum() + 100
+    if mode == "block_trace":
+        # Exits stamp through one more on length (16.8 ms, against kernels of microseconds):
+        # every exit of a recorded block stamped it or was counted unmatched, as without a
+        # duty cycle. An exit the grace missed would be in neither.
+        ev = rec.events[rec.events["kind"] == schema.EventKind.BLOCK]
+        missing = int((ev["thread_index"].astype(np.int64) - ev["exit_count"].astype(np.int64)).sum())
+        assert rec.totals["dropped"] > 0 or missing == rec.totals["unmatched_exit_threads"], missing
     info = subprocess.run(
         [sys.executable, "-m", "gpuobs", "info", str(rec.path)], capture_output=True, text=True, check=True
     ).stdout

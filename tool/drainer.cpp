@@ -289,6 +289,21 @@ void Drainer::sample_clock() {
         file_.write_chunk(GPUOBS_CHUNK_CLOCK, {{&sample, sizeof sample}});
 }
 
+// Launches run wholly in a device duty cycle's off time, settled as unrecorded
+// (launch_counts.h: settle_off_time says which stay, and why).
+void Drainer::settle_duty_off_time(FlushWindow& w, std::vector<gpuobs_launch_count>* counts, gpuobs_flush_info* info) {
+    std::unordered_set<uint64_t> uncounted, recorded;
+    for (const gpuobs_launch_count& c : *counts)
+        if (c.count == 0) uncounted.insert(c.grid_id);
+    if (!uncounted.empty())
+        for (const gpuobs_event& e : staging_)
+            if (uncounted.count(e.grid_id)) recorded.insert(e.grid_id);
+    // A snapshot's totals were read behind its launches, before any later one ran: as exact as a quiet cut's.
+    std::unordered_set<uint32_t> lent_now = slots_lent_to_later(w.launches, *counts, w.quiet || w.snapshot >= 0);
+    info->unrecorded_launches += settle_off_time(&w.launches, counts, recorded, slots_lent_);
+    slots_lent_.swap(lent_now);
+}
+
 void Drainer::drain_window(FlushWindow& w) {
     const uint64_t drain_started_ns = monotonic_ns();
     // Stage times for GPUOBS_DEBUG: the copies out of the rings (and the limits
@@ -400,8 +415,7 @@ void Drainer::drain_window(FlushWindow& w) {
             GPUOBS_LOG("flush %u (%s): cannot read the launch counters; this window's counts are lost", info.flush_seq,
                        w.reason);
     }
-    if (arena_ != nullptr && arena_->duty.period != 0)  // launches run wholly in the off time
-        info.unrecorded_launches += settle_off_time(&w.launches, &counts);
+    if (arena_ != nullptr && arena_->duty.period != 0) settle_duty_off_time(w, &counts, &info);
     const uint64_t write_started_ns = monotonic_ns();
     write_flush_chunks(w.launches, counts, info, sampling);
     write_ns = monotonic_ns() - write_started_ns;

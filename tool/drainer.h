@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -156,6 +157,7 @@ private:
     bool cut_window(const char* reason, bool require_quiet, FlushWindow* w, const SnapshotCut& at = kNoSnapshot);
     void queue_window(FlushWindow&& w, std::unique_lock<std::mutex>& cut_lock, bool wait_for_drain);
     void drain_window(FlushWindow& w);
+    void settle_duty_off_time(FlushWindow& w, std::vector<gpuobs_launch_count>* counts, gpuobs_flush_info* info);
     void drain_loop();
     void start_drain_thread();
     void sample_clock();
@@ -197,6 +199,9 @@ private:
     // block_starts' warp arrivals are folded into their blocks stripe by stripe on this many threads.
     static constexpr unsigned kFoldThreads = 8;
     std::vector<gpuobs_event> staging_;
+    // Slots the last drained window may have counted a later launch's blocks in
+    // (launch_counts.h: slots_lent_to_later); a duty cycle's settling leaves them be.
+    std::unordered_set<uint32_t> slots_lent_;
     PackBuffers pack_buffers_;               // for the tables write_flush_chunks packs (under flush_mu_)
     std::vector<uint64_t> counter_staging_;  // one total per launch-counter slot
     // block_starts: this window's warp arrivals and the SLOTS chunk

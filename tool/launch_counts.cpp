@@ -54,10 +54,12 @@ void attribute_counts(const CountedWindow& w, const std::vector<uint64_t>& harve
     }
 }
 
-uint64_t settle_off_time(std::vector<gpuobs_launch>* launches, std::vector<gpuobs_launch_count>* counts) {
+uint64_t settle_off_time(std::vector<gpuobs_launch>* launches, std::vector<gpuobs_launch_count>* counts,
+                         const std::unordered_set<uint64_t>& recorded, const std::unordered_set<uint32_t>& lent) {
     std::unordered_set<uint64_t> uncounted;
     for (const gpuobs_launch_count& c : *counts)
-        if (c.count == 0) uncounted.insert(c.grid_id);
+        if (c.count == 0 && !recorded.count(c.grid_id) && !lent.count(gpuobs_launch_slot(c.grid_id)))
+            uncounted.insert(c.grid_id);
     if (uncounted.empty()) return 0;
     uint64_t settled = 0;
     std::unordered_set<uint32_t> replays_out, replays_left;
@@ -83,6 +85,20 @@ uint64_t settle_off_time(std::vector<gpuobs_launch>* launches, std::vector<gpuob
                                  [&](const gpuobs_launch_count& c) { return !grids_left.count(c.grid_id); }),
                   counts->end());
     return settled;
+}
+
+std::unordered_set<uint32_t> slots_lent_to_later(const std::vector<gpuobs_launch>& launches,
+                                                 const std::vector<gpuobs_launch_count>& counts, bool exact) {
+    std::unordered_map<uint32_t, uint32_t> listed;  // slot -> launches of this window in it
+    for (const gpuobs_launch& l : launches) ++listed[gpuobs_launch_slot(l.grid_id)];
+    std::unordered_set<uint32_t> lent;
+    for (const auto& [slot, n] : listed)
+        if (!exact) lent.insert(slot);
+    for (const gpuobs_launch_count& c : counts) {
+        const uint32_t slot = gpuobs_launch_slot(c.grid_id);
+        if (c.launches_sharing > listed[slot]) lent.insert(slot);  // attribute_counts' `later` share
+    }
+    return lent;
 }
 
 void merge_cut_totals(const SlotTotals& earlier, const std::vector<gpuobs_launch>& later_launches, SlotTotals* into) {

@@ -49,15 +49,27 @@ void attribute_counts(const CountedWindow& w, const std::vector<uint64_t>& harve
                       uint64_t* unattributed);
 
 // A duty cycle kept on the device (duty_cycle.h) counts nothing outside its on
-// time, so a launch that ran wholly there has a count of 0, exact however many
-// launches share its slot: it is settled as a launch outside a window is, taken
-// out of the window's launches (its count row with it) and counted as unrecorded,
-// a graph replay once, where none of its kernel nodes is left. A launch flagged as
-// racing a flush stays: its blocks may have run after the cut, in the next window.
-// (A launch of a function whose code could not be patched counts 0 too, and is
-// settled the same way; that module's notice says so.) Returns the launches
-// (replays once) settled.
-uint64_t settle_off_time(std::vector<gpuobs_launch>* launches, std::vector<gpuobs_launch_count>* counts);
+// time, so a launch that ran wholly there has a count of 0: it is settled as a
+// launch outside a window is, taken out of the window's launches (its count row
+// with it) and counted as unrecorded, a graph replay once, where none of its kernel
+// nodes is left. A count of 0 is not always the launch's whole story, so these stay:
+//   - a launch flagged as racing a flush (its blocks may fall in the next window);
+//   - a launch whose grid id has a record in this window (`recorded`: a slot's
+//     growth can have gone to an earlier window, see attribute_counts);
+//   - a launch in a slot an earlier window may have taken this window's growth of
+//     (`lent`: slots_lent_to_later).
+// (A launch that counts 0 for another reason, a function whose code could not be
+// patched, a memory-mode launch with no global access, is settled the same way.)
+// Returns the launches (replays once) settled.
+uint64_t settle_off_time(std::vector<gpuobs_launch>* launches, std::vector<gpuobs_launch_count>* counts,
+                         const std::unordered_set<uint64_t>& recorded, const std::unordered_set<uint32_t>& lent);
+
+// The slots of a drained window whose total may hold growth of a launch listed later
+// (so that launch's own window may read 0 for it): every slot of a window whose
+// counts are not exact at its cut (`exact` false: cut while kernels ran, not at an
+// in-stream snapshot), else the slots counted as shared with a later launch.
+std::unordered_set<uint32_t> slots_lent_to_later(const std::vector<gpuobs_launch>& launches,
+                                                 const std::vector<gpuobs_launch_count>& counts, bool exact);
 
 // Whether one drain may take a queued window together with the one after it (both
 // windows' launches, the later one's cut). Only quiet windows merge: the last one's

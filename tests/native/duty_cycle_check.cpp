@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "duty_cycle.h"
@@ -94,7 +95,9 @@ void settling() {
         count(1, 0),      count(2, 64),     count(3, 0),      count(4, 20),
         count(100, 0, 2), count(101, 0, 2), count(200, 0, 2), count(201, 64, 2),
     };
-    const uint64_t settled = settle_off_time(&launches, &counts);
+    const std::unordered_set<uint64_t> no_records;
+    const std::unordered_set<uint32_t> none_lent;
+    const uint64_t settled = settle_off_time(&launches, &counts, no_records, none_lent);
     expect(settled == 3, "one launch and two replays settled, got " + std::to_string(settled));
     std::vector<uint64_t> left, counted;
     for (const gpuobs_launch& l : launches) left.push_back(l.grid_id);
@@ -103,7 +106,53 @@ void settling() {
     expect(counted == std::vector<uint64_t>({2, 3, 4, 201}), "the count rows of the launches left");
     std::vector<gpuobs_launch_count> none = {count(2, 64)};
     std::vector<gpuobs_launch> one = {launch(2)};
-    expect(settle_off_time(&one, &none) == 0 && one.size() == 1 && none.size() == 1, "nothing off: nothing settled");
+    expect(settle_off_time(&one, &none, no_records, none_lent) == 0 && one.size() == 1 && none.size() == 1,
+           "nothing off: nothing settled");
+    // A launch with a record in its window stays, whatever its count says.
+    std::vector<gpuobs_launch> with_record = {launch(5)};
+    std::vector<gpuobs_launch_count> zero = {count(5, 0)};
+    expect(settle_off_time(&with_record, &zero, {5}, none_lent) == 0 && with_record.size() == 1,
+           "a launch with a record is never settled");
+}
+
+// Replay 1 of a graph node is listed in window 1; replay 2 (the same grid id) is listed
+// after window 1's cut but runs, in the on time, before window 1's harvest: window 1's
+// count takes both (shared with the later launch) and window 2's reads 0. Replay 2 must
+// stay listed: window 1 lent its slot.
+void growth_taken_by_an_earlier_window() {
+    const uint64_t grid = 77;
+    const uint32_t slot = gpuobs_launch_slot(grid);
+    std::vector<uint64_t> baseline(GPUOBS_LAUNCH_TABLE_SIZE, 0), harvested(GPUOBS_LAUNCH_TABLE_SIZE, 0);
+    harvested[slot] = 128;  // both replays' 64 blocks
+    const SlotTotals no_cut;
+    uint64_t unattributed = 0;
+    std::vector<gpuobs_launch> w1 = {launch(grid, GPUOBS_LAUNCH_GRAPH_NODE, 1)};
+    std::vector<gpuobs_launch_count> c1;
+    attribute_counts(
+        {w1, no_cut, 1, false}, harvested, baseline,
+        [&](uint64_t, const std::vector<uint32_t>& asked, std::unordered_set<uint32_t>* out) {
+            for (uint32_t s : asked)
+                if (s == slot) out->insert(s);
+        },
+        true, &c1, &unattributed);
+    expect(c1.size() == 1 && c1[0].count == 128 && c1[0].launches_sharing == 2, "window 1 shares with the later");
+    const std::unordered_set<uint32_t> lent = slots_lent_to_later(w1, c1, true);
+    expect(lent.count(slot) == 1, "window 1 lends its slot");
+    std::vector<gpuobs_launch> w2 = {launch(grid, GPUOBS_LAUNCH_GRAPH_NODE, 2)};
+    std::vector<gpuobs_launch_count> c2;
+    attribute_counts(
+        {w2, no_cut, 2, false}, harvested, baseline,
+        [](uint64_t, const std::vector<uint32_t>&, std::unordered_set<uint32_t>*) {}, true, &c2, &unattributed);
+    expect(c2.size() == 1 && c2[0].count == 0, "window 2 reads 0 (the case)");
+    expect(settle_off_time(&w2, &c2, {}, lent) == 0 && w2.size() == 1, "replay 2 stays listed");
+    std::vector<gpuobs_launch> again = w2;
+    std::vector<gpuobs_launch_count> again_counts = c2;
+    expect(settle_off_time(&again, &again_counts, {}, {}) == 1, "(without the lent slot it would be settled)");
+    // A window cut while kernels ran lends every slot it holds.
+    std::vector<gpuobs_launch_count> exact = {count(9, 64)};
+    std::vector<gpuobs_launch> nine = {launch(9)};
+    expect(slots_lent_to_later(nine, exact, false).count(gpuobs_launch_slot(9)) == 1, "not exact: every slot lent");
+    expect(slots_lent_to_later(nine, exact, true).empty(), "exact and unshared: none lent");
 }
 
 }  // namespace
@@ -111,6 +160,7 @@ void settling() {
 int main() {
     rounding();
     settling();
+    growth_taken_by_an_earlier_window();
     if (failures == 0) std::printf("ok\n");
     return failures == 0 ? 0 : 1;
 }
