@@ -109,6 +109,29 @@ def write_block_trace_recording(
     return path
 
 
+def _write_serving_window(path, listed, counts, ev, sampling: dict, unrecorded_launches: int = 0):
+    """One flush window of a block_trace serving run: the launches it lists with their
+    counts, its records, and the SAMPLING chunk that says what the sampler did."""
+    with RecordingWriter(path) as w:
+        w.run(pid=4242, mode=schema.Mode.BLOCK_TRACE, capacity=1 << 20, argv=["python3", "serve.py"])
+        w.device(name="NVIDIA H200", sm_count=132)
+        w.module(module_id=1)
+        for slot, (mangled, demangled) in enumerate(FUNCTION_NAMES):
+            w.function(function_slot=slot, mangled=mangled, demangled=demangled)
+        w.launches(listed)
+        w.flush(
+            attempted=len(ev),
+            recorded=len(ev),
+            dropped=0,
+            launch_counts=counts,
+            unrecorded_launches=unrecorded_launches,
+        )
+        w.sampling(**sampling)
+        w.events(ev)
+        w.end(flushes=1, launches=len(listed), events=len(ev))
+    return path
+
+
 def write_sampled_recording(
     path, n_launches: int = 12, blocks_per_launch: int = 1024, open_launches=(0, 1, 2, 9), partial_launch=None
 ):
@@ -122,25 +145,14 @@ def write_sampled_recording(
     if partial_launch is not None:
         keep &= ~((ev["grid_id"] == launches["grid_id"][partial_launch]) & (ev["block_x"] >= blocks_per_launch // 2))
     ev = ev[keep]
-    with RecordingWriter(path) as w:
-        w.run(pid=4242, mode=schema.Mode.BLOCK_TRACE, capacity=1 << 20, argv=["python3", "serve.py"])
-        w.device(name="NVIDIA H200", sm_count=132)
-        w.module(module_id=1)
-        for slot, (mangled, demangled) in enumerate(FUNCTION_NAMES):
-            w.function(function_slot=slot, mangled=mangled, demangled=demangled)
-        w.launches(launches)
-        counts = whole_launch_counts(launches, blocks_per_launch)
-        w.flush(attempted=len(ev), recorded=len(ev), dropped=0, launch_counts=counts)
-        w.sampling(
-            sampled_out=n_launches * blocks_per_launch - len(ev),
-            budget_bytes_per_s=16_000_000,
-            burst_bytes=256 << 20,
-            gate_closed_ns=750_000_000,
-            gate_turns=2,
-        )
-        w.events(ev)
-        w.end(flushes=1, launches=n_launches, events=len(ev))
-    return path
+    sampling = dict(
+        sampled_out=n_launches * blocks_per_launch - len(ev),
+        budget_bytes_per_s=16_000_000,
+        burst_bytes=256 << 20,
+        gate_closed_ns=750_000_000,
+        gate_turns=2,
+    )
+    return _write_serving_window(path, launches, whole_launch_counts(launches, blocks_per_launch), ev, sampling)
 
 
 def write_duty_recording(
@@ -162,32 +174,22 @@ def write_duty_recording(
     ev = ev[np.isin(ev["grid_id"], on)][budget_sampled_out:]
     listed = launches[np.isin(launches["grid_id"], on)]
     kept_off = launches[list(listed_off)]
-    with RecordingWriter(path) as w:
-        w.run(pid=4242, mode=schema.Mode.BLOCK_TRACE, capacity=1 << 20, argv=["python3", "serve.py"])
-        w.device(name="NVIDIA H200", sm_count=132)
-        w.module(module_id=1)
-        for slot, (mangled, demangled) in enumerate(FUNCTION_NAMES):
-            w.function(function_slot=slot, mangled=mangled, demangled=demangled)
-        w.launches(np.concatenate([listed, kept_off]))
-        counts = whole_launch_counts(listed, blocks_per_launch)
-        w.flush(
-            attempted=len(ev),
-            recorded=len(ev),
-            dropped=0,
-            launch_counts=counts,
-            unrecorded_launches=n_launches - len(listed) - len(kept_off),
-        )
-        w.sampling(
-            sampled_out=budget_sampled_out,
-            budget_bytes_per_s=16_000_000 if budget_sampled_out else 0,
-            burst_bytes=256 << 20 if budget_sampled_out else 0,
-            duty_on_ns=1 << 26,
-            duty_period_ns=1 << 32,
-            flags=schema.SamplingFlag.DUTY_ON_DEVICE,
-        )
-        w.events(ev)
-        w.end(flushes=1, launches=len(listed) + len(kept_off), events=len(ev))
-    return path
+    sampling = dict(
+        sampled_out=budget_sampled_out,
+        budget_bytes_per_s=16_000_000 if budget_sampled_out else 0,
+        burst_bytes=256 << 20 if budget_sampled_out else 0,
+        duty_on_ns=1 << 26,
+        duty_period_ns=1 << 32,
+        flags=schema.SamplingFlag.DUTY_ON_DEVICE,
+    )
+    return _write_serving_window(
+        path,
+        np.concatenate([listed, kept_off]),
+        whole_launch_counts(listed, blocks_per_launch),
+        ev,
+        sampling,
+        unrecorded_launches=n_launches - len(listed) - len(kept_off),
+    )
 
 
 def whole_launch_counts(launches: np.ndarray, blocks_per_launch: int) -> np.ndarray:
