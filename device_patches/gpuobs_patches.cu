@@ -133,9 +133,9 @@ __device__ __forceinline__ char* arena(const void* userdata) {
 // (block_trace's exits). (t mod 2^p) >> o as two shifts, from fields the tool
 // computed (64 - p, 64 - p + o): no load, no branch. PTX's shr clamps a shift of 64
 // (a grace reaching the period's end) to 0: never off. The clock is read first, by
-// the caller, so its latency overlaps the fields' extraction (measured on the H100:
-// block_starts closed by the clock cost block_noop + 0.020 ms a decode step, by the
-// record gate's cached load + 0.062).
+// the caller, so its latency overlaps the fields' extraction (measured on the H100's
+// decode loop: block_starts closed by the clock cost block_noop + 0.020 of no tool's
+// step time, by the record gate's cached load + 0.062).
 template <uint32_t grace = 0>
 __device__ __forceinline__ bool duty_off_at(const void* userdata, uint64_t t) {
     const uint64_t bits = (uint64_t)userdata;

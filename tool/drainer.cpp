@@ -292,15 +292,9 @@ void Drainer::sample_clock() {
 // Launches run wholly in a device duty cycle's off time, settled as unrecorded
 // (launch_counts.h: settle_off_time says which stay, and why).
 void Drainer::settle_duty_off_time(FlushWindow& w, std::vector<gpuobs_launch_count>* counts, gpuobs_flush_info* info) {
-    std::unordered_set<uint64_t> uncounted, recorded;
-    for (const gpuobs_launch_count& c : *counts)
-        if (c.count == 0) uncounted.insert(c.grid_id);
-    if (!uncounted.empty())
-        for (const gpuobs_event& e : staging_)
-            if (uncounted.count(e.grid_id)) recorded.insert(e.grid_id);
     // A snapshot's totals were read behind its launches, before any later one ran: as exact as a quiet cut's.
     std::unordered_set<uint32_t> lent_now = slots_lent_to_later(w.launches, *counts, w.quiet || w.snapshot >= 0);
-    info->unrecorded_launches += settle_off_time(&w.launches, counts, recorded, slots_lent_);
+    info->unrecorded_launches += settle_off_time(&w.launches, counts, staging_, slots_lent_);
     slots_lent_.swap(lent_now);
 }
 

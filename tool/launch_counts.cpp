@@ -55,11 +55,12 @@ void attribute_counts(const CountedWindow& w, const std::vector<uint64_t>& harve
 }
 
 uint64_t settle_off_time(std::vector<gpuobs_launch>* launches, std::vector<gpuobs_launch_count>* counts,
-                         const std::unordered_set<uint64_t>& recorded, const std::unordered_set<uint32_t>& lent) {
+                         const std::vector<gpuobs_event>& records, const std::unordered_set<uint32_t>& lent) {
     std::unordered_set<uint64_t> uncounted;
     for (const gpuobs_launch_count& c : *counts)
-        if (c.count == 0 && !recorded.count(c.grid_id) && !lent.count(gpuobs_launch_slot(c.grid_id)))
-            uncounted.insert(c.grid_id);
+        if (c.count == 0 && !lent.count(gpuobs_launch_slot(c.grid_id))) uncounted.insert(c.grid_id);
+    if (uncounted.empty()) return 0;
+    for (const gpuobs_event& e : records) uncounted.erase(e.grid_id);  // a record says it ran in an on time
     if (uncounted.empty()) return 0;
     uint64_t settled = 0;
     std::unordered_set<uint32_t> replays_out, replays_left;
@@ -92,8 +93,8 @@ std::unordered_set<uint32_t> slots_lent_to_later(const std::vector<gpuobs_launch
     std::unordered_map<uint32_t, uint32_t> listed;  // slot -> launches of this window in it
     for (const gpuobs_launch& l : launches) ++listed[gpuobs_launch_slot(l.grid_id)];
     std::unordered_set<uint32_t> lent;
-    for (const auto& [slot, n] : listed)
-        if (!exact) lent.insert(slot);
+    if (!exact)
+        for (const auto& slot_listed : listed) lent.insert(slot_listed.first);
     for (const gpuobs_launch_count& c : counts) {
         const uint32_t slot = gpuobs_launch_slot(c.grid_id);
         if (c.launches_sharing > listed[slot]) lent.insert(slot);  // attribute_counts' `later` share

@@ -54,7 +54,7 @@ void attribute_counts(const CountedWindow& w, const std::vector<uint64_t>& harve
 // with it) and counted as unrecorded, a graph replay once, where none of its kernel
 // nodes is left. A count of 0 is not always the launch's whole story, so these stay:
 //   - a launch flagged as racing a flush (its blocks may fall in the next window);
-//   - a launch whose grid id has a record in this window (`recorded`: a slot's
+//   - a launch whose grid id has a record in this window (`records`: a slot's
 //     growth can have gone to an earlier window, see attribute_counts);
 //   - a launch in a slot an earlier window may have taken this window's growth of
 //     (`lent`: slots_lent_to_later).
@@ -62,7 +62,7 @@ void attribute_counts(const CountedWindow& w, const std::vector<uint64_t>& harve
 // patched, a memory-mode launch with no global access, is settled the same way.)
 // Returns the launches (replays once) settled.
 uint64_t settle_off_time(std::vector<gpuobs_launch>* launches, std::vector<gpuobs_launch_count>* counts,
-                         const std::unordered_set<uint64_t>& recorded, const std::unordered_set<uint32_t>& lent);
+                         const std::vector<gpuobs_event>& records, const std::unordered_set<uint32_t>& lent);
 
 // The slots of a drained window whose total may hold growth of a launch listed later
 // (so that launch's own window may read 0 for it): every slot of a window whose

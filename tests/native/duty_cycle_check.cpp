@@ -95,7 +95,7 @@ void settling() {
         count(1, 0),      count(2, 64),     count(3, 0),      count(4, 20),
         count(100, 0, 2), count(101, 0, 2), count(200, 0, 2), count(201, 64, 2),
     };
-    const std::unordered_set<uint64_t> no_records;
+    const std::vector<gpuobs_event> no_records;
     const std::unordered_set<uint32_t> none_lent;
     const uint64_t settled = settle_off_time(&launches, &counts, no_records, none_lent);
     expect(settled == 3, "one launch and two replays settled, got " + std::to_string(settled));
@@ -111,7 +111,10 @@ void settling() {
     // A launch with a record in its window stays, whatever its count says.
     std::vector<gpuobs_launch> with_record = {launch(5)};
     std::vector<gpuobs_launch_count> zero = {count(5, 0)};
-    expect(settle_off_time(&with_record, &zero, {5}, none_lent) == 0 && with_record.size() == 1,
+    gpuobs_event record;
+    std::memset(&record, 0, sizeof record);
+    record.grid_id = 5;
+    expect(settle_off_time(&with_record, &zero, {record}, none_lent) == 0 && with_record.size() == 1,
            "a launch with a record is never settled");
 }
 
