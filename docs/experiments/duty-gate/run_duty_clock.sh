@@ -11,7 +11,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv | tee $OUT/gpu.txt
 python3 -m gpuobs build > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
 echo "built $(( $(date +%s) - T00 ))s"
 mkdir -p $OUT/sr
-python3 benchmarks/serving_rate.py --replays ${REPLAYS:-6000} --rounds ${ROUNDS:-2} \
+timeout 330 python3 benchmarks/serving_rate.py --replays ${REPLAYS:-6000} --rounds ${ROUNDS:-2} \
     --configs "${CONFIGS:-none,block_noop,block_starts%50/5000,block_starts+budget0%50/5000,block_starts%50/1000}" \
     --workdir $OUT/sr --json $OUT/sr.json 2>&1 | tee $OUT/sr.txt | grep -o '^round [0-9] [^:]*: {"ms_per_step": [0-9.]*'
 grep -v "^ *$" $OUT/sr.txt | tail -7
@@ -21,7 +21,9 @@ SANI=$(python3 -c "from gpuobs.record import native_build as n; print(n.find_too
 F=$(sed -n 's/^PATCH_NVCCFLAGS := //p' tool/build.mk)
 nvcc $F -I schemas -I"$SANI" -gencode arch=compute_90,code=sm_90 -o /tmp/p.fatbin device_patches/gpuobs_patches.cu &&
     cuobjdump -sass /tmp/p.fatbin > $OUT/patches.sass 2>&1
-(cd tests && python3 -m pytest -q -p no:cacheprovider --rootdir=.. -c ../pyproject.toml -m gpu \
+[ -n "$SKIP_TESTS" ] && { echo "done $(( $(date +%s) - T00 ))s (tests skipped)"; exit 0; }
+LEFT=$(( 580 - ($(date +%s) - T00) )); echo "left for the tests: $LEFT s"
+(cd tests && timeout $LEFT python3 -m pytest -q -p no:cacheprovider --rootdir=.. -c ../pyproject.toml -m gpu \
     test_gpu_sampling.py test_patch_stack_saves.py > $OUT/pytest.txt 2>&1; echo "pytest rc=$?")
 grep -E "passed|failed|Error|assert" $OUT/pytest.txt | tail -20
 echo "done $(( $(date +%s) - T00 ))s"
