@@ -11,6 +11,10 @@ import gpuobs
 from gpuobs.analysis import launches as analysis
 from gpuobs.recording_file import schema
 
+# A program or a CLI step run by a test, past this, fails the test (TimeoutExpired names the
+# command) instead of holding a lent GPU machine's whole call: a hang is then a result.
+GPU_PROGRAM_TIMEOUT_S = 600
+
 
 def record(tmp_path, mode, cmd, *extra, name=None, check=True, env=None, timeout=900):
     """Runs cmd under `gpuobs record --mode MODE [extra]`; returns the process and the

@@ -15,7 +15,7 @@ import pytest
 from gpuobs.analysis import launches as analysis
 from gpuobs.recording_file import schema
 
-from .gpu_helpers import check_launch_counts, record
+from .gpu_helpers import GPU_PROGRAM_TIMEOUT_S, check_launch_counts, record
 
 pytestmark = pytest.mark.gpu
 SRC = Path(__file__).resolve().parent / "gpu_programs"
@@ -49,7 +49,11 @@ def test_while_body_kernels_listed_once_per_replay_with_all_their_runs(tmp_path)
     assert "before_loop" not in " ".join(notes)
     info = json.loads(
         subprocess.run(
-            ["python3", "-m", "gpuobs", "info", "--json", str(rec.path)], capture_output=True, text=True, check=True
+            ["python3", "-m", "gpuobs", "info", "--json", str(rec.path)],
+            capture_output=True,
+            text=True,
+            timeout=GPU_PROGRAM_TIMEOUT_S,
+            check=True,
         ).stdout
     )
     assert info["counts_unattributed"] == 0 and info["events_unattributed"] == 0

@@ -20,7 +20,7 @@ import pytest
 from gpuobs.analysis import launches as analysis
 from gpuobs.recording_file import schema
 
-from .gpu_helpers import check_launch_counts, record
+from .gpu_helpers import GPU_PROGRAM_TIMEOUT_S, check_launch_counts, record
 
 pytestmark = pytest.mark.gpu
 
@@ -37,7 +37,9 @@ def test_every_counted_block_in_a_listed_launch(tmp_path, command_buffers, preal
     pytest.importorskip("jax")
     env = jax_env(command_buffers, preallocate)
     if command_buffers == "all":  # flags this XLA does not know abort the program: say so, do not guess
-        alone = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True, env=env)
+        alone = subprocess.run(
+            [sys.executable, "-c", PROGRAM], capture_output=True, text=True, timeout=GPU_PROGRAM_TIMEOUT_S, env=env
+        )
         if alone.returncode != 0:
             pytest.skip(f"this JAX does not run with {env['XLA_FLAGS']!r}: {alone.stderr[-600:]}")
     name = f"jax_{command_buffers}_{preallocate}"
@@ -45,7 +47,10 @@ def test_every_counted_block_in_a_listed_launch(tmp_path, command_buffers, preal
     assert "uninstrumented" not in proc.stderr, proc.stderr[-2000:]
     info = json.loads(
         subprocess.run(
-            [sys.executable, "-m", "gpuobs", "info", "--json", str(rec.path)], capture_output=True, text=True
+            [sys.executable, "-m", "gpuobs", "info", "--json", str(rec.path)],
+            capture_output=True,
+            text=True,
+            timeout=GPU_PROGRAM_TIMEOUT_S,
         ).stdout
     )
     replayed = int(((rec.launches["flags"] & REPLAYED) != 0).sum())

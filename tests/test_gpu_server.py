@@ -20,7 +20,7 @@ from gpuobs.analysis import launches as analysis
 from gpuobs.record.run import child_recordings
 from gpuobs.recording_file import schema
 
-from .gpu_helpers import check_launch_counts, record
+from .gpu_helpers import GPU_PROGRAM_TIMEOUT_S, check_launch_counts, record
 from .trace_decode import decode
 
 pytestmark = pytest.mark.gpu
@@ -87,7 +87,10 @@ def test_every_worker_recorded_complete_and_exact(tmp_path, start):
         assert any("multiprocessing" in a for a in r.run.argv), r.run.argv
     trace = tmp_path / "server.pftrace"
     out = subprocess.run(
-        [sys.executable, "-m", "gpuobs", "export", *map(str, files), "-o", str(trace)], capture_output=True, text=True
+        [sys.executable, "-m", "gpuobs", "export", *map(str, files), "-o", str(trace)],
+        capture_output=True,
+        text=True,
+        timeout=GPU_PROGRAM_TIMEOUT_S,
     )
     assert out.returncode == 0, out.stderr
     d = decode(trace)

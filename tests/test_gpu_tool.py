@@ -15,7 +15,7 @@ import gpuobs
 from gpuobs.analysis import launches as analysis
 from gpuobs.recording_file import schema
 
-from .gpu_helpers import assert_windows_add_up, ends_past_next_run, launches_named, record
+from .gpu_helpers import GPU_PROGRAM_TIMEOUT_S, assert_windows_add_up, ends_past_next_run, launches_named, record
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,7 +185,7 @@ def test_fail_open_on_bad_environment(tmp_path, silu_lib):
     env = dict(
         os.environ, LD_PRELOAD=str(build().tool), GPUOBS_MODE="warp_magic", GPUOBS_OUTPUT=str(tmp_path / "x.gpuobs")
     )
-    proc = subprocess.run(SILU, env=env, capture_output=True, text=True)
+    proc = subprocess.run(SILU, env=env, capture_output=True, text=True, timeout=GPU_PROGRAM_TIMEOUT_S)
     assert proc.returncode == 0
     assert "gpuobs: GPUOBS_MODE='warp_magic' is not one of" in proc.stderr and "running uninstrumented" in proc.stderr
     env.update(
@@ -193,7 +193,7 @@ def test_fail_open_on_bad_environment(tmp_path, silu_lib):
         GPUOBS_PATCHES=str(tmp_path / "missing.fatbin"),
         GPUOBS_SANITIZER_LIB=str(build().sanitizer_lib),
     )
-    proc = subprocess.run(SILU, env=env, capture_output=True, text=True)
+    proc = subprocess.run(SILU, env=env, capture_output=True, text=True, timeout=GPU_PROGRAM_TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr
     assert "cannot load the device patches" in proc.stderr
 
@@ -205,7 +205,12 @@ def test_record_then_export_in_the_same_directory(tmp_path):
 
     def run(*args):
         return subprocess.run(
-            [sys.executable, "-m", "gpuobs", *args], cwd=tmp_path, capture_output=True, text=True, env=env
+            [sys.executable, "-m", "gpuobs", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=GPU_PROGRAM_TIMEOUT_S,
+            env=env,
         )
 
     rec = run("record", "--", sys.executable, str(ROOT / "examples" / "decode_graph.py"), "--steps", "2")
@@ -234,7 +239,9 @@ print("flushed", gpuobs.flush(), "launches", runtime.launches(), "output", runti
 
 def test_attach_and_flush_from_python(tmp_path):
     out = tmp_path / "attached.gpuobs"
-    proc = subprocess.run([sys.executable, "-c", ATTACH, str(out)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", ATTACH, str(out)], capture_output=True, text=True, timeout=GPU_PROGRAM_TIMEOUT_S
+    )
     print(proc.stdout, proc.stderr[-2000:])
     assert proc.returncode == 0, proc.stderr
     assert "flushed 1" in proc.stdout and str(out) in proc.stdout
@@ -245,6 +252,7 @@ def test_attach_and_flush_from_python(tmp_path):
         [sys.executable, "-c", "import torch, gpuobs; torch.zeros(1, device='cuda'); gpuobs.attach(output='x.gpuobs')"],
         capture_output=True,
         text=True,
+        timeout=GPU_PROGRAM_TIMEOUT_S,
         cwd=tmp_path,
     )
     assert late.returncode != 0 and "CUDA is already initialised" in late.stderr
@@ -293,7 +301,10 @@ def test_api_trace_links_every_launch_to_its_api_call(tmp_path):
 def test_unwritable_output_runs_uninstrumented_with_its_exit_code(tmp_path):
     out = Path("/proc/gpuobs-cannot-write-here.gpuobs")  # not writable, even by root
     proc = subprocess.run(
-        [sys.executable, "-m", "gpuobs", "record", "-o", str(out), "--", *SIDE_BY_SIDE], capture_output=True, text=True
+        [sys.executable, "-m", "gpuobs", "record", "-o", str(out), "--", *SIDE_BY_SIDE],
+        capture_output=True,
+        text=True,
+        timeout=GPU_PROGRAM_TIMEOUT_S,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("running uninstrumented") == 1, proc.stderr
@@ -338,7 +349,7 @@ def test_crashes_keep_exit_status_and_what_was_flushed(tmp_path, silu_lib, crash
 
 def _gpus():
     try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=GPU_PROGRAM_TIMEOUT_S).stdout
     except OSError:
         return 0
     return sum(1 for line in out.splitlines() if line.startswith("GPU "))
@@ -483,6 +494,7 @@ def test_two_processes_one_gpu_each_merge_into_one_trace(tmp_path):
         ],
         capture_output=True,
         text=True,
+        timeout=GPU_PROGRAM_TIMEOUT_S,
     )
     assert exp.returncode == 0, exp.stderr
     d = decode(tmp_path / "merged.pftrace")

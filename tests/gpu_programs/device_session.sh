@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
 # One call on the lent GPU machine: set up, build, run the GPU tests, keep logs in $OUT.
-#   bash tests/gpu_programs/device_session.sh [pytest args...]
+#   bash tests/gpu_programs/device_session.sh [part1|part2|part3] [pytest args...]
+# A call runs at most ten minutes; the whole GPU suite took 380 s on an H100 (sixteenth
+# session) and ran past 585 s on an H200 (twentieth, the duty cycle's tests added), so
+# it runs as three parts, one a call, each well inside the limit.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
+case "${1:-}" in
+part1) shift; set -- tests/test_gpu_jax.py tests/test_gpu_programs.py tests/test_bounds_gpu_wait.py "$@" ;;
+part2) shift; set -- tests/test_gpu_sampling.py tests/test_gpu_server.py tests/test_gpu_block_starts.py \
+    tests/test_gpu_conditional.py tests/test_patch_stack_saves.py "$@" ;;
+part3) shift; set -- tests/test_gpu_tool.py "$@" ;;
+esac
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv; nvcc --version | tail -1; python3 -c "import torch; print('torch', torch.__version__)"; } 2>&1 | tee "$OUT/env.txt"
 python3 -m gpuobs build 2>&1 | tee "$OUT/build.log" || exit 1
-python3 -m pytest -v -p no:cacheprovider "$@" 2>&1 | tee "$OUT/gpu_tests.log"
+python3 -m pytest -v -p no:cacheprovider --durations=15 "$@" 2>&1 | tee "$OUT/gpu_tests.log"
 status=${PIPESTATUS[0]}
 # The lent machine brings back a few files only: the tests' own outputs (recordings'
 # stderr, pytest's tmp folders' logs) go back as one archive beside the three logs.
