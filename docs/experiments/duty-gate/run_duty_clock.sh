@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The duty cycle on the device as shipped (b543f39: the patches' _duty twins). From the repository
-# root with the wheels in .whl/ (carry it). It measures the cost first (the issue's target: block_starts under --duty within block_noop + 0.03 of no tool, in x no tool),
-# with and without the data budget's sampler, then dumps the twins' SASS and runs the duty GPU tests.
-# Files go to $OUT. The nineteenth session's first build gave +0.036 (50ms/5s) and +0.040 (50ms/1s) on an
-# H100; the twins, +0.028 and +0.033 on an H200 (twentieth session, docs/benchmarks.md).
+# The duty cycle on the device as shipped (b543f39: the patches' _duty twins). From the
+# repository root with the wheels in .whl/ (carry them). It measures the cost first (the
+# issue's target: block_starts under --duty within block_noop + 0.03 of no tool, in x no
+# tool), with and without the data budget's sampler, then dumps the twins' SASS and runs
+# the duty GPU tests (SKIP_TESTS=1: the cost alone). Files go to $OUT. The nineteenth
+# session's first build gave +0.036 (50ms/5s) and +0.040 (50ms/1s) on an H100; the twins,
+# +0.028 and +0.033 on an H200 (twentieth session, docs/benchmarks.md).
 T00=$(date +%s)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD/exporter PYTHONUNBUFFERED=1
