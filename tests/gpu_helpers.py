@@ -115,6 +115,19 @@ def check_launch_counts(rec, table):
     return body, shared
 
 
+def exit_flags_match_counts(rec):
+    """Block events' exit counts against their threads, and the tool's flags for them:
+    more exits than threads flagged END_UNCONFIRMED (another run of the grid id stamped
+    it), fewer flagged EARLY_EXITS and only those. Returns (events, missing exits per
+    event, over, early)."""
+    ev = rec.events[rec.events["kind"] == schema.EventKind.BLOCK]
+    missing = ev["thread_index"].astype(np.int64) - ev["exit_count"].astype(np.int64)
+    over = (ev["flags"] & schema.BLOCK_END_UNCONFIRMED).astype(bool)
+    early = (ev["flags"] & schema.BLOCK_EARLY_EXITS).astype(bool)
+    assert (over >= (missing < 0)).all() and (early == (missing > 0)).all()
+    return ev, missing, over, early
+
+
 def ends_past_next_run(ev: np.ndarray, grids=None) -> np.ndarray:
     """Per event of one flush window: a block end later than the start of the same
     block's next run of its grid id (tool/late_ends.h's rule, in numpy); `grids`:

@@ -15,7 +15,14 @@ import gpuobs
 from gpuobs.analysis import launches as analysis
 from gpuobs.recording_file import schema
 
-from .gpu_helpers import GPU_PROGRAM_TIMEOUT_S, assert_windows_add_up, ends_past_next_run, launches_named, record
+from .gpu_helpers import (
+    GPU_PROGRAM_TIMEOUT_S,
+    assert_windows_add_up,
+    ends_past_next_run,
+    exit_flags_match_counts,
+    launches_named,
+    record,
+)
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,12 +40,8 @@ def check_exit_accounting(rec):
     """Every exiting thread of a recorded block either stamped an event or was
     counted as unmatched on the device: with no block dropped the two add up
     exactly. Over- and under-counted events carry their flags."""
-    ev = rec.events[rec.events["kind"] == schema.EventKind.BLOCK]
-    missing = ev["thread_index"].astype(np.int64) - ev["exit_count"]
+    ev, missing, over, early = exit_flags_match_counts(rec)
     assert rec.totals["dropped"] > 0 or int(missing.sum()) == rec.totals["unmatched_exit_threads"]
-    over = (ev["flags"] & schema.BLOCK_END_UNCONFIRMED).astype(bool)
-    early = (ev["flags"] & schema.BLOCK_EARLY_EXITS).astype(bool)
-    assert (over >= (missing < 0)).all() and (early == (missing > 0)).all()
     # Flagged with a balanced exit count: the end is past the same block's next run
     # in its window (tool/late_ends.h)
     blocks = rec.events["kind"] == schema.EventKind.BLOCK
