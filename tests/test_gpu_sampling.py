@@ -248,7 +248,7 @@ def test_budget_samples_instead_of_waiting(tmp_path):
     # The file keeps to it too: the budget charges the launch tables and chunk headers
     # the flushes write. Over the recording's span (its first clock sample, at its first
     # flush, to its last: the sampler began before, so this is the stricter), with a
-    # second more and the same allowance for a late gate. Not yet GPU-run.
+    # second more and the same allowance for a late gate.
     span = (int(rec.flushes["host_time_ns"].max()) - int(rec.clock_samples["monotonic_before"].min())) / 1e9
     assert Path(rec.path).stat().st_size <= burst + 1_000_000 * (span + 1) + 64_000_000, span
     assert "waited" not in proc.stderr  # the budget never makes the program wait
