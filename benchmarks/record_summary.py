@@ -1,0 +1,86 @@
+"""How long `gpuobs record` takes to summarise a long serving run once the program has
+exited: the summary line it prints reads the recording's metadata (launches, flushes,
+names) and skips the records (record/finish.py), so it grows with the run's launches,
+not its file. The recording is a soak's shape (synthetic.graph_replay_tables: a CUDA
+graph of --nodes kernels replayed --replays times, cut into --flushes packed flushes,
+a few records each); the defaults are the ten-minute soak's block_trace run (47,000
+replays of the 36-kernel decode step over 7,507 flushes). CPU only.
+
+    python benchmarks/record_summary.py [--replays 47000] [--nodes 36] [--flushes 7507] [--repeat 3]
+"""
+
+import argparse
+import contextlib
+import io
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "exporter"))
+
+from gpuobs import cli  # noqa: E402
+from gpuobs.recording_file import schema, synthetic  # noqa: E402
+from gpuobs.recording_file.recording_writer import RecordingWriter  # noqa: E402
+
+
+def write_serving_run(path: Path, replays: int, nodes: int, flushes: int) -> int:
+    """The soak-shaped recording, packed as the tool packs it; returns its launch count."""
+    launches, counts = synthetic.graph_replay_tables(replays, nodes)
+    per = len(launches) // flushes
+    with RecordingWriter(path, pack=True) as w:
+        w.run(pid=4242, mode=schema.Mode.BLOCK_TRACE, capacity=1 << 20, argv=["python3", "soak.py"])
+        w.device(sm_count=132)
+        w.module(module_id=1)
+        for slot in range(int(launches["function_slot"].max()) + 1):
+            w.function(function_slot=slot, mangled=f"_Z6kernelILi{slot}EEvv")
+        for seq in range(flushes):
+            rows = slice(seq * per, (seq + 1) * per)
+            blocks = int(counts["count"][rows].sum())
+            w.launches(launches[rows])
+            w.flush(
+                flush_seq=seq,
+                attempted=blocks,
+                recorded=blocks,
+                dropped=0,
+                host_time_ns=synthetic.UPTIME_NS + seq * 80_000_000,
+                launch_counts=counts[rows],
+            )
+            ev = np.zeros(4, schema.EVENT_DTYPE)  # skipped by the summary whatever their number
+            ev["kind"] = schema.EventKind.BLOCK
+            w.events(ev, flush_seq=seq)
+        w.end(flushes=flushes, launches=per * flushes, events=4 * flushes)
+    return per * flushes
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--replays", type=int, default=47_000)
+    p.add_argument("--nodes", type=int, default=36)
+    p.add_argument("--flushes", type=int, default=7_507)
+    p.add_argument("--repeat", type=int, default=3)
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory(prefix="gpuobs-summary-") as tmp:
+        path = Path(tmp) / "serving.gpuobs"
+        launches = write_serving_run(path, args.replays, args.nodes, args.flushes)
+        times, line = [], ""
+        for _ in range(args.repeat):
+            said = io.StringIO()
+            started = time.perf_counter()
+            with contextlib.redirect_stderr(said):
+                cli._print_record_summary(path)
+            times.append(time.perf_counter() - started)
+            line = said.getvalue().strip()
+        print(line)
+        print(
+            f"{launches:,} launches in {args.flushes:,} flushes, {path.stat().st_size / 1e6:.1f} MB: "
+            f"summary {min(times):.2f} s (best of {args.repeat}; every run {', '.join(f'{t:.2f}' for t in times)})"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
