@@ -16,6 +16,17 @@ from gpuobs.recording_file import schema
 GPU_PROGRAM_TIMEOUT_S = 600
 
 
+def run(args, **kwargs):
+    """subprocess.run for a test's program or CLI step: output captured as text, and a run
+    past GPU_PROGRAM_TIMEOUT_S fails the test (the one place that policy lives)."""
+    return subprocess.run(args, capture_output=True, text=True, timeout=GPU_PROGRAM_TIMEOUT_S, **kwargs)
+
+
+def gpuobs_cli(*args, **kwargs):
+    """`python -m gpuobs ARGS` in this interpreter, run as run() runs a program."""
+    return run([sys.executable, "-m", "gpuobs", *map(str, args)], **kwargs)
+
+
 def record(tmp_path, mode, cmd, *extra, name=None, check=True, env=None, timeout=900):
     """Runs cmd under `gpuobs record --mode MODE [extra]`; returns the process and the
     recording (None when none was written). check: the run must exit 0. A run past

@@ -15,7 +15,7 @@ import pytest
 from gpuobs.analysis import launches as analysis
 from gpuobs.recording_file import schema
 
-from .gpu_helpers import GPU_PROGRAM_TIMEOUT_S, check_launch_counts, record
+from .gpu_helpers import check_launch_counts, gpuobs_cli, record
 
 pytestmark = pytest.mark.gpu
 SRC = Path(__file__).resolve().parent / "gpu_programs"
@@ -47,14 +47,6 @@ def test_while_body_kernels_listed_once_per_replay_with_all_their_runs(tmp_path)
     notes = [n.text for n in rec.notices if n.code == "conditional_bodies"]
     assert notes and "loop_body" in " ".join(notes) and "loop_condition" in " ".join(notes), rec.notices
     assert "before_loop" not in " ".join(notes)
-    info = json.loads(
-        subprocess.run(
-            ["python3", "-m", "gpuobs", "info", "--json", str(rec.path)],
-            capture_output=True,
-            text=True,
-            timeout=GPU_PROGRAM_TIMEOUT_S,
-            check=True,
-        ).stdout
-    )
+    info = json.loads(gpuobs_cli("info", "--json", rec.path, check=True).stdout)
     assert info["counts_unattributed"] == 0 and info["events_unattributed"] == 0
     assert info["conditional_body_launches"] == 2 * REPLAYS

@@ -10,7 +10,6 @@ Marked gpu; each case about 10 s. benchmarks/jax_launch_paths.py says, for a
 failing case, which graph execs and which launches are behind it."""
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pytest
 from gpuobs.analysis import launches as analysis
 from gpuobs.recording_file import schema
 
-from .gpu_helpers import GPU_PROGRAM_TIMEOUT_S, check_launch_counts, record
+from .gpu_helpers import check_launch_counts, gpuobs_cli, record, run
 
 pytestmark = pytest.mark.gpu
 
@@ -37,22 +36,13 @@ def test_every_counted_block_in_a_listed_launch(tmp_path, command_buffers, preal
     pytest.importorskip("jax")
     env = jax_env(command_buffers, preallocate)
     if command_buffers == "all":  # flags this XLA does not know abort the program: say so, do not guess
-        alone = subprocess.run(
-            [sys.executable, "-c", PROGRAM], capture_output=True, text=True, timeout=GPU_PROGRAM_TIMEOUT_S, env=env
-        )
+        alone = run([sys.executable, "-c", PROGRAM], env=env)
         if alone.returncode != 0:
             pytest.skip(f"this JAX does not run with {env['XLA_FLAGS']!r}: {alone.stderr[-600:]}")
     name = f"jax_{command_buffers}_{preallocate}"
     proc, rec = record(tmp_path, "block_trace", [sys.executable, "-c", PROGRAM], name=name, env=env)
     assert "uninstrumented" not in proc.stderr, proc.stderr[-2000:]
-    info = json.loads(
-        subprocess.run(
-            [sys.executable, "-m", "gpuobs", "info", "--json", str(rec.path)],
-            capture_output=True,
-            text=True,
-            timeout=GPU_PROGRAM_TIMEOUT_S,
-        ).stdout
-    )
+    info = json.loads(gpuobs_cli("info", "--json", rec.path).stdout)
     replayed = int(((rec.launches["flags"] & REPLAYED) != 0).sum())
     print(name, "launches", info["launches"], "replayed nodes", replayed, "counted", info["counted"])
     assert info["complete"] and info["dropped"] == 0

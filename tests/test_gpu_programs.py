@@ -18,7 +18,7 @@ import pytest
 from gpuobs.analysis import launches as analysis
 from gpuobs.recording_file import schema
 
-from .gpu_helpers import GPU_PROGRAM_TIMEOUT_S, assert_windows_add_up, launches_named, record
+from .gpu_helpers import assert_windows_add_up, launches_named, record, run
 
 pytestmark = pytest.mark.gpu
 SRC = Path(__file__).resolve().parent / "gpu_programs"
@@ -392,9 +392,7 @@ print(jax.devices())
 
 
 def _runs_alone(code, env=None):
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=GPU_PROGRAM_TIMEOUT_S, env=env
-    )
+    proc = run([sys.executable, "-c", code], env=env)
     return proc.returncode == 0, proc.stderr[-800:]
 
 

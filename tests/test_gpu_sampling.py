@@ -7,7 +7,6 @@ blocks add up to what it counted."""
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 from gpuobs.analysis import launches as analysis
 from gpuobs.recording_file import schema
 
-from .gpu_helpers import GPU_PROGRAM_TIMEOUT_S, assert_windows_add_up, exit_flags_match_counts, launches_named, record
+from .gpu_helpers import assert_windows_add_up, exit_flags_match_counts, gpuobs_cli, launches_named, record
 
 pytestmark = pytest.mark.gpu
 
@@ -188,13 +187,7 @@ def test_duty_cycle_on_the_device_records_only_its_on_times(tmp_path, mode):
         assert (ev["exit_count"] > 0).all(), int((ev["exit_count"] == 0).sum())
         assert (ev["time_end"] >= ev["time_start"]).all()
         print(f"exits: missing {int(missing.sum())}, unmatched {rec.totals['unmatched_exit_threads']}")
-    info = subprocess.run(
-        [sys.executable, "-m", "gpuobs", "info", str(rec.path)],
-        capture_output=True,
-        text=True,
-        timeout=GPU_PROGRAM_TIMEOUT_S,
-        check=True,
-    ).stdout
+    info = gpuobs_cli("info", rec.path, check=True).stdout
     info = " ".join(info.split())  # info wraps its values to the terminal's width
     assert "a duty cycle on the device: recorded the first 16.7772 ms of every 67.1089 ms" in info, info
 

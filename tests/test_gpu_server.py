@@ -9,7 +9,6 @@ the files into one trace with a GPU track per process named by its pid. Marked g
 each case about 20 s."""
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from gpuobs.analysis import launches as analysis
 from gpuobs.record.run import child_recordings
 from gpuobs.recording_file import schema
 
-from .gpu_helpers import GPU_PROGRAM_TIMEOUT_S, check_launch_counts, record
+from .gpu_helpers import check_launch_counts, gpuobs_cli, record
 from .trace_decode import decode
 
 pytestmark = pytest.mark.gpu
@@ -86,12 +85,7 @@ def test_every_worker_recorded_complete_and_exact(tmp_path, start):
     for r in recs:
         assert any("multiprocessing" in a for a in r.run.argv), r.run.argv
     trace = tmp_path / "server.pftrace"
-    out = subprocess.run(
-        [sys.executable, "-m", "gpuobs", "export", *map(str, files), "-o", str(trace)],
-        capture_output=True,
-        text=True,
-        timeout=GPU_PROGRAM_TIMEOUT_S,
-    )
+    out = gpuobs_cli("export", *files, "-o", trace)
     assert out.returncode == 0, out.stderr
     d = decode(trace)
     assert d.problems == []

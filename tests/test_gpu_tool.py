@@ -16,12 +16,13 @@ from gpuobs.analysis import launches as analysis
 from gpuobs.recording_file import schema
 
 from .gpu_helpers import (
-    GPU_PROGRAM_TIMEOUT_S,
     assert_windows_add_up,
     ends_past_next_run,
     exit_flags_match_counts,
+    gpuobs_cli,
     launches_named,
     record,
+    run,
 )
 
 pytestmark = pytest.mark.gpu
@@ -188,7 +189,7 @@ def test_fail_open_on_bad_environment(tmp_path, silu_lib):
     env = dict(
         os.environ, LD_PRELOAD=str(build().tool), GPUOBS_MODE="warp_magic", GPUOBS_OUTPUT=str(tmp_path / "x.gpuobs")
     )
-    proc = subprocess.run(SILU, env=env, capture_output=True, text=True, timeout=GPU_PROGRAM_TIMEOUT_S)
+    proc = run(SILU, env=env)
     assert proc.returncode == 0
     assert "gpuobs: GPUOBS_MODE='warp_magic' is not one of" in proc.stderr and "running uninstrumented" in proc.stderr
     env.update(
@@ -196,7 +197,7 @@ def test_fail_open_on_bad_environment(tmp_path, silu_lib):
         GPUOBS_PATCHES=str(tmp_path / "missing.fatbin"),
         GPUOBS_SANITIZER_LIB=str(build().sanitizer_lib),
     )
-    proc = subprocess.run(SILU, env=env, capture_output=True, text=True, timeout=GPU_PROGRAM_TIMEOUT_S)
+    proc = run(SILU, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "cannot load the device patches" in proc.stderr
 
@@ -204,22 +205,11 @@ def test_fail_open_on_bad_environment(tmp_path, silu_lib):
 def test_record_then_export_in_the_same_directory(tmp_path):
     from .trace_decode import decode
 
-    env = dict(__import__("os").environ)
-
-    def run(*args):
-        return subprocess.run(
-            [sys.executable, "-m", "gpuobs", *args],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=GPU_PROGRAM_TIMEOUT_S,
-            env=env,
-        )
-
-    rec = run("record", "--", sys.executable, str(ROOT / "examples" / "decode_graph.py"), "--steps", "2")
+    decode_graph = [sys.executable, ROOT / "examples" / "decode_graph.py", "--steps", "2"]
+    rec = gpuobs_cli("record", "--", *decode_graph, cwd=tmp_path)
     assert rec.returncode == 0, rec.stderr
     assert (tmp_path / "gpuobs.gpuobs").exists()
-    exp = run("export", "-o", "trace.pftrace")
+    exp = gpuobs_cli("export", "-o", "trace.pftrace", cwd=tmp_path)
     assert exp.returncode == 0, exp.stderr
     d = decode(tmp_path / "trace.pftrace")
     assert d.problems == [] and d.snapshots
@@ -242,20 +232,15 @@ print("flushed", gpuobs.flush(), "launches", runtime.launches(), "output", runti
 
 def test_attach_and_flush_from_python(tmp_path):
     out = tmp_path / "attached.gpuobs"
-    proc = subprocess.run(
-        [sys.executable, "-c", ATTACH, str(out)], capture_output=True, text=True, timeout=GPU_PROGRAM_TIMEOUT_S
-    )
+    proc = run([sys.executable, "-c", ATTACH, str(out)])
     print(proc.stdout, proc.stderr[-2000:])
     assert proc.returncode == 0, proc.stderr
     assert "flushed 1" in proc.stdout and str(out) in proc.stdout
     rec = gpuobs.load(out)
     table = analysis.launch_table(rec)
     assert len(rec.launches) >= 4 and (table.counted == table.grid_blocks * table.counted_shared).all()
-    late = subprocess.run(
+    late = run(
         [sys.executable, "-c", "import torch, gpuobs; torch.zeros(1, device='cuda'); gpuobs.attach(output='x.gpuobs')"],
-        capture_output=True,
-        text=True,
-        timeout=GPU_PROGRAM_TIMEOUT_S,
         cwd=tmp_path,
     )
     assert late.returncode != 0 and "CUDA is already initialised" in late.stderr
@@ -303,12 +288,7 @@ def test_api_trace_links_every_launch_to_its_api_call(tmp_path):
 
 def test_unwritable_output_runs_uninstrumented_with_its_exit_code(tmp_path):
     out = Path("/proc/gpuobs-cannot-write-here.gpuobs")  # not writable, even by root
-    proc = subprocess.run(
-        [sys.executable, "-m", "gpuobs", "record", "-o", str(out), "--", *SIDE_BY_SIDE],
-        capture_output=True,
-        text=True,
-        timeout=GPU_PROGRAM_TIMEOUT_S,
-    )
+    proc = gpuobs_cli("record", "-o", out, "--", *SIDE_BY_SIDE)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("running uninstrumented") == 1, proc.stderr
     assert '"finite": true' in proc.stdout
@@ -352,7 +332,7 @@ def test_crashes_keep_exit_status_and_what_was_flushed(tmp_path, silu_lib, crash
 
 def _gpus():
     try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=GPU_PROGRAM_TIMEOUT_S).stdout
+        out = run(["nvidia-smi", "-L"]).stdout
     except OSError:
         return 0
     return sum(1 for line in out.splitlines() if line.startswith("GPU "))
@@ -484,21 +464,7 @@ def test_two_processes_one_gpu_each_merge_into_one_trace(tmp_path):
     recs = [gpuobs.load(out) for out, _ in procs]
     uuids = {bytes(r.devices["uuid"][0]) for r in recs}
     assert len(uuids) == 2, "each process saw its own GPU"
-    exp = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gpuobs",
-            "export",
-            str(procs[0][0]),
-            str(procs[1][0]),
-            "-o",
-            str(tmp_path / "merged.pftrace"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=GPU_PROGRAM_TIMEOUT_S,
-    )
+    exp = gpuobs_cli("export", procs[0][0], procs[1][0], "-o", tmp_path / "merged.pftrace")
     assert exp.returncode == 0, exp.stderr
     d = decode(tmp_path / "merged.pftrace")
     assert d.problems == []
