@@ -4,9 +4,11 @@ names) and skips the records (record/finish.py), so it grows with the run's laun
 not its file. The recording is a soak's shape (synthetic.graph_replay_tables: a CUDA
 graph of --nodes kernels replayed --replays times, cut into --flushes packed flushes,
 a few records each); the defaults are the ten-minute soak's block_trace run (47,000
-replays of the 36-kernel decode step over 7,507 flushes). CPU only.
+replays of the 36-kernel decode step over 7,507 flushes). CPU only. --recording times a
+real recording's summary instead (a soak's, kept with `soak.py --keep`).
 
     python benchmarks/record_summary.py [--replays 47000] [--nodes 36] [--flushes 7507] [--repeat 3]
+    python benchmarks/record_summary.py --recording RUN.gpuobs [--repeat 3]
 """
 
 import argparse
@@ -62,24 +64,35 @@ def main() -> int:
     p.add_argument("--nodes", type=int, default=36)
     p.add_argument("--flushes", type=int, default=7_507)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--recording", type=Path, help="time this recording's summary (no synthetic one)")
     args = p.parse_args()
+    if args.recording is not None:
+        if not args.recording.is_file():
+            p.error(f"--recording {args.recording}: no such file")
+        time_summary(args.recording, args.repeat, "a real recording")
+        return 0
     with tempfile.TemporaryDirectory(prefix="gpuobs-summary-") as tmp:
         path = Path(tmp) / "serving.gpuobs"
         launches = write_serving_run(path, args.replays, args.nodes, args.flushes)
-        times, line = [], ""
-        for _ in range(args.repeat):
-            said = io.StringIO()
-            started = time.perf_counter()
-            with contextlib.redirect_stderr(said):
-                cli._print_record_summary(path)
-            times.append(time.perf_counter() - started)
-            line = said.getvalue().strip()
-        print(line)
-        print(
-            f"{launches:,} launches in {args.flushes:,} flushes, {path.stat().st_size / 1e6:.1f} MB: "
-            f"summary {min(times):.2f} s (best of {args.repeat}; every run {', '.join(f'{t:.2f}' for t in times)})"
-        )
+        time_summary(path, args.repeat, f"{launches:,} launches in {args.flushes:,} flushes")
     return 0
+
+
+def time_summary(path: Path, repeat: int, what: str) -> None:
+    """Prints record's summary line for path and how long it took, best of repeat."""
+    times, line = [], ""
+    for _ in range(repeat):
+        said = io.StringIO()
+        started = time.perf_counter()
+        with contextlib.redirect_stderr(said):
+            cli._print_record_summary(path)
+        times.append(time.perf_counter() - started)
+        line = said.getvalue().strip()
+    print(line)
+    print(
+        f"{what}, {path.stat().st_size / 1e6:.1f} MB: "
+        f"summary {min(times):.2f} s (best of {repeat}; every run {', '.join(f'{t:.2f}' for t in times)})"
+    )
 
 
 if __name__ == "__main__":
