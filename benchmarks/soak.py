@@ -29,6 +29,7 @@ times are then the shared GPU's, flat or not over time, not each mode's cost).
 import argparse
 import json
 import os
+import re
 import shlex
 import statistics
 import subprocess
@@ -40,6 +41,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = "block_counter:b2b,block_starts:b2b,block_trace:b2b,block_counter:sync,block_starts:sync,block_trace:sync"
+LAST_FLUSH = re.compile(r"flush \d+ \(process exit\)")  # GPUOBS_DEBUG's line for the exit's drain
 RSS_FLAT = 0.05  # the issue's target: host RSS flat within 5% from the first interval to the last
 
 
@@ -138,12 +140,15 @@ class Run:
         self.recording = own / "soak.gpuobs"
         self.stderr_path = own / "record.stderr"
         self.rows, self.exit, self.done_time = [], None, None
+        self.tool_finish_started = self.tool_last_flush_done = None  # GPUOBS_DEBUG's lines, when they came
         cmd = [sys.executable, "-m", "gpuobs", "record", "--force", "--mode", self.mode, "-o", str(self.recording)]
         cmd += [*shlex.split(args.record_args), "--", *worker_command(args, self.loop)]
         self.log = open(own / "intervals.jsonl", "w")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(self.stderr_path, "w"), text=True)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
+        self.stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self.stderr_reader.start()
 
     def _read(self) -> None:
         for line in self.proc.stdout:
@@ -156,9 +161,35 @@ class Run:
             elif line.startswith("SOAK_EXIT "):
                 self.exit = json.loads(line[10:])
 
+    def _read_stderr(self) -> None:
+        # Kept as written; under GPUOBS_DEBUG the tool's exit lines are timed as they come
+        # (the tool writes stderr unbuffered, through record's inherited descriptor), so
+        # the finish splits into the program's teardown, the tool's last flush and the rest.
+        with open(self.stderr_path, "w") as kept:
+            for line in self.proc.stderr:
+                kept.write(line)
+                if "process exit: callbacks" in line:
+                    self.tool_finish_started = time.time()
+                elif LAST_FLUSH.search(line):
+                    self.tool_last_flush_done = time.time()
+
+    def finish_parts(self) -> dict | None:
+        """Seconds from the worker's last line to the tool's finish starting (the program's
+        own teardown), to its last flush written, to `record` done (the file closed, the
+        process gone, record's summary); None without GPUOBS_DEBUG's lines."""
+        if not (self.exit and self.tool_finish_started and self.tool_last_flush_done):
+            return None
+        exit_time = self.exit["exit_time"]
+        return {
+            "program_teardown": round(self.tool_finish_started - exit_time, 2),
+            "tool_last_flush": round(self.tool_last_flush_done - self.tool_finish_started, 2),
+            "file_close_exit_and_summary": round(self.done_time - self.tool_last_flush_done, 2),
+        }
+
     def wait(self) -> None:
         self.returncode = self.proc.wait()
         self.done_time = time.time()
+        self.stderr_reader.join(timeout=60)  # a child left running may hold the pipe open
         self.reader.join()
         self.log.close()
 
@@ -232,6 +263,7 @@ def summarise(run: Run, args) -> dict:
         "file_mb": round(size_mb, 1),
         "file_mb_per_s": round(size_mb / max(duration, 1e-9), 2),
         "finish_s": round(run.done_time - run.exit["exit_time"], 2) if run.exit else None,
+        "finish_parts_s": run.finish_parts(),
     }
     try:
         out.update(accounting(run.recording))
