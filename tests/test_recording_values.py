@@ -20,7 +20,7 @@ from gpuobs.recording_file.recording_writer import RecordingWriter
 EXPORTER = Path(__file__).resolve().parents[1] / "exporter"
 
 
-def write(path, events=None, launches=None, clocks=None, sm_count=8, device=True, flush=None, blocks=50):
+def write(path, events=None, launches=None, clocks=None, sm_count=8, device=True, flush=None, blocks=50, sampling=None):
     ev, ln = synthetic.block_trace_events(3, blocks, sm_count=sm_count)
     if events:
         events(ev)
@@ -38,6 +38,8 @@ def write(path, events=None, launches=None, clocks=None, sm_count=8, device=True
         w.launches(ln)
         w.clock_samples(cs)
         w.flush(**(flush or dict(attempted=len(ev), recorded=len(ev), dropped=0)))
+        if sampling:
+            w.sampling(**sampling)
         w.events(ev)
         w.end()
     return path
@@ -92,6 +94,15 @@ CASES = {
     "flush accounting": (
         dict(flush=dict(attempted=10, recorded=3, dropped=1)),
         "FLUSH chunk: attempted 10 is not recorded 3 + dropped 1",
+    ),
+    # info, stats and export divide by the period of a duty cycle the device kept
+    "a device duty cycle with no period": (
+        dict(sampling=dict(flags=schema.SamplingFlag.DUTY_ON_DEVICE, duty_on_ns=0, duty_period_ns=0)),
+        "SAMPLING chunk: a duty cycle on the device's clock of 0 ns of every 0 ns",
+    ),
+    "a device duty cycle not of powers of two": (
+        dict(sampling=dict(flags=schema.SamplingFlag.DUTY_ON_DEVICE, duty_on_ns=3 << 20, duty_period_ns=1 << 26)),
+        "SAMPLING chunk: a duty cycle on the device's clock of 3145728 ns of every 67108864 ns",
     ),
     "reserved flush_seq": (
         dict(flush=dict(flush_seq=0xFFFFFFFF, attempted=0, recorded=0, dropped=0)),

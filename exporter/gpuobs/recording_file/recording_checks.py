@@ -159,6 +159,17 @@ def check_sampling(info: np.void) -> None:
     on, period = int(info["duty_on_ns"]), int(info["duty_period_ns"])
     if period >= TIME_LIMIT_NS or on > period:
         raise BadValue(f"duty cycle {on} ns of every {period} ns is not a duty cycle (ON at most PERIOD, below 2^62)")
+    # The device keeps its duty cycle as two shifts of its clock (the schema's duty bits).
+    on_device = int(info["flags"]) & schema.SamplingFlag.DUTY_ON_DEVICE
+    if on_device and not (_power_of_two(on) and _power_of_two(period) and on < period):
+        raise BadValue(
+            f"a duty cycle on the device's clock of {on} ns of every {period} ns: the device keeps powers of two "
+            "of ns, ON below PERIOD"
+        )
+
+
+def _power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
 
 
 def check_events_header(device_index: int, flush_seq: int) -> None:
