@@ -17,7 +17,10 @@ own accounting is read flush by flush (metadata only, not its records):
 
 The summary sets the first logged interval after --warmup against the last:
 host RSS flat within 5%, the file within the budget (the budget's bytes for the
-run's duration plus its burst), every flush balanced.
+run's duration plus its burst), every flush balanced. finish_s is how long `record`
+took after the worker's last line; under GPUOBS_DEBUG=1 finish_parts_s splits it
+into the program's own teardown, the tool's last flush, and the file's close, the
+process's exit and record's summary (the tool's exit lines, timed as they arrive).
 
     python benchmarks/soak.py --seconds 600 --parallel --json soak.json   (on a GPU machine)
     python benchmarks/soak.py --runs block_counter:b2b --seconds 300 --record-args "--pack-metadata none"
