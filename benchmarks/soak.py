@@ -197,6 +197,67 @@ class Run:
         self.log.close()
 
 
+def flush_chunk_ends(path: Path) -> list[int]:
+    """The file's size as each FLUSH chunk ends, in the order they were written (a walk
+    of the chunk headers alone)."""
+    import mmap
+
+    import numpy as np
+
+    from gpuobs.recording_file import schema
+    from gpuobs.recording_file.fileformat import CHUNK_HEADER, FILE_HEADER
+
+    ends = []
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        off, size = FILE_HEADER.itemsize, len(buf)
+        while off + CHUNK_HEADER.itemsize <= size:
+            head = np.frombuffer(buf, CHUNK_HEADER, 1, off)[0]
+            off += CHUNK_HEADER.itemsize + int(head["length"])
+            if int(head["type"]) == schema.ChunkType.FLUSH and off <= size:
+                ends.append(off)
+            del head  # (the mapping closes only when no view of it is left)
+    return ends
+
+
+def budget_curve(path: Path, rec, budget: int, burst: int) -> dict | None:
+    """The file against the data budget flush by flush: its size as each flush ends
+    (records, tables, names: all of it) against the bucket's allowance, burst + budget
+    x the time since a start, from two starts: the first clock sample (the first flush:
+    the stricter) and the tool's start (the RUN chunk; the sampler starts later, at the
+    context's setup: the looser). Where the file is furthest over (or under) each, and
+    its rate over the second half of the run, say whether an excess comes at the start,
+    grows with the run (the rate kept too high) or comes at the end (the gate's last
+    overshoot, which the bucket owes and has not yet paid back). One device only."""
+    import numpy as np
+
+    flushes = rec.flushes
+    if not budget or len(flushes) < 2 or len(np.unique(flushes["device_index"])) != 1 or not len(rec.clock_samples):
+        return None
+    ends = np.asarray(flush_chunk_ends(path), np.float64)
+    if len(ends) != len(flushes):
+        return None
+    t = flushes["host_time_ns"].astype(np.float64)
+    out = {}
+    for name, start in (
+        ("from_first_clock_sample", float(rec.clock_samples["monotonic_before"].min())),
+        ("from_tool_start", float(rec.run.start_monotonic_ns) if rec.run else None),
+    ):
+        if start is None:
+            continue
+        over = ends - (burst + budget * np.maximum(t - start, 0) / 1e9)
+        worst = int(np.argmax(over))
+        out[name] = {
+            "most_over_mib": round(float(over[worst]) / 2**20, 2),  # negative: always under
+            "at_s": round((t[worst] - start) / 1e9, 2),
+            "at_flush": worst,
+            "last_over_mib": round(float(over[-1]) / 2**20, 2),
+        }
+    half = len(t) // 2
+    out["second_half_mib_per_s"] = round(float(ends[-1] - ends[half]) / 2**20 / ((t[-1] - t[half]) / 1e9), 3)
+    out["budget_mib_per_s"] = round(budget / 2**20, 3)
+    return out
+
+
 def accounting(path: Path) -> dict:
     """The recording's accounting from its metadata (flushes, sampling, launch counts):
     every flush's records, drops and sampled-out blocks against what it counted."""
@@ -229,6 +290,7 @@ def accounting(path: Path) -> dict:
     budget = int(rec.sampling["budget_bytes_per_s"][-1]) if len(rec.sampling) else 0
     burst = int(rec.sampling["burst_bytes"][-1]) if len(rec.sampling) else 0
     return {
+        "budget_curve": budget_curve(path, rec, budget, burst),
         "complete": bool(rec.complete),
         "flushes": len(flushes),
         "flushes_unbalanced": len(unbalanced),
