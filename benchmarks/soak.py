@@ -45,6 +45,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = "block_counter:b2b,block_starts:b2b,block_trace:b2b,block_counter:sync,block_starts:sync,block_trace:sync"
 LAST_FLUSH = re.compile(r"flush \d+ \(process exit\)")  # GPUOBS_DEBUG's line for the exit's drain
+# record's own line under GPUOBS_DEBUG: its summary's time, and the chunks its follower had read
+SUMMARY_TIME = re.compile(r"gpuobs: summary of .* in ([0-9.]+) s: ([0-9,]+) of ([0-9,]+) ")
 RSS_FLAT = 0.05  # the issue's target: host RSS flat within 5% from the first interval to the last
 
 
@@ -144,6 +146,7 @@ class Run:
         self.stderr_path = own / "record.stderr"
         self.rows, self.exit, self.done_time = [], None, None
         self.tool_finish_started = self.tool_last_flush_done = None  # GPUOBS_DEBUG's lines, when they came
+        self.summary_s = self.summary_chunks = None  # record's line: its summary's time, chunks followed/all
         cmd = [sys.executable, "-m", "gpuobs", "record", "--force", "--mode", self.mode, "-o", str(self.recording)]
         cmd += [*shlex.split(args.record_args), "--", *worker_command(args, self.loop)]
         self.log = open(own / "intervals.jsonl", "w")
@@ -175,11 +178,16 @@ class Run:
                     self.tool_finish_started = time.time()
                 elif LAST_FLUSH.search(line):
                     self.tool_last_flush_done = time.time()
+                elif SUMMARY_TIME.search(line):
+                    said = SUMMARY_TIME.search(line)
+                    self.summary_s = float(said.group(1))
+                    self.summary_chunks = f"{said.group(2)} of {said.group(3)} followed"
 
     def finish_parts(self) -> dict | None:
         """Seconds from the worker's last line to the tool's finish starting (the program's
         own teardown), to its last flush written, to `record` done (the file closed, the
-        process gone, record's summary); None without GPUOBS_DEBUG's lines."""
+        process gone, record's summary, and of that the summary alone with how many of the
+        growing chunks record's follower had read); None without GPUOBS_DEBUG's lines."""
         if not (self.exit and self.tool_finish_started and self.tool_last_flush_done):
             return None
         exit_time = self.exit["exit_time"]
@@ -187,6 +195,8 @@ class Run:
             "program_teardown": round(self.tool_finish_started - exit_time, 2),
             "tool_last_flush": round(self.tool_last_flush_done - self.tool_finish_started, 2),
             "file_close_exit_and_summary": round(self.done_time - self.tool_last_flush_done, 2),
+            "summary_alone": self.summary_s,
+            "summary_chunks": self.summary_chunks,
         }
 
     def wait(self) -> None:

@@ -366,6 +366,7 @@ def record(
     **options,
 ):
     """Run a program with every kernel patched and record it: gpuobs record [OPTIONS] -- CMD [ARGS]..."""
+    from .record.follower import Follower
     from .record.native_build import NativeUnavailable, build
     from .record.options import OPTIONS
     from .record.run import (
@@ -433,14 +434,17 @@ def record(
     except OSError as exc:
         _fail(f"cannot move the earlier recordings aside in {output.parent}: {exc.strerror or exc}")
     started = time.time()
+    follower = Follower(output)  # the summary's facts worked out while the program runs
     try:
-        code = run_recorded(cmd, env)
+        code = run_recorded(cmd, env, started=follower.start)
     except OSError as exc:  # the check above raced with the file system
         earlier.keep()
         _fail(f"{cmd[0]}: {exc.strerror.lower() if exc.strerror else exc}", 126)
     except BaseException:
         earlier.keep()
         raise
+    finally:
+        follower.stop()
     files = outputs_of_run(output, started)
     if files:
         earlier.discard()
@@ -451,23 +455,29 @@ def record(
             + (f"; kept the earlier {', '.join(map(str, kept))}" if kept else "")
         )
     for path in files:
-        _print_record_summary(path)
+        _print_record_summary(path, follower.cache_for(path))
     if code != 0:
         err.print(f"gpuobs: the program exited with status {code}", markup=False)
     raise typer.Exit(code)
 
 
-def _print_record_summary(path: Path) -> None:
-    from .analysis.launches import summary
-    from .record.finish import events_by_kind, read_without_events
+def _print_record_summary(path: Path, cache=None) -> None:
+    """record's line about a recording it made; `cache`: the growing chunks' facts that
+    record/follower.py found while the program ran (the rest is read now)."""
+    from .record.finish import summarise
 
-    try:  # its metadata only: a recording of any size is summarised in well under a second
-        rec, events = read_without_events(path)
+    began = time.perf_counter()
+    try:  # its small chunks only: a recording of any size is summarised in well under a second
+        rec, s = summarise(path, cache)
     except RecordingError as exc:
         err.print(f"gpuobs: {one_line(exc)}", markup=False)
         return
-    s = summary(rec)
-    s["block_events"], s["memory_events"] = events_by_kind(rec, events)
+    if os.environ.get("GPUOBS_DEBUG"):  # what the finish cost, for benchmarks/soak.py
+        err.print(
+            f"gpuobs: summary of {path} in {time.perf_counter() - began:.3f} s: {s['chunks_from_follower']:,} of "
+            f"{s['growing_chunks']:,} launch, count and API chunks read while the program ran",
+            markup=False,
+        )
     dmg = f", damaged tail at byte {rec.damage.offset}" if rec.damage else ""
     err.print(
         f"gpuobs: {path}: {s['mode']}, {s['launches']} launches of {s['functions']} kernels, "
@@ -492,7 +502,7 @@ def _print_record_summary(path: Path) -> None:
             if s["events_unattributed"]
             else ""
         )
-        + (f"; {len(rec.api_calls):,} CUDA API calls" if len(rec.api_calls) else "")
+        + (f"; {s['api_calls']:,} CUDA API calls" if s["api_calls"] else "")
         + (
             f"; {s['unrecorded_launches']:,} launches ran outside recording windows or a duty cycle's on time "
             "(not recorded, not in the trace)"

@@ -1,19 +1,26 @@
 """What `gpuobs record` reads to summarise a run once the program has exited: every
 chunk but the events' payloads (each EVENTS chunk's header says how many it holds),
-so the summary of a recording of any size costs its few megabytes of launches,
-flushes and names, not a pass over its records. `gpuobs info` reads it all."""
+so the summary of a recording of any size costs its launches, flushes and names,
+not a pass over its records. `gpuobs info` reads it all.
+
+`summarise` goes further: the chunks that grow with the run's launches (launch rows,
+launch counts, API calls) add only a few numbers each (record/chunk_facts.py), which
+a follower worked out while the program ran (record/follower.py). What is left at
+the exit is the chunks written since its last look and the small ones, so record
+finishes in the same time after a minute's run as after an hour's."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from ..errors import RecordingError
+from ..errors import CorruptChunk, RecordingError
 from ..input_files import open_regular
 from ..recording_file import mapping_guard, schema
 from ..recording_file.fileformat import CHUNK_HEADER, EVENTS_HEADER
 from ..recording_file.reader import CHUNK_HEAD, ChunkType, _BadValueAt, _Parser
 from ..recording_file.recording import Recording
+from .chunk_facts import GROWING, FactsCache, FactsError, facts_of
 
 
 class _WithoutEvents(_Parser):
@@ -38,9 +45,55 @@ class _WithoutEvents(_Parser):
         return super()._chunk(rec, offset)
 
 
-def read_without_events(path) -> tuple[Recording, int]:
-    """The recording with no events loaded (salvaged where damaged), and how many
-    events its EVENTS chunks hold. Raises RecordingError where it cannot be read."""
+class _Summarising(_WithoutEvents):
+    """_WithoutEvents, but the growing chunks add their facts (from `cache` where a
+    follower found the same chunk at the same offset) and keep no rows: a FLUSH keeps
+    its gpuobs_flush_info, for the totals."""
+
+    UNCHECKED = _WithoutEvents.UNCHECKED | sum(1 << t for t in GROWING)  # their CRC: facts_of's
+    TABLE_CHUNKS = {t: s for t, s in _Parser.TABLE_CHUNKS.items() if t not in GROWING}  # to _chunk, one by one
+
+    def __init__(self, path: Path, buf, cache: FactsCache | None):
+        super().__init__(path, buf)
+        self.cache = cache
+        self.table_size = schema.LAUNCH_TABLE_SIZE
+        self.launches = self.from_device = self.conditional_body = self.counted = self.api_calls = 0
+        self.growing = self.from_cache = 0  # growing chunks; of those, whose facts the follower had
+
+    def _header(self) -> Recording:
+        rec = super()._header()
+        self.table_size = schema.launch_table_size(rec.schema_hash)
+        return rec
+
+    def _chunk(self, rec: Recording, offset: int) -> int:
+        size, start = len(self.buf), offset + CHUNK_HEADER.itemsize
+        if start <= size:
+            ctype, flags, length, crc = CHUNK_HEAD.unpack_from(self.buf, offset)
+            if ctype in GROWING and length <= size - start:  # (else the reader's error for it)
+                facts = self.cache.get(offset, (ctype, flags, length, crc)) if self.cache else None
+                self.growing += 1
+                self.from_cache += facts is not None
+                if facts is None:
+                    payload = self.view[start : start + length]
+                    try:
+                        facts = facts_of(self.buf[offset:start], payload, offset, self.table_size)
+                    except FactsError as exc:
+                        raise CorruptChunk(self.path, offset, str(exc)) from None
+                self.launches += facts.launches
+                self.from_device += facts.from_device
+                self.conditional_body += facts.conditional_body
+                self.counted += facts.counted
+                self.api_calls += facts.api_calls
+                if ctype == ChunkType.FLUSH:
+                    self.offset = offset
+                    self._part("flush", facts.flush_info_at, 1)
+                return start + length
+        return super()._chunk(rec, offset)
+
+
+def _parsed(path, make_parser):
+    """(Recording, parser) of make_parser(path, its mapping), salvaged where damaged.
+    Raises RecordingError where it cannot be read."""
     path = Path(path)
     try:
         with open_regular(path) as fh:
@@ -49,14 +102,44 @@ def read_without_events(path) -> tuple[Recording, int]:
             buf = mapping_guard.map_file(fh, path)
     except OSError as exc:
         raise RecordingError(path, 0, f"cannot open: {exc.strerror or exc}") from None
-    parser = _WithoutEvents(path, buf)
+    parser = make_parser(path, buf)
     try:
         rec = parser.parse(len(buf))
     except _BadValueAt as bad:
         raise bad.error from None
     finally:
         mapping_guard.check(path)
+    return rec, parser
+
+
+def read_without_events(path) -> tuple[Recording, int]:
+    """The recording with no events loaded (salvaged where damaged), and how many
+    events its EVENTS chunks hold. Raises RecordingError where it cannot be read."""
+    rec, parser = _parsed(path, _WithoutEvents)
     return rec, parser.events
+
+
+def summarise(path, cache: FactsCache | None = None) -> tuple[Recording, dict]:
+    """The recording's small tables (no launch rows, counts, API calls or events) and
+    record's summary of it (analysis.launches.summary's numbers), the growing chunks'
+    facts taken from `cache` where it has them. Raises RecordingError where it cannot
+    be read."""
+    from ..analysis.launches import summary
+
+    if cache is not None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            cache = None
+        else:
+            cache = cache if cache.identity == (st.st_dev, st.st_ino) else None  # another file by that name
+    rec, parser = _parsed(path, lambda p, buf: _Summarising(p, buf, cache))
+    s = summary(rec)
+    s["launches"], s["device_launches"] = parser.launches, parser.from_device
+    s["conditional_body_launches"], s["counted"] = parser.conditional_body, parser.counted
+    s["api_calls"], s["growing_chunks"], s["chunks_from_follower"] = parser.api_calls, parser.growing, parser.from_cache
+    s["block_events"], s["memory_events"] = events_by_kind(rec, parser.events)
+    return rec, s
 
 
 def events_by_kind(rec: Recording, events: int) -> tuple[int, int]:

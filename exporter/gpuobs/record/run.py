@@ -155,8 +155,9 @@ class EarlierRecordings:
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: the terminal or ssh went away
 
 
-def run_recorded(cmd: list[str], env: dict) -> int:
-    """Runs cmd; returns its exit code (128+N for signal N).
+def run_recorded(cmd: list[str], env: dict, started=None) -> int:
+    """Runs cmd; returns its exit code (128+N for signal N). `started()`, where given,
+    is called once the program is spawned (threads start there, not before the fork).
 
     The program runs in a process group of its own, so each signal reaches it once:
     the terminal's keys (Ctrl-C, Ctrl-\\, Ctrl-Z) go to the foreground group, which is
@@ -181,6 +182,8 @@ def run_recorded(cmd: list[str], env: dict) -> int:
         # program never runs where a terminal key or a group kill reaches it twice.
         proc = subprocess.Popen(cmd, env=env, preexec_fn=_own_group_and_terminal(tty if hand_over else None))
         state["proc"] = proc
+        if started is not None:
+            started()
         for signum in state["pending"]:
             _signal_program(proc, signum)
         status = _wait(proc.pid, job_control=tty is not None, tty=tty, state=state)
