@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import GpuobsError
 from ..recording_file import packed_chunks, schema
 from ..recording_file import recording_checks as checks
 from ..recording_file.fileformat import CHUNK_HEADER, CRC_COVERED_HEADER_BYTES, chunk_crc
@@ -39,7 +40,7 @@ class ChunkFacts:
     flush_info_at: int = 0  # FLUSH: where its gpuobs_flush_info is in the file (packed or not)
 
 
-class FactsError(ValueError):
+class FactsError(GpuobsError, ValueError):
     """The chunk does not hold what its header says, said as the reader says it
     ("FLUSH chunk: ...")."""
 
