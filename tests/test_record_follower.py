@@ -262,9 +262,11 @@ def test_the_thread_follows_the_output_and_children_as_they_are_written(tmp_path
 
 
 def test_no_facts_while_the_thread_still_runs(tmp_path):
-    path = write_serving_run(tmp_path / "r.gpuobs")
+    source = write_serving_run(tmp_path / "whole.gpuobs")
+    path = tmp_path / "r.gpuobs"
     follower = Follower(path, every_s=0.01)
     follower.start()
+    path.write_bytes(source.read_bytes())
     time.sleep(0.1)
     assert follower.cache_for(path) is None  # not settled: the exit reads it all itself
     follower.stop()
@@ -309,3 +311,55 @@ def test_record_summarises_what_it_followed(tmp_path):
     debug = next(x for x in r.stderr.splitlines() if x.startswith(f"gpuobs: summary of {out}"))
     read_while_running = int(debug.split(": ")[2].split(" of ")[0].replace(",", ""))
     assert read_while_running > 0, debug  # the writer took 1.5 s, the follower looks every 0.5 s
+
+
+def test_files_of_the_pattern_from_before_the_run_are_not_followed(tmp_path):
+    source = write_serving_run(tmp_path / "whole.gpuobs")
+    out, trimmed = tmp_path / "run.gpuobs", tmp_path / "run.2.gpuobs"  # a trimmed copy an earlier session left
+    trimmed.write_bytes(source.read_bytes())
+    follower = Follower(out, every_s=0.01)
+    follower.start()
+    out.write_bytes(source.read_bytes())
+    time.sleep(0.2)
+    follower.stop()
+    assert follower.cache_for(trimmed) is None and follower.cache_for(out) is not None
+
+
+def test_a_follower_without_a_thread_leaves_the_exit_to_read_it_all(tmp_path, monkeypatch):
+    import threading
+
+    def no_thread(*_args, **_kwargs):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    path = write_serving_run(tmp_path / "r.gpuobs")
+    follower = Follower(path)
+    follower.start()  # fails open
+    follower.stop()
+    assert follower.cache_for(path) is None and "can't start new thread" in follower.error
+    _, s = summarise(path, follower.cache_for(path))
+    same(s, summary_of_the_tables(path))
+
+
+def test_a_bad_value_ends_what_is_kept_as_the_reader_salvages(tmp_path):
+    from gpuobs.recording_file.reader import load
+
+    path = write_serving_run(tmp_path / "r.gpuobs", pack=False)
+    at = first_growing_chunk(path, schema.ChunkType.LAUNCHES)
+    data = bytearray(path.read_bytes())
+    row = np.frombuffer(
+        bytes(data[at + CHUNK_HEADER.itemsize : at + CHUNK_HEADER.itemsize + 80]), schema.dtype("gpuobs_launch")
+    ).copy()
+    row["function_slot"] = 0xFFFFFFFF  # no tool writes it; the CRC is made to hold
+    data[at + CHUNK_HEADER.itemsize : at + CHUNK_HEADER.itemsize + 80] = row.tobytes()
+    from gpuobs.recording_file.fileformat import CRC_COVERED_HEADER_BYTES, chunk_crc
+
+    _t, _f, length, _c = header_at(bytes(data[at : at + CHUNK_HEADER.itemsize]))
+    payload = bytes(data[at + CHUNK_HEADER.itemsize : at + CHUNK_HEADER.itemsize + length])
+    crc = chunk_crc(bytes(data[at : at + CRC_COVERED_HEADER_BYTES]), payload)
+    data[at + 16 : at + 20] = crc.to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+    rec, s = summarise(path)
+    full = load(path, salvage=True)
+    assert rec.damage.offset == full.damage.offset == at and "function_slot" in rec.damage.reason
+    assert s["launches"] == len(full.launches) == 0

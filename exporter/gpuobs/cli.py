@@ -445,6 +445,12 @@ def record(
         raise
     finally:
         follower.stop()
+    if os.environ.get("GPUOBS_DEBUG"):
+        err.print(
+            f"gpuobs: the summary's follower: {follower.looks} looks, {follower.busy_s:.2f} s of CPU"
+            + (f"; stopped early: {follower.error}" if follower.error else ""),
+            markup=False,
+        )
     files = outputs_of_run(output, started)
     if files:
         earlier.discard()

@@ -19,7 +19,7 @@ from ..input_files import open_regular
 from ..recording_file import mapping_guard, schema
 from ..recording_file.fileformat import CHUNK_HEADER, EVENTS_HEADER
 from ..recording_file.reader import CHUNK_HEAD, ChunkType, _BadValueAt, _Parser
-from ..recording_file.recording import Recording
+from ..recording_file.recording import Damage, Recording
 from .chunk_facts import GROWING, FactsCache, FactsError, facts_of
 
 
@@ -60,7 +60,7 @@ class _Summarising(_WithoutEvents):
         self.launches = self.from_device = self.conditional_body = self.counted = self.api_calls = 0
         self.growing = self.from_cache = 0  # growing chunks; of those, whose facts the follower had
 
-    def _header(self) -> Recording:
+    def _header(self) -> Recording:  # (a cached chunk's CRC is not checked again: the tool only appends)
         rec = super()._header()
         self.table_size = schema.launch_table_size(rec.schema_hash)
         return rec
@@ -73,6 +73,7 @@ class _Summarising(_WithoutEvents):
                 facts = self.cache.get(offset, (ctype, flags, length, crc)) if self.cache else None
                 self.growing += 1
                 self.from_cache += facts is not None
+                self.packed_chunks += flags != 0
                 if facts is None:
                     payload = self.view[start : start + length]
                     try:
@@ -92,8 +93,9 @@ class _Summarising(_WithoutEvents):
 
 
 def _parsed(path, make_parser):
-    """(Recording, parser) of make_parser(path, its mapping), salvaged where damaged.
-    Raises RecordingError where it cannot be read."""
+    """(Recording, parser) of make_parser(path, its mapping), salvaged where damaged (a
+    value no tool writes, found once every chunk is read, ends what is kept, as in
+    reader.load(salvage=True)). Raises RecordingError where it cannot be read."""
     path = Path(path)
     try:
         with open_regular(path) as fh:
@@ -102,13 +104,20 @@ def _parsed(path, make_parser):
             buf = mapping_guard.map_file(fh, path)
     except OSError as exc:
         raise RecordingError(path, 0, f"cannot open: {exc.strerror or exc}") from None
-    parser = make_parser(path, buf)
+    end, damage = len(buf), None
     try:
-        rec = parser.parse(len(buf))
-    except _BadValueAt as bad:
-        raise bad.error from None
+        while True:
+            parser = make_parser(path, buf)
+            try:
+                rec = parser.parse(end)
+                break
+            except _BadValueAt as bad:
+                end = bad.error.offset
+                damage = Damage(end, bad.error.reason, len(buf) - end)
     finally:
         mapping_guard.check(path)
+    if damage is not None:
+        rec.damage = damage
     return rec, parser
 
 

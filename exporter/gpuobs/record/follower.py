@@ -26,6 +26,7 @@ from .chunk_facts import GROWING, FactsCache, FactsError, facts_of, header_at
 LOOK_EVERY_S = 0.5  # what is left at the exit: the chunks of the last half second, and the exit's own
 NICENESS = 10  # the thread yields the CPU to the program (and to the tool's drain in it)
 STOP_WAIT_S = 5.0  # a look stops between chunks; one that takes longer is not waited for
+LARGEST_CHUNK = 1 << 28  # a growing chunk is one flush's tables: a larger one is left to the exit's read
 
 
 class Follower:
@@ -40,11 +41,17 @@ class Follower:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._settled = False
+        self._before: set[tuple] = set()  # files of the output's pattern that were there before the run
 
     def start(self) -> None:
-        """Starts following (after the program is spawned: no fork while it runs)."""
-        self._thread = threading.Thread(target=self._run, name="gpuobs-follower", daemon=True)
-        self._thread.start()
+        """Starts following (after the program is spawned: no fork while it runs). Never
+        raises: without a thread (a process or thread limit) the exit reads it all."""
+        try:
+            self._before = {_identity(p) for p in self._files()} - {None}
+            self._thread = threading.Thread(target=self._run, name="gpuobs-follower", daemon=True)
+            self._thread.start()
+        except Exception as exc:
+            self._thread, self.error = None, f"{type(exc).__name__}: {exc}"
 
     def stop(self) -> None:
         """Stops following; the caches are the exit's to read once the thread has stopped."""
@@ -84,11 +91,11 @@ class Follower:
 
     def _files(self) -> list[Path]:
         out = self.output
-        children = [
-            p
-            for p in out.parent.glob(f"{out.stem}.*{out.suffix}")
-            if p.name[len(out.stem) + 1 : len(p.name) - len(out.suffix)].isdigit()
-        ]
+        children = []
+        for p in out.parent.glob(f"{out.stem}.*{out.suffix}"):
+            middle = p.name[len(out.stem) + 1 : len(p.name) - len(out.suffix)]
+            if middle.isdigit() and middle.isascii():  # as run.child_recordings names them
+                children.append(p)
         return [out] + sorted(children)
 
     def _follow(self, path: Path) -> None:
@@ -98,8 +105,8 @@ class Follower:
             return  # not written yet, or not a file to read
         try:
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                return
+            if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) in self._before:
+                return  # (a trimmed copy `<stem>.2<suffix>` left from before is no child of this run)
             cache = self.caches.get(path)
             if cache is None or cache.identity != (st.st_dev, st.st_ino):
                 cache = self._new_cache(fd, (st.st_dev, st.st_ino))
@@ -132,6 +139,9 @@ class Follower:
             end = at + CHUNK_HEADER.itemsize + length
             if end > size:
                 break  # the chunk being written: the next look's
+            if ctype in GROWING and length > LARGEST_CHUNK:
+                self.stuck.add(path)
+                break
             if ctype in GROWING:
                 payload = os.pread(fd, length, at + CHUNK_HEADER.itemsize)
                 if len(payload) < length:
@@ -144,3 +154,11 @@ class Follower:
                 cache.chunks[at] = ((ctype, flags, length, crc), facts)
             at = end
         cache.until = at
+
+
+def _identity(path: Path) -> tuple | None:
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)

@@ -183,7 +183,10 @@ def run_recorded(cmd: list[str], env: dict, started=None) -> int:
         proc = subprocess.Popen(cmd, env=env, preexec_fn=_own_group_and_terminal(tty if hand_over else None))
         state["proc"] = proc
         if started is not None:
-            started()
+            try:
+                started()
+            except Exception:  # what runs beside the program must not leave it unwaited
+                pass
         for signum in state["pending"]:
             _signal_program(proc, signum)
         status = _wait(proc.pid, job_control=tty is not None, tty=tty, state=state)
