@@ -16,8 +16,8 @@ own accounting is read flush by flush (metadata only, not its records):
   recorded + dropped == attempted, and attempted + sampled out == counted blocks
 
 The summary sets the first logged interval after --warmup against the last:
-host RSS flat within 5%, the file within the budget (the budget's bytes for the
-run's duration plus its burst), every flush balanced. finish_s is how long `record`
+host RSS flat within 5%, the file within the budget (at every flush, the budget's
+bytes since the first module load plus its burst), every flush balanced. finish_s is how long `record`
 took after the worker's last line; under GPUOBS_DEBUG=1 finish_parts_s splits it
 into the program's own teardown, the tool's last flush, and the file's close, the
 process's exit and record's summary (the tool's exit lines, timed as they arrive).
@@ -232,9 +232,11 @@ def flush_chunk_ends(path: Path) -> list[int]:
 def budget_curve(path: Path, rec, budget: int, burst: int) -> dict | None:
     """The file against the data budget flush by flush: its size as each flush ends
     (records, tables, names: all of it) against the bucket's allowance, burst + budget
-    x the time since a start, from two starts: the first clock sample (the first flush:
-    the stricter) and the tool's start (the RUN chunk; the sampler starts later, at the
-    context's setup: the looser). Where the file is furthest over (or under) each, and
+    x the time since a start, from three starts: the first clock sample (the first
+    flush: too strict, the bucket filled before it), the first module load (the first
+    moment a record can be written; the bucket starts before it: the allowance the
+    soak checks) and the tool's start (the RUN chunk: the loosest). Where the file is
+    furthest over (or under) each, and
     its rate over the second half of the run, say whether an excess comes at the start,
     grows with the run (the rate kept too high) or comes at the end (the gate's last
     overshoot, which the bucket owes and has not yet paid back). One device only."""
@@ -250,6 +252,7 @@ def budget_curve(path: Path, rec, budget: int, burst: int) -> dict | None:
     out = {}
     for name, start in (
         ("from_first_clock_sample", float(rec.clock_samples["monotonic_before"].min())),
+        ("from_first_module_load", float(rec.modules["load_monotonic_ns"].min()) if len(rec.modules) else None),
         ("from_tool_start", float(rec.run.start_monotonic_ns) if rec.run else None),
     ):
         if start is None:
@@ -290,13 +293,17 @@ def accounting(path: Path) -> dict:
         if block_mode and int(f["attempted"]) + sampled.get(key, 0) != counted:
             uncounted.append(key)
     totals = rec.totals
-    # The budget is a rate over the recording: from the device's first clock sample
-    # (taken at its first flush; the sampler started earlier, at the context's setup,
-    # so this span is the stricter) to its last flush. Longer than the soak's timed
-    # loop by the warm-up steps before it and the exit after.
+    # The budget is a rate over the recording: from its first module load (the first
+    # moment a record can be written: the sampler's bucket started before it, full, at
+    # the context's setup, which the tool does before it patches the context's first
+    # module) to its last flush. Longer than the soak's timed loop by the model's build,
+    # the warm-up steps and the exit. (The first clock sample, taken at the first flush,
+    # is later: from it the allowance leaves out seconds the bucket was filling.)
     span_s = 0.0
-    if len(flushes) and len(rec.clock_samples):
-        span_s = (int(flushes["host_time_ns"].max()) - int(rec.clock_samples["monotonic_before"].min())) / 1e9
+    starts = [int(rec.modules["load_monotonic_ns"].min())] if len(rec.modules) else []
+    starts += [int(rec.clock_samples["monotonic_before"].min())] if len(rec.clock_samples) else []
+    if len(flushes) and starts:
+        span_s = (int(flushes["host_time_ns"].max()) - starts[0]) / 1e9
     budget = int(rec.sampling["budget_bytes_per_s"][-1]) if len(rec.sampling) else 0
     burst = int(rec.sampling["burst_bytes"][-1]) if len(rec.sampling) else 0
     return {
@@ -348,9 +355,12 @@ def summarise(run: Run, args) -> dict:
     span = out.get("recording_span_s") or duration
     allowed_mb = (budget * span + out.get("burst_bytes", 0)) / 2**20 if budget else None
     out["file_allowed_mb"] = round(allowed_mb, 1) if allowed_mb else None
+    curve = (out.get("budget_curve") or {}).get("from_first_module_load")
     out["checks"] = {
         "rss_flat": abs(out["rss_growth"]) <= RSS_FLAT,
-        "file_within_budget": allowed_mb is None or size_mb <= allowed_mb,
+        # at the end, and at every flush before it
+        "file_within_budget": (allowed_mb is None or size_mb <= allowed_mb)
+        and (curve is None or curve["most_over_mib"] <= 0),
         "every_flush_adds_up": out.get("flushes_unbalanced") == 0 and out.get("flushes_counted_apart") == 0,
         "complete": out.get("complete", False),
         "exit_0": run.returncode == 0,

@@ -1,6 +1,6 @@
 """benchmarks/soak.py's budget curve: the file's size as each flush ends, found by a walk
-of the chunk headers, against the data budget's allowance from the first clock sample
-and from the tool's start. The oracle is the writer's own file position after each
+of the chunk headers, against the data budget's allowance from the first clock sample,
+the first module load and the tool's start. The oracle is the writer's own file position after each
 flush, and the allowance worked out by hand."""
 
 import sys
@@ -21,6 +21,7 @@ BUDGET = 1 * MIB  # bytes a second
 BURST = 2 * MIB
 T0 = synthetic.UPTIME_NS  # the first clock sample (host CLOCK_MONOTONIC)
 TOOL_START = T0 - 3 * 10**9  # the tool started 3 s before it
+MODULE_LOAD = T0 - 2 * 10**9  # the first module loaded 2 s before it
 
 
 def write_run(path, events_per_flush):
@@ -29,6 +30,7 @@ def write_run(path, events_per_flush):
     with RecordingWriter(path) as w:
         w.run(pid=1, mode=schema.Mode.BLOCK_TRACE, start_monotonic_ns=TOOL_START)
         w.device(sm_count=8)
+        w.module(module_id=1, load_monotonic_ns=MODULE_LOAD)
         clock = synthetic._clock_samples_between(synthetic.GLOBALTIMER_BASE, synthetic.GLOBALTIMER_BASE, 0)[:1]
         clock["monotonic_before"] = T0
         clock["monotonic_after"] = T0 + 1000
@@ -68,6 +70,13 @@ def test_the_curve_finds_where_and_by_how_much_the_file_passes_the_allowance(tmp
     }
     assert curve["from_first_clock_sample"]["most_over_mib"] > 0.99  # the first second's extra MiB
     assert curve["from_tool_start"]["most_over_mib"] == round(loose.max() / MIB, 2) < 0
+    from_module = ends - (BURST + BUDGET * (seconds + 2))
+    assert curve["from_first_module_load"] == {
+        "most_over_mib": round(from_module.max() / MIB, 2),
+        "at_s": 3.0,
+        "at_flush": 0,
+        "last_over_mib": round(from_module[-1] / MIB, 2),
+    }
     assert curve["second_half_mib_per_s"] == round((ends[-1] - ends[3]) / MIB / 2, 3)
     assert curve["budget_mib_per_s"] == 1.0
 
@@ -76,3 +85,11 @@ def test_no_curve_without_a_budget(tmp_path):
     path = tmp_path / "run.gpuobs"
     write_run(path, [10, 10])
     assert soak.budget_curve(path, gpuobs.load(path), 0, 0) is None
+
+
+def test_the_budget_spans_the_recording_from_its_first_module_load(tmp_path):
+    path = tmp_path / "run.gpuobs"
+    write_run(path, [100, 100, 100])
+    out = soak.accounting(path)
+    assert out["recording_span_s"] == 3 + 2  # three flushes a second apart after the clock sample, 2 s after the load
+    assert out["budget_bytes_per_s"] == BUDGET and out["burst_bytes"] == BURST
