@@ -144,7 +144,7 @@ class Run:
         own.mkdir(parents=True, exist_ok=True)
         self.recording = own / "soak.gpuobs"
         self.stderr_path = own / "record.stderr"
-        self.rows, self.exit, self.done_time = [], None, None
+        self.rows, self.exit, self.done_time, self.returncode = [], None, None, None
         self.tool_finish_started = self.tool_last_flush_done = None  # GPUOBS_DEBUG's lines, when they came
         self.summary_s = self.summary_chunks = None  # record's line: its summary's time, chunks followed/all
         cmd = [sys.executable, "-m", "gpuobs", "record", "--force", "--mode", self.mode, "-o", str(self.recording)]
@@ -155,6 +155,14 @@ class Run:
         self.reader.start()
         self.stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
         self.stderr_reader.start()
+        # `record`'s end is timed as it happens: the parallel runs are waited for one
+        # after another, and a run that ended while an earlier one was waited for is done.
+        self.waiter = threading.Thread(target=self._wait_exit, daemon=True)
+        self.waiter.start()
+
+    def _wait_exit(self) -> None:
+        self.returncode = self.proc.wait()
+        self.done_time = time.time()
 
     def _read(self) -> None:
         for line in self.proc.stdout:
@@ -200,8 +208,7 @@ class Run:
         }
 
     def wait(self) -> None:
-        self.returncode = self.proc.wait()
-        self.done_time = time.time()
+        self.waiter.join()
         self.stderr_reader.join(timeout=60)  # a child left running may hold the pipe open
         self.reader.join()
         self.log.close()
