@@ -27,6 +27,8 @@ process's exit and record's summary (the tool's exit lines, timed as they arrive
 
 --parallel runs every MODE:LOOP at once on the one GPU (they share it: step
 times are then the shared GPU's, flat or not over time, not each mode's cost).
+Where a command may run ten minutes at most (the lent GPU machine), a ten-minute
+soak runs over two commands: benchmarks/detached_soak.sh start, then collect.
 """
 
 import argparse
