@@ -26,44 +26,19 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "exporter"))
 
 from gpuobs import cli  # noqa: E402
 from gpuobs.record.follower import Follower  # noqa: E402
-from gpuobs.recording_file import schema, synthetic  # noqa: E402
-from gpuobs.recording_file.recording_writer import RecordingWriter  # noqa: E402
+from gpuobs.recording_file import synthetic  # noqa: E402
 
 
 def write_serving_run(path: Path, replays: int, nodes: int, flushes: int) -> int:
-    """The soak-shaped recording, packed as the tool packs it; returns its launch count."""
+    """The soak-shaped recording, packed as the tool packs it; returns its launch count
+    (a few block records a window: the summary skips them whatever their number)."""
     launches, counts = synthetic.graph_replay_tables(replays, nodes)
-    per = len(launches) // flushes
-    with RecordingWriter(path, pack=True) as w:
-        w.run(pid=4242, mode=schema.Mode.BLOCK_TRACE, capacity=1 << 20, argv=["python3", "soak.py"])
-        w.device(sm_count=132)
-        w.module(module_id=1)
-        for slot in range(int(launches["function_slot"].max()) + 1):
-            w.function(function_slot=slot, mangled=f"_Z6kernelILi{slot}EEvv")
-        for seq in range(flushes):
-            rows = slice(seq * per, (seq + 1) * per)
-            blocks = int(counts["count"][rows].sum())
-            w.launches(launches[rows])
-            w.flush(
-                flush_seq=seq,
-                attempted=blocks,
-                recorded=blocks,
-                dropped=0,
-                host_time_ns=synthetic.UPTIME_NS + seq * 80_000_000,
-                launch_counts=counts[rows],
-            )
-            ev = np.zeros(4, schema.EVENT_DTYPE)  # skipped by the summary whatever their number
-            ev["kind"] = schema.EventKind.BLOCK
-            w.events(ev, flush_seq=seq)
-        w.end(flushes=flushes, launches=per * flushes, events=4 * flushes)
-    return per * flushes
+    return synthetic.write_graph_replay_recording(path, launches, counts, flushes)
 
 
 def main() -> int:

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from gpuobs.analysis.launches import summary
-from gpuobs.record.chunk_facts import FactsCache, header_at
+from gpuobs.record.chunk_facts import FactsCache
 from gpuobs.record.finish import events_by_kind, read_without_events, summarise
 from gpuobs.record.follower import Follower
 from gpuobs.recording_file import chunk_walk, schema, synthetic
 from gpuobs.recording_file.fileformat import CHUNK_HEADER, FILE_HEADER
-from gpuobs.recording_file.recording_writer import RecordingWriter
+from gpuobs.recording_file.reader import CHUNK_HEAD
 
 from .cli_helpers import fake_toolchain, gpuobs_cmd, repo_env
 
@@ -44,7 +44,7 @@ COMPARED = (
 def write_serving_run(path, replays=60, nodes=37, flushes=12, pack=True):
     """A decode loop's recording as the tool writes it: launch rows and counts per flush
     (some launched by kernels, some in a conditional body, some sharing a counter slot),
-    API calls, events, a notice; returns the counted total the slots give."""
+    API calls, events, a notice; returns its path."""
     launches, counts = synthetic.graph_replay_tables(replays, nodes)
     launches["flags"][::7] |= np.uint32(Flag.FROM_DEVICE)
     launches["flags"][::11] |= np.uint32(Flag.CONDITIONAL_BODY)
@@ -53,34 +53,20 @@ def write_serving_run(path, replays=60, nodes=37, flushes=12, pack=True):
     counts["grid_id"][shared] = counts["grid_id"][shared - 1] + np.uint64(table)
     counts["count"][shared] = counts["count"][shared - 1] = 1000
     counts["launches_sharing"][shared] = counts["launches_sharing"][shared - 1] = 2
-    per = len(launches) // flushes
     calls = np.zeros(40, schema.dtype("gpuobs_api_call"))
     calls["enter_ns"] = synthetic.UPTIME_NS + np.arange(40) * 1000
     calls["exit_ns"] = calls["enter_ns"] + 500
-    with RecordingWriter(path, pack=pack) as w:
-        w.run(pid=4242, mode=schema.Mode.BLOCK_TRACE, capacity=1 << 20, argv=["python3", "serve.py"])
-        w.device(sm_count=132)
-        w.module(module_id=1)
-        for slot in range(int(launches["function_slot"].max()) + 1):
-            w.function(function_slot=slot, mangled=f"_Z6kernelILi{slot}EEvv")
-        w.notice(code=1, text="a notice the summary says again")
-        for seq in range(flushes):
-            rows = slice(seq * per, (seq + 1) * per)
-            blocks = int(counts["count"][rows].sum())
-            w.launches(launches[rows])
-            w.api_calls(calls[seq % 4 * 10 : seq % 4 * 10 + 10])
-            w.flush(
-                flush_seq=seq,
-                attempted=blocks,
-                recorded=blocks - 3,
-                dropped=3,
-                host_time_ns=synthetic.UPTIME_NS + seq * 80_000_000,
-                launch_counts=counts[rows],
-            )
-            ev = np.zeros(5, schema.EVENT_DTYPE)
-            ev["kind"] = schema.EventKind.BLOCK
-            w.events(ev, flush_seq=seq)
-        w.end(flushes=flushes, launches=per * flushes, events=5 * flushes)
+    synthetic.write_graph_replay_recording(
+        path,
+        launches,
+        counts,
+        flushes,
+        pack=pack,
+        dropped=3,
+        events_per_flush=5,
+        api_calls=calls,
+        notice="a notice the summary says again",
+    )
     return path
 
 
@@ -205,7 +191,7 @@ def first_growing_chunk(path, ctype) -> int:
     data = path.read_bytes()
     at = FILE_HEADER.itemsize
     while at < len(data):
-        t, _flags, length, _crc = header_at(data[at : at + CHUNK_HEADER.itemsize])
+        t, _flags, length, _crc = CHUNK_HEAD.unpack_from(data, at)
         if t == ctype:
             return at
         at += CHUNK_HEADER.itemsize + length
@@ -354,7 +340,7 @@ def test_a_bad_value_ends_what_is_kept_as_the_reader_salvages(tmp_path):
     data[at + CHUNK_HEADER.itemsize : at + CHUNK_HEADER.itemsize + 80] = row.tobytes()
     from gpuobs.recording_file.fileformat import CRC_COVERED_HEADER_BYTES, chunk_crc
 
-    _t, _f, length, _c = header_at(bytes(data[at : at + CHUNK_HEADER.itemsize]))
+    _t, _f, length, _c = CHUNK_HEAD.unpack_from(data, at)
     payload = bytes(data[at + CHUNK_HEADER.itemsize : at + CHUNK_HEADER.itemsize + length])
     crc = chunk_crc(bytes(data[at : at + CRC_COVERED_HEADER_BYTES]), payload)
     data[at + 16 : at + 20] = crc.to_bytes(4, "little")

@@ -18,6 +18,7 @@ from ..errors import GpuobsError
 from ..recording_file import packed_chunks, schema
 from ..recording_file import recording_checks as checks
 from ..recording_file.fileformat import CHUNK_HEADER, CRC_COVERED_HEADER_BYTES, chunk_crc
+from ..recording_file.reader import CHUNK_HEAD
 
 ChunkType = schema.ChunkType
 GROWING = (ChunkType.LAUNCHES, ChunkType.FLUSH, ChunkType.API_CALLS)  # the chunk types whose facts are kept
@@ -45,16 +46,10 @@ class FactsError(GpuobsError, ValueError):
     ("FLUSH chunk: ...")."""
 
 
-def header_at(head: bytes) -> tuple[int, int, int, int]:
-    """(type, flags, length, crc) of a chunk header's bytes."""
-    h = np.frombuffer(head, CHUNK_HEADER, 1)[0]
-    return int(h["type"]), int(h["flags"]), int(h["length"]), int(h["crc32"])
-
-
 def facts_of(header: bytes, payload, offset: int, table_size: int) -> ChunkFacts:
     """The facts of the growing chunk at `offset` (its header's bytes and payload): its
     CRC and values checked as the reader checks them, else FactsError."""
-    ctype, flags, length, crc = header_at(header)
+    ctype, flags, length, crc = CHUNK_HEAD.unpack_from(header)
     name = ChunkType(ctype).name
     payload = memoryview(payload)
     if len(payload) != length:

@@ -21,7 +21,8 @@ import numpy as np
 
 from ..recording_file import schema
 from ..recording_file.fileformat import CHUNK_HEADER, FILE_HEADER, MAGIC
-from .chunk_facts import GROWING, FactsCache, FactsError, facts_of, header_at
+from ..recording_file.reader import CHUNK_HEAD
+from .chunk_facts import GROWING, FactsCache, FactsError, facts_of
 
 LOOK_EVERY_S = 0.5  # what is left at the exit: the chunks of the last half second, and the exit's own
 NICENESS = 10  # the thread yields the CPU to the program (and to the tool's drain in it)
@@ -135,7 +136,7 @@ class Follower:
             head = os.pread(fd, CHUNK_HEADER.itemsize, at)
             if len(head) < CHUNK_HEADER.itemsize:
                 break
-            ctype, flags, length, crc = header_at(head)
+            ctype, flags, length, crc = CHUNK_HEAD.unpack_from(head)
             end = at + CHUNK_HEADER.itemsize + length
             if end > size:
                 break  # the chunk being written: the next look's

@@ -571,3 +571,42 @@ def graph_replay_tables(replays: int, nodes: int = 565, seed: int = 0) -> tuple[
     counts["count"] = grids[node]
     counts["launches_sharing"] = 1
     return launches, counts
+
+
+def write_graph_replay_recording(
+    path, launches, counts, flushes: int, *, pack=True, dropped=0, events_per_flush=4, api_calls=None, notice=""
+) -> int:
+    """graph_replay_tables' launches and counts written as the tool writes a serving
+    run: cut into `flushes` windows (launch rows, then the FLUSH with their counts,
+    `dropped` of each window's blocks dropped, then a few block records), packed as the
+    tool packs them; `api_calls` cycled through the windows ten at a time, `notice`
+    written first where given. Returns the launches written (the rest of a window cut)."""
+    per = len(launches) // flushes
+    with RecordingWriter(path, pack=pack) as w:
+        w.run(pid=4242, mode=schema.Mode.BLOCK_TRACE, capacity=1 << 20, argv=["python3", "serve.py"])
+        w.device(sm_count=132)
+        w.module(module_id=1)
+        for slot in range(int(launches["function_slot"].max()) + 1):
+            w.function(function_slot=slot, mangled=f"_Z6kernelILi{slot}EEvv")
+        if notice:
+            w.notice(code=1, text=notice)
+        for seq in range(flushes):
+            rows = slice(seq * per, (seq + 1) * per)
+            blocks = int(counts["count"][rows].sum())
+            w.launches(launches[rows])
+            if api_calls is not None:
+                at = seq * 10 % len(api_calls)
+                w.api_calls(api_calls[at : at + 10])
+            w.flush(
+                flush_seq=seq,
+                attempted=blocks,
+                recorded=blocks - dropped,
+                dropped=dropped,
+                host_time_ns=UPTIME_NS + seq * 80_000_000,
+                launch_counts=counts[rows],
+            )
+            ev = np.zeros(events_per_flush, schema.EVENT_DTYPE)
+            ev["kind"] = schema.EventKind.BLOCK
+            w.events(ev, flush_seq=seq)
+        w.end(flushes=flushes, launches=per * flushes, events=events_per_flush * flushes)
+    return per * flushes
