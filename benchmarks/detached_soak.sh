@@ -24,7 +24,12 @@ start)
     echo "detached_soak: a soak is still running in $SOAK_DIR (pid $(cat "$SOAK_DIR/pid"))" >&2
     exit 1
   fi
-  rm -rf "$SOAK_DIR" && mkdir -p "$SOAK_DIR"
+  # Only a folder an earlier start made (its marker inside) is emptied: never one of the user's.
+  if [ -e "$SOAK_DIR" ] && [ ! -f "$SOAK_DIR/.detached-soak" ] && [ -n "$(ls -A "$SOAK_DIR" 2>/dev/null)" ]; then
+    echo "detached_soak: $SOAK_DIR exists and is not an earlier soak's folder; set SOAK_DIR to a new one" >&2
+    exit 1
+  fi
+  rm -rf "$SOAK_DIR" && mkdir -p "$SOAK_DIR" && touch "$SOAK_DIR/.detached-soak"
   [ -f tests/gpu_programs/device_env.sh ] && source tests/gpu_programs/device_env.sh
   python3 -m gpuobs build > "$SOAK_DIR/build.log" 2>&1 || { cat "$SOAK_DIR/build.log" >&2; exit 1; }
   setsid nohup python3 benchmarks/soak.py --workdir "$SOAK_DIR/runs" --json "$SOAK_DIR/soak.json" "$@" \
