@@ -402,6 +402,7 @@ typedef struct gpuobs_clock_sample {
 
 typedef struct gpuobs_flush_info {
     uint32_t device_index;
+    /* numbered per GPU for the whole process: (device_index, flush_seq) names one window */
     uint32_t flush_seq;
     uint64_t attempted;              /* sum of stripe claims */
     uint64_t recorded;               /* claims that got a slot: attempted - dropped */

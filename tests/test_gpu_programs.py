@@ -200,6 +200,9 @@ def test_device_reset_then_new_launches(tmp_path, programs):
         plain = [i for i, n in enumerate(table.name) if "gt_plain" in n]
         assert len(plain) == 8, table.name
         assert len(rec.devices) == 2, "each context is set up"
+        # The new context's windows do not reuse the old one's numbers (launch counts and events key on them).
+        keys = rec.flushes["device_index"].astype(np.int64) << 32 | rec.flushes["flush_seq"]
+        assert len(np.unique(keys)) == len(keys) >= 2, rec.flushes["flush_seq"]
         if mode == "block_counter":
             assert (table.counted[plain] == 200).all()
         else:

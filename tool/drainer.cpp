@@ -4,6 +4,7 @@
 // filtered, joined by the launches the host never saw and by each launch's
 // count, written to the recording), while kernels go on recording past the cut.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -32,6 +33,16 @@
 
 namespace gpuobs {
 namespace {
+
+// Flush windows are numbered per GPU for the whole process, not per context: a
+// context made after a device reset (or a second context on the same GPU) must
+// not reuse another's numbers, since the reader keys each window's launch counts
+// and events on (device_index, flush_seq).
+uint32_t next_flush_seq(uint32_t device_index) {
+    static std::atomic<uint32_t> by_device[64];
+    static std::atomic<uint32_t> beyond_the_table{0};  // shared by the rest: still unique on each
+    return device_index < 64 ? by_device[device_index]++ : beyond_the_table++;
+}
 
 // The drain's copies out of the rings, through a pinned host buffer (the
 // sanitizer's copies into pageable memory moved about 400 MB/s on the H200: 84.6
@@ -306,7 +317,7 @@ void Drainer::drain_window(FlushWindow& w) {
     gpuobs_flush_info info;
     std::memset(&info, 0, sizeof info);
     info.device_index = device_index_;
-    info.flush_seq = flush_seq_++;  // numbered at drain: merged windows are one flush
+    info.flush_seq = next_flush_seq(device_index_);  // numbered at drain: merged windows are one flush
     info.host_time_ns = w.host_time_ns;
     info.unrecorded_launches = w.unrecorded;
     // A clock sample at the first flush and then at most once a second.

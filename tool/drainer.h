@@ -212,7 +212,6 @@ private:
     RingState event_ring_, arrival_ring_;
     std::vector<uint64_t> counter_baseline_;
     uint64_t unmatched_seen_ = 0, sampled_out_seen_ = 0;
-    uint32_t flush_seq_ = 0;
     uint64_t release_target_ = 0;  // the window count the drain under way releases
     std::atomic<uint64_t> last_clock_sample_ns_{0};
 
