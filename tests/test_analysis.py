@@ -177,6 +177,33 @@ def test_replays_in_part_are_not_fooled_by_an_end_stamped_late(tmp_path):
     assert came_from == [[2], [3], [4], [], []]
 
 
+@pytest.mark.parametrize("paused_at", [30, 250, 470])
+def test_a_long_pause_inside_a_replay_does_not_part_it(tmp_path, paused_at):
+    # Seen on the H100 (test_duty_cycle_from_the_host_counts_every_block[block_trace]):
+    # a replay paused for 10 ms midway (the program or the tool held it up) looked like
+    # an off time between replays, one more part than launches listed (IndexError).
+    # A block seen again begins a replay for sure; a long gap parts replays only while
+    # fewer are found than listed.
+    def kept(replay, rank):
+        return ~((replay == 0) & (rank == 0))  # one block dropped: the split with blocks missing
+
+    ev, launches = synthetic.block_trace_events(10, 500, sm_count=16, gap_ns=2_000)
+    by_time = np.argsort(ev["time_start"], kind="stable")
+    replay, rank = np.empty(len(ev), int), np.empty(len(ev), int)
+    replay[by_time], rank[by_time] = np.arange(len(ev)) // 500, np.arange(len(ev)) % 500
+    later = (replay > 3) | ((replay == 3) & (rank >= paused_at))
+    ev["time_start"][later] += 10_000_000
+    ev["time_end"][later] += 10_000_000
+    ev["grid_id"] = 77
+    launches["grid_id"] = 77
+    launches["flags"] = 1
+    keep = kept(replay, rank)
+    _, of = _one_window(tmp_path / "p.gpuobs", launches, ev[keep])
+    assert (of >= 0).all()
+    assert np.bincount(of, minlength=10).tolist() == [499] + [500] * 9
+    assert [sorted(set(replay[keep][of == i].tolist())) for i in range(10)] == [[r] for r in range(10)]
+
+
 def test_replays_with_dropped_blocks_split_one_per_launch(tmp_path):
     rng = np.random.default_rng(1)
     got, came_from = _replays_in_part(tmp_path, lambda replay, rank: rng.random(len(replay)) > 0.1)

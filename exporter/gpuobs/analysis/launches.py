@@ -262,8 +262,8 @@ def _split_replays(ev, members, candidates, out, grid_blocks) -> None:
         key = (ev["block_x"][at].astype(np.uint64) << np.uint64(32)) | (
             (ev["block_y"][at].astype(np.uint64) << np.uint64(16)) | ev["block_z"][at].astype(np.uint64)
         )
-        groups = _replays_with_blocks_missing(key, s, gaps, int(sizes[0]))
-        if groups is not None and len(groups) <= k:
+        groups = _replays_with_blocks_missing(key, s, gaps, int(sizes[0]), k)
+        if groups is not None:
             group_of = np.searchsorted(groups, np.arange(len(s)), side="right")
             out[at] = candidates[group_of]
             return
@@ -293,7 +293,7 @@ _STRETCH_GAP_FACTOR = 20
 _STRETCH_GAP_MIN_NS = 50_000
 
 
-def _replays_with_blocks_missing(key, starts, clean_gaps, grid_blocks: int):
+def _replays_with_blocks_missing(key, starts, clean_gaps, grid_blocks: int, replays: int):
     """Where the replays of one graph node begin among their events in start order
     (the first event of each replay after the first), when fewer blocks are here
     than the listed replays launched: some replays sampled out whole (the sample
@@ -301,7 +301,8 @@ def _replays_with_blocks_missing(key, starts, clean_gaps, grid_blocks: int):
     starts are never late, so a block seen again begins a new replay; two partial
     replays whose blocks do not repeat (a gate that closed in one and opened in a
     later one) are parted by the long clean gap of the time between. None where no
-    block identity can be read (more events than a grid has blocks per replay).
+    block identity can be read (more events than a grid has blocks per replay), or
+    where more replays begin than the `replays` listed.
     `key`: each event's block (x, y, z) as one number, in start order."""
     n = len(starts)
     # The previous event with the same block, in start order (-1: none).
@@ -309,6 +310,36 @@ def _replays_with_blocks_missing(key, starts, clean_gaps, grid_blocks: int):
     prev_same = np.full(n, -1, np.int64)
     same = key[by_key][1:] == key[by_key][:-1]
     prev_same[by_key[1:][same]] = by_key[:-1][same]
+    cuts = _cuts_at_repeats(prev_same, starts, clean_gaps, grid_blocks, at_largest_gap=True)
+    if cuts is not None and len(cuts) > replays - 1:
+        # A long pause inside a replay (the program or the tool held it up) drew a
+        # cut before the block seen again, which then needed one more: the fewest
+        # replays the blocks allow begin at the blocks seen again.
+        cuts = _cuts_at_repeats(prev_same, starts, clean_gaps, grid_blocks, at_largest_gap=False)
+    if cuts is None or len(cuts) > replays - 1:
+        return None  # more replays begin than are listed here (a launch listed in another window)
+    start_gaps = np.diff(starts)
+    typical = float(np.median(start_gaps[start_gaps > 0])) if (start_gaps > 0).any() else 0.0
+    threshold = max(_STRETCH_GAP_MIN_NS, _STRETCH_GAP_FACTOR * typical)
+    stretches = np.flatnonzero(clean_gaps >= threshold)
+    stretches = np.setdiff1d(stretches[stretches > 0], cuts)
+    # Such a gap may as well be a replay's own pause: they part replays only while
+    # fewer are found than listed, the longest first.
+    room = replays - 1 - len(cuts)
+    if len(stretches) > room:
+        stretches = stretches[np.argsort(-clean_gaps[stretches], kind="stable")[:room]]
+    return np.union1d(cuts, stretches).astype(np.int64)
+
+
+def _cuts_at_repeats(prev_same, starts, clean_gaps, grid_blocks: int, at_largest_gap: bool):
+    """Replays' first events, walking in start order: each replay ends before its
+    first block seen again. The next one began after that block's earlier run and
+    at or before it (a partial replay's other blocks may have started first):
+    at_largest_gap, where the gap after every earlier block's end is largest, or,
+    where ends stamped late by the next replay's exits hide every such gap, where
+    the gap between starts is; else at the block seen again (the fewest replays).
+    None where more distinct blocks come in a row than a grid has."""
+    n = len(starts)
     cuts = []
     begin = 0
     while begin < n:
@@ -316,26 +347,21 @@ def _replays_with_blocks_missing(key, starts, clean_gaps, grid_blocks: int):
         window = prev_same[begin + 1 : begin + 1 + grid_blocks]
         repeat = np.flatnonzero(window >= begin)
         if len(repeat):
-            # The next replay began at or before its first repeated block (a partial
-            # replay's other blocks may have started first): where the gap after every
-            # earlier block's end is largest, or, where ends stamped late by the next
-            # replay's exits hide every such gap, where the gap between starts is.
             seen_again = begin + 1 + int(repeat[0])
-            gaps = clean_gaps[begin + 1 : seen_again + 1]
-            if gaps.max() < 0:
-                gaps = starts[begin + 1 : seen_again + 1] - starts[begin:seen_again]
-            end = begin + 1 + int(np.argmax(gaps))
+            end = seen_again
+            if at_largest_gap:
+                lo = int(prev_same[seen_again]) + 1
+                gaps = clean_gaps[lo : seen_again + 1]
+                if gaps.max() < 0:
+                    gaps = starts[lo : seen_again + 1] - starts[lo - 1 : seen_again]
+                end = lo + int(np.argmax(gaps))
             cuts.append(end)
         elif begin + 1 + grid_blocks >= n:
             end = n  # the last replay here
         else:
-            return None  # more distinct blocks in a row than a grid has
+            return None
         begin = end
-    start_gaps = np.diff(starts)
-    typical = float(np.median(start_gaps[start_gaps > 0])) if (start_gaps > 0).any() else 0.0
-    threshold = max(_STRETCH_GAP_MIN_NS, _STRETCH_GAP_FACTOR * typical)
-    stretches = np.flatnonzero(clean_gaps >= threshold)
-    return np.union1d(np.asarray(cuts, np.int64), stretches[stretches > 0]).astype(np.int64)
+    return np.asarray(cuts, np.int64)
 
 
 @dataclass
