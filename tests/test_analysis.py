@@ -204,6 +204,41 @@ def test_a_long_pause_inside_a_replay_does_not_part_it(tmp_path, paused_at):
     assert [sorted(set(replay[keep][of == i].tolist())) for i in range(10)] == [[r] for r in range(10)]
 
 
+def test_replays_under_gates_drops_and_pauses_keep_each_block_once_a_launch():
+    # Random graph replays of one node, with pauses (up to 20 ms) at random points,
+    # a gate turning on a random period and random drops: every event goes to one of
+    # the listed launches and no launch gets the same block twice (before the fix,
+    # 62 of 400 such cases raised IndexError and 57 gave a launch a block twice).
+    from gpuobs.analysis.launches import _split_replays
+
+    for seed in range(150):
+        rng = np.random.default_rng(seed)
+        k, blocks = int(rng.integers(2, 12)), int(rng.integers(4, 300))
+        ev, _ = synthetic.block_trace_events(k, blocks, sm_count=int(rng.integers(2, 32)), gap_ns=2_000, seed=seed)
+        by_time = np.argsort(ev["time_start"], kind="stable")
+        replay, rank = np.empty(len(ev), int), np.empty(len(ev), int)
+        replay[by_time], rank[by_time] = np.arange(len(ev)) // blocks, np.arange(len(ev)) % blocks
+        for _ in range(int(rng.integers(0, 4))):
+            r, q = int(rng.integers(0, k)), int(rng.integers(0, blocks))
+            later = (replay > r) | ((replay == r) & (rank >= q))
+            pause = int(rng.integers(10_000, 20_000_000))
+            ev["time_start"][later] += pause
+            ev["time_end"][later] += pause
+        t = ev["time_start"].astype(np.int64)
+        period = int(rng.integers(10_000, max(20_000, (t.max() - t.min()) // 2 + 1)))
+        keep = ((t - t.min() + int(rng.integers(0, period))) % period) < int(rng.integers(1, period))
+        keep &= rng.random(len(ev)) > rng.random() * 0.3
+        if not keep.any() or keep.all():
+            continue
+        kept = ev[keep]
+        out = np.full(len(kept), -1, np.int64)
+        _split_replays(kept, np.arange(len(kept)), np.arange(k), out, np.full(k, blocks))
+        assert ((out >= 0) & (out < k)).all(), seed
+        for i in range(k):
+            x = kept["block_x"][out == i]
+            assert len(np.unique(x)) == len(x), (seed, i)
+
+
 def test_replays_with_dropped_blocks_split_one_per_launch(tmp_path):
     rng = np.random.default_rng(1)
     got, came_from = _replays_in_part(tmp_path, lambda replay, rank: rng.random(len(replay)) > 0.1)
