@@ -107,6 +107,15 @@ def test_replay_split_by_grid_size_when_flagged_ends_fake_the_gaps(tmp_path):
     assert of.tolist() == [0] * 4 + [1] * 4 + [2] * 4
 
 
+def _replay_and_rank(ev, blocks):
+    """Of synthetic replays of `blocks` blocks each, every event's replay and its rank in
+    that replay's start order (replays never overlap, so start order gives both)."""
+    by_time = np.argsort(ev["time_start"], kind="stable")
+    replay, rank = np.empty(len(ev), int), np.empty(len(ev), int)
+    replay[by_time], rank[by_time] = np.arange(len(ev)) // blocks, np.arange(len(ev)) % blocks
+    return replay, rank
+
+
 def _replays_in_part(tmp_path, kept, replays=10, blocks=500, resident=4, touch=None):
     """`replays` replays of one graph node (one grid id, one window), of which only the
     blocks `kept(replay, rank in start order)` were recorded, after `touch(events,
@@ -116,9 +125,7 @@ def _replays_in_part(tmp_path, kept, replays=10, blocks=500, resident=4, touch=N
     ev["grid_id"] = 77
     launches["grid_id"] = 77
     launches["flags"] = 1
-    by_time = np.argsort(ev["time_start"], kind="stable")
-    replay, rank = np.empty(len(ev), int), np.empty(len(ev), int)
-    replay[by_time], rank[by_time] = np.arange(len(ev)) // blocks, np.arange(len(ev)) % blocks
+    replay, rank = _replay_and_rank(ev, blocks)
     if touch is not None:
         touch(ev, replay, rank)
     keep = kept(replay, rank)
@@ -188,9 +195,7 @@ def test_a_long_pause_inside_a_replay_does_not_part_it(tmp_path, paused_at):
         return ~((replay == 0) & (rank == 0))  # one block dropped: the split with blocks missing
 
     ev, launches = synthetic.block_trace_events(10, 500, sm_count=16, gap_ns=2_000)
-    by_time = np.argsort(ev["time_start"], kind="stable")
-    replay, rank = np.empty(len(ev), int), np.empty(len(ev), int)
-    replay[by_time], rank[by_time] = np.arange(len(ev)) // 500, np.arange(len(ev)) % 500
+    replay, rank = _replay_and_rank(ev, 500)
     later = (replay > 3) | ((replay == 3) & (rank >= paused_at))
     ev["time_start"][later] += 10_000_000
     ev["time_end"][later] += 10_000_000
@@ -215,9 +220,7 @@ def test_replays_under_gates_drops_and_pauses_keep_each_block_once_a_launch():
         rng = np.random.default_rng(seed)
         k, blocks = int(rng.integers(2, 12)), int(rng.integers(4, 300))
         ev, _ = synthetic.block_trace_events(k, blocks, sm_count=int(rng.integers(2, 32)), gap_ns=2_000, seed=seed)
-        by_time = np.argsort(ev["time_start"], kind="stable")
-        replay, rank = np.empty(len(ev), int), np.empty(len(ev), int)
-        replay[by_time], rank[by_time] = np.arange(len(ev)) // blocks, np.arange(len(ev)) % blocks
+        replay, rank = _replay_and_rank(ev, blocks)
         for _ in range(int(rng.integers(0, 4))):
             r, q = int(rng.integers(0, k)), int(rng.integers(0, blocks))
             later = (replay > r) | ((replay == r) & (rank >= q))
