@@ -281,6 +281,27 @@ def test_info_says_what_belongs_to_no_launch(tmp_path):
     assert json.loads(gpuobs("info", path, "--json").stdout)["events_unattributed"] == 50
 
 
+def test_info_says_when_two_windows_share_a_number(tmp_path):
+    """A tool before 2026-12-07 numbered flush windows per context: after a device reset
+    two windows of one GPU could share a number, which counts and events are keyed on."""
+    from gpuobs.recording_file import synthetic
+    from gpuobs.recording_file.recording_writer import RecordingWriter
+
+    ev, launches = synthetic.block_trace_events(2, 50, sm_count=8)
+    path = tmp_path / "reset.gpuobs"
+    with RecordingWriter(path) as w:
+        w.run(mode=schema.Mode.BLOCK_TRACE)
+        for k in range(2):  # two contexts, each numbering from 0
+            w.launches(launches[k : k + 1])
+            w.flush(attempted=50, recorded=50, dropped=0)
+            w.events(ev[ev["grid_id"] == launches["grid_id"][k]])
+        w.end()
+    text = " ".join(gpuobs("info", path).stdout.split())
+    assert "1 of them have another window's number on the same GPU" in text, text
+    assert json.loads(gpuobs("info", path, "--json").stdout)["windows_named_twice"] == 1
+    assert "another window's number" not in gpuobs("info", BLOCK).stdout
+
+
 def test_record_refuses_bad_options_before_running_anything(tmp_path):
     def rec(*args):
         return no_traceback(gpuobs("record", *args, cwd=tmp_path))

@@ -167,10 +167,20 @@ def describe(source: Recording | WindowedRecording, progress=lambda *_: None) ->
         **{("blocks_recorded" if key == "block_events" else key): value for key, value in s.items()},
         "sampling": sampling.sampling(rec),
         "flush_windows": flush_windows(rec, wr),
+        "windows_named_twice": _windows_named_twice(rec.flushes),
         "block_ends": block_end_report.totals(rec, block_ends.block_end_bounds(rec))
         if block_ends.is_block_starts(rec)
         else None,
     }
+
+
+def _windows_named_twice(flushes: np.ndarray) -> int:
+    """Flush windows whose (GPU, flush_seq) another window of the recording has too: a
+    tool before 2026-12-07 numbered windows per context, so two contexts on one GPU (a
+    device reset makes a second) could share numbers, and the launch counts and events
+    that are keyed on them could be merged."""
+    keys = _keys(flushes["device_index"], flushes["flush_seq"])
+    return int(len(keys) - len(np.unique(keys)))
 
 
 def _functions_launched(launches: np.ndarray) -> int:
@@ -297,6 +307,13 @@ def text(d: dict) -> list[str]:
     )
     windows = d["flush_windows"]
     lines.append(f"  flush windows   {len(windows)} (`gpuobs trim --flushes A:B` takes these indices)")
+    if d.get("windows_named_twice"):
+        line(
+            "",
+            f"{d['windows_named_twice']:,} of them have another window's number on the same GPU (a tool before "
+            "2026-12-07 numbered windows per context: two contexts on one GPU, or a device reset); launches of "
+            "such windows that share a grid id's counter slot may show one merged count",
+        )
     shown = windows if len(windows) <= MAX_WINDOW_LINES else windows[:20] + [None] + windows[-10:]
     for w in shown:
         if w is None:
