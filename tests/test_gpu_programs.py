@@ -17,6 +17,7 @@ import pytest
 
 from gpuobs.analysis import launches as analysis
 from gpuobs.recording_file import schema
+from gpuobs.selection import window_keys
 
 from .gpu_helpers import assert_windows_add_up, launches_named, record, run
 
@@ -201,7 +202,7 @@ def test_device_reset_then_new_launches(tmp_path, programs):
         assert len(plain) == 8, table.name
         assert len(rec.devices) == 2, "each context is set up"
         # The new context's windows do not reuse the old one's numbers (launch counts and events key on them).
-        keys = rec.flushes["device_index"].astype(np.int64) << 32 | rec.flushes["flush_seq"]
+        keys = window_keys(rec.flushes["device_index"], rec.flushes["flush_seq"])
         assert len(np.unique(keys)) == len(keys) >= 2, rec.flushes["flush_seq"]
         if mode == "block_counter":
             assert (table.counted[plain] == 200).all()
