@@ -13,6 +13,7 @@ from ..recording_file import schema
 from ..recording_file.recording import Recording
 from ..recording_file.windows import WindowedRecording
 from ..safe_text import printable
+from ..selection import device_span, window_keys
 from . import block_end_report, block_ends, ring_capacity, sampling, streamed_facts
 from . import launches as analysis
 
@@ -24,19 +25,6 @@ UNMATCHED_EXITS = (
 )
 
 
-def device_span(rec: Recording) -> tuple[int, int] | None:
-    """(first, last) device ns of the recording's events; None without events."""
-    ev = rec.events
-    if len(ev) == 0:
-        return None
-    return int(ev["time_start"].min()), int(np.maximum(ev["time_end"], ev["time_start"]).max())
-
-
-def _keys(devices: np.ndarray, flush_seqs: np.ndarray) -> np.ndarray:
-    """One integer per (device, flush_seq): both are 32-bit."""
-    return (devices.astype(np.uint64) << np.uint64(32)) | flush_seqs.astype(np.uint64)
-
-
 def _group_of(keys: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """Index of each key in the sorted `groups`, or len(groups) where it has none."""
     at = np.searchsorted(groups, keys)
@@ -46,11 +34,11 @@ def _group_of(keys: np.ndarray, groups: np.ndarray) -> np.ndarray:
 
 
 def _window_events(rec: Recording, groups: np.ndarray, t0: int) -> tuple:
-    """Per flush window of `groups` (sorted _keys): its events, and their first start and
+    """Per flush window of `groups` (sorted window_keys): its events, and their first start and
     last end relative to t0 (0 where it has none)."""
     n = len(groups)
     ev = rec.events
-    ev_group = _group_of(_keys(rec.event_devices, rec.event_flushes), groups)
+    ev_group = _group_of(window_keys(rec.event_devices, rec.event_flushes), groups)
     events = np.bincount(ev_group, minlength=n + 1)[:n]
     first = np.zeros(n, np.int64)
     last = np.zeros(n, np.int64)
@@ -70,9 +58,7 @@ def _indexed_window_events(wr: WindowedRecording, groups: np.ndarray, t0: int) -
     """_window_events from the windowed reader's index of event chunks (no event read)."""
     n = len(groups)
     chunks = [c for c in wr.chunks if c.count]
-    at = _group_of(
-        _keys(np.array([c.device for c in chunks], np.uint64), np.array([c.flush for c in chunks], np.uint64)), groups
-    )
+    at = _group_of(window_keys([c.device for c in chunks], [c.flush for c in chunks]), groups)
     events = np.zeros(n + 1, np.int64)
     first = np.full(n + 1, np.iinfo(np.int64).max, np.int64)
     last = np.zeros(n + 1, np.int64)
@@ -91,10 +77,10 @@ def flush_windows(rec: Recording, wr: WindowedRecording | None = None) -> list[d
     span = device_span(rec) if wr is None else wr.span()
     t0 = span[0] if span else 0
     flushes = rec.flushes
-    groups, flush_group = np.unique(_keys(flushes["device_index"], flushes["flush_seq"]), return_inverse=True)
+    groups, flush_group = np.unique(window_keys(flushes["device_index"], flushes["flush_seq"]), return_inverse=True)
     n = len(groups)
     events, first, last = _window_events(rec, groups, t0) if wr is None else _indexed_window_events(wr, groups, t0)
-    launch_group = _group_of(_keys(rec.launches["device_index"], rec.launch_flushes), groups)
+    launch_group = _group_of(window_keys(rec.launches["device_index"], rec.launch_flushes), groups)
     launches = np.bincount(launch_group, minlength=n + 1)[:n]
     rows = []
     for index, f in enumerate(flushes):
@@ -179,7 +165,7 @@ def _windows_named_twice(flushes: np.ndarray) -> int:
     tool before 2026-12-07 numbered windows per context, so two contexts on one GPU (a
     device reset makes a second) could share numbers, and the launch counts and events
     that are keyed on them could be merged."""
-    keys = _keys(flushes["device_index"], flushes["flush_seq"])
+    keys = window_keys(flushes["device_index"], flushes["flush_seq"])
     return int(len(keys) - len(np.unique(keys)))
 
 
