@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the test dependencies and runs the tests: the README's second command,
 # and exactly what CI runs (.ci/run) after the lint checks (.ci/lint). GPU tests
-# are skipped here; run them on a GPU machine with tests/gpu_programs/device_session.sh.
+# are skipped here; run them on a GPU machine with tests/gpu_programs/device_suite.sh (all
+# in one call) or device_session.sh (one part a call).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q ".[test]"

@@ -4,14 +4,16 @@
 # A call runs at most ten minutes; the whole GPU suite took 380 s on an H100 (sixteenth
 # session) and ran past 585 s on an H200 (twentieth, the duty cycle's tests added), so
 # it runs as three parts, one a call, each well inside the limit (part2, with the
-# duty tests' 160 s, took 229 s on an H100 in the twenty-first session).
+# duty tests' 160 s, took 229 s on an H100 in the twenty-first session). device_suite.sh
+# runs the three side by side in one call.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
+source "$(dirname "$0")/gpu_parts.sh"
+# shellcheck disable=SC2086  # a part is a list of test files
 case "${1:-}" in
-part1) shift; set -- tests/test_gpu_jax.py tests/test_gpu_programs.py tests/test_bounds_gpu_wait.py "$@" ;;
-part2) shift; set -- tests/test_gpu_sampling.py tests/test_gpu_server.py tests/test_gpu_block_starts.py \
-    tests/test_gpu_conditional.py tests/test_patch_stack_saves.py "$@" ;;
-part3) shift; set -- tests/test_gpu_tool.py "$@" ;;
+part1) shift; set -- $GPU_PART1 "$@" ;;
+part2) shift; set -- $GPU_PART2 "$@" ;;
+part3) shift; set -- $GPU_PART3 "$@" ;;
 esac
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv; nvcc --version | tail -1; python3 -c "import torch; print('torch', torch.__version__)"; } 2>&1 | tee "$OUT/env.txt"
 python3 -m gpuobs build 2>&1 | tee "$OUT/build.log" || exit 1
