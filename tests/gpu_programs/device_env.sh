@@ -6,3 +6,9 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   export PYTHONPATH=/tmp/site
 fi
 export PYTHONPATH="$PWD/exporter:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 GPUOBS_GPU_TESTS=1
+# What a log needs to say which machine ran it.
+describe_machine() {
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.total --format=csv
+  nvcc --version | tail -1
+  python3 -c "import torch; print('torch', torch.__version__)"
+}

@@ -15,7 +15,7 @@ part1) shift; set -- $GPU_PART1 "$@" ;;
 part2) shift; set -- $GPU_PART2 "$@" ;;
 part3) shift; set -- $GPU_PART3 "$@" ;;
 esac
-{ nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv; nvcc --version | tail -1; python3 -c "import torch; print('torch', torch.__version__)"; } 2>&1 | tee "$OUT/env.txt"
+describe_machine 2>&1 | tee "$OUT/env.txt"
 python3 -m gpuobs build 2>&1 | tee "$OUT/build.log" || exit 1
 python3 -m pytest -v -p no:cacheprovider --durations=15 "$@" 2>&1 | tee "$OUT/gpu_tests.log"
 status=${PIPESTATUS[0]}

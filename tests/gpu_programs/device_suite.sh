@@ -10,7 +10,7 @@ t0=$(date +%s)
 source "$(dirname "$0")/device_env.sh"
 source "$(dirname "$0")/gpu_parts.sh"
 elapsed() { echo $(($(date +%s) - t0)); }
-{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.total --format=csv; nvcc --version | tail -1; python3 -c "import torch; print('torch', torch.__version__)"; } > "$OUT/env.txt" 2>&1
+describe_machine > "$OUT/env.txt" 2>&1
 python3 -m gpuobs build > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -20 "$OUT/build.log"; exit 1; }
 rm -f "$OUT/rc.txt"
 echo "built in $(elapsed) s"
@@ -18,12 +18,11 @@ echo "built in $(elapsed) s"
 # part NAME FILES... [pytest args]: one pytest run, stopped 575 s after the start.
 part() {
   local name=$1; shift
-  # shellcheck disable=SC2086  # a part is a list of test files
   timeout $((575 - $(elapsed))) python3 -m pytest -v -p no:cacheprovider --durations=10 \
     --basetemp="/tmp/gpuobs-$name" "$@" > "$OUT/$name.log" 2>&1
   echo "$name rc=$? at $(elapsed) s" >> "$OUT/rc.txt"
 }
-# shellcheck disable=SC2086
+# shellcheck disable=SC2086  # a part is a list of test files
 part part3 $GPU_PART3 "$@" &
 # shellcheck disable=SC2086
 { part part2 $GPU_PART2 "$@"; part part1 $GPU_PART1 "$@"; } &
