@@ -41,7 +41,7 @@ namespace {
 uint32_t next_flush_seq(uint32_t device_index) {
     static std::atomic<uint32_t> by_device[64];
     static std::atomic<uint32_t> beyond_the_table{0};  // shared by the rest: still unique on each
-    return device_index < 64 ? by_device[device_index]++ : beyond_the_table++;
+    return device_index < std::size(by_device) ? by_device[device_index]++ : beyond_the_table++;
 }
 
 // The drain's copies out of the rings, through a pinned host buffer (the
