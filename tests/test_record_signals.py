@@ -32,8 +32,9 @@ while not calls and time.monotonic() < deadline:
     time.sleep(0.01)
 time.sleep(0.5)
 shutil.copy(sample, os.environ["GPUOBS_OUTPUT"])  # the tool's recording, as a real run leaves one
-with open(out, "w") as f:
+with open(out + ".part", "w") as f:  # renamed whole: the test polls for `out` and reads it at once
     json.dump(calls, f)
+os.replace(out + ".part", out)
 sys.exit(3)
 """
 
